@@ -1,0 +1,28 @@
+// Conversions between psync.v1 messages and the core's domain types, and the one place where
+// absl::Status becomes grpc::Status. Pure functions; thread-safe.
+#ifndef PSYNC_SERVER_CONVERT_H_
+#define PSYNC_SERVER_CONVERT_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "grpcpp/support/status.h"
+#include "proto/psync/v1/coordinator.pb.h"
+#include "server/coordinator.h"
+#include "server/core/types.h"
+
+namespace psync::server {
+
+core::RankPlan RankPlanFromProto(const v1::JoinRequest& request);
+std::vector<core::StagedItem> StagedFromProto(const v1::StagedBatch& batch);
+std::vector<core::SyncDoneItem> SyncDoneFromProto(const v1::SyncDoneBatch& batch);
+
+v1::SessionDown NoticeToProto(const core::Notice& notice);
+void JobStatusToProto(const JobStatusView& view, v1::JobStatus* out);
+void JobSummaryToProto(const JobStatusView& view, v1::JobSummary* out);
+
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+}  // namespace psync::server
+
+#endif  // PSYNC_SERVER_CONVERT_H_

@@ -1,0 +1,233 @@
+#include "server/coordinator.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace psync::server {
+
+using core::EventKind;
+
+Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
+    : options_(std::move(options)), clock_(clock) {}
+
+void Coordinator::AppendEvent(core::Event event) {
+  events_.push_back(std::move(event));
+  while (events_.size() > options_.event_log_capacity) {
+    events_.pop_front();
+    ++events_dropped_;
+  }
+}
+
+void Coordinator::Record(Job& job, core::Decisions& decisions, std::vector<Outgoing>* out) {
+  for (core::Event& e : decisions.events) {
+    switch (e.kind) {
+      case EventKind::kCheckin: ++job.counters.checkins; break;
+      case EventKind::kDuplicate: ++job.counters.duplicate_checkins; break;
+      case EventKind::kRelease: ++job.counters.releases; break;
+      case EventKind::kSyncDone: ++job.counters.syncs_done; break;
+      case EventKind::kStepSkipped: ++job.counters.skipped_steps; break;
+      case EventKind::kViolation: ++job.counters.violations; break;
+      default: break;
+    }
+    AppendEvent(std::move(e));
+  }
+  for (core::Delivery& d : decisions.deliveries) {
+    auto it = job.sessions.find(d.rank);
+    // A rank without a session gets its pending notices when it attaches.
+    if (it != job.sessions.end()) out->push_back({it->second, std::move(d.notice)});
+  }
+}
+
+void Coordinator::RecordRejection(const std::string& job_id, Job* job, const absl::Status& status,
+                                  absl::Time now) {
+  if (job != nullptr) ++job->counters.rejected;
+  core::Event e;
+  e.kind = EventKind::kRejected;
+  e.time = now;
+  e.job_id = job_id;
+  if (job != nullptr) e.generation = job->tracker->generation();
+  e.detail = status.ToString();
+  AppendEvent(std::move(e));
+}
+
+void Coordinator::Deliver(std::vector<Outgoing>& out) {
+  for (Outgoing& o : out) o.sink->Send(o.notice);
+}
+
+absl::StatusOr<core::JoinResult> Coordinator::Join(const core::RankPlan& plan) {
+  std::vector<Outgoing> out;
+  absl::StatusOr<core::JoinResult> result;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    if (auto s = core::ValidateRankPlan(plan, options_.tracker.limits); !s.ok()) {
+      auto it = jobs_.find(plan.job_id);
+      RecordRejection(plan.job_id, it == jobs_.end() ? nullptr : it->second.get(), s, now);
+      return s;
+    }
+    auto it = jobs_.find(plan.job_id);
+    if (it == jobs_.end()) {
+      if (jobs_.size() >= options_.max_jobs) {
+        absl::Status s = absl::ResourceExhaustedError(absl::StrCat(
+            "job_id '", plan.job_id, "': the coordinator already holds max_jobs=", options_.max_jobs,
+            " jobs"));
+        RecordRejection(plan.job_id, nullptr, s, now);
+        return s;
+      }
+      it = jobs_
+               .emplace(plan.job_id, std::make_unique<Job>(std::make_unique<core::JobTracker>(
+                                         plan.job_id, options_.tracker)))
+               .first;
+    }
+    Job& job = *it->second;
+    core::Decisions decisions;
+    result = job.tracker->Join(plan, now, &decisions);
+    Record(job, decisions, &out);
+    if (!result.ok()) {
+      RecordRejection(plan.job_id, &job, result.status(), now);
+      if (job.tracker->generation() == 0) jobs_.erase(it);  // a job whose first join failed
+    }
+  }
+  Deliver(out);
+  return result;
+}
+
+absl::StatusOr<std::vector<core::Notice>> Coordinator::Attach(const std::string& job_id,
+                                                              core::RankId rank,
+                                                              uint64_t generation,
+                                                              const std::string& session_id,
+                                                              std::shared_ptr<SessionSink> sink) {
+  std::shared_ptr<SessionSink> superseded;
+  std::vector<core::Notice> pending;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) {
+      return absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known; Join first"));
+    }
+    Job& job = *it->second;
+    if (auto s = job.tracker->CheckAttach(rank, generation, session_id); !s.ok()) {
+      RecordRejection(job_id, &job, s, clock_->Now());
+      return s;
+    }
+    auto& slot = job.sessions[rank];
+    superseded = std::move(slot);
+    slot = std::move(sink);
+    pending = job.tracker->Pending(rank);
+  }
+  if (superseded != nullptr) {
+    superseded->Close(absl::AbortedError(
+        absl::StrCat("session of rank ", rank, " superseded by a newer session")));
+  }
+  return pending;
+}
+
+void Coordinator::Detach(const std::string& job_id, core::RankId rank, const SessionSink* sink) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  auto s = it->second->sessions.find(rank);
+  if (s != it->second->sessions.end() && s->second.get() == sink) it->second->sessions.erase(s);
+}
+
+absl::Status Coordinator::Apply(
+    const std::string& job_id,
+    const std::function<absl::Status(core::JobTracker&, absl::Time, core::Decisions*)>& input,
+    std::vector<Outgoing>* out) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) {
+    absl::Status s = absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
+    RecordRejection(job_id, nullptr, s, now);
+    return s;
+  }
+  Job& job = *it->second;
+  core::Decisions decisions;
+  absl::Status status = input(*job.tracker, now, &decisions);
+  Record(job, decisions, out);
+  if (!status.ok()) RecordRejection(job_id, &job, status, now);
+  return status;
+}
+
+absl::Status Coordinator::Stage(const std::string& job_id, core::RankId rank, uint64_t generation,
+                                absl::Span<const core::StagedItem> items) {
+  std::vector<Outgoing> out;
+  absl::Status s = Apply(
+      job_id,
+      [&](core::JobTracker& t, absl::Time now, core::Decisions* d) {
+        return t.Stage(rank, generation, items, now, d);
+      },
+      &out);
+  Deliver(out);
+  return s;
+}
+
+absl::Status Coordinator::Skip(const std::string& job_id, core::RankId rank, uint64_t generation,
+                               core::Step step, const std::string& reason) {
+  std::vector<Outgoing> out;
+  absl::Status s = Apply(
+      job_id,
+      [&](core::JobTracker& t, absl::Time now, core::Decisions* d) {
+        return t.Skip(rank, generation, step, reason, now, d);
+      },
+      &out);
+  Deliver(out);
+  return s;
+}
+
+absl::Status Coordinator::SyncDone(const std::string& job_id, core::RankId rank,
+                                   uint64_t generation,
+                                   absl::Span<const core::SyncDoneItem> items) {
+  std::vector<Outgoing> out;
+  absl::Status s = Apply(
+      job_id,
+      [&](core::JobTracker& t, absl::Time now, core::Decisions* d) {
+        return t.SyncDone(rank, generation, items, now, d);
+      },
+      &out);
+  Deliver(out);
+  return s;
+}
+
+JobStatusView Coordinator::View(const Job& job, absl::Time now) const {
+  JobStatusView view;
+  view.snapshot = job.tracker->Snapshot(now);
+  view.counters = job.counters;
+  view.sessions_connected = static_cast<uint32_t>(job.sessions.size());
+  return view;
+}
+
+absl::StatusOr<JobStatusView> Coordinator::GetJobStatus(const std::string& job_id) {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) {
+    return absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
+  }
+  return View(*it->second, clock_->Now());
+}
+
+std::vector<JobStatusView> Coordinator::ListJobs() {
+  absl::ReaderMutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  std::vector<JobStatusView> out;
+  for (const auto& [id, job] : jobs_) out.push_back(View(*job, now));
+  std::sort(out.begin(), out.end(), [](const JobStatusView& a, const JobStatusView& b) {
+    return a.snapshot.job_id < b.snapshot.job_id;
+  });
+  return out;
+}
+
+std::vector<core::Event> Coordinator::EventsSince(uint64_t from, uint64_t* next) {
+  absl::ReaderMutexLock lock(&mu_);
+  const uint64_t first = events_dropped_;
+  const uint64_t end = first + events_.size();
+  std::vector<core::Event> out;
+  for (uint64_t i = std::max(from, first); i < end; ++i) out.push_back(events_[i - first]);
+  *next = end;
+  return out;
+}
+
+}  // namespace psync::server

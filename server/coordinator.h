@@ -1,0 +1,130 @@
+// Coordinator: the thread-safe owner of every job's readiness state machine (core::JobTracker),
+// the registry of attached sessions, per-job counters and the event log.
+//
+// Every public method locks one mutex, feeds the input to the job's tracker with the clock's now,
+// records the resulting events, and, after unlocking, hands notices to the addressed ranks'
+// SessionSinks (which never block). Jobs are isolated: each has its own tracker, sessions and
+// counters; a job is created by its first Join.
+//
+// A rejected input leaves every job unchanged (only the job's `rejected` counter and a kRejected
+// event record it). Unknown job: NOT_FOUND. Other codes: see core/job_tracker.h.
+// Thread-safe. Does not own the clock.
+#ifndef PSYNC_SERVER_COORDINATOR_H_
+#define PSYNC_SERVER_COORDINATOR_H_
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "server/clock.h"
+#include "server/core/job_tracker.h"
+#include "server/core/types.h"
+#include "server/session_sink.h"
+
+namespace psync::server {
+
+struct CoordinatorOptions {
+  core::TrackerOptions tracker;
+  // Jobs the coordinator holds at once; a Join for a new job beyond it is RESOURCE_EXHAUSTED.
+  uint32_t max_jobs = 1024;
+  // Events kept in memory (oldest dropped first).
+  size_t event_log_capacity = 100000;
+};
+
+struct JobCounters {
+  uint64_t checkins = 0;
+  uint64_t duplicate_checkins = 0;
+  uint64_t releases = 0;
+  uint64_t syncs_done = 0;
+  uint64_t skipped_steps = 0;
+  uint64_t violations = 0;
+  uint64_t rejected = 0;
+};
+
+struct JobStatusView {
+  core::JobSnapshot snapshot;
+  JobCounters counters;
+  uint32_t sessions_connected = 0;
+};
+
+class Coordinator {
+ public:
+  Coordinator(CoordinatorOptions options, Clock* clock);
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  // Validates and joins; see core::JobTracker::Join.
+  absl::StatusOr<core::JoinResult> Join(const core::RankPlan& plan) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Attaches `sink` as the session of (job, rank). A session already attached for that rank is
+  // closed with ABORTED ("superseded"). Returns the notices the rank must hold now (pending
+  // directives, or the abort of its generation); the caller writes them after its attach Ack.
+  absl::StatusOr<std::vector<core::Notice>> Attach(const std::string& job_id, core::RankId rank,
+                                                   uint64_t generation,
+                                                   const std::string& session_id,
+                                                   std::shared_ptr<SessionSink> sink)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Removes `sink` if it is still the session of (job, rank).
+  void Detach(const std::string& job_id, core::RankId rank, const SessionSink* sink)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  absl::Status Stage(const std::string& job_id, core::RankId rank, uint64_t generation,
+                     absl::Span<const core::StagedItem> items) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Skip(const std::string& job_id, core::RankId rank, uint64_t generation,
+                    core::Step step, const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status SyncDone(const std::string& job_id, core::RankId rank, uint64_t generation,
+                        absl::Span<const core::SyncDoneItem> items) ABSL_LOCKS_EXCLUDED(mu_);
+
+  absl::StatusOr<JobStatusView> GetJobStatus(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<JobStatusView> ListJobs() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Events recorded so far with index >= `from` (indices count from 0 since start; older ones may
+  // have been dropped). `next` receives the index after the last returned event.
+  std::vector<core::Event> EventsSince(uint64_t from, uint64_t* next) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Job {
+    explicit Job(std::unique_ptr<core::JobTracker> t) : tracker(std::move(t)) {}
+    std::unique_ptr<core::JobTracker> tracker;
+    absl::flat_hash_map<core::RankId, std::shared_ptr<SessionSink>> sessions;
+    JobCounters counters;
+  };
+  struct Outgoing {
+    std::shared_ptr<SessionSink> sink;
+    core::Notice notice;
+  };
+
+  // Runs `input` on the job's tracker; records events, counts, routes deliveries into `out`.
+  absl::Status Apply(const std::string& job_id,
+                     const std::function<absl::Status(core::JobTracker&, absl::Time,
+                                                      core::Decisions*)>& input,
+                     std::vector<Outgoing>* out) ABSL_LOCKS_EXCLUDED(mu_);
+  void Record(Job& job, core::Decisions& decisions, std::vector<Outgoing>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecordRejection(const std::string& job_id, Job* job, const absl::Status& status,
+                       absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AppendEvent(core::Event event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  JobStatusView View(const Job& job, absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  static void Deliver(std::vector<Outgoing>& out);
+
+  // Constant after construction.
+  const CoordinatorOptions options_;
+  Clock* const clock_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
+  std::deque<core::Event> events_ ABSL_GUARDED_BY(mu_);
+  uint64_t events_dropped_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace psync::server
+
+#endif  // PSYNC_SERVER_COORDINATOR_H_

@@ -1,0 +1,42 @@
+#include "server/coordinator_server.h"
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+
+namespace psync::server {
+
+absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOptions options) {
+  std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
+  Clock* clock = options.clock != nullptr ? options.clock : &s->real_clock_;
+  s->coordinator_ = std::make_unique<Coordinator>(options.coordinator, clock);
+  s->service_ = std::make_unique<CoordinatorService>(s->coordinator_.get());
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &s->port_);
+  builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  builder.RegisterService(s->service_.get());
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr || s->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on '", options.listen, "'"));
+  }
+  return s;
+}
+
+CoordinatorServer::~CoordinatorServer() { Shutdown(); }
+
+std::string CoordinatorServer::local_target() const { return absl::StrCat("127.0.0.1:", port_); }
+
+void CoordinatorServer::Shutdown() {
+  std::call_once(shutdown_once_, [this] {
+    if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now());
+  });
+}
+
+void CoordinatorServer::Wait() {
+  if (server_ != nullptr) server_->Wait();
+}
+
+}  // namespace psync::server

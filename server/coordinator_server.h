@@ -1,0 +1,60 @@
+// CoordinatorServer: a running psync coordinator: the Coordinator, its gRPC service (with the
+// standard health service and server reflection) and the gRPC server, wired together.
+//
+// Start() binds and returns once the server accepts calls. Shutdown() stops accepting calls,
+// cancels open streams and waits for handlers; it is idempotent and called by the destructor.
+// Thread-safe.
+#ifndef PSYNC_SERVER_COORDINATOR_SERVER_H_
+#define PSYNC_SERVER_COORDINATOR_SERVER_H_
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
+#include "server/clock.h"
+#include "server/coordinator.h"
+#include "server/service.h"
+
+namespace psync::server {
+
+struct ServerOptions {
+  // host:port to listen on; port 0 picks a free port (see port()).
+  std::string listen = "0.0.0.0:7070";
+  // Largest message accepted from a client; larger ones fail with RESOURCE_EXHAUSTED.
+  int max_receive_message_bytes = 1 << 20;
+  CoordinatorOptions coordinator;
+  // Not owned; nullptr uses the real clock.
+  Clock* clock = nullptr;
+};
+
+class CoordinatorServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(ServerOptions options);
+  ~CoordinatorServer();
+
+  // The bound port.
+  int port() const { return port_; }
+  // "127.0.0.1:<port>": where a client on this machine connects.
+  std::string local_target() const;
+  Coordinator& coordinator() { return *coordinator_; }
+
+  void Shutdown();
+  // Blocks until Shutdown() is called from another thread.
+  void Wait();
+
+ private:
+  CoordinatorServer() = default;
+
+  RealClock real_clock_;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<CoordinatorService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::once_flag shutdown_once_;
+};
+
+}  // namespace psync::server
+
+#endif  // PSYNC_SERVER_COORDINATOR_SERVER_H_

@@ -1,0 +1,724 @@
+#include "server/core/job_tracker.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace psync::core {
+namespace {
+
+std::string Describe(const Contributor& c) { return absl::StrCat("rank ", c.rank, " ", c.optimizer); }
+
+std::string ChecksumText(const std::optional<uint64_t>& checksum) {
+  return checksum ? absl::StrFormat("%#x", *checksum) : "none";
+}
+
+std::string ChecksumsText(const std::vector<GroupChecksum>& checksums) {
+  return absl::StrCat(
+      "{", absl::StrJoin(checksums, ",", [](std::string* out, const GroupChecksum& g) {
+        absl::StrAppend(out, g.group, ":", absl::StrFormat("%#x", g.checksum));
+      }), "}");
+}
+
+}  // namespace
+
+const char* JobStateName(JobState state) {
+  switch (state) {
+    case JobState::kForming: return "FORMING";
+    case JobState::kRunning: return "RUNNING";
+    case JobState::kAborted: return "ABORTED";
+  }
+  return "UNKNOWN";
+}
+
+JobTracker::JobTracker(std::string job_id, TrackerOptions options)
+    : job_id_(std::move(job_id)), options_(std::move(options)) {}
+
+Event JobTracker::MakeEvent(EventKind kind, absl::Time now) const {
+  Event e;
+  e.kind = kind;
+  e.time = now;
+  e.job_id = job_id_;
+  e.generation = generation_;
+  return e;
+}
+
+Step JobTracker::rank_step(RankId rank) const {
+  auto it = ranks_.find(rank);
+  return it == ranks_.end() ? plan_.first_step() : it->second.step;
+}
+
+std::vector<RankId> JobTracker::JoinedRanks() const {
+  std::vector<RankId> out;
+  out.reserve(ranks_.size());
+  for (const auto& [rank, state] : ranks_) out.push_back(rank);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Join
+
+void JobTracker::StartGeneration(absl::Time now, absl::string_view reason, Decisions* out) {
+  if (generation_ > 0) {
+    for (const auto& [rank, state] : ranks_) {
+      if (state_ == JobState::kAborted) break;  // ranks already got the abort
+      out->deliveries.push_back(
+          {rank, AbortNotice{generation_, state.step,
+                             absl::StrCat(reason, "; join generation ", generation_ + 1)}});
+    }
+  }
+  ++generation_;
+  state_ = JobState::kForming;
+  abort_reason_.clear();
+  plan_ = JobPlan();
+  ranks_.clear();
+  steps_.clear();
+  Event e = MakeEvent(EventKind::kGeneration, now);
+  e.detail = std::string(reason);
+  out->events.push_back(std::move(e));
+}
+
+absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now, Decisions* out) {
+  auto existing = ranks_.find(plan.rank);
+  if (existing != ranks_.end() && state_ != JobState::kAborted &&
+      existing->second.incarnation == plan.incarnation) {
+    if (!SamePlan(*plan_.rank_plan(plan.rank), plan)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", plan.rank, " joined again with incarnation '", plan.incarnation,
+          "' but a different plan; a changed plan needs a new incarnation"));
+    }
+    Event e = MakeEvent(EventKind::kJoin, now);
+    e.rank = plan.rank;
+    e.detail = "reconnect";
+    out->events.push_back(std::move(e));
+    return JoinResult{generation_, existing->second.session_id, existing->second.step, true};
+  }
+
+  // Decide whether this join opens a new generation, then check the plan against it without
+  // changing anything until the plan merges.
+  std::string new_generation_reason;
+  if (generation_ == 0) {
+    new_generation_reason = "first join";
+  } else if (state_ == JobState::kAborted) {
+    new_generation_reason = absl::StrCat("rank ", plan.rank, " joined after abort (", abort_reason_, ")");
+  } else if (existing != ranks_.end()) {
+    new_generation_reason = absl::StrCat("rank ", plan.rank, " restarted (incarnation '",
+                                         existing->second.incarnation, "' -> '", plan.incarnation,
+                                         "')");
+  }
+  if (new_generation_reason.empty()) {
+    JobPlan trial = plan_;
+    if (auto s = trial.Merge(plan); !s.ok()) return s;
+    plan_ = std::move(trial);
+  } else {
+    JobPlan trial;
+    if (auto s = trial.Merge(plan); !s.ok()) return s;
+    StartGeneration(now, new_generation_reason, out);
+    plan_ = std::move(trial);
+  }
+
+  RankState& state = ranks_[plan.rank];
+  state.incarnation = plan.incarnation;
+  state.session_id = absl::StrCat("g", generation_, "-r", plan.rank, "-s", ++sessions_issued_);
+  state.step = plan_.first_step();
+  Event e = MakeEvent(EventKind::kJoin, now);
+  e.rank = plan.rank;
+  e.detail = absl::StrCat(plan_.ranks_joined(), "/", plan_.world_size(), " ranks joined");
+  out->events.push_back(std::move(e));
+
+  if (plan_.complete()) {
+    state_ = JobState::kRunning;
+    // Check-ins that arrived while the job was forming may complete chunks now.
+    for (auto& [step, st] : steps_) {
+      for (auto& [chunk, cs] : st.chunks) MaybeRelease(step, chunk, now, out);
+      MaybeSkip(step, now, out);
+    }
+  }
+  return JoinResult{generation_, state.session_id, state.step, false};
+}
+
+absl::Status JobTracker::CheckSender(RankId rank, uint64_t generation) const {
+  if (generation != generation_) {
+    return absl::FailedPreconditionError(absl::StrCat("generation ", generation, " is stale: job '",
+                                                      job_id_, "' is at generation ", generation_,
+                                                      "; join again"));
+  }
+  if (state_ == JobState::kAborted) {
+    return absl::AbortedError(absl::StrCat("job '", job_id_, "' generation ", generation_,
+                                           " was aborted at step ", abort_step_, ": ",
+                                           abort_reason_, "; join again"));
+  }
+  if (!ranks_.contains(rank)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", rank, " has not joined generation ", generation_));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobTracker::CheckAttach(RankId rank, uint64_t generation,
+                                     absl::string_view session_id) const {
+  if (plan_.world_size() > 0 && rank >= plan_.world_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " out of range [0, ", plan_.world_size(), ")"));
+  }
+  if (generation != generation_) {
+    return absl::FailedPreconditionError(absl::StrCat("generation ", generation, " is stale: job '",
+                                                      job_id_, "' is at generation ", generation_,
+                                                      "; join again"));
+  }
+  auto it = ranks_.find(rank);
+  if (it == ranks_.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", rank, " has not joined generation ", generation_));
+  }
+  if (it->second.session_id != session_id) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("session_id does not match the session issued to rank ", rank));
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Steps
+
+std::string JobTracker::UnfinishedChunks(RankId rank) const {
+  const Step step = rank_step(rank);
+  std::vector<ChunkId> missing;
+  auto st = steps_.find(step);
+  for (ChunkId c : plan_.synced_chunks(rank)) {
+    if (st == steps_.end()) {
+      missing.push_back(c);
+      continue;
+    }
+    auto cs = st->second.chunks.find(c);
+    if (cs == st->second.chunks.end() || !cs->second.done.contains(rank)) missing.push_back(c);
+  }
+  if (!plan_.complete()) return "the job is still forming";
+  return absl::StrCat("SyncDone missing for chunks [", absl::StrJoin(missing, ","), "]");
+}
+
+absl::Status JobTracker::CheckNotAhead(RankId rank, absl::string_view field, Step step) const {
+  const Step current = rank_step(rank);
+  if (step == current + 1) {
+    return absl::FailedPreconditionError(absl::StrCat(field, " ", step, ": rank ", rank,
+                                                      " has not finished step ", current, " (",
+                                                      UnfinishedChunks(rank), ")"));
+  }
+  if (step > current + 1) {
+    return absl::OutOfRangeError(absl::StrCat(field, " ", step, " is too far ahead: rank ", rank,
+                                              " is at step ", current));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobTracker::CheckStaged(RankId rank, size_t i, const StagedItem& item,
+                                     bool* duplicate, Decisions* out, absl::Time now) const {
+  *duplicate = false;
+  const std::string where = absl::StrCat("items[", i, "]");
+  if (item.chunk >= plan_.num_chunks()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ".chunk ", item.chunk,
+                                                   " out of range [0, ", plan_.num_chunks(), ")"));
+  }
+  const ChunkPart* part = plan_.part(rank, item.chunk);
+  const bool declared =
+      part != nullptr &&
+      std::find(part->optimizers.begin(), part->optimizers.end(), item.optimizer) !=
+          part->optimizers.end();
+  if (!declared) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ".optimizer '", item.optimizer, "' is not declared by rank ", rank, " for chunk ",
+        item.chunk, " (declared: [",
+        part == nullptr ? "" : absl::StrJoin(part->optimizers, ","), "])"));
+  }
+  const Step current = rank_step(rank);
+  if (item.step > current) return CheckNotAhead(rank, absl::StrCat(where, ".step"), item.step);
+  auto st = steps_.find(item.step);
+  if (item.step < current && st == steps_.end()) {
+    const Step oldest = steps_.empty() ? current : steps_.begin()->first;
+    return absl::OutOfRangeError(absl::StrCat(where, ".step ", item.step,
+                                              " is before the oldest retained step ", oldest));
+  }
+  if (st != steps_.end() && st->second.skipped) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(where, ".step ", item.step, " was skipped by every rank"));
+  }
+  const Contributor who{rank, item.optimizer};
+  if (st != steps_.end()) {
+    auto cs = st->second.chunks.find(item.chunk);
+    if (cs != st->second.chunks.end()) {
+      auto found = cs->second.staged.find(who);
+      if (found != cs->second.staged.end()) {
+        if (found->second == item.checksum) {
+          *duplicate = true;
+          return absl::OkStatus();
+        }
+        Event v = MakeEvent(EventKind::kViolation, now);
+        v.step = item.step;
+        v.chunk = item.chunk;
+        v.rank = rank;
+        v.optimizer = item.optimizer;
+        v.detail = absl::StrCat("conflicting duplicate check-in: shard_checksum ",
+                                ChecksumText(item.checksum), " after ",
+                                ChecksumText(found->second));
+        out->events.push_back(std::move(v));
+        return absl::AlreadyExistsError(absl::StrCat(
+            where, ": step ", item.step, " chunk ", item.chunk, " ", Describe(who),
+            " already staged with shard_checksum ", ChecksumText(found->second), ", now ",
+            ChecksumText(item.checksum)));
+      }
+    }
+  }
+  if (item.step < current) {
+    return absl::FailedPreconditionError(absl::StrCat(where, ".step ", item.step,
+                                                      " is already finished for rank ", rank,
+                                                      " (it is at step ", current, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobTracker::Stage(RankId rank, uint64_t generation,
+                               absl::Span<const StagedItem> items, absl::Time now,
+                               Decisions* out) {
+  if (auto s = CheckSender(rank, generation); !s.ok()) return s;
+  if (items.empty() || items.size() > options_.max_batch_items) {
+    return absl::InvalidArgumentError(absl::StrCat("items must have 1..", options_.max_batch_items,
+                                                   " entries (got ", items.size(), ")"));
+  }
+  std::vector<bool> fresh(items.size(), false);
+  std::set<std::tuple<Step, ChunkId, std::string>> in_batch;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const StagedItem& item = items[i];
+    if (!in_batch.emplace(item.step, item.chunk, item.optimizer).second) {
+      return absl::InvalidArgumentError(absl::StrCat("items[", i, "] repeats an earlier item (step ",
+                                                     item.step, " chunk ", item.chunk, " ",
+                                                     item.optimizer, ")"));
+    }
+    bool duplicate = false;
+    if (auto s = CheckStaged(rank, i, item, &duplicate, out, now); !s.ok()) return s;
+    fresh[i] = !duplicate;
+  }
+
+  // The input is valid. A check-in for a step that other ranks skip is a disagreement.
+  const Step current = rank_step(rank);
+  auto st = steps_.find(current);
+  if (st != steps_.end() && !st->second.skip_votes.empty() &&
+      std::find(fresh.begin(), fresh.end(), true) != fresh.end()) {
+    std::vector<RankId> voters(st->second.skip_votes.begin(), st->second.skip_votes.end());
+    std::sort(voters.begin(), voters.end());
+    AbortGeneration(current,
+                    absl::StrCat("skip disagreement at step ", current, ": rank ", rank,
+                                 " staged while ranks [", absl::StrJoin(voters, ","),
+                                 "] skip it (", st->second.skip_reason, ")"),
+                    now, out);
+    return absl::AbortedError(abort_reason_);
+  }
+
+  std::set<ChunkId> touched;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const StagedItem& item = items[i];
+    const Contributor who{rank, item.optimizer};
+    if (!fresh[i]) {
+      Event e = MakeEvent(EventKind::kDuplicate, now);
+      e.step = item.step;
+      e.chunk = item.chunk;
+      e.rank = rank;
+      e.optimizer = item.optimizer;
+      out->events.push_back(std::move(e));
+      continue;
+    }
+    ChunkStep& cs = steps_[item.step].chunks[item.chunk];
+    cs.staged.emplace(who, item.checksum);
+    if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
+    cs.last_checkin = now;
+    cs.last = who;
+    Event e = MakeEvent(EventKind::kCheckin, now);
+    e.step = item.step;
+    e.chunk = item.chunk;
+    e.rank = rank;
+    e.optimizer = item.optimizer;
+    out->events.push_back(std::move(e));
+    touched.insert(item.chunk);
+  }
+  for (ChunkId chunk : touched) MaybeRelease(current, chunk, now, out);
+  return absl::OkStatus();
+}
+
+void JobTracker::MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decisions* out) {
+  if (!plan_.complete()) return;
+  ChunkStep& cs = steps_[step].chunks[chunk];
+  if (cs.released) return;
+  const ChunkInfo& info = plan_.chunk(chunk);
+  if (info.contributors.empty()) return;
+  for (const Contributor& c : info.contributors) {
+    if (!cs.staged.contains(c)) return;
+  }
+  cs.released = true;
+  cs.sequence = ++sequence_;
+  cs.released_at = now;
+  SyncDirective directive{generation_, step, chunk, cs.sequence, cs.last, now - cs.first_checkin};
+  for (RankId member : info.members) out->deliveries.push_back({member, directive});
+  Event e = MakeEvent(EventKind::kRelease, now);
+  e.step = step;
+  e.chunk = chunk;
+  e.rank = cs.last.rank;
+  e.optimizer = cs.last.optimizer;
+  e.sequence = cs.sequence;
+  e.detail = absl::StrCat("all ", info.contributors.size(), " contributors staged; last ",
+                          Describe(cs.last), "; directive to ", info.members.size(), " ranks");
+  out->events.push_back(std::move(e));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Skips
+
+absl::Status JobTracker::Skip(RankId rank, uint64_t generation, Step step,
+                              absl::string_view reason, absl::Time now, Decisions* out) {
+  if (auto s = CheckSender(rank, generation); !s.ok()) return s;
+  if (reason.size() > options_.max_reason_length) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reason must be at most ", options_.max_reason_length, " characters (got ", reason.size(), ")"));
+  }
+  const Step current = rank_step(rank);
+  if (step > current) return CheckNotAhead(rank, "step", step);
+  auto st = steps_.find(step);
+  if (step < current) {
+    if (st != steps_.end() && st->second.skipped) return absl::OkStatus();  // duplicate
+    if (st == steps_.end()) {
+      return absl::OutOfRangeError(absl::StrCat("step ", step, " is before the oldest retained step ",
+                                                steps_.empty() ? current : steps_.begin()->first));
+    }
+    return absl::FailedPreconditionError(absl::StrCat("step ", step, " is already finished for rank ",
+                                                      rank, " (it is at step ", current, ")"));
+  }
+  if (st != steps_.end() && st->second.skip_votes.contains(rank)) return absl::OkStatus();
+
+  if (st != steps_.end()) {
+    std::vector<std::string> stagers;
+    for (const auto& [chunk, cs] : st->second.chunks) {
+      for (const auto& [who, checksum] : cs.staged) {
+        stagers.push_back(absl::StrCat("rank ", who.rank, " ", who.optimizer, " chunk ", chunk));
+      }
+    }
+    if (!stagers.empty()) {
+      std::sort(stagers.begin(), stagers.end());
+      AbortGeneration(step,
+                      absl::StrCat("skip disagreement at step ", step, ": rank ", rank,
+                                   " skips (", reason, ") but ", stagers.size(),
+                                   " check-ins were staged, first: ", stagers.front()),
+                      now, out);
+      return absl::AbortedError(abort_reason_);
+    }
+  }
+  StepState& state = steps_[step];
+  if (state.skip_votes.empty()) state.skip_reason = std::string(reason);
+  state.skip_votes.insert(rank);
+  Event e = MakeEvent(EventKind::kSkipVote, now);
+  e.step = step;
+  e.rank = rank;
+  e.detail = std::string(reason);
+  out->events.push_back(std::move(e));
+  MaybeSkip(step, now, out);
+  return absl::OkStatus();
+}
+
+void JobTracker::MaybeSkip(Step step, absl::Time now, Decisions* out) {
+  auto st = steps_.find(step);
+  if (!plan_.complete() || st == steps_.end() || st->second.skipped ||
+      st->second.skip_votes.size() < plan_.world_size()) {
+    return;
+  }
+  st->second.skipped = true;
+  for (auto& [rank, state] : ranks_) {
+    out->deliveries.push_back({rank, StepSkipped{generation_, step}});
+    state.step = step + 1;
+  }
+  Event e = MakeEvent(EventKind::kStepSkipped, now);
+  e.step = step;
+  e.detail = st->second.skip_reason;
+  out->events.push_back(std::move(e));
+  Trim();
+}
+
+void JobTracker::AbortGeneration(Step step, std::string reason, absl::Time now, Decisions* out) {
+  state_ = JobState::kAborted;
+  abort_reason_ = std::move(reason);
+  abort_step_ = step;
+  for (const auto& [rank, state] : ranks_) {
+    out->deliveries.push_back({rank, AbortNotice{generation_, step, abort_reason_}});
+  }
+  Event v = MakeEvent(EventKind::kViolation, now);
+  v.step = step;
+  v.detail = abort_reason_;
+  out->events.push_back(v);
+  Event e = MakeEvent(EventKind::kAbort, now);
+  e.step = step;
+  e.detail = abort_reason_;
+  out->events.push_back(std::move(e));
+}
+
+// ---------------------------------------------------------------------------------------------
+// SyncDone
+
+absl::Status JobTracker::CheckSyncDone(RankId rank, size_t i, const SyncDoneItem& item,
+                                       bool* duplicate, Decisions* out, absl::Time now) const {
+  *duplicate = false;
+  const std::string where = absl::StrCat("items[", i, "]");
+  if (item.chunk >= plan_.num_chunks()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ".chunk ", item.chunk,
+                                                   " out of range [0, ", plan_.num_chunks(), ")"));
+  }
+  const ChunkPart* part = plan_.part(rank, item.chunk);
+  if (part == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ".chunk ", item.chunk, ": rank ", rank,
+                                                   " is in no sync group of chunk ", item.chunk));
+  }
+  std::set<std::string> seen;
+  for (size_t j = 0; j < item.checksums.size(); ++j) {
+    const std::string& group = item.checksums[j].group;
+    const bool member = std::any_of(part->groups.begin(), part->groups.end(),
+                                    [&](const GroupDecl& g) { return g.name == group; });
+    if (!member || !seen.insert(group).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ".checksums[", j, "].group '", group, "' is ",
+          member ? "listed twice" : absl::StrCat("not a sync group of rank ", rank, " in chunk ",
+                                                 item.chunk)));
+    }
+  }
+  const Step current = rank_step(rank);
+  auto st = steps_.find(item.step);
+  if (item.step > current) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        where, ": SyncDone before the directive: step ", item.step, " chunk ", item.chunk,
+        " has not been released (rank ", rank, " is at step ", current, ")"));
+  }
+  if (st == steps_.end() && item.step < current) {
+    return absl::OutOfRangeError(absl::StrCat(where, ".step ", item.step,
+                                              " is before the oldest retained step ",
+                                              steps_.empty() ? current : steps_.begin()->first));
+  }
+  const ChunkStep* cs = nullptr;
+  if (st != steps_.end()) {
+    auto found = st->second.chunks.find(item.chunk);
+    if (found != st->second.chunks.end()) cs = &found->second;
+  }
+  if (cs == nullptr || !cs->released) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        where, ": SyncDone before the directive: step ", item.step, " chunk ", item.chunk,
+        " has not been released"));
+  }
+  auto done = cs->done.find(rank);
+  if (done != cs->done.end()) {
+    if (done->second == item.checksums) {
+      *duplicate = true;
+      return absl::OkStatus();
+    }
+    Event v = MakeEvent(EventKind::kViolation, now);
+    v.step = item.step;
+    v.chunk = item.chunk;
+    v.rank = rank;
+    v.detail = absl::StrCat("conflicting duplicate SyncDone: checksums ",
+                            ChecksumsText(item.checksums), " after ", ChecksumsText(done->second));
+    out->events.push_back(std::move(v));
+    return absl::AlreadyExistsError(absl::StrCat(where, ": rank ", rank, " already reported SyncDone for step ",
+                                                 item.step, " chunk ", item.chunk, " with checksums ",
+                                                 ChecksumsText(done->second)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobTracker::SyncDone(RankId rank, uint64_t generation,
+                                  absl::Span<const SyncDoneItem> items, absl::Time now,
+                                  Decisions* out) {
+  if (auto s = CheckSender(rank, generation); !s.ok()) return s;
+  if (items.empty() || items.size() > options_.max_batch_items) {
+    return absl::InvalidArgumentError(absl::StrCat("items must have 1..", options_.max_batch_items,
+                                                   " entries (got ", items.size(), ")"));
+  }
+  std::vector<bool> fresh(items.size(), false);
+  std::set<std::pair<Step, ChunkId>> in_batch;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!in_batch.emplace(items[i].step, items[i].chunk).second) {
+      return absl::InvalidArgumentError(absl::StrCat("items[", i, "] repeats an earlier item (step ",
+                                                     items[i].step, " chunk ", items[i].chunk, ")"));
+    }
+    bool duplicate = false;
+    if (auto s = CheckSyncDone(rank, i, items[i], &duplicate, out, now); !s.ok()) return s;
+    fresh[i] = !duplicate;
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    const SyncDoneItem& item = items[i];
+    if (!fresh[i]) continue;
+    ChunkStep& cs = steps_[item.step].chunks[item.chunk];
+    cs.done.emplace(rank, item.checksums);
+    Event e = MakeEvent(EventKind::kSyncDone, now);
+    e.step = item.step;
+    e.chunk = item.chunk;
+    e.rank = rank;
+    e.sequence = cs.sequence;
+    out->events.push_back(std::move(e));
+    if (cs.done.size() == plan_.chunk(item.chunk).members.size()) {
+      Event c = MakeEvent(EventKind::kSyncComplete, now);
+      c.step = item.step;
+      c.chunk = item.chunk;
+      c.sequence = cs.sequence;
+      c.detail = absl::StrCat("all ", cs.done.size(), " ranks synced in ",
+                              absl::FormatDuration(now - cs.released_at));
+      out->events.push_back(std::move(c));
+      CheckChecksums(item.step, item.chunk, cs, now, out);
+    }
+  }
+  MaybeAdvance(rank, now, out);
+  return absl::OkStatus();
+}
+
+void JobTracker::CheckChecksums(Step step, ChunkId chunk, const ChunkStep& cs, absl::Time now,
+                                Decisions* out) const {
+  // group -> checksum -> ranks
+  std::map<std::string, std::map<uint64_t, std::vector<RankId>>> by_group;
+  for (const auto& [rank, checksums] : cs.done) {
+    for (const GroupChecksum& g : checksums) by_group[g.group][g.checksum].push_back(rank);
+  }
+  for (auto& [group, values] : by_group) {
+    if (values.size() <= 1) continue;
+    std::vector<std::string> parts;
+    for (auto& [value, ranks] : values) {
+      std::sort(ranks.begin(), ranks.end());
+      parts.push_back(absl::StrFormat("%#x from ranks [%s]", value, absl::StrJoin(ranks, ",")));
+    }
+    Event v = MakeEvent(EventKind::kViolation, now);
+    v.step = step;
+    v.chunk = chunk;
+    v.sequence = cs.sequence;
+    v.detail = absl::StrCat("checksum mismatch in group '", group, "': ", absl::StrJoin(parts, "; "));
+    out->events.push_back(std::move(v));
+  }
+}
+
+void JobTracker::MaybeAdvance(RankId rank, absl::Time now, Decisions* out) {
+  RankState& state = ranks_[rank];
+  auto st = steps_.find(state.step);
+  if (st == steps_.end()) return;
+  for (ChunkId c : plan_.synced_chunks(rank)) {
+    auto cs = st->second.chunks.find(c);
+    if (cs == st->second.chunks.end() || !cs->second.done.contains(rank)) return;
+  }
+  ++state.step;
+  Trim();
+}
+
+void JobTracker::Trim() {
+  Step lowest = ~Step{0};
+  for (const auto& [rank, state] : ranks_) lowest = std::min(lowest, state.step);
+  if (!plan_.complete()) lowest = std::min(lowest, plan_.first_step());
+  const Step keep_from = lowest > options_.history_steps ? lowest - options_.history_steps : 0;
+  while (!steps_.empty() && steps_.begin()->first < keep_from) steps_.erase(steps_.begin());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Queries
+
+std::vector<Notice> JobTracker::Pending(RankId rank) const {
+  std::vector<Notice> out;
+  auto it = ranks_.find(rank);
+  if (it == ranks_.end()) return out;
+  if (state_ == JobState::kAborted) {
+    out.push_back(AbortNotice{generation_, abort_step_, abort_reason_});
+    return out;
+  }
+  for (auto st = steps_.lower_bound(it->second.step); st != steps_.end(); ++st) {
+    for (const auto& [chunk, cs] : st->second.chunks) {
+      if (!cs.released || cs.done.contains(rank)) continue;
+      const std::vector<RankId>& members = plan_.chunk(chunk).members;
+      if (!std::binary_search(members.begin(), members.end(), rank)) continue;
+      out.push_back(SyncDirective{generation_, st->first, chunk, cs.sequence, cs.last,
+                                  cs.released_at - cs.first_checkin});
+    }
+  }
+  return out;
+}
+
+bool JobTracker::ChunkFinished(Step step, ChunkId chunk) const {
+  auto st = steps_.find(step);
+  if (st == steps_.end()) return false;
+  if (st->second.skipped) return true;
+  auto cs = st->second.chunks.find(chunk);
+  return cs != st->second.chunks.end() && cs->second.released &&
+         cs->second.done.size() == plan_.chunk(chunk).members.size();
+}
+
+JobSnapshot JobTracker::Snapshot(absl::Time now) const {
+  JobSnapshot snap;
+  snap.job_id = job_id_;
+  snap.generation = generation_;
+  snap.state = state_;
+  snap.world_size = plan_.world_size();
+  snap.num_chunks = plan_.num_chunks();
+  snap.ranks_joined = static_cast<uint32_t>(plan_.ranks_joined());
+  snap.abort_reason = abort_reason_;
+  Step lowest = plan_.first_step();
+  if (!ranks_.empty()) {
+    lowest = ~Step{0};
+    for (const auto& [rank, state] : ranks_) lowest = std::min(lowest, state.step);
+  }
+  snap.min_rank_step = lowest;
+  for (ChunkId c = 0; c < plan_.num_chunks(); ++c) {
+    const ChunkInfo& info = plan_.chunk(c);
+    ChunkSnapshot chunk;
+    chunk.chunk = c;
+    Step step = ~Step{0};
+    for (RankId m : info.members) step = std::min(step, rank_step(m));
+    if (info.members.empty()) step = lowest;
+    while (ChunkFinished(step, c)) ++step;
+    chunk.step = step;
+    const ChunkStep* cs = nullptr;
+    if (auto st = steps_.find(step); st != steps_.end()) {
+      if (auto f = st->second.chunks.find(c); f != st->second.chunks.end()) cs = &f->second;
+    }
+    for (const Contributor& who : info.contributors) {
+      if (cs != nullptr && cs->staged.contains(who)) {
+        chunk.staged.push_back(who);
+      } else {
+        chunk.missing.push_back(who);
+      }
+    }
+    if (cs == nullptr || cs->staged.empty()) {
+      chunk.state = "IDLE";
+    } else if (!cs->released) {
+      chunk.state = "WAITING";
+      chunk.waiting = now - cs->first_checkin;
+    } else {
+      chunk.state = "RELEASED";
+      chunk.waiting = now - cs->released_at;
+      for (RankId m : info.members) {
+        if (!cs->done.contains(m)) chunk.sync_pending.push_back(m);
+      }
+    }
+    snap.chunks.push_back(std::move(chunk));
+  }
+  return snap;
+}
+
+const char* EventKindName(EventKind kind) {
+  switch (kind) {
+    case EventKind::kJoin: return "join";
+    case EventKind::kGeneration: return "generation";
+    case EventKind::kCheckin: return "checkin";
+    case EventKind::kDuplicate: return "duplicate";
+    case EventKind::kRelease: return "release";
+    case EventKind::kSyncDone: return "sync_done";
+    case EventKind::kSyncComplete: return "sync_complete";
+    case EventKind::kSkipVote: return "skip_vote";
+    case EventKind::kStepSkipped: return "step_skipped";
+    case EventKind::kViolation: return "violation";
+    case EventKind::kAbort: return "abort";
+    case EventKind::kRejected: return "rejected";
+  }
+  return "unknown";
+}
+
+}  // namespace psync::core

@@ -1,0 +1,166 @@
+// JobTracker: the readiness state machine of one job. Pure and deterministic: inputs (joins,
+// check-ins, skips, sync-dones) and the current time in, decisions (notices to ranks, events) out.
+// No threads, no I/O, no clock reads.
+//
+// Guarantees, for every generation of the job:
+//  * No early release: a (step, chunk) is released only once the plan is complete (every rank
+//    joined) and every declared contributor of the chunk staged that step.
+//  * Exactly once: each (generation, step, chunk) is released at most once; its SyncDirective is
+//    addressed once to every member of the chunk's sync groups. Pending() lets a reconnecting
+//    session receive the directives it has not acknowledged with SyncDone.
+//  * Steps: a rank stages step s+1 only after it reported SyncDone for every chunk it syncs at
+//    step s, or every rank skipped step s. A skip needs every rank; a rank that stages a step that
+//    another rank skips (or the reverse) is a violation, and the generation is aborted.
+//
+// Errors: a rejected input returns a non-OK status whose message names the field and the allowed
+// range, and leaves the state unchanged (it may still append a kViolation event to `out`, e.g. for
+// a conflicting duplicate). Codes: INVALID_ARGUMENT malformed input; FAILED_PRECONDITION wrong
+// state (stale generation, not joined, step not reached, SyncDone before the directive, plan
+// conflict); OUT_OF_RANGE step outside the retained window; ALREADY_EXISTS conflicting duplicate;
+// ABORTED the generation was aborted (join again); PERMISSION_DENIED wrong session id.
+//
+// Thread-compatible: the owner serializes calls.
+#ifndef PSYNC_SERVER_CORE_JOB_TRACKER_H_
+#define PSYNC_SERVER_CORE_JOB_TRACKER_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "server/core/plan.h"
+#include "server/core/step_state.h"
+#include "server/core/types.h"
+
+namespace psync::core {
+
+struct TrackerOptions {
+  PlanLimits limits;
+  // Finished steps kept so that late duplicates get the decision already made.
+  uint32_t history_steps = 16;
+  // Items per StagedBatch / SyncDoneBatch.
+  uint32_t max_batch_items = 4096;
+  // Characters of a SkipStep reason.
+  uint32_t max_reason_length = 256;
+};
+
+enum class JobState { kForming, kRunning, kAborted };
+const char* JobStateName(JobState state);
+
+struct JoinResult {
+  uint64_t generation = 0;
+  std::string session_id;
+  Step next_step = 0;
+  bool reconnect = false;  // same incarnation joined again
+};
+
+struct ChunkSnapshot {
+  ChunkId chunk = 0;
+  Step step = 0;
+  std::string state;  // IDLE, WAITING, RELEASED
+  std::vector<Contributor> staged;
+  std::vector<Contributor> missing;
+  absl::Duration waiting;
+  std::vector<RankId> sync_pending;
+};
+
+struct JobSnapshot {
+  std::string job_id;
+  uint64_t generation = 0;
+  JobState state = JobState::kForming;
+  uint32_t world_size = 0;
+  uint32_t num_chunks = 0;
+  uint32_t ranks_joined = 0;
+  Step min_rank_step = 0;
+  std::vector<ChunkSnapshot> chunks;
+  std::string abort_reason;
+};
+
+class JobTracker {
+ public:
+  JobTracker(std::string job_id, TrackerOptions options);
+
+  // Joins `plan.rank` (plan already validated with ValidateRankPlan, plan.job_id == job_id()).
+  // Same incarnation again: a reconnect, answered with the same generation and session (the plan
+  // must be the same). A new incarnation of a joined rank, or any join after an abort, starts a
+  // new generation; ranks of the old one get an AbortNotice.
+  absl::StatusOr<JoinResult> Join(const RankPlan& plan, absl::Time now, Decisions* out);
+
+  // Checks that a session may attach as (rank, generation, session_id).
+  absl::Status CheckAttach(RankId rank, uint64_t generation, absl::string_view session_id) const;
+
+  absl::Status Stage(RankId rank, uint64_t generation, absl::Span<const StagedItem> items,
+                     absl::Time now, Decisions* out);
+  absl::Status Skip(RankId rank, uint64_t generation, Step step, absl::string_view reason,
+                    absl::Time now, Decisions* out);
+  absl::Status SyncDone(RankId rank, uint64_t generation, absl::Span<const SyncDoneItem> items,
+                        absl::Time now, Decisions* out);
+
+  // Notices `rank` must hold after (re)attaching: the abort of the generation if aborted, else the
+  // directives released to it that it has not reported SyncDone for.
+  std::vector<Notice> Pending(RankId rank) const;
+
+  // Ranks that joined the current generation.
+  std::vector<RankId> JoinedRanks() const;
+
+  JobSnapshot Snapshot(absl::Time now) const;
+
+  const std::string& job_id() const { return job_id_; }
+  uint64_t generation() const { return generation_; }
+  JobState state() const { return state_; }
+  const JobPlan& plan() const { return plan_; }
+  // Step `rank` stages next (first_step before it joined).
+  Step rank_step(RankId rank) const;
+
+ private:
+  struct RankState {
+    std::string incarnation;
+    std::string session_id;
+    Step step = 0;
+  };
+
+  absl::Status CheckSender(RankId rank, uint64_t generation) const;
+  // Validates item `i` of a check-in against the rank's step. Sets *duplicate when the item
+  // repeats a check-in already recorded with the same checksum.
+  absl::Status CheckStaged(RankId rank, size_t i, const StagedItem& item, bool* duplicate,
+                           Decisions* out, absl::Time now) const;
+  absl::Status CheckSyncDone(RankId rank, size_t i, const SyncDoneItem& item, bool* duplicate,
+                             Decisions* out, absl::Time now) const;
+  // Step-range check shared by Stage, Skip and SyncDone for steps at or after the rank's step.
+  absl::Status CheckNotAhead(RankId rank, absl::string_view field, Step step) const;
+  std::string UnfinishedChunks(RankId rank) const;
+
+  void StartGeneration(absl::Time now, absl::string_view reason, Decisions* out);
+  void MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decisions* out);
+  void MaybeSkip(Step step, absl::Time now, Decisions* out);
+  void MaybeAdvance(RankId rank, absl::Time now, Decisions* out);
+  void CheckChecksums(Step step, ChunkId chunk, const ChunkStep& cs, absl::Time now,
+                      Decisions* out) const;
+  void AbortGeneration(Step step, std::string reason, absl::Time now, Decisions* out);
+  void Trim();
+  Event MakeEvent(EventKind kind, absl::Time now) const;
+  bool ChunkFinished(Step step, ChunkId chunk) const;
+
+  // Constant after construction.
+  const std::string job_id_;
+  const TrackerOptions options_;
+
+  uint64_t generation_ = 0;
+  uint64_t sequence_ = 0;  // per job, across generations
+  uint64_t sessions_issued_ = 0;
+  JobState state_ = JobState::kForming;
+  std::string abort_reason_;
+  Step abort_step_ = 0;
+  JobPlan plan_;
+  absl::flat_hash_map<RankId, RankState> ranks_;
+  std::map<Step, StepState> steps_;
+};
+
+}  // namespace psync::core
+
+#endif  // PSYNC_SERVER_CORE_JOB_TRACKER_H_

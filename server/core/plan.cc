@@ -1,0 +1,251 @@
+#include "server/core/plan.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace psync::core {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat(field, " ", problem));
+}
+
+absl::Status CheckLength(absl::string_view field, const std::string& value, size_t max) {
+  if (value.empty() || value.size() > max) {
+    return Invalid(field, absl::StrCat("must be 1..", max, " characters (got ", value.size(), ")"));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<RankId> Sorted(std::vector<RankId> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  return ranks;
+}
+
+std::string RankList(const std::vector<RankId>& ranks) {
+  return absl::StrCat("[", absl::StrJoin(ranks, ","), "]");
+}
+
+}  // namespace
+
+absl::Status ValidateRankPlan(const RankPlan& plan, const PlanLimits& limits) {
+  if (auto s = CheckLength("job_id", plan.job_id, limits.max_id_length); !s.ok()) return s;
+  if (plan.world_size < 1 || plan.world_size > limits.max_world_size) {
+    return Invalid("world_size", absl::StrCat("must be in [1, ", limits.max_world_size, "] (got ",
+                                              plan.world_size, ")"));
+  }
+  if (plan.rank >= plan.world_size) {
+    return Invalid("rank", absl::StrCat(plan.rank, " out of range [0, ", plan.world_size, ")"));
+  }
+  if (plan.num_chunks < 1 || plan.num_chunks > limits.max_chunks) {
+    return Invalid("num_chunks", absl::StrCat("must be in [1, ", limits.max_chunks, "] (got ",
+                                              plan.num_chunks, ")"));
+  }
+  if (auto s = CheckLength("incarnation", plan.incarnation, limits.max_id_length); !s.ok()) {
+    return s;
+  }
+  std::set<ChunkId> seen_chunks;
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const ChunkPart& part = plan.chunks[i];
+    const std::string where = absl::StrCat("chunks[", i, "]");
+    if (part.chunk >= plan.num_chunks) {
+      return Invalid(absl::StrCat(where, ".chunk"),
+                     absl::StrCat(part.chunk, " out of range [0, ", plan.num_chunks, ")"));
+    }
+    if (!seen_chunks.insert(part.chunk).second) {
+      return Invalid(absl::StrCat(where, ".chunk"), absl::StrCat(part.chunk, " is listed twice"));
+    }
+    if (part.optimizers.size() > limits.max_optimizers_per_chunk) {
+      return Invalid(absl::StrCat(where, ".optimizers"),
+                     absl::StrCat("has ", part.optimizers.size(), " entries (at most ",
+                                  limits.max_optimizers_per_chunk, ")"));
+    }
+    std::set<std::string> seen_optimizers;
+    for (size_t j = 0; j < part.optimizers.size(); ++j) {
+      const std::string field = absl::StrCat(where, ".optimizers[", j, "]");
+      if (auto s = CheckLength(field, part.optimizers[j], limits.max_name_length); !s.ok()) {
+        return s;
+      }
+      if (!seen_optimizers.insert(part.optimizers[j]).second) {
+        return Invalid(field, absl::StrCat("'", part.optimizers[j], "' is listed twice"));
+      }
+    }
+    if (part.groups.empty() || part.groups.size() > limits.max_groups_per_chunk) {
+      return Invalid(absl::StrCat(where, ".groups"),
+                     absl::StrCat("must have 1..", limits.max_groups_per_chunk, " entries (got ",
+                                  part.groups.size(), ")"));
+    }
+    std::set<std::string> seen_groups;
+    for (size_t j = 0; j < part.groups.size(); ++j) {
+      const GroupDecl& group = part.groups[j];
+      const std::string field = absl::StrCat(where, ".groups[", j, "]");
+      if (auto s = CheckLength(absl::StrCat(field, ".name"), group.name, limits.max_name_length);
+          !s.ok()) {
+        return s;
+      }
+      if (!seen_groups.insert(group.name).second) {
+        return Invalid(absl::StrCat(field, ".name"), absl::StrCat("'", group.name, "' is listed twice"));
+      }
+      std::set<RankId> seen_ranks;
+      bool has_self = false;
+      for (RankId r : group.ranks) {
+        if (r >= plan.world_size) {
+          return Invalid(absl::StrCat(field, ".ranks"),
+                         absl::StrCat("rank ", r, " out of range [0, ", plan.world_size, ")"));
+        }
+        if (!seen_ranks.insert(r).second) {
+          return Invalid(absl::StrCat(field, ".ranks"), absl::StrCat("rank ", r, " is listed twice"));
+        }
+        has_self |= (r == plan.rank);
+      }
+      if (!has_self) {
+        return Invalid(absl::StrCat(field, ".ranks"),
+                       absl::StrCat("must include the declaring rank ", plan.rank));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool SamePlan(const RankPlan& a, const RankPlan& b) {
+  if (a.job_id != b.job_id || a.world_size != b.world_size || a.rank != b.rank ||
+      a.num_chunks != b.num_chunks || a.first_step != b.first_step ||
+      a.chunks.size() != b.chunks.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.chunks.size(); ++i) {
+    const ChunkPart& x = a.chunks[i];
+    const ChunkPart& y = b.chunks[i];
+    if (x.chunk != y.chunk || x.optimizers != y.optimizers || x.groups.size() != y.groups.size()) {
+      return false;
+    }
+    for (size_t j = 0; j < x.groups.size(); ++j) {
+      if (x.groups[j].name != y.groups[j].name ||
+          Sorted(x.groups[j].ranks) != Sorted(y.groups[j].ranks)) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+const RankPlan* JobPlan::rank_plan(RankId rank) const {
+  auto it = ranks_.find(rank);
+  return it == ranks_.end() ? nullptr : &it->second;
+}
+
+const ChunkPart* JobPlan::part(RankId rank, ChunkId chunk) const {
+  const RankPlan* plan = rank_plan(rank);
+  if (plan == nullptr) return nullptr;
+  for (const ChunkPart& p : plan->chunks) {
+    if (p.chunk == chunk) return &p;
+  }
+  return nullptr;
+}
+
+const std::vector<ChunkId>& JobPlan::synced_chunks(RankId rank) const {
+  static const std::vector<ChunkId>* const kNone = new std::vector<ChunkId>();
+  return rank < synced_chunks_.size() ? synced_chunks_[rank] : *kNone;
+}
+
+absl::Status JobPlan::CheckGroups(const RankPlan& plan) const {
+  for (const ChunkPart& part : plan.chunks) {
+    const ChunkInfo& info = chunks_[part.chunk];
+    for (const GroupDecl& group : part.groups) {
+      const std::vector<RankId> ranks = Sorted(group.ranks);
+      auto known = info.groups.find(group.name);
+      if (known != info.groups.end()) {
+        if (known->second != ranks) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "chunk ", part.chunk, " group '", group.name, "' declared by rank ", plan.rank,
+              " as ", RankList(ranks), " but earlier as ", RankList(known->second)));
+        }
+        continue;
+      }
+      for (RankId other : ranks) {
+        if (other == plan.rank || rank_plan(other) == nullptr) continue;
+        return absl::FailedPreconditionError(absl::StrCat(
+            "chunk ", part.chunk, " group '", group.name, "': rank ", plan.rank, " lists rank ",
+            other, ", but rank ", other, " joined without that group"));
+      }
+    }
+    // Groups that earlier ranks declared with this rank as a member must be declared by it too.
+    for (const auto& [name, ranks] : info.groups) {
+      if (!std::binary_search(ranks.begin(), ranks.end(), plan.rank)) continue;
+      const bool declared = std::any_of(part.groups.begin(), part.groups.end(),
+                                        [&](const GroupDecl& g) { return g.name == name; });
+      if (!declared) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "chunk ", part.chunk, " group '", name, "' ", RankList(ranks), " includes rank ",
+            plan.rank, ", but rank ", plan.rank, " did not declare it"));
+      }
+    }
+  }
+  // Chunks this rank does not take part in at all, where others listed it.
+  for (ChunkId c = 0; c < chunks_.size(); ++c) {
+    const bool listed = std::any_of(plan.chunks.begin(), plan.chunks.end(),
+                                    [&](const ChunkPart& p) { return p.chunk == c; });
+    if (listed) continue;
+    for (const auto& [name, ranks] : chunks_[c].groups) {
+      if (std::binary_search(ranks.begin(), ranks.end(), plan.rank)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "chunk ", c, " group '", name, "' ", RankList(ranks), " includes rank ", plan.rank,
+            ", but rank ", plan.rank, " did not declare chunk ", c));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobPlan::Merge(const RankPlan& plan) {
+  if (!ranks_.empty()) {
+    auto conflict = [&](absl::string_view field, uint64_t mine, uint64_t theirs) {
+      return absl::FailedPreconditionError(absl::StrCat(field, " ", mine, " of rank ", plan.rank,
+                                                        " conflicts with ", theirs,
+                                                        " declared by rank ", first_rank_));
+    };
+    if (plan.world_size != world_size_) return conflict("world_size", plan.world_size, world_size_);
+    if (plan.num_chunks != num_chunks_) return conflict("num_chunks", plan.num_chunks, num_chunks_);
+    if (plan.first_step != first_step_) return conflict("first_step", plan.first_step, first_step_);
+    if (ranks_.contains(plan.rank)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("rank ", plan.rank, " already joined this generation"));
+    }
+    if (auto s = CheckGroups(plan); !s.ok()) return s;
+  } else {
+    world_size_ = plan.world_size;
+    num_chunks_ = plan.num_chunks;
+    first_step_ = plan.first_step;
+    first_rank_ = plan.rank;
+    chunks_.assign(num_chunks_, ChunkInfo{});
+  }
+  ranks_.emplace(plan.rank, plan);
+  for (const ChunkPart& part : plan.chunks) {
+    ChunkInfo& info = chunks_[part.chunk];
+    for (const std::string& opt : part.optimizers) {
+      Contributor c{plan.rank, opt};
+      info.contributors.insert(std::upper_bound(info.contributors.begin(), info.contributors.end(), c),
+                               c);
+    }
+    for (const GroupDecl& group : part.groups) {
+      info.groups.emplace(group.name, Sorted(group.ranks));
+      for (RankId r : group.ranks) {
+        auto at = std::lower_bound(info.members.begin(), info.members.end(), r);
+        if (at == info.members.end() || *at != r) info.members.insert(at, r);
+      }
+    }
+  }
+  if (complete()) {
+    synced_chunks_.assign(world_size_, {});
+    for (ChunkId c = 0; c < num_chunks_; ++c) {
+      if (chunks_[c].contributors.empty()) continue;
+      for (RankId r : chunks_[c].members) synced_chunks_[r].push_back(c);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace psync::core

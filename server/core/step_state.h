@@ -1,0 +1,40 @@
+// Per-step bookkeeping of one job generation: who staged each chunk, whether and when it was
+// released, who reported SyncDone with which checksums, and skip votes.
+//
+// Plain data owned by JobTracker; no behaviour. Thread-compatible.
+#ifndef PSYNC_SERVER_CORE_STEP_STATE_H_
+#define PSYNC_SERVER_CORE_STEP_STATE_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/time/time.h"
+#include "server/core/types.h"
+
+namespace psync::core {
+
+struct ChunkStep {
+  absl::flat_hash_map<Contributor, std::optional<uint64_t>> staged;  // -> shard checksum
+  absl::Time first_checkin = absl::InfinitePast();
+  absl::Time last_checkin = absl::InfinitePast();
+  bool released = false;
+  uint64_t sequence = 0;
+  absl::Time released_at = absl::InfinitePast();
+  Contributor last;
+  absl::flat_hash_map<RankId, std::vector<GroupChecksum>> done;  // rank -> reported checksums
+};
+
+struct StepState {
+  std::map<ChunkId, ChunkStep> chunks;
+  absl::flat_hash_set<RankId> skip_votes;
+  std::string skip_reason;  // the first vote's reason
+  bool skipped = false;
+};
+
+}  // namespace psync::core
+
+#endif  // PSYNC_SERVER_CORE_STEP_STATE_H_

@@ -1,0 +1,157 @@
+// Domain types of the readiness core: plans, check-ins, notices sent to ranks, events.
+//
+// Plain value types, no behaviour beyond comparison and hashing. They mirror psync.v1 but depend on
+// Abseil only, so the core can be tested without gRPC. Thread-compatible.
+#ifndef PSYNC_SERVER_CORE_TYPES_H_
+#define PSYNC_SERVER_CORE_TYPES_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace psync::core {
+
+using Step = uint64_t;
+using ChunkId = uint32_t;
+using RankId = uint32_t;
+
+// One optimizer of one rank: the unit that checks in.
+struct Contributor {
+  RankId rank = 0;
+  std::string optimizer;
+
+  friend bool operator==(const Contributor& a, const Contributor& b) {
+    return a.rank == b.rank && a.optimizer == b.optimizer;
+  }
+  friend bool operator!=(const Contributor& a, const Contributor& b) { return !(a == b); }
+  friend bool operator<(const Contributor& a, const Contributor& b) {
+    return std::tie(a.rank, a.optimizer) < std::tie(b.rank, b.optimizer);
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const Contributor& c) {
+    return H::combine(std::move(h), c.rank, c.optimizer);
+  }
+};
+
+// A named set of ranks that all-gather a chunk together.
+struct GroupDecl {
+  std::string name;
+  std::vector<RankId> ranks;  // as declared; compared as a set
+};
+
+// One rank's part in one chunk.
+struct ChunkPart {
+  ChunkId chunk = 0;
+  std::vector<std::string> optimizers;  // may be empty: the rank contributes nothing here
+  std::vector<GroupDecl> groups;        // at least one
+};
+
+// What one rank declares when it joins.
+struct RankPlan {
+  std::string job_id;
+  uint32_t world_size = 0;
+  RankId rank = 0;
+  uint32_t num_chunks = 0;
+  Step first_step = 0;
+  std::string incarnation;
+  std::vector<ChunkPart> chunks;
+};
+
+struct StagedItem {
+  Step step = 0;
+  ChunkId chunk = 0;
+  std::string optimizer;
+  std::optional<uint64_t> checksum;
+};
+
+struct GroupChecksum {
+  std::string group;
+  uint64_t checksum = 0;
+  friend bool operator==(const GroupChecksum& a, const GroupChecksum& b) {
+    return a.group == b.group && a.checksum == b.checksum;
+  }
+};
+
+struct SyncDoneItem {
+  Step step = 0;
+  ChunkId chunk = 0;
+  std::vector<GroupChecksum> checksums;
+};
+
+// ---- Notices: what the coordinator sends down to ranks ----
+
+struct SyncDirective {
+  uint64_t generation = 0;
+  Step step = 0;
+  ChunkId chunk = 0;
+  uint64_t sequence = 0;
+  Contributor last;
+  absl::Duration wait;
+};
+
+struct StepSkipped {
+  uint64_t generation = 0;
+  Step step = 0;
+};
+
+struct AbortNotice {
+  uint64_t generation = 0;
+  Step step = 0;
+  std::string reason;
+};
+
+using Notice = std::variant<SyncDirective, StepSkipped, AbortNotice>;
+
+// A notice addressed to one rank of one job.
+struct Delivery {
+  RankId rank = 0;
+  Notice notice;
+};
+
+// ---- Events: every decision the core makes, for observability and audit ----
+
+enum class EventKind {
+  kJoin,          // a rank joined (or reconnected)
+  kGeneration,    // a new generation started
+  kCheckin,       // a contributor staged (first time)
+  kDuplicate,     // an identical check-in was repeated
+  kRelease,       // a (step, chunk) was released
+  kSyncDone,      // one rank reported SyncDone for a (step, chunk)
+  kSyncComplete,  // every member reported SyncDone for a (step, chunk)
+  kSkipVote,      // a rank asked to skip a step
+  kStepSkipped,   // every rank skipped a step
+  kViolation,     // a protocol violation (conflict, disagreement, checksum mismatch)
+  kAbort,         // the generation was aborted
+  kRejected,      // a message was refused (bad input); state unchanged
+};
+
+const char* EventKindName(EventKind kind);
+
+struct Event {
+  EventKind kind = EventKind::kCheckin;
+  absl::Time time;
+  std::string job_id;
+  uint64_t generation = 0;
+  std::optional<Step> step;
+  std::optional<ChunkId> chunk;
+  std::optional<RankId> rank;
+  std::string optimizer;
+  uint64_t sequence = 0;  // releases only
+  std::string detail;     // human-readable reason
+};
+
+// The output of one input to the core: notices to send and events to record.
+struct Decisions {
+  std::vector<Delivery> deliveries;
+  std::vector<Event> events;
+};
+
+}  // namespace psync::core
+
+#endif  // PSYNC_SERVER_CORE_TYPES_H_

@@ -1,0 +1,35 @@
+// CoordinatorService: the psync.v1.Coordinator gRPC service. Thin: maps protos to Coordinator calls
+// and statuses back; every decision lives in the Coordinator and its core. Never blocks in a
+// reactor. Thread-safe; does not own the Coordinator.
+#ifndef PSYNC_SERVER_SERVICE_H_
+#define PSYNC_SERVER_SERVICE_H_
+
+#include "grpcpp/grpcpp.h"
+#include "proto/psync/v1/coordinator.grpc.pb.h"
+#include "server/coordinator.h"
+
+namespace psync::server {
+
+class CoordinatorService final : public v1::Coordinator::CallbackService {
+ public:
+  explicit CoordinatorService(Coordinator* coordinator) : coordinator_(coordinator) {}
+
+  grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
+                                 const v1::JoinRequest* request,
+                                 v1::JoinResponse* response) override;
+  grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>* Session(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* GetJobStatus(grpc::CallbackServerContext* context,
+                                         const v1::GetJobStatusRequest* request,
+                                         v1::JobStatus* response) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
+                                     const v1::ListJobsRequest* request,
+                                     v1::ListJobsResponse* response) override;
+
+ private:
+  Coordinator* const coordinator_;
+};
+
+}  // namespace psync::server
+
+#endif  // PSYNC_SERVER_SERVICE_H_

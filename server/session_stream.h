@@ -1,0 +1,22 @@
+// SessionStream: the server side of one psync.v1 Session (a bidirectional stream of one rank).
+//
+// The first message up must be `attach`; a failed attach ends the stream with the attach's status.
+// Every later message is answered by an Ack carrying the coordinator's status. Notices for the
+// rank arrive through an Outbox (a SessionSink) that queues them and writes one at a time; the
+// reactor never blocks on I/O and holds no lock across StartWrite. Owned by gRPC: deletes itself
+// in OnDone.
+#ifndef PSYNC_SERVER_SESSION_STREAM_H_
+#define PSYNC_SERVER_SESSION_STREAM_H_
+
+#include "grpcpp/grpcpp.h"
+#include "proto/psync/v1/coordinator.grpc.pb.h"
+#include "server/coordinator.h"
+
+namespace psync::server {
+
+// Creates the reactor for one Session call.
+grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>* NewSessionStream(Coordinator* coordinator);
+
+}  // namespace psync::server
+
+#endif  // PSYNC_SERVER_SESSION_STREAM_H_

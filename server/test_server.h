@@ -1,0 +1,42 @@
+// TestServer: an in-process coordinator on 127.0.0.1 with a free port, for tests of clients,
+// simulated ranks and the service. Shut down by the destructor. Thread-safe.
+#ifndef PSYNC_SERVER_TEST_SERVER_H_
+#define PSYNC_SERVER_TEST_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/coordinator_server.h"
+
+namespace psync::server {
+
+class TestServer {
+ public:
+  // `clock` (not owned) may be nullptr for the real clock.
+  static absl::StatusOr<std::unique_ptr<TestServer>> Start(CoordinatorOptions options = {},
+                                                           Clock* clock = nullptr);
+
+  std::string target() const { return server_->local_target(); }
+  Coordinator& coordinator() { return server_->coordinator(); }
+  void Shutdown() { server_->Shutdown(); }
+
+ private:
+  explicit TestServer(std::unique_ptr<CoordinatorServer> server) : server_(std::move(server)) {}
+  std::unique_ptr<CoordinatorServer> server_;
+};
+
+inline absl::StatusOr<std::unique_ptr<TestServer>> TestServer::Start(CoordinatorOptions options,
+                                                                     Clock* clock) {
+  ServerOptions server_options;
+  server_options.listen = "127.0.0.1:0";
+  server_options.coordinator = std::move(options);
+  server_options.clock = clock;
+  auto server = CoordinatorServer::Start(std::move(server_options));
+  if (!server.ok()) return server.status();
+  return std::unique_ptr<TestServer>(new TestServer(std::move(*server)));
+}
+
+}  // namespace psync::server
+
+#endif  // PSYNC_SERVER_TEST_SERVER_H_
