@@ -209,6 +209,20 @@ absl::StatusOr<JobStatusView> Coordinator::GetJobStatus(const std::string& job_i
   return View(*it->second, clock_->Now());
 }
 
+absl::Status Coordinator::CheckGeneration(const std::string& job_id, uint64_t generation) {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) {
+    return absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
+  }
+  const uint64_t current = it->second->tracker->generation();
+  if (generation != current) {
+    return absl::FailedPreconditionError(absl::StrCat("generation ", generation, " is stale: job '",
+                                                      job_id, "' is at generation ", current));
+  }
+  return absl::OkStatus();
+}
+
 std::vector<JobStatusView> Coordinator::ListJobs() {
   absl::ReaderMutexLock lock(&mu_);
   const absl::Time now = clock_->Now();

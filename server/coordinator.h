@@ -84,6 +84,9 @@ class Coordinator {
                         absl::Span<const core::SyncDoneItem> items) ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::StatusOr<JobStatusView> GetJobStatus(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // OK when `generation` is the job's current one; NOT_FOUND / FAILED_PRECONDITION otherwise.
+  absl::Status CheckGeneration(const std::string& job_id, uint64_t generation)
+      ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<JobStatusView> ListJobs() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Events recorded so far with index >= `from` (indices count from 0 since start; older ones may

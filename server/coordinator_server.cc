@@ -10,7 +10,12 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
   Clock* clock = options.clock != nullptr ? options.clock : &s->real_clock_;
   s->coordinator_ = std::make_unique<Coordinator>(options.coordinator, clock);
-  s->service_ = std::make_unique<CoordinatorService>(s->coordinator_.get());
+  Coordinator* coordinator = s->coordinator_.get();
+  s->rendezvous_ = std::make_unique<RendezvousStore>(
+      options.rendezvous, [coordinator](const std::string& job, uint64_t generation) {
+        return coordinator->CheckGeneration(job, generation);
+      });
+  s->service_ = std::make_unique<CoordinatorService>(coordinator, s->rendezvous_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -15,6 +15,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/clock.h"
 #include "server/coordinator.h"
+#include "server/rendezvous_store.h"
 #include "server/service.h"
 
 namespace psync::server {
@@ -25,6 +26,7 @@ struct ServerOptions {
   // Largest message accepted from a client; larger ones fail with RESOURCE_EXHAUSTED.
   int max_receive_message_bytes = 1 << 20;
   CoordinatorOptions coordinator;
+  RendezvousLimits rendezvous;
   // Not owned; nullptr uses the real clock.
   Clock* clock = nullptr;
 };
@@ -49,6 +51,7 @@ class CoordinatorServer {
 
   RealClock real_clock_;
   std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<RendezvousStore> rendezvous_;
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

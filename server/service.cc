@@ -3,6 +3,8 @@
 #include "server/convert.h"
 #include "server/session_stream.h"
 
+#include <atomic>
+
 namespace psync::server {
 
 grpc::ServerUnaryReactor* CoordinatorService::Join(grpc::CallbackServerContext* context,
@@ -47,6 +49,66 @@ grpc::ServerUnaryReactor* CoordinatorService::ListJobs(grpc::CallbackServerConte
   }
   reactor->Finish(grpc::Status::OK);
   return reactor;
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::KvSet(grpc::CallbackServerContext* context,
+                                                    const v1::KvSetRequest* request,
+                                                    v1::KvSetResponse* /*response*/) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(
+      rendezvous_->Set(request->job_id(), request->generation(), request->key(), request->value())));
+  return reactor;
+}
+
+namespace {
+
+// Answers one KvGet, possibly later: parked in the store until the keys are set or the call is
+// cancelled (its deadline passed or the client left). Deletes itself in OnDone.
+class KvGetReactor final : public grpc::ServerUnaryReactor {
+ public:
+  KvGetReactor(RendezvousStore* store, const v1::KvGetRequest* request,
+               v1::KvGetResponse* response)
+      : store_(store), response_(response) {
+    const std::vector<std::string> keys(request->keys().begin(), request->keys().end());
+    waiter_ = store_->Get(request->job_id(), request->generation(), keys, request->wait(),
+                          [this](absl::StatusOr<RendezvousStore::Values> values) {
+                            Complete(std::move(values));
+                          });
+    // A cancellation that arrived while Get ran saw no waiter id yet: cancel now.
+    if (cancelled_.load()) CancelWaiter();
+  }
+
+  void OnCancel() override {
+    cancelled_.store(true);
+    CancelWaiter();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Complete(absl::StatusOr<RendezvousStore::Values> values) {
+    if (values.ok()) {
+      for (std::string& v : *values) response_->add_values(std::move(v));
+    }
+    Finish(ToGrpcStatus(values.status()));
+  }
+
+  void CancelWaiter() {
+    // Cancel is a no-op for an id that already completed (or 0).
+    store_->Cancel(waiter_.load(), absl::CancelledError("KvGet cancelled or past its deadline"));
+  }
+
+  RendezvousStore* const store_;
+  v1::KvGetResponse* const response_;
+  std::atomic<uint64_t> waiter_{0};
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* CoordinatorService::KvGet(grpc::CallbackServerContext* /*context*/,
+                                                    const v1::KvGetRequest* request,
+                                                    v1::KvGetResponse* response) {
+  return new KvGetReactor(rendezvous_, request, response);
 }
 
 }  // namespace psync::server

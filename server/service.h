@@ -7,12 +7,15 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
 #include "server/coordinator.h"
+#include "server/rendezvous_store.h"
 
 namespace psync::server {
 
 class CoordinatorService final : public v1::Coordinator::CallbackService {
  public:
-  explicit CoordinatorService(Coordinator* coordinator) : coordinator_(coordinator) {}
+  // Neither is owned; both must outlive the service.
+  CoordinatorService(Coordinator* coordinator, RendezvousStore* rendezvous)
+      : coordinator_(coordinator), rendezvous_(rendezvous) {}
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
                                  const v1::JoinRequest* request,
@@ -25,9 +28,16 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
                                      const v1::ListJobsRequest* request,
                                      v1::ListJobsResponse* response) override;
+  grpc::ServerUnaryReactor* KvSet(grpc::CallbackServerContext* context,
+                                  const v1::KvSetRequest* request,
+                                  v1::KvSetResponse* response) override;
+  grpc::ServerUnaryReactor* KvGet(grpc::CallbackServerContext* context,
+                                  const v1::KvGetRequest* request,
+                                  v1::KvGetResponse* response) override;
 
  private:
   Coordinator* const coordinator_;
+  RendezvousStore* const rendezvous_;
 };
 
 }  // namespace psync::server

@@ -182,6 +182,56 @@ TEST_F(ServiceTest, JobsAreIsolated) {
   EXPECT_EQ(jobs.jobs(0).state(), "RUNNING");
 }
 
+TEST_F(ServiceTest, KvGetWaitsForTheKeyOverGrpc) {
+  v1::JoinResponse j0 = Join(MakeJoin("j", 2, 0, 1));
+  // A parked KvGet (async) completes when another caller sets the key.
+  grpc::ClientContext get_context;
+  get_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::KvGetRequest get;
+  get.set_job_id("j");
+  get.set_generation(j0.generation());
+  get.add_keys("nccl/dp");
+  get.set_wait(true);
+  v1::KvGetResponse got;
+  grpc::Status get_status;
+  absl::Notification got_it;
+  stub_->async()->KvGet(&get_context, &get, &got, [&](grpc::Status s) {
+    get_status = s;
+    got_it.Notify();
+  });
+  grpc::ClientContext set_context;
+  v1::KvSetRequest set;
+  set.set_job_id("j");
+  set.set_generation(j0.generation());
+  set.set_key("nccl/dp");
+  set.set_value("unique-id-bytes");
+  v1::KvSetResponse set_response;
+  ASSERT_TRUE(stub_->KvSet(&set_context, set, &set_response).ok());
+  got_it.WaitForNotification();
+  ASSERT_TRUE(get_status.ok()) << get_status.error_message();
+  ASSERT_EQ(got.values_size(), 1);
+  EXPECT_EQ(got.values(0), "unique-id-bytes");
+
+  // A stale generation is refused.
+  grpc::ClientContext stale_context;
+  set.set_generation(j0.generation() + 1);
+  grpc::Status stale = stub_->KvSet(&stale_context, set, &set_response);
+  EXPECT_EQ(stale.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST_F(ServiceTest, KvGetWaitEndsAtTheCallDeadline) {
+  v1::JoinResponse j0 = Join(MakeJoin("j", 2, 0, 1));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+  v1::KvGetRequest get;
+  get.set_job_id("j");
+  get.set_generation(j0.generation());
+  get.add_keys("never");
+  get.set_wait(true);
+  v1::KvGetResponse got;
+  EXPECT_EQ(stub_->KvGet(&context, get, &got).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+}
+
 TEST_F(ServiceTest, HealthServiceReportsServing) {
   grpc::ClientContext context;
   grpc::GenericStub generic(channel_);
