@@ -1,5 +1,6 @@
 #include "server/convert.h"
 
+#include <algorithm>
 #include <variant>
 
 #include "absl/time/time.h"
@@ -48,6 +49,7 @@ std::vector<core::SyncDoneItem> SyncDoneFromProto(const v1::SyncDoneBatch& batch
     item.step = s.step();
     item.chunk = s.chunk();
     for (const v1::GroupChecksum& g : s.checksums()) item.checksums.push_back({g.group(), g.checksum()});
+    item.executions = std::max<uint32_t>(1, s.executions());
     items.push_back(std::move(item));
   }
   return items;

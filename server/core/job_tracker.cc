@@ -368,6 +368,7 @@ void JobTracker::MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decision
   e.rank = cs.last.rank;
   e.optimizer = cs.last.optimizer;
   e.sequence = cs.sequence;
+  e.duration = now - cs.first_checkin;
   e.detail = absl::StrCat("all ", info.contributors.size(), " contributors staged; last ",
                           Describe(cs.last), "; directive to ", info.members.size(), " ranks");
   out->events.push_back(std::move(e));
@@ -491,7 +492,14 @@ absl::Status JobTracker::CheckSyncDone(RankId rank, size_t i, const SyncDoneItem
   }
   const Step current = rank_step(rank);
   auto st = steps_.find(item.step);
-  if (item.step > current) {
+  const ChunkStep* cs = nullptr;
+  if (st != steps_.end()) {
+    auto found = st->second.chunks.find(item.chunk);
+    if (found != st->second.chunks.end()) cs = &found->second;
+  }
+  // A member that contributes nothing to a chunk can receive its directive for a later step
+  // while it still finishes its own step: that SyncDone is accepted.
+  if (item.step > current && (cs == nullptr || !cs->released)) {
     return absl::FailedPreconditionError(absl::StrCat(
         where, ": SyncDone before the directive: step ", item.step, " chunk ", item.chunk,
         " has not been released (rank ", rank, " is at step ", current, ")"));
@@ -501,12 +509,20 @@ absl::Status JobTracker::CheckSyncDone(RankId rank, size_t i, const SyncDoneItem
                                               " is before the oldest retained step ",
                                               steps_.empty() ? current : steps_.begin()->first));
   }
-  const ChunkStep* cs = nullptr;
-  if (st != steps_.end()) {
-    auto found = st->second.chunks.find(item.chunk);
-    if (found != st->second.chunks.end()) cs = &found->second;
-  }
   if (cs == nullptr || !cs->released) {
+    // A rank that executed a sync nobody released gathered buffers not every contributor staged.
+    std::vector<std::string> missing;
+    for (const Contributor& who : plan_.chunk(item.chunk).contributors) {
+      if (cs == nullptr || !cs->staged.contains(who)) missing.push_back(Describe(who));
+    }
+    Event v = MakeEvent(EventKind::kViolation, now);
+    v.step = item.step;
+    v.chunk = item.chunk;
+    v.rank = rank;
+    v.detail = absl::StrCat("early sync: rank ", rank, " synced step ", item.step, " chunk ",
+                            item.chunk, " before its release; not staged: ",
+                            missing.empty() ? "(plan incomplete)" : absl::StrJoin(missing, ", "));
+    out->events.push_back(std::move(v));
     return absl::FailedPreconditionError(absl::StrCat(
         where, ": SyncDone before the directive: step ", item.step, " chunk ", item.chunk,
         " has not been released"));
@@ -555,6 +571,16 @@ absl::Status JobTracker::SyncDone(RankId rank, uint64_t generation,
     if (!fresh[i]) continue;
     ChunkStep& cs = steps_[item.step].chunks[item.chunk];
     cs.done.emplace(rank, item.checksums);
+    if (item.executions > 1) {
+      Event v = MakeEvent(EventKind::kViolation, now);
+      v.step = item.step;
+      v.chunk = item.chunk;
+      v.rank = rank;
+      v.sequence = cs.sequence;
+      v.detail = absl::StrCat("repeated sync: rank ", rank, " executed the sync of step ",
+                              item.step, " chunk ", item.chunk, " ", item.executions, " times");
+      out->events.push_back(std::move(v));
+    }
     Event e = MakeEvent(EventKind::kSyncDone, now);
     e.step = item.step;
     e.chunk = item.chunk;
@@ -566,6 +592,7 @@ absl::Status JobTracker::SyncDone(RankId rank, uint64_t generation,
       c.step = item.step;
       c.chunk = item.chunk;
       c.sequence = cs.sequence;
+      c.duration = now - cs.released_at;
       c.detail = absl::StrCat("all ", cs.done.size(), " ranks synced in ",
                               absl::FormatDuration(now - cs.released_at));
       out->events.push_back(std::move(c));
@@ -601,14 +628,20 @@ void JobTracker::CheckChecksums(Step step, ChunkId chunk, const ChunkStep& cs, a
 
 void JobTracker::MaybeAdvance(RankId rank, absl::Time now, Decisions* out) {
   RankState& state = ranks_[rank];
-  auto st = steps_.find(state.step);
-  if (st == steps_.end()) return;
-  for (ChunkId c : plan_.synced_chunks(rank)) {
-    auto cs = st->second.chunks.find(c);
-    if (cs == st->second.chunks.end() || !cs->second.done.contains(rank)) return;
+  // SyncDones reported ahead (see CheckSyncDone) may finish several steps at once.
+  bool advanced = false;
+  for (auto st = steps_.find(state.step); st != steps_.end(); st = steps_.find(state.step)) {
+    for (ChunkId c : plan_.synced_chunks(rank)) {
+      auto cs = st->second.chunks.find(c);
+      if (cs == st->second.chunks.end() || !cs->second.done.contains(rank)) {
+        if (advanced) Trim();
+        return;
+      }
+    }
+    ++state.step;
+    advanced = true;
   }
-  ++state.step;
-  Trim();
+  if (advanced) Trim();
 }
 
 void JobTracker::Trim() {
@@ -717,6 +750,7 @@ const char* EventKindName(EventKind kind) {
     case EventKind::kViolation: return "violation";
     case EventKind::kAbort: return "abort";
     case EventKind::kRejected: return "rejected";
+    case EventKind::kStall: return "stall";
   }
   return "unknown";
 }

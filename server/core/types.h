@@ -82,6 +82,7 @@ struct SyncDoneItem {
   Step step = 0;
   ChunkId chunk = 0;
   std::vector<GroupChecksum> checksums;
+  uint32_t executions = 1;  // times the rank executed this sync; > 1 is a violation
 };
 
 // ---- Notices: what the coordinator sends down to ranks ----
@@ -129,6 +130,7 @@ enum class EventKind {
   kViolation,     // a protocol violation (conflict, disagreement, checksum mismatch)
   kAbort,         // the generation was aborted
   kRejected,      // a message was refused (bad input); state unchanged
+  kStall,         // a chunk waited past its deadline for contributors (or members' SyncDone)
 };
 
 const char* EventKindName(EventKind kind);
@@ -143,7 +145,11 @@ struct Event {
   std::optional<RankId> rank;
   std::string optimizer;
   uint64_t sequence = 0;  // releases only
-  std::string detail;     // human-readable reason
+  absl::Duration duration;  // release: first check-in -> release; sync_complete: release -> last
+                            // SyncDone; stall: time waited so far
+  std::vector<Contributor> contributors;  // stall: the missing contributors
+  std::vector<RankId> ranks;              // stall: members that did not report SyncDone
+  std::string detail;                     // human-readable reason
 };
 
 // The output of one input to the core: notices to send and events to record.

@@ -289,6 +289,8 @@ TEST_F(BadInputTest, SyncDoneBeforeTheDirectiveIsFailedPrecondition) {
   auto session = Attach(0);
   ASSERT_TRUE(session->Stage(joined_[0].generation(), 0, 0, "dense").ok());
   v1::JobStatus before = State();
+  // The only change: a sync executed before its release is counted as a violation (early sync).
+  before.mutable_counters()->set_violations(1);
   grpc::Status s = session->SyncDone(joined_[0].generation(), 0, 0);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(s.error_message(),

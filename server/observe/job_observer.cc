@@ -1,0 +1,128 @@
+#include "server/observe/job_observer.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+
+namespace psync::observe {
+
+JobObserver::JobObserver(ObserverOptions options)
+    : options_(options), deadlines_(options.deadline), stragglers_(options.straggler_alpha) {}
+
+SyncAudit& JobObserver::AuditFor(const core::Event& e) {
+  const Key key{e.generation, *e.step, *e.chunk};
+  auto [it, inserted] = audit_.try_emplace(key);
+  if (inserted) {
+    it->second.generation = e.generation;
+    it->second.step = *e.step;
+    it->second.chunk = *e.chunk;
+    while (audit_.size() > options_.audit_capacity) audit_.erase(audit_.begin());
+  }
+  return it->second;
+}
+
+void JobObserver::OnEvent(const core::Event& e) {
+  using core::EventKind;
+  if (e.kind == EventKind::kGeneration) {
+    open_checkins_.clear();
+    return;
+  }
+  if (!e.step.has_value() || !e.chunk.has_value()) return;
+  const Key key{e.generation, *e.step, *e.chunk};
+  switch (e.kind) {
+    case EventKind::kCheckin:
+      open_checkins_[key].emplace_back(*e.rank, e.time);
+      break;
+    case EventKind::kRelease: {
+      auto open = open_checkins_.find(key);
+      if (open != open_checkins_.end()) {
+        stragglers_.OnRelease(open->second);
+        open_checkins_.erase(open);
+      }
+      deadlines_.Observe(*e.chunk, e.duration);
+      SyncAudit& a = AuditFor(e);
+      a.sequence = e.sequence;
+      a.wait = e.duration;
+      if (++a.releases > 1) ++totals_.double_releases;
+      ++totals_.released;
+      break;
+    }
+    case EventKind::kSyncDone:
+      ++AuditFor(e).syncs_done;
+      break;
+    case EventKind::kSyncComplete: {
+      SyncAudit& a = AuditFor(e);
+      a.complete = true;
+      a.sync_duration = e.duration;
+      ++totals_.complete;
+      break;
+    }
+    case EventKind::kViolation: {
+      SyncAudit& a = AuditFor(e);
+      if (absl::StartsWith(e.detail, "checksum mismatch")) {
+        a.checksum_mismatch = true;
+        ++totals_.checksum_mismatches;
+      } else if (absl::StartsWith(e.detail, "early sync")) {
+        ++a.early_syncs;
+        ++totals_.early_syncs;
+      } else if (absl::StartsWith(e.detail, "repeated sync")) {
+        ++a.repeated_syncs;
+        ++totals_.repeated_syncs;
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  // Open check-ins of steps long gone (e.g. a generation that ended) must not pile up.
+  while (open_checkins_.size() > options_.audit_capacity) open_checkins_.erase(open_checkins_.begin());
+}
+
+std::vector<core::Event> JobObserver::Inspect(absl::Time now, const core::JobSnapshot& snapshot) {
+  std::vector<core::Event> out;
+  for (const core::ChunkSnapshot& c : snapshot.chunks) {
+    const bool waiting = c.state == "WAITING";
+    const bool syncing = c.state == "RELEASED";
+    if (!waiting && !syncing) continue;
+    const absl::Duration deadline = deadlines_.Deadline(c.chunk);
+    if (c.waiting <= deadline) continue;
+    if (!reported_stalls_.insert({snapshot.generation, c.step, c.chunk, syncing}).second) continue;
+    ++stalls_;
+    core::Event e;
+    e.kind = core::EventKind::kStall;
+    e.time = now;
+    e.job_id = snapshot.job_id;
+    e.generation = snapshot.generation;
+    e.step = c.step;
+    e.chunk = c.chunk;
+    e.duration = c.waiting;
+    if (waiting) {
+      e.contributors = c.missing;
+      e.detail = absl::StrCat(
+          "chunk ", c.chunk, " step ", c.step, " waited ", absl::FormatDuration(c.waiting),
+          " (deadline ", absl::FormatDuration(deadline), ") for ",
+          absl::StrJoin(c.missing, ", ", [](std::string* s, const core::Contributor& who) {
+            absl::StrAppend(s, "rank ", who.rank, " ", who.optimizer);
+          }));
+    } else {
+      e.ranks = c.sync_pending;
+      e.detail = absl::StrCat("chunk ", c.chunk, " step ", c.step, " released ",
+                              absl::FormatDuration(c.waiting), " ago (deadline ",
+                              absl::FormatDuration(deadline), "); no SyncDone from ranks [",
+                              absl::StrJoin(c.sync_pending, ","), "]");
+    }
+    out.push_back(std::move(e));
+  }
+  // Forget stalls of steps every chunk has moved past.
+  if (reported_stalls_.size() > options_.audit_capacity) reported_stalls_.clear();
+  return out;
+}
+
+std::vector<SyncAudit> JobObserver::Audit() const {
+  std::vector<SyncAudit> out;
+  out.reserve(audit_.size());
+  for (const auto& [key, a] : audit_) out.push_back(a);
+  return out;
+}
+
+}  // namespace psync::observe

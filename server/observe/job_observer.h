@@ -1,0 +1,89 @@
+// JobObserver: what psync derives, for one job, from its event stream and its snapshots: learned
+// stall deadlines, stalls (chunks waiting for contributors, or for members' SyncDone, past their
+// deadline), straggler scores, and the sync audit of recent (step, chunk)s.
+//
+// Feed every event of the job in order to OnEvent; call Inspect periodically with a snapshot. Each
+// stall is reported once per (generation, step, chunk, kind). Pure (time is passed in);
+// thread-compatible: the Coordinator serializes calls under its lock.
+#ifndef PSYNC_SERVER_OBSERVE_JOB_OBSERVER_H_
+#define PSYNC_SERVER_OBSERVE_JOB_OBSERVER_H_
+
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/time/time.h"
+#include "server/core/job_tracker.h"
+#include "server/core/types.h"
+#include "server/observe/deadline_learner.h"
+#include "server/observe/straggler_scores.h"
+
+namespace psync::observe {
+
+struct ObserverOptions {
+  DeadlineOptions deadline;
+  double straggler_alpha = 0.1;
+  // (step, chunk) audit records kept.
+  size_t audit_capacity = 4096;
+};
+
+// The audit record of one released (generation, step, chunk).
+struct SyncAudit {
+  uint64_t generation = 0;
+  core::Step step = 0;
+  core::ChunkId chunk = 0;
+  uint64_t sequence = 0;
+  uint32_t releases = 0;           // must be 1
+  uint32_t syncs_done = 0;         // ranks that reported SyncDone
+  bool complete = false;           // every member reported
+  bool checksum_mismatch = false;
+  uint32_t early_syncs = 0;        // SyncDone reports before the release
+  uint32_t repeated_syncs = 0;     // ranks that executed the sync more than once
+  absl::Duration wait;             // first check-in -> release
+  absl::Duration sync_duration;    // release -> last SyncDone (when complete)
+};
+
+struct AuditTotals {
+  uint64_t released = 0;
+  uint64_t complete = 0;
+  uint64_t double_releases = 0;
+  uint64_t checksum_mismatches = 0;
+  uint64_t early_syncs = 0;
+  uint64_t repeated_syncs = 0;
+};
+
+class JobObserver {
+ public:
+  explicit JobObserver(ObserverOptions options = {});
+
+  void OnEvent(const core::Event& event);
+  // Stall events for chunks that waited past their deadline, each reported once.
+  std::vector<core::Event> Inspect(absl::Time now, const core::JobSnapshot& snapshot);
+
+  absl::Duration Deadline(core::ChunkId chunk) const { return deadlines_.Deadline(chunk); }
+  std::vector<StragglerScore> TopStragglers(size_t k) const { return stragglers_.Top(k); }
+  // Audit records, oldest first.
+  std::vector<SyncAudit> Audit() const;
+  const AuditTotals& totals() const { return totals_; }
+  uint64_t stalls() const { return stalls_; }
+
+ private:
+  using Key = std::tuple<uint64_t, core::Step, core::ChunkId>;  // generation, step, chunk
+  SyncAudit& AuditFor(const core::Event& e);
+
+  ObserverOptions options_;
+  DeadlineLearner deadlines_;
+  StragglerScores stragglers_;
+  // Check-in times of chunks not yet released.
+  std::map<Key, std::vector<std::pair<core::RankId, absl::Time>>> open_checkins_;
+  std::map<Key, SyncAudit> audit_;
+  AuditTotals totals_;
+  absl::flat_hash_set<std::tuple<uint64_t, core::Step, core::ChunkId, bool>> reported_stalls_;
+  uint64_t stalls_ = 0;
+};
+
+}  // namespace psync::observe
+
+#endif  // PSYNC_SERVER_OBSERVE_JOB_OBSERVER_H_

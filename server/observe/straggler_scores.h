@@ -1,0 +1,44 @@
+// StragglerScores: a rolling per-rank lateness score. At every release of a (step, chunk), each
+// contributor's lateness is the time from the chunk's first check-in to its own check-in; a rank's
+// score is an exponentially weighted moving average of its lateness (in seconds) over the chunks
+// it contributes to. The slowest ranks have the highest scores. Pure; thread-compatible.
+#ifndef PSYNC_SERVER_OBSERVE_STRAGGLER_SCORES_H_
+#define PSYNC_SERVER_OBSERVE_STRAGGLER_SCORES_H_
+
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "server/core/types.h"
+
+namespace psync::observe {
+
+struct StragglerScore {
+  core::RankId rank = 0;
+  double score_seconds = 0;   // EWMA of lateness
+  double last_seconds = 0;    // lateness at the latest release
+  uint64_t samples = 0;
+  uint64_t times_last = 0;    // releases this rank completed (it was the last contributor)
+};
+
+class StragglerScores {
+ public:
+  // `alpha`: weight of the newest sample in the moving average.
+  explicit StragglerScores(double alpha = 0.1) : alpha_(alpha) {}
+
+  // One released (step, chunk): every contributor's check-in time (a rank with two optimizers
+  // appears twice; its later check-in counts).
+  void OnRelease(const std::vector<std::pair<core::RankId, absl::Time>>& checkins);
+
+  // The k highest scores, highest first (ties by rank).
+  std::vector<StragglerScore> Top(size_t k) const;
+  std::vector<StragglerScore> All() const { return Top(scores_.size()); }
+
+ private:
+  double alpha_;
+  absl::flat_hash_map<core::RankId, StragglerScore> scores_;
+};
+
+}  // namespace psync::observe
+
+#endif  // PSYNC_SERVER_OBSERVE_STRAGGLER_SCORES_H_
