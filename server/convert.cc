@@ -87,6 +87,15 @@ void ContributorToProto(const core::Contributor& c, v1::Contributor* out) {
   out->set_optimizer(c.optimizer);
 }
 
+void AuditTotalsToProto(const observe::AuditTotals& t, v1::AuditTotals* out) {
+  out->set_released(t.released);
+  out->set_complete(t.complete);
+  out->set_double_releases(t.double_releases);
+  out->set_checksum_mismatches(t.checksum_mismatches);
+  out->set_early_syncs(t.early_syncs);
+  out->set_repeated_syncs(t.repeated_syncs);
+}
+
 }  // namespace
 
 v1::SessionDown NoticeToProto(const core::Notice& notice) {
@@ -106,16 +115,19 @@ void JobStatusToProto(const JobStatusView& view, v1::JobStatus* out) {
   out->set_sessions_connected(view.sessions_connected);
   out->set_min_rank_step(s.min_rank_step);
   out->set_abort_reason(s.abort_reason);
-  for (const core::ChunkSnapshot& c : s.chunks) {
-    v1::ChunkStatus* p = out->add_chunks();
-    p->set_chunk(c.chunk);
-    p->set_step(c.step);
-    p->set_state(c.state);
-    for (const auto& who : c.staged) ContributorToProto(who, p->add_staged());
-    for (const auto& who : c.missing) ContributorToProto(who, p->add_missing());
-    p->set_waiting_micros(absl::ToInt64Microseconds(c.waiting));
-    for (core::RankId r : c.sync_pending) p->add_sync_pending_ranks(r);
+  for (size_t i = 0; i < s.chunks.size(); ++i) {
+    ChunkStatusToProto(s.chunks[i], i < view.deadlines.size() ? view.deadlines[i] : absl::ZeroDuration(),
+                       out->add_chunks());
   }
+  for (const observe::StragglerScore& score : view.stragglers) {
+    v1::StragglerScore* p = out->add_stragglers();
+    p->set_rank(score.rank);
+    p->set_score_seconds(score.score_seconds);
+    p->set_last_seconds(score.last_seconds);
+    p->set_samples(score.samples);
+    p->set_times_last(score.times_last);
+  }
+  AuditTotalsToProto(view.audit, out->mutable_audit());
   v1::JobCounters* k = out->mutable_counters();
   k->set_checkins(view.counters.checkins);
   k->set_duplicate_checkins(view.counters.duplicate_checkins);
@@ -124,6 +136,57 @@ void JobStatusToProto(const JobStatusView& view, v1::JobStatus* out) {
   k->set_skipped_steps(view.counters.skipped_steps);
   k->set_violations(view.counters.violations);
   k->set_rejected(view.counters.rejected);
+  k->set_stalls(view.stalls);
+}
+
+void ChunkStatusToProto(const core::ChunkSnapshot& c, absl::Duration deadline,
+                        v1::ChunkStatus* p) {
+  p->set_chunk(c.chunk);
+  p->set_step(c.step);
+  p->set_state(c.state);
+  for (const auto& who : c.staged) ContributorToProto(who, p->add_staged());
+  for (const auto& who : c.missing) ContributorToProto(who, p->add_missing());
+  p->set_waiting_micros(absl::ToInt64Microseconds(c.waiting));
+  for (core::RankId r : c.sync_pending) p->add_sync_pending_ranks(r);
+  p->set_deadline_micros(absl::ToInt64Microseconds(deadline));
+  for (absl::Duration d : c.staged_after) p->add_staged_after_micros(absl::ToInt64Microseconds(d));
+}
+
+void AuditToProto(const std::vector<observe::SyncAudit>& records,
+                  const observe::AuditTotals& totals, v1::GetAuditResponse* out) {
+  for (const observe::SyncAudit& a : records) {
+    v1::SyncAuditRecord* r = out->add_records();
+    r->set_generation(a.generation);
+    r->set_step(a.step);
+    r->set_chunk(a.chunk);
+    r->set_sequence(a.sequence);
+    r->set_releases(a.releases);
+    r->set_syncs_done(a.syncs_done);
+    r->set_complete(a.complete);
+    r->set_checksum_mismatch(a.checksum_mismatch);
+    r->set_early_syncs(a.early_syncs);
+    r->set_repeated_syncs(a.repeated_syncs);
+    r->set_wait_micros(absl::ToInt64Microseconds(a.wait));
+    r->set_sync_micros(absl::ToInt64Microseconds(a.sync_duration));
+  }
+  AuditTotalsToProto(totals, out->mutable_totals());
+}
+
+void EventToProto(const core::Event& e, v1::Event* out) {
+  out->set_index(e.index);
+  out->set_kind(core::EventKindName(e.kind));
+  out->set_time_unix_micros(absl::ToUnixMicros(e.time));
+  out->set_job_id(e.job_id);
+  out->set_generation(e.generation);
+  if (e.step) out->set_step(*e.step);
+  if (e.chunk) out->set_chunk(*e.chunk);
+  if (e.rank) out->set_rank(*e.rank);
+  out->set_optimizer(e.optimizer);
+  out->set_sequence(e.sequence);
+  out->set_duration_micros(absl::ToInt64Microseconds(e.duration));
+  for (const auto& who : e.contributors) ContributorToProto(who, out->add_contributors());
+  for (core::RankId r : e.ranks) out->add_ranks(r);
+  out->set_detail(e.detail);
 }
 
 void JobSummaryToProto(const JobStatusView& view, v1::JobSummary* out) {

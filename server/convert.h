@@ -20,6 +20,11 @@ std::vector<core::SyncDoneItem> SyncDoneFromProto(const v1::SyncDoneBatch& batch
 v1::SessionDown NoticeToProto(const core::Notice& notice);
 void JobStatusToProto(const JobStatusView& view, v1::JobStatus* out);
 void JobSummaryToProto(const JobStatusView& view, v1::JobSummary* out);
+void ChunkStatusToProto(const core::ChunkSnapshot& chunk, absl::Duration deadline,
+                        v1::ChunkStatus* out);
+void AuditToProto(const std::vector<observe::SyncAudit>& records,
+                  const observe::AuditTotals& totals, v1::GetAuditResponse* out);
+void EventToProto(const core::Event& event, v1::Event* out);
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 

@@ -12,7 +12,9 @@ using core::EventKind;
 Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
     : options_(std::move(options)), clock_(clock) {}
 
-void Coordinator::AppendEvent(core::Event event) {
+void Coordinator::AppendEvent(core::Event event, Outgoing* out) {
+  event.index = events_dropped_ + events_.size();
+  out->events.push_back(event);
   events_.push_back(std::move(event));
   while (events_.size() > options_.event_log_capacity) {
     events_.pop_front();
@@ -20,7 +22,7 @@ void Coordinator::AppendEvent(core::Event event) {
   }
 }
 
-void Coordinator::Record(Job& job, core::Decisions& decisions, std::vector<Outgoing>* out) {
+void Coordinator::Record(Job& job, core::Decisions& decisions, Outgoing* out) {
   for (core::Event& e : decisions.events) {
     switch (e.kind) {
       case EventKind::kCheckin: ++job.counters.checkins; break;
@@ -31,17 +33,18 @@ void Coordinator::Record(Job& job, core::Decisions& decisions, std::vector<Outgo
       case EventKind::kViolation: ++job.counters.violations; break;
       default: break;
     }
-    AppendEvent(std::move(e));
+    job.observer.OnEvent(e);
+    AppendEvent(std::move(e), out);
   }
   for (core::Delivery& d : decisions.deliveries) {
     auto it = job.sessions.find(d.rank);
     // A rank without a session gets its pending notices when it attaches.
-    if (it != job.sessions.end()) out->push_back({it->second, std::move(d.notice)});
+    if (it != job.sessions.end()) out->notices.emplace_back(it->second, std::move(d.notice));
   }
 }
 
 void Coordinator::RecordRejection(const std::string& job_id, Job* job, const absl::Status& status,
-                                  absl::Time now) {
+                                  absl::Time now, Outgoing* out) {
   if (job != nullptr) ++job->counters.rejected;
   core::Event e;
   e.kind = EventKind::kRejected;
@@ -49,45 +52,60 @@ void Coordinator::RecordRejection(const std::string& job_id, Job* job, const abs
   e.job_id = job_id;
   if (job != nullptr) e.generation = job->tracker->generation();
   e.detail = status.ToString();
-  AppendEvent(std::move(e));
+  AppendEvent(std::move(e), out);
 }
 
-void Coordinator::Deliver(std::vector<Outgoing>& out) {
-  for (Outgoing& o : out) o.sink->Send(o.notice);
+void Coordinator::Deliver(Outgoing& out) {
+  for (auto& [sink, notice] : out.notices) sink->Send(notice);
+  if (out.events.empty()) return;
+  absl::MutexLock lock(&sinks_mu_);
+  for (EventSink* sink : event_sinks_) sink->OnEvents(out.events);
+}
+
+uint64_t Coordinator::AddEventSink(EventSink* sink, std::vector<core::Event>* backlog) {
+  absl::ReaderMutexLock lock(&mu_);
+  absl::MutexLock sinks_lock(&sinks_mu_);
+  event_sinks_.push_back(sink);
+  if (backlog != nullptr) backlog->assign(events_.begin(), events_.end());
+  return events_dropped_ + events_.size();
+}
+
+void Coordinator::RemoveEventSink(EventSink* sink) {
+  absl::MutexLock lock(&sinks_mu_);
+  event_sinks_.erase(std::remove(event_sinks_.begin(), event_sinks_.end(), sink),
+                     event_sinks_.end());
 }
 
 absl::StatusOr<core::JoinResult> Coordinator::Join(const core::RankPlan& plan) {
-  std::vector<Outgoing> out;
+  Outgoing out;
   absl::StatusOr<core::JoinResult> result;
   {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
-    if (auto s = core::ValidateRankPlan(plan, options_.tracker.limits); !s.ok()) {
-      auto it = jobs_.find(plan.job_id);
-      RecordRejection(plan.job_id, it == jobs_.end() ? nullptr : it->second.get(), s, now);
-      return s;
-    }
     auto it = jobs_.find(plan.job_id);
-    if (it == jobs_.end()) {
-      if (jobs_.size() >= options_.max_jobs) {
-        absl::Status s = absl::ResourceExhaustedError(absl::StrCat(
-            "job_id '", plan.job_id, "': the coordinator already holds max_jobs=", options_.max_jobs,
-            " jobs"));
-        RecordRejection(plan.job_id, nullptr, s, now);
-        return s;
+    if (auto s = core::ValidateRankPlan(plan, options_.tracker.limits); !s.ok()) {
+      RecordRejection(plan.job_id, it == jobs_.end() ? nullptr : it->second.get(), s, now, &out);
+      result = s;
+    } else if (it == jobs_.end() && jobs_.size() >= options_.max_jobs) {
+      result = absl::ResourceExhaustedError(absl::StrCat("job_id '", plan.job_id,
+                                                         "': the coordinator already holds max_jobs=",
+                                                         options_.max_jobs, " jobs"));
+      RecordRejection(plan.job_id, nullptr, result.status(), now, &out);
+    } else {
+      if (it == jobs_.end()) {
+        auto job = std::make_unique<Job>(
+            std::make_unique<core::JobTracker>(plan.job_id, options_.tracker));
+        job->observer = observe::JobObserver(options_.observer);
+        it = jobs_.emplace(plan.job_id, std::move(job)).first;
       }
-      it = jobs_
-               .emplace(plan.job_id, std::make_unique<Job>(std::make_unique<core::JobTracker>(
-                                         plan.job_id, options_.tracker)))
-               .first;
-    }
-    Job& job = *it->second;
-    core::Decisions decisions;
-    result = job.tracker->Join(plan, now, &decisions);
-    Record(job, decisions, &out);
-    if (!result.ok()) {
-      RecordRejection(plan.job_id, &job, result.status(), now);
-      if (job.tracker->generation() == 0) jobs_.erase(it);  // a job whose first join failed
+      Job& job = *it->second;
+      core::Decisions decisions;
+      result = job.tracker->Join(plan, now, &decisions);
+      Record(job, decisions, &out);
+      if (!result.ok()) {
+        RecordRejection(plan.job_id, &job, result.status(), now, &out);
+        if (job.tracker->generation() == 0) jobs_.erase(it);  // a job whose first join failed
+      }
     }
   }
   Deliver(out);
@@ -101,22 +119,26 @@ absl::StatusOr<std::vector<core::Notice>> Coordinator::Attach(const std::string&
                                                               std::shared_ptr<SessionSink> sink) {
   std::shared_ptr<SessionSink> superseded;
   std::vector<core::Notice> pending;
+  Outgoing out;
+  absl::Status status;
   {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) {
-      return absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known; Join first"));
+      status = absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known; Join first"));
+      RecordRejection(job_id, nullptr, status, clock_->Now(), &out);
+    } else if (status = it->second->tracker->CheckAttach(rank, generation, session_id);
+               !status.ok()) {
+      RecordRejection(job_id, it->second.get(), status, clock_->Now(), &out);
+    } else {
+      auto& slot = it->second->sessions[rank];
+      superseded = std::move(slot);
+      slot = std::move(sink);
+      pending = it->second->tracker->Pending(rank);
     }
-    Job& job = *it->second;
-    if (auto s = job.tracker->CheckAttach(rank, generation, session_id); !s.ok()) {
-      RecordRejection(job_id, &job, s, clock_->Now());
-      return s;
-    }
-    auto& slot = job.sessions[rank];
-    superseded = std::move(slot);
-    slot = std::move(sink);
-    pending = job.tracker->Pending(rank);
   }
+  Deliver(out);
+  if (!status.ok()) return status;
   if (superseded != nullptr) {
     superseded->Close(absl::AbortedError(
         absl::StrCat("session of rank ", rank, " superseded by a newer session")));
@@ -135,26 +157,26 @@ void Coordinator::Detach(const std::string& job_id, core::RankId rank, const Ses
 absl::Status Coordinator::Apply(
     const std::string& job_id,
     const std::function<absl::Status(core::JobTracker&, absl::Time, core::Decisions*)>& input,
-    std::vector<Outgoing>* out) {
+    Outgoing* out) {
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) {
     absl::Status s = absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
-    RecordRejection(job_id, nullptr, s, now);
+    RecordRejection(job_id, nullptr, s, now, out);
     return s;
   }
   Job& job = *it->second;
   core::Decisions decisions;
   absl::Status status = input(*job.tracker, now, &decisions);
   Record(job, decisions, out);
-  if (!status.ok()) RecordRejection(job_id, &job, status, now);
+  if (!status.ok()) RecordRejection(job_id, &job, status, now, out);
   return status;
 }
 
 absl::Status Coordinator::Stage(const std::string& job_id, core::RankId rank, uint64_t generation,
                                 absl::Span<const core::StagedItem> items) {
-  std::vector<Outgoing> out;
+  Outgoing out;
   absl::Status s = Apply(
       job_id,
       [&](core::JobTracker& t, absl::Time now, core::Decisions* d) {
@@ -167,7 +189,7 @@ absl::Status Coordinator::Stage(const std::string& job_id, core::RankId rank, ui
 
 absl::Status Coordinator::Skip(const std::string& job_id, core::RankId rank, uint64_t generation,
                                core::Step step, const std::string& reason) {
-  std::vector<Outgoing> out;
+  Outgoing out;
   absl::Status s = Apply(
       job_id,
       [&](core::JobTracker& t, absl::Time now, core::Decisions* d) {
@@ -181,7 +203,7 @@ absl::Status Coordinator::Skip(const std::string& job_id, core::RankId rank, uin
 absl::Status Coordinator::SyncDone(const std::string& job_id, core::RankId rank,
                                    uint64_t generation,
                                    absl::Span<const core::SyncDoneItem> items) {
-  std::vector<Outgoing> out;
+  Outgoing out;
   absl::Status s = Apply(
       job_id,
       [&](core::JobTracker& t, absl::Time now, core::Decisions* d) {
@@ -192,11 +214,34 @@ absl::Status Coordinator::SyncDone(const std::string& job_id, core::RankId rank,
   return s;
 }
 
+std::vector<core::Event> Coordinator::Inspect() {
+  Outgoing out;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    for (auto& [id, job] : jobs_) {
+      if (job->tracker->state() != core::JobState::kRunning) continue;
+      for (core::Event& e : job->observer.Inspect(now, job->tracker->Snapshot(now))) {
+        AppendEvent(std::move(e), &out);
+      }
+    }
+  }
+  std::vector<core::Event> stalls = out.events;
+  Deliver(out);
+  return stalls;
+}
+
 JobStatusView Coordinator::View(const Job& job, absl::Time now) const {
   JobStatusView view;
   view.snapshot = job.tracker->Snapshot(now);
   view.counters = job.counters;
   view.sessions_connected = static_cast<uint32_t>(job.sessions.size());
+  view.stalls = job.observer.stalls();
+  view.stragglers = job.observer.TopStragglers(10);
+  for (core::ChunkId c = 0; c < view.snapshot.num_chunks; ++c) {
+    view.deadlines.push_back(job.observer.Deadline(c));
+  }
+  view.audit = job.observer.totals();
   return view;
 }
 
@@ -207,6 +252,28 @@ absl::StatusOr<JobStatusView> Coordinator::GetJobStatus(const std::string& job_i
     return absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
   }
   return View(*it->second, clock_->Now());
+}
+
+absl::StatusOr<core::ChunkSnapshot> Coordinator::GetChunkStatus(const std::string& job_id,
+                                                                core::Step step,
+                                                                core::ChunkId chunk,
+                                                                absl::Duration* deadline) {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) {
+    return absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
+  }
+  *deadline = it->second->observer.Deadline(chunk);
+  return it->second->tracker->ChunkAt(step, chunk, clock_->Now());
+}
+
+absl::StatusOr<std::vector<observe::SyncAudit>> Coordinator::Audit(const std::string& job_id) {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) {
+    return absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
+  }
+  return it->second->observer.Audit();
 }
 
 absl::Status Coordinator::CheckGeneration(const std::string& job_id, uint64_t generation) {

@@ -27,6 +27,7 @@
 #include "server/clock.h"
 #include "server/core/job_tracker.h"
 #include "server/core/types.h"
+#include "server/observe/job_observer.h"
 #include "server/session_sink.h"
 
 namespace psync::server {
@@ -37,6 +38,14 @@ struct CoordinatorOptions {
   uint32_t max_jobs = 1024;
   // Events kept in memory (oldest dropped first).
   size_t event_log_capacity = 100000;
+  observe::ObserverOptions observer;
+};
+
+// Receives events as they are recorded (after the coordinator's lock is released). Must not block.
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  virtual void OnEvents(const std::vector<core::Event>& events) = 0;
 };
 
 struct JobCounters {
@@ -53,6 +62,10 @@ struct JobStatusView {
   core::JobSnapshot snapshot;
   JobCounters counters;
   uint32_t sessions_connected = 0;
+  uint64_t stalls = 0;
+  std::vector<observe::StragglerScore> stragglers;  // highest score first
+  std::vector<absl::Duration> deadlines;            // per chunk
+  observe::AuditTotals audit;
 };
 
 class Coordinator {
@@ -89,6 +102,29 @@ class Coordinator {
       ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<JobStatusView> ListJobs() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Looks for stalls in every job (chunks waiting past their learned deadline); records a kStall
+  // event for each new one and returns them. Called periodically by the server.
+  std::vector<core::Event> Inspect() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // One (step, chunk) of a job, with its learned deadline. NOT_FOUND for an unknown job; see
+  // core::JobTracker::ChunkAt for the rest.
+  absl::StatusOr<core::ChunkSnapshot> GetChunkStatus(const std::string& job_id, core::Step step,
+                                                     core::ChunkId chunk,
+                                                     absl::Duration* deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Audit records of one job, oldest first. NOT_FOUND for an unknown job.
+  absl::StatusOr<std::vector<observe::SyncAudit>> Audit(const std::string& job_id)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // `sink` receives every event recorded from now on until removed. Not owned. If `backlog` is not
+  // null it receives the events still held in memory. Returns the index of the first live event:
+  // the sink may be handed a few events with smaller indices (also in the backlog) and should drop
+  // them.
+  uint64_t AddEventSink(EventSink* sink, std::vector<core::Event>* backlog)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void RemoveEventSink(EventSink* sink) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Events recorded so far with index >= `from` (indices count from 0 since start; older ones may
   // have been dropped). `next` receives the index after the last returned event.
   std::vector<core::Event> EventsSince(uint64_t from, uint64_t* next) ABSL_LOCKS_EXCLUDED(mu_);
@@ -99,24 +135,26 @@ class Coordinator {
     std::unique_ptr<core::JobTracker> tracker;
     absl::flat_hash_map<core::RankId, std::shared_ptr<SessionSink>> sessions;
     JobCounters counters;
+    observe::JobObserver observer;
   };
   struct Outgoing {
-    std::shared_ptr<SessionSink> sink;
-    core::Notice notice;
+    std::vector<std::pair<std::shared_ptr<SessionSink>, core::Notice>> notices;
+    std::vector<core::Event> events;  // for the event sinks
   };
 
   // Runs `input` on the job's tracker; records events, counts, routes deliveries into `out`.
   absl::Status Apply(const std::string& job_id,
                      const std::function<absl::Status(core::JobTracker&, absl::Time,
                                                       core::Decisions*)>& input,
-                     std::vector<Outgoing>* out) ABSL_LOCKS_EXCLUDED(mu_);
-  void Record(Job& job, core::Decisions& decisions, std::vector<Outgoing>* out)
+                     Outgoing* out) ABSL_LOCKS_EXCLUDED(mu_);
+  void Record(Job& job, core::Decisions& decisions, Outgoing* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecordRejection(const std::string& job_id, Job* job, const absl::Status& status,
-                       absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AppendEvent(core::Event event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                       absl::Time now, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AppendEvent(core::Event event, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   JobStatusView View(const Job& job, absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  static void Deliver(std::vector<Outgoing>& out);
+  // Hands notices to sessions and events to event sinks; call without holding mu_.
+  void Deliver(Outgoing& out) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Constant after construction.
   const CoordinatorOptions options_;
@@ -126,6 +164,9 @@ class Coordinator {
   absl::flat_hash_map<std::string, std::unique_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
   std::deque<core::Event> events_ ABSL_GUARDED_BY(mu_);
   uint64_t events_dropped_ ABSL_GUARDED_BY(mu_) = 0;
+  // Event sinks have their own lock so that delivery happens outside mu_.
+  absl::Mutex sinks_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::vector<EventSink*> event_sinks_ ABSL_GUARDED_BY(sinks_mu_);
 };
 
 }  // namespace psync::server

@@ -1,5 +1,7 @@
 #include "server/coordinator_server.h"
 
+#include <iostream>
+
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -27,6 +29,17 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on '", options.listen, "'"));
   }
+  if (options.inspect_interval > absl::ZeroDuration()) {
+    CoordinatorServer* self = s.get();
+    s->inspector_ = std::thread([self, interval = options.inspect_interval,
+                                 log = options.log_stalls] {
+      while (!self->stop_inspector_.WaitForNotificationWithTimeout(interval)) {
+        for (const core::Event& stall : self->coordinator_->Inspect()) {
+          if (log) std::cerr << "psync: stall: job '" << stall.job_id << "' " << stall.detail << "\n";
+        }
+      }
+    });
+  }
   return s;
 }
 
@@ -36,6 +49,8 @@ std::string CoordinatorServer::local_target() const { return absl::StrCat("127.0
 
 void CoordinatorServer::Shutdown() {
   std::call_once(shutdown_once_, [this] {
+    stop_inspector_.Notify();
+    if (inspector_.joinable()) inspector_.join();
     if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now());
   });
 }

@@ -10,6 +10,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
@@ -29,6 +33,10 @@ struct ServerOptions {
   RendezvousLimits rendezvous;
   // Not owned; nullptr uses the real clock.
   Clock* clock = nullptr;
+  // How often to look for stalls (Coordinator::Inspect); zero disables the inspector thread.
+  absl::Duration inspect_interval = absl::Milliseconds(50);
+  // Log each stall to stderr.
+  bool log_stalls = true;
 };
 
 class CoordinatorServer {
@@ -56,6 +64,8 @@ class CoordinatorServer {
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::once_flag shutdown_once_;
+  absl::Notification stop_inspector_;
+  std::thread inspector_;
 };
 
 }  // namespace psync::server

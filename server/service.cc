@@ -1,6 +1,7 @@
 #include "server/service.h"
 
 #include "server/convert.h"
+#include "server/event_stream.h"
 #include "server/session_stream.h"
 
 #include <atomic>
@@ -49,6 +50,42 @@ grpc::ServerUnaryReactor* CoordinatorService::ListJobs(grpc::CallbackServerConte
   }
   reactor->Finish(grpc::Status::OK);
   return reactor;
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::GetChunkStatus(
+    grpc::CallbackServerContext* context, const v1::GetChunkStatusRequest* request,
+    v1::ChunkStatus* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (request->job_id().empty()) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id must not be empty"));
+    return reactor;
+  }
+  absl::Duration deadline;
+  absl::StatusOr<core::ChunkSnapshot> chunk = coordinator_->GetChunkStatus(
+      request->job_id(), request->step(), request->chunk(), &deadline);
+  if (chunk.ok()) ChunkStatusToProto(*chunk, deadline, response);
+  reactor->Finish(ToGrpcStatus(chunk.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::GetAudit(grpc::CallbackServerContext* context,
+                                                       const v1::GetAuditRequest* request,
+                                                       v1::GetAuditResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (request->job_id().empty()) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id must not be empty"));
+    return reactor;
+  }
+  absl::StatusOr<std::vector<observe::SyncAudit>> records = coordinator_->Audit(request->job_id());
+  absl::StatusOr<JobStatusView> view = coordinator_->GetJobStatus(request->job_id());
+  if (records.ok() && view.ok()) AuditToProto(*records, view->audit, response);
+  reactor->Finish(ToGrpcStatus(records.status()));
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::Event>* CoordinatorService::WatchEvents(
+    grpc::CallbackServerContext* /*context*/, const v1::WatchEventsRequest* request) {
+  return NewEventStream(coordinator_, *request);
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::KvSet(grpc::CallbackServerContext* context,

@@ -28,6 +28,14 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
                                      const v1::ListJobsRequest* request,
                                      v1::ListJobsResponse* response) override;
+  grpc::ServerUnaryReactor* GetChunkStatus(grpc::CallbackServerContext* context,
+                                           const v1::GetChunkStatusRequest* request,
+                                           v1::ChunkStatus* response) override;
+  grpc::ServerUnaryReactor* GetAudit(grpc::CallbackServerContext* context,
+                                     const v1::GetAuditRequest* request,
+                                     v1::GetAuditResponse* response) override;
+  grpc::ServerWriteReactor<v1::Event>* WatchEvents(grpc::CallbackServerContext* context,
+                                                   const v1::WatchEventsRequest* request) override;
   grpc::ServerUnaryReactor* KvSet(grpc::CallbackServerContext* context,
                                   const v1::KvSetRequest* request,
                                   v1::KvSetResponse* response) override;

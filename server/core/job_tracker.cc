@@ -333,6 +333,7 @@ absl::Status JobTracker::Stage(RankId rank, uint64_t generation,
     }
     ChunkStep& cs = steps_[item.step].chunks[item.chunk];
     cs.staged.emplace(who, item.checksum);
+    cs.staged_at.emplace(who, now);
     if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
     cs.last_checkin = now;
     cs.last = who;
@@ -732,6 +733,59 @@ JobSnapshot JobTracker::Snapshot(absl::Time now) const {
       }
     }
     snap.chunks.push_back(std::move(chunk));
+  }
+  return snap;
+}
+
+absl::StatusOr<ChunkSnapshot> JobTracker::ChunkAt(Step step, ChunkId chunk, absl::Time now) const {
+  if (chunk >= plan_.num_chunks()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk ", chunk, " out of range [0, ", plan_.num_chunks(), ")"));
+  }
+  const ChunkInfo& info = plan_.chunk(chunk);
+  ChunkSnapshot snap;
+  snap.chunk = chunk;
+  snap.step = step;
+  auto st = steps_.find(step);
+  if (st == steps_.end()) {
+    Step lowest = plan_.first_step();
+    for (const auto& [rank, state] : ranks_) lowest = std::min(lowest, state.step);
+    const Step oldest = steps_.empty() ? lowest : std::min(lowest, steps_.begin()->first);
+    if (step < oldest) {
+      return absl::OutOfRangeError(
+          absl::StrCat("step ", step, " is before the oldest retained step ", oldest));
+    }
+    snap.state = "IDLE";
+    snap.missing = info.contributors;
+    return snap;
+  }
+  if (st->second.skipped) {
+    snap.state = "SKIPPED";
+    return snap;
+  }
+  const ChunkStep* cs = nullptr;
+  if (auto f = st->second.chunks.find(chunk); f != st->second.chunks.end()) cs = &f->second;
+  for (const Contributor& who : info.contributors) {
+    if (cs != nullptr) {
+      if (auto found = cs->staged_at.find(who); found != cs->staged_at.end()) {
+        snap.staged.push_back(who);
+        snap.staged_after.push_back(found->second - cs->first_checkin);
+        continue;
+      }
+    }
+    snap.missing.push_back(who);
+  }
+  if (cs == nullptr || cs->staged.empty()) {
+    snap.state = "IDLE";
+  } else if (!cs->released) {
+    snap.state = "WAITING";
+    snap.waiting = now - cs->first_checkin;
+  } else {
+    for (RankId m : info.members) {
+      if (!cs->done.contains(m)) snap.sync_pending.push_back(m);
+    }
+    snap.state = snap.sync_pending.empty() ? "SYNCED" : "RELEASED";
+    snap.waiting = now - cs->released_at;
   }
   return snap;
 }

@@ -62,8 +62,9 @@ struct JoinResult {
 struct ChunkSnapshot {
   ChunkId chunk = 0;
   Step step = 0;
-  std::string state;  // IDLE, WAITING, RELEASED
+  std::string state;  // IDLE, WAITING, RELEASED (ChunkAt also: SYNCED, SKIPPED)
   std::vector<Contributor> staged;
+  std::vector<absl::Duration> staged_after;  // ChunkAt only: first check-in -> this one
   std::vector<Contributor> missing;
   absl::Duration waiting;
   std::vector<RankId> sync_pending;
@@ -109,6 +110,10 @@ class JobTracker {
   std::vector<RankId> JoinedRanks() const;
 
   JobSnapshot Snapshot(absl::Time now) const;
+
+  // The state of one (step, chunk). INVALID_ARGUMENT for a chunk out of range, OUT_OF_RANGE for a
+  // step no longer retained; a step not started yet is IDLE with every contributor missing.
+  absl::StatusOr<ChunkSnapshot> ChunkAt(Step step, ChunkId chunk, absl::Time now) const;
 
   const std::string& job_id() const { return job_id_; }
   uint64_t generation() const { return generation_; }

@@ -19,6 +19,7 @@ namespace psync::core {
 
 struct ChunkStep {
   absl::flat_hash_map<Contributor, std::optional<uint64_t>> staged;  // -> shard checksum
+  absl::flat_hash_map<Contributor, absl::Time> staged_at;
   absl::Time first_checkin = absl::InfinitePast();
   absl::Time last_checkin = absl::InfinitePast();
   bool released = false;

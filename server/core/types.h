@@ -136,6 +136,7 @@ enum class EventKind {
 const char* EventKindName(EventKind kind);
 
 struct Event {
+  uint64_t index = 0;  // position in the coordinator's event log (set by the owner)
   EventKind kind = EventKind::kCheckin;
   absl::Time time;
   std::string job_id;

@@ -291,6 +291,7 @@ TEST_F(BadInputTest, SyncDoneBeforeTheDirectiveIsFailedPrecondition) {
   v1::JobStatus before = State();
   // The only change: a sync executed before its release is counted as a violation (early sync).
   before.mutable_counters()->set_violations(1);
+  before.mutable_audit()->set_early_syncs(1);
   grpc::Status s = session->SyncDone(joined_[0].generation(), 0, 0);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(s.error_message(),
