@@ -24,6 +24,13 @@ std::string ChecksumsText(const std::vector<GroupChecksum>& checksums) {
       }), "}");
 }
 
+// Checksums compare regardless of the order the rank listed its groups in.
+std::vector<GroupChecksum> SortedByGroup(std::vector<GroupChecksum> checksums) {
+  std::sort(checksums.begin(), checksums.end(),
+            [](const GroupChecksum& a, const GroupChecksum& b) { return a.group < b.group; });
+  return checksums;
+}
+
 }  // namespace
 
 const char* JobStateName(JobState state) {
@@ -64,11 +71,10 @@ std::vector<RankId> JobTracker::JoinedRanks() const {
 // Join
 
 void JobTracker::StartGeneration(absl::Time now, absl::string_view reason, Decisions* out) {
-  if (generation_ > 0) {
-    for (const auto& [rank, state] : ranks_) {
-      if (state_ == JobState::kAborted) break;  // ranks already got the abort
+  if (generation_ > 0 && state_ != JobState::kAborted) {  // aborted ranks already know
+    for (RankId rank : JoinedRanks()) {
       out->deliveries.push_back(
-          {rank, AbortNotice{generation_, state.step,
+          {rank, AbortNotice{generation_, ranks_[rank].step,
                              absl::StrCat(reason, "; join generation ", generation_ + 1)}});
     }
   }
@@ -134,8 +140,15 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
   if (plan_.complete()) {
     state_ = JobState::kRunning;
     // Check-ins that arrived while the job was forming may complete chunks now.
-    for (auto& [step, st] : steps_) {
-      for (auto& [chunk, cs] : st.chunks) MaybeRelease(step, chunk, now, out);
+    // Collect first: MaybeSkip may trim steps_.
+    std::vector<std::pair<Step, std::vector<ChunkId>>> pending;
+    for (const auto& [step, st] : steps_) {
+      pending.emplace_back(step, std::vector<ChunkId>());
+      for (const auto& [chunk, cs] : st.chunks) pending.back().second.push_back(chunk);
+    }
+    for (const auto& [step, chunks] : pending) {
+      if (steps_.count(step) == 0) continue;
+      for (ChunkId chunk : chunks) MaybeRelease(step, chunk, now, out);
       MaybeSkip(step, now, out);
     }
   }
@@ -435,9 +448,9 @@ void JobTracker::MaybeSkip(Step step, absl::Time now, Decisions* out) {
     return;
   }
   st->second.skipped = true;
-  for (auto& [rank, state] : ranks_) {
+  for (RankId rank : JoinedRanks()) {
     out->deliveries.push_back({rank, StepSkipped{generation_, step}});
-    state.step = step + 1;
+    ranks_[rank].step = step + 1;
   }
   Event e = MakeEvent(EventKind::kStepSkipped, now);
   e.step = step;
@@ -450,7 +463,7 @@ void JobTracker::AbortGeneration(Step step, std::string reason, absl::Time now, 
   state_ = JobState::kAborted;
   abort_reason_ = std::move(reason);
   abort_step_ = step;
-  for (const auto& [rank, state] : ranks_) {
+  for (RankId rank : JoinedRanks()) {
     out->deliveries.push_back({rank, AbortNotice{generation_, step, abort_reason_}});
   }
   Event v = MakeEvent(EventKind::kViolation, now);
@@ -530,7 +543,7 @@ absl::Status JobTracker::CheckSyncDone(RankId rank, size_t i, const SyncDoneItem
   }
   auto done = cs->done.find(rank);
   if (done != cs->done.end()) {
-    if (done->second == item.checksums) {
+    if (done->second == SortedByGroup(item.checksums)) {
       *duplicate = true;
       return absl::OkStatus();
     }
@@ -571,7 +584,7 @@ absl::Status JobTracker::SyncDone(RankId rank, uint64_t generation,
     const SyncDoneItem& item = items[i];
     if (!fresh[i]) continue;
     ChunkStep& cs = steps_[item.step].chunks[item.chunk];
-    cs.done.emplace(rank, item.checksums);
+    cs.done.emplace(rank, SortedByGroup(item.checksums));
     if (item.executions > 1) {
       Event v = MakeEvent(EventKind::kViolation, now);
       v.step = item.step;

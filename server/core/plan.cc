@@ -47,6 +47,9 @@ absl::Status ValidateRankPlan(const RankPlan& plan, const PlanLimits& limits) {
   if (auto s = CheckLength("incarnation", plan.incarnation, limits.max_id_length); !s.ok()) {
     return s;
   }
+  if (plan.chunks.empty()) {
+    return Invalid("chunks", "must list at least one chunk the rank takes part in");
+  }
   std::set<ChunkId> seen_chunks;
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ChunkPart& part = plan.chunks[i];
