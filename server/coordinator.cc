@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/observe/trace_export.h"
 
 namespace psync::server {
 
@@ -265,6 +266,21 @@ absl::StatusOr<core::ChunkSnapshot> Coordinator::GetChunkStatus(const std::strin
   }
   *deadline = it->second->observer.Deadline(chunk);
   return it->second->tracker->ChunkAt(step, chunk, clock_->Now());
+}
+
+absl::StatusOr<std::string> Coordinator::Trace(const std::string& job_id, core::Step first,
+                                               core::Step last) {
+  std::vector<core::Event> events;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    if (!jobs_.contains(job_id)) {
+      return absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
+    }
+    for (const core::Event& e : events_) {
+      if (e.job_id == job_id) events.push_back(e);
+    }
+  }
+  return observe::ExportChromeTrace(events, job_id, first, last);
 }
 
 absl::StatusOr<std::vector<observe::SyncAudit>> Coordinator::Audit(const std::string& job_id) {

@@ -113,6 +113,11 @@ class Coordinator {
                                                      absl::Duration* deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // A Chrome trace of the job's steps [first, last] from the events held in memory (see
+  // observe/trace_export.h). NOT_FOUND for an unknown job.
+  absl::StatusOr<std::string> Trace(const std::string& job_id, core::Step first, core::Step last)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // Audit records of one job, oldest first. NOT_FOUND for an unknown job.
   absl::StatusOr<std::vector<observe::SyncAudit>> Audit(const std::string& job_id)
       ABSL_LOCKS_EXCLUDED(mu_);

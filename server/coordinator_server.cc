@@ -2,7 +2,9 @@
 
 #include <iostream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "server/http_api.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 
@@ -18,6 +20,27 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
         return coordinator->CheckGeneration(job, generation);
       });
   s->service_ = std::make_unique<CoordinatorService>(coordinator, s->rendezvous_.get());
+
+  auto metrics = CoordinatorMetrics::Create(coordinator, &s->registry_);
+  if (!metrics.ok()) return metrics.status();
+  s->metrics_ = std::move(*metrics);
+  if (!options.http_listen.empty()) {
+    const size_t colon = options.http_listen.rfind(':');
+    int http_port = 0;
+    if (colon == std::string::npos ||
+        !absl::SimpleAtoi(options.http_listen.substr(colon + 1), &http_port)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("http_listen '", options.http_listen, "' must be host:port"));
+    }
+    s->http_ = std::make_unique<http::Server>();
+    if (auto st = RegisterHttpApi(s->http_.get(), coordinator, &s->registry_, options.dashboard);
+        !st.ok()) {
+      return st;
+    }
+    if (auto st = s->http_->Start(options.http_listen.substr(0, colon), http_port); !st.ok()) {
+      return st;
+    }
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -51,6 +74,7 @@ void CoordinatorServer::Shutdown() {
   std::call_once(shutdown_once_, [this] {
     stop_inspector_.Notify();
     if (inspector_.joinable()) inspector_.join();
+    if (http_ != nullptr) http_->Shutdown();
     if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now());
   });
 }

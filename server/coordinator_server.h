@@ -19,6 +19,10 @@
 #include "grpcpp/grpcpp.h"
 #include "server/clock.h"
 #include "server/coordinator.h"
+#include "server/coordinator_metrics.h"
+#include "server/http/server.h"
+#include "server/http/static_files.h"
+#include "server/metrics/registry.h"
 #include "server/rendezvous_store.h"
 #include "server/service.h"
 
@@ -37,6 +41,10 @@ struct ServerOptions {
   absl::Duration inspect_interval = absl::Milliseconds(50);
   // Log each stall to stderr.
   bool log_stalls = true;
+  // host:port for /metrics, the JSON API and the dashboard (see http_api.h); empty disables it.
+  std::string http_listen;
+  // The dashboard's files (may be empty).
+  absl::Span<const http::EmbeddedFile> dashboard;
 };
 
 class CoordinatorServer {
@@ -44,8 +52,10 @@ class CoordinatorServer {
   static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(ServerOptions options);
   ~CoordinatorServer();
 
-  // The bound port.
+  // The bound gRPC port.
   int port() const { return port_; }
+  // The bound HTTP port (0 when HTTP is disabled).
+  int http_port() const { return http_ != nullptr ? http_->port() : 0; }
   // "127.0.0.1:<port>": where a client on this machine connects.
   std::string local_target() const;
   Coordinator& coordinator() { return *coordinator_; }
@@ -62,6 +72,9 @@ class CoordinatorServer {
   std::unique_ptr<RendezvousStore> rendezvous_;
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<grpc::Server> server_;
+  metrics::Registry registry_;
+  std::unique_ptr<CoordinatorMetrics> metrics_;
+  std::unique_ptr<http::Server> http_;
   int port_ = 0;
   std::once_flag shutdown_once_;
   absl::Notification stop_inspector_;

@@ -83,6 +83,21 @@ grpc::ServerUnaryReactor* CoordinatorService::GetAudit(grpc::CallbackServerConte
   return reactor;
 }
 
+grpc::ServerUnaryReactor* CoordinatorService::GetTrace(grpc::CallbackServerContext* context,
+                                                       const v1::GetTraceRequest* request,
+                                                       v1::GetTraceResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (request->job_id().empty()) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id must not be empty"));
+    return reactor;
+  }
+  absl::StatusOr<std::string> json =
+      coordinator_->Trace(request->job_id(), request->first_step(), request->last_step());
+  if (json.ok()) response->set_trace_json(std::move(*json));
+  reactor->Finish(ToGrpcStatus(json.status()));
+  return reactor;
+}
+
 grpc::ServerWriteReactor<v1::Event>* CoordinatorService::WatchEvents(
     grpc::CallbackServerContext* /*context*/, const v1::WatchEventsRequest* request) {
   return NewEventStream(coordinator_, *request);

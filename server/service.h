@@ -34,6 +34,9 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   grpc::ServerUnaryReactor* GetAudit(grpc::CallbackServerContext* context,
                                      const v1::GetAuditRequest* request,
                                      v1::GetAuditResponse* response) override;
+  grpc::ServerUnaryReactor* GetTrace(grpc::CallbackServerContext* context,
+                                     const v1::GetTraceRequest* request,
+                                     v1::GetTraceResponse* response) override;
   grpc::ServerWriteReactor<v1::Event>* WatchEvents(grpc::CallbackServerContext* context,
                                                    const v1::WatchEventsRequest* request) override;
   grpc::ServerUnaryReactor* KvSet(grpc::CallbackServerContext* context,

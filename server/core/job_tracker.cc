@@ -4,6 +4,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -801,6 +802,15 @@ absl::StatusOr<ChunkSnapshot> JobTracker::ChunkAt(Step step, ChunkId chunk, absl
     snap.waiting = now - cs->released_at;
   }
   return snap;
+}
+
+const char* ViolationKind(const Event& e) {
+  if (absl::StartsWith(e.detail, "early sync")) return "early_sync";
+  if (absl::StartsWith(e.detail, "repeated sync")) return "repeated_sync";
+  if (absl::StartsWith(e.detail, "checksum mismatch")) return "checksum_mismatch";
+  if (absl::StartsWith(e.detail, "conflicting duplicate")) return "conflicting_duplicate";
+  if (absl::StartsWith(e.detail, "skip disagreement")) return "skip_disagreement";
+  return "other";
 }
 
 const char* EventKindName(EventKind kind) {

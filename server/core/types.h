@@ -153,6 +153,10 @@ struct Event {
   std::string detail;                     // human-readable reason
 };
 
+// The class of a kViolation event: "early_sync", "repeated_sync", "checksum_mismatch",
+// "conflicting_duplicate", "skip_disagreement", or "other".
+const char* ViolationKind(const Event& event);
+
 // The output of one input to the core: notices to send and events to record.
 struct Decisions {
   std::vector<Delivery> deliveries;

@@ -59,13 +59,14 @@ void JobObserver::OnEvent(const core::Event& e) {
     }
     case EventKind::kViolation: {
       SyncAudit& a = AuditFor(e);
-      if (absl::StartsWith(e.detail, "checksum mismatch")) {
+      const absl::string_view kind = core::ViolationKind(e);
+      if (kind == "checksum_mismatch") {
         a.checksum_mismatch = true;
         ++totals_.checksum_mismatches;
-      } else if (absl::StartsWith(e.detail, "early sync")) {
+      } else if (kind == "early_sync") {
         ++a.early_syncs;
         ++totals_.early_syncs;
-      } else if (absl::StartsWith(e.detail, "repeated sync")) {
+      } else if (kind == "repeated_sync") {
         ++a.repeated_syncs;
         ++totals_.repeated_syncs;
       }

@@ -1,0 +1,152 @@
+#include "server/coordinator_metrics.h"
+
+#include <utility>
+
+
+namespace psync::server {
+namespace {
+
+// Seconds: 10 us .. 60 s.
+std::vector<double> LatencyBuckets() {
+  return {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05,
+          0.1,  0.25,   0.5,  1,    2.5,    5,    10,   30,     60};
+}
+
+constexpr size_t kMaxOpenChunks = 100000;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> CoordinatorMetrics::Create(
+    Coordinator* coordinator, metrics::Registry* registry) {
+  std::unique_ptr<CoordinatorMetrics> m(new CoordinatorMetrics(coordinator));
+  if (auto s = m->Register(registry); !s.ok()) return s;
+  CoordinatorMetrics* self = m.get();
+  registry->AddCollector([self] { self->Collect(); });
+  coordinator->AddEventSink(self, nullptr);
+  return m;
+}
+
+CoordinatorMetrics::~CoordinatorMetrics() { coordinator_->RemoveEventSink(this); }
+
+absl::Status CoordinatorMetrics::Register(metrics::Registry* r) {
+  const std::vector<std::string> job = {"job"};
+#define PSYNC_ADD(field, call)            \
+  do {                                    \
+    auto family = (call);                 \
+    if (!family.ok()) return family.status(); \
+    field = *family;                      \
+  } while (0)
+  PSYNC_ADD(checkins_, r->AddCounter("psync_checkins_total", "Check-ins accepted (first time).", job));
+  PSYNC_ADD(duplicates_, r->AddCounter("psync_duplicate_checkins_total",
+                                       "Identical check-ins repeated (answered idempotently).", job));
+  PSYNC_ADD(releases_, r->AddCounter("psync_releases_total",
+                                     "(step, chunk)s released to their sync groups.", job));
+  PSYNC_ADD(syncs_done_, r->AddCounter("psync_sync_done_total",
+                                       "SyncDone reports accepted (one per rank per release).", job));
+  PSYNC_ADD(skipped_steps_, r->AddCounter("psync_skipped_steps_total",
+                                          "Steps every rank skipped.", job));
+  PSYNC_ADD(violations_, r->AddCounter("psync_violations_total",
+                                       "Protocol violations by kind (early_sync, repeated_sync, "
+                                       "checksum_mismatch, conflicting_duplicate, "
+                                       "skip_disagreement, other).",
+                                       {"job", "kind"}));
+  PSYNC_ADD(stalls_, r->AddCounter("psync_stalls_total",
+                                   "Chunks that waited past their learned deadline.", job));
+  PSYNC_ADD(rejected_, r->AddCounter("psync_rejected_total",
+                                     "Messages refused as bad input (state unchanged).", job));
+  PSYNC_ADD(aborts_, r->AddCounter("psync_aborts_total", "Generations aborted.", job));
+  PSYNC_ADD(joins_, r->AddCounter("psync_joins_total", "Joins, reconnects included.", job));
+  PSYNC_ADD(release_wait_, r->AddHistogram("psync_release_wait_seconds",
+                                           "Time from a chunk's first check-in to its release.",
+                                           job, LatencyBuckets()));
+  PSYNC_ADD(stage_wait_, r->AddHistogram("psync_stage_wait_seconds",
+                                         "Time from each contributor's check-in to the release.",
+                                         job, LatencyBuckets()));
+  PSYNC_ADD(sync_duration_, r->AddHistogram("psync_sync_duration_seconds",
+                                            "Time from a release to the last member's SyncDone.",
+                                            job, LatencyBuckets()));
+  PSYNC_ADD(jobs_, r->AddGauge("psync_jobs", "Jobs the coordinator holds."));
+  PSYNC_ADD(active_ranks_, r->AddGauge("psync_active_ranks",
+                                       "Ranks joined in the job's current generation.", job));
+  PSYNC_ADD(sessions_, r->AddGauge("psync_sessions_connected", "Attached Session streams.", job));
+  PSYNC_ADD(generation_, r->AddGauge("psync_job_generation", "Current generation.", job));
+  PSYNC_ADD(step_, r->AddGauge("psync_job_step", "Lowest step any rank still has to finish.", job));
+  PSYNC_ADD(chunks_waiting_, r->AddGauge("psync_chunks_waiting",
+                                         "Chunks with check-ins waiting for contributors.", job));
+  PSYNC_ADD(top_straggler_, r->AddGauge("psync_straggler_top_score_seconds",
+                                        "The highest rank straggler score of the job.", job));
+#undef PSYNC_ADD
+  return absl::OkStatus();
+}
+
+void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
+  using core::EventKind;
+  absl::MutexLock lock(&mu_);
+  for (const core::Event& e : events) {
+    const std::vector<std::string> job = {e.job_id};
+    switch (e.kind) {
+      case EventKind::kCheckin:
+        checkins_->WithLabels(job)->Increment();
+        if (open_checkins_.size() < kMaxOpenChunks) {
+          open_checkins_[{e.job_id, e.generation, *e.step, *e.chunk}].push_back(e.time);
+        }
+        break;
+      case EventKind::kDuplicate: duplicates_->WithLabels(job)->Increment(); break;
+      case EventKind::kRelease: {
+        releases_->WithLabels(job)->Increment();
+        release_wait_->WithLabels(job)->Observe(absl::ToDoubleSeconds(e.duration));
+        auto open = open_checkins_.find({e.job_id, e.generation, *e.step, *e.chunk});
+        if (open != open_checkins_.end()) {
+          metrics::Histogram* h = stage_wait_->WithLabels(job);
+          for (absl::Time t : open->second) h->Observe(absl::ToDoubleSeconds(e.time - t));
+          open_checkins_.erase(open);
+        }
+        break;
+      }
+      case EventKind::kSyncDone: syncs_done_->WithLabels(job)->Increment(); break;
+      case EventKind::kSyncComplete:
+        sync_duration_->WithLabels(job)->Observe(absl::ToDoubleSeconds(e.duration));
+        break;
+      case EventKind::kStepSkipped: skipped_steps_->WithLabels(job)->Increment(); break;
+      case EventKind::kViolation:
+        violations_->WithLabels({e.job_id, core::ViolationKind(e)})->Increment();
+        break;
+      case EventKind::kStall: stalls_->WithLabels(job)->Increment(); break;
+      case EventKind::kRejected:
+        if (!e.job_id.empty()) rejected_->WithLabels(job)->Increment();
+        break;
+      case EventKind::kAbort: aborts_->WithLabels(job)->Increment(); break;
+      case EventKind::kJoin: joins_->WithLabels(job)->Increment(); break;
+      case EventKind::kGeneration:
+        // Chunks of the old generation will never be released.
+        for (auto it = open_checkins_.begin(); it != open_checkins_.end();) {
+          if (std::get<0>(it->first) == e.job_id) {
+            it = open_checkins_.erase(it);
+          } else {
+            ++it;
+          }
+        }
+        break;
+      case EventKind::kSkipVote:
+        break;
+    }
+  }
+}
+
+void CoordinatorMetrics::Collect() {
+  const std::vector<JobStatusView> jobs = coordinator_->ListJobs();
+  jobs_->Get()->Set(static_cast<double>(jobs.size()));
+  for (const JobStatusView& view : jobs) {
+    const std::vector<std::string> job = {view.snapshot.job_id};
+    active_ranks_->WithLabels(job)->Set(view.snapshot.ranks_joined);
+    sessions_->WithLabels(job)->Set(view.sessions_connected);
+    generation_->WithLabels(job)->Set(static_cast<double>(view.snapshot.generation));
+    step_->WithLabels(job)->Set(static_cast<double>(view.snapshot.min_rank_step));
+    int waiting = 0;
+    for (const core::ChunkSnapshot& c : view.snapshot.chunks) waiting += c.state == "WAITING";
+    chunks_waiting_->WithLabels(job)->Set(waiting);
+    top_straggler_->WithLabels(job)->Set(view.stragglers.empty() ? 0 : view.stragglers[0].score_seconds);
+  }
+}
+
+}  // namespace psync::server

@@ -1,0 +1,156 @@
+#include "server/http_api.h"
+
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/json_util.h"
+#include "server/convert.h"
+#include "server/metrics/http_handler.h"
+
+namespace psync::server {
+namespace {
+
+http::Response JsonOf(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  if (auto s = google::protobuf::util::MessageToJsonString(message, &json, options); !s.ok()) {
+    return http::Response::Text(500, std::string(s.message()));
+  }
+  return http::Response::Json(200, std::move(json));
+}
+
+http::Response ErrorOf(const absl::Status& status) {
+  const int code = status.code() == absl::StatusCode::kNotFound ? 404
+                   : status.code() == absl::StatusCode::kInvalidArgument ||
+                           status.code() == absl::StatusCode::kOutOfRange
+                       ? 400
+                       : 500;
+  return http::Response::Text(code, std::string(status.message()) + "\n");
+}
+
+// Parses query parameter `name` as an unsigned integer; absent -> `fallback`.
+absl::Status ParseUint(const http::Request& request, absl::string_view name, uint64_t fallback,
+                       uint64_t* out) {
+  const std::string text = request.QueryParam(name);
+  if (text.empty()) {
+    *out = fallback;
+    return absl::OkStatus();
+  }
+  if (!absl::SimpleAtoi(text, out)) {
+    return absl::InvalidArgumentError(absl::StrCat("query parameter '", name,
+                                                   "' must be an unsigned integer"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RequireId(const http::Request& request, std::string* id) {
+  *id = request.QueryParam("id");
+  if (id->empty()) return absl::InvalidArgumentError("query parameter 'id' (the job) is required");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
+                             metrics::Registry* registry,
+                             absl::Span<const http::EmbeddedFile> dashboard) {
+  if (auto s = server->Handle("/metrics", metrics::MetricsHandler(registry)); !s.ok()) return s;
+
+  auto jobs = [coordinator](const http::Request&) {
+    v1::ListJobsResponse response;
+    for (const JobStatusView& view : coordinator->ListJobs()) {
+      JobSummaryToProto(view, response.add_jobs());
+    }
+    return JsonOf(response);
+  };
+  if (auto s = server->Handle("/api/jobs", jobs); !s.ok()) return s;
+
+  auto job = [coordinator](const http::Request& request) {
+    std::string id;
+    if (auto s = RequireId(request, &id); !s.ok()) return ErrorOf(s);
+    absl::StatusOr<JobStatusView> view = coordinator->GetJobStatus(id);
+    if (!view.ok()) return ErrorOf(view.status());
+    v1::JobStatus status;
+    JobStatusToProto(*view, &status);
+    return JsonOf(status);
+  };
+  if (auto s = server->Handle("/api/job", job); !s.ok()) return s;
+
+  auto chunk = [coordinator](const http::Request& request) {
+    std::string id;
+    uint64_t step = 0;
+    uint64_t chunk_id = 0;
+    if (auto s = RequireId(request, &id); !s.ok()) return ErrorOf(s);
+    if (auto s = ParseUint(request, "step", 0, &step); !s.ok()) return ErrorOf(s);
+    if (auto s = ParseUint(request, "chunk", 0, &chunk_id); !s.ok()) return ErrorOf(s);
+    absl::Duration deadline;
+    absl::StatusOr<core::ChunkSnapshot> snapshot = coordinator->GetChunkStatus(
+        id, step, static_cast<core::ChunkId>(chunk_id), &deadline);
+    if (!snapshot.ok()) return ErrorOf(snapshot.status());
+    v1::ChunkStatus status;
+    ChunkStatusToProto(*snapshot, deadline, &status);
+    return JsonOf(status);
+  };
+  if (auto s = server->Handle("/api/chunk", chunk); !s.ok()) return s;
+
+  auto audit = [coordinator](const http::Request& request) {
+    std::string id;
+    if (auto s = RequireId(request, &id); !s.ok()) return ErrorOf(s);
+    absl::StatusOr<std::vector<observe::SyncAudit>> records = coordinator->Audit(id);
+    absl::StatusOr<JobStatusView> view = coordinator->GetJobStatus(id);
+    if (!records.ok()) return ErrorOf(records.status());
+    if (!view.ok()) return ErrorOf(view.status());
+    v1::GetAuditResponse response;
+    AuditToProto(*records, view->audit, &response);
+    return JsonOf(response);
+  };
+  if (auto s = server->Handle("/api/audit", audit); !s.ok()) return s;
+
+  auto events = [coordinator](const http::Request& request) {
+    uint64_t since = 0;
+    if (auto s = ParseUint(request, "since", 0, &since); !s.ok()) return ErrorOf(s);
+    const std::string job_filter = request.QueryParam("job");
+    uint64_t next = 0;
+    std::string body = "{\"events\":[";
+    bool first = true;
+    google::protobuf::util::JsonPrintOptions options;
+    options.preserve_proto_field_names = true;
+    for (const core::Event& e : coordinator->EventsSince(since, &next)) {
+      if (!job_filter.empty() && e.job_id != job_filter) continue;
+      v1::Event proto;
+      EventToProto(e, &proto);
+      std::string json;
+      if (!google::protobuf::util::MessageToJsonString(proto, &json, options).ok()) continue;
+      if (!first) body += ",";
+      first = false;
+      body += json;
+    }
+    absl::StrAppend(&body, "],\"next\":", next, "}");
+    return http::Response::Json(200, std::move(body));
+  };
+  if (auto s = server->Handle("/api/events", events); !s.ok()) return s;
+
+  auto trace = [coordinator](const http::Request& request) {
+    std::string id;
+    uint64_t first = 0;
+    uint64_t last = 0;
+    if (auto s = RequireId(request, &id); !s.ok()) return ErrorOf(s);
+    if (auto s = ParseUint(request, "first", 0, &first); !s.ok()) return ErrorOf(s);
+    if (auto s = ParseUint(request, "last", UINT64_MAX, &last); !s.ok()) return ErrorOf(s);
+    absl::StatusOr<std::string> json = coordinator->Trace(id, first, last);
+    if (!json.ok()) return ErrorOf(json.status());
+    return http::Response::Json(200, std::move(*json));
+  };
+  if (auto s = server->Handle("/api/trace", trace); !s.ok()) return s;
+
+  if (!dashboard.empty()) {
+    if (auto s = server->HandlePrefix("/", http::ServeEmbeddedFiles(dashboard)); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace psync::server
