@@ -22,7 +22,7 @@ void StragglerScores::OnRelease(const std::vector<std::pair<core::RankId, absl::
     s.score_seconds = s.samples == 0 ? lateness : alpha_ * lateness + (1 - alpha_) * s.score_seconds;
     s.last_seconds = lateness;
     ++s.samples;
-    if (time == last && latest.size() > 1) ++s.times_last;
+    if (time == last && last > first) ++s.times_last;  // a tie at the first instant is nobody's fault
   }
 }
 

@@ -1,0 +1,139 @@
+#include "server/observe/job_observer.h"
+
+#include "gtest/gtest.h"
+
+namespace psync::observe {
+namespace {
+
+using core::Event;
+using core::EventKind;
+
+absl::Time At(int ms) { return absl::UnixEpoch() + absl::Milliseconds(ms); }
+
+Event Make(EventKind kind, int ms, uint64_t step, uint32_t chunk, std::optional<uint32_t> rank = {}) {
+  Event e;
+  e.kind = kind;
+  e.time = At(ms);
+  e.job_id = "j";
+  e.generation = 1;
+  e.step = step;
+  e.chunk = chunk;
+  e.rank = rank;
+  return e;
+}
+
+ObserverOptions Options() {
+  ObserverOptions o;
+  o.deadline.initial = absl::Milliseconds(50);
+  o.deadline.min_samples = 2;
+  o.deadline.multiplier = 2;
+  o.deadline.floor = absl::Milliseconds(1);
+  return o;
+}
+
+core::JobSnapshot WaitingSnapshot(uint64_t step, absl::Duration waiting) {
+  core::JobSnapshot s;
+  s.job_id = "j";
+  s.generation = 1;
+  core::ChunkSnapshot c;
+  c.chunk = 0;
+  c.step = step;
+  c.state = "WAITING";
+  c.staged = {{0, "dense"}};
+  c.missing = {{1, "expert"}};
+  c.waiting = waiting;
+  s.chunks.push_back(c);
+  return s;
+}
+
+TEST(JobObserverTest, StallNamesMissingContributorsOnceAfterTheDeadline) {
+  JobObserver observer(Options());
+  EXPECT_TRUE(observer.Inspect(At(40), WaitingSnapshot(0, absl::Milliseconds(40))).empty());
+  auto stalls = observer.Inspect(At(51), WaitingSnapshot(0, absl::Milliseconds(51)));
+  ASSERT_EQ(stalls.size(), 1u);
+  EXPECT_EQ(stalls[0].kind, EventKind::kStall);
+  EXPECT_EQ(*stalls[0].step, 0u);
+  EXPECT_EQ(*stalls[0].chunk, 0u);
+  ASSERT_EQ(stalls[0].contributors.size(), 1u);
+  EXPECT_EQ(stalls[0].contributors[0].rank, 1u);
+  EXPECT_EQ(stalls[0].contributors[0].optimizer, "expert");
+  EXPECT_EQ(stalls[0].detail,
+            "chunk 0 step 0 waited 51ms (deadline 50ms) for rank 1 expert");
+  EXPECT_TRUE(observer.Inspect(At(90), WaitingSnapshot(0, absl::Milliseconds(90))).empty())
+      << "reported once";
+  EXPECT_EQ(observer.Inspect(At(200), WaitingSnapshot(1, absl::Milliseconds(60))).size(), 1u)
+      << "the next step stalls again";
+  EXPECT_EQ(observer.stalls(), 2u);
+}
+
+TEST(JobObserverTest, SyncStallNamesRanksWithoutSyncDone) {
+  JobObserver observer(Options());
+  core::JobSnapshot s = WaitingSnapshot(3, absl::Milliseconds(70));
+  s.chunks[0].state = "RELEASED";
+  s.chunks[0].sync_pending = {2, 5};
+  auto stalls = observer.Inspect(At(0), s);
+  ASSERT_EQ(stalls.size(), 1u);
+  EXPECT_EQ(stalls[0].ranks, (std::vector<core::RankId>{2, 5}));
+  EXPECT_EQ(stalls[0].detail,
+            "chunk 0 step 3 released 70ms ago (deadline 50ms); no SyncDone from ranks [2,5]");
+}
+
+TEST(JobObserverTest, DeadlineIsLearnedFromReleaseWaits) {
+  JobObserver observer(Options());
+  for (uint64_t step = 0; step < 2; ++step) {
+    Event release = Make(EventKind::kRelease, 10, step, 0, 1);
+    release.duration = absl::Milliseconds(10);
+    observer.OnEvent(release);
+  }
+  EXPECT_EQ(observer.Deadline(0), absl::Milliseconds(20));
+  EXPECT_TRUE(observer.Inspect(At(0), WaitingSnapshot(2, absl::Milliseconds(19))).empty());
+  EXPECT_EQ(observer.Inspect(At(0), WaitingSnapshot(2, absl::Milliseconds(21))).size(), 1u);
+}
+
+TEST(JobObserverTest, AuditCountsReleasesSyncsAndViolations) {
+  JobObserver observer(Options());
+  observer.OnEvent(Make(EventKind::kCheckin, 0, 7, 1, 0));
+  observer.OnEvent(Make(EventKind::kCheckin, 30, 7, 1, 1));
+  Event early = Make(EventKind::kViolation, 5, 7, 1, 0);
+  early.detail = "early sync: rank 0 synced step 7 chunk 1 before its release; not staged: rank 1 dense";
+  observer.OnEvent(early);
+  Event release = Make(EventKind::kRelease, 30, 7, 1, 1);
+  release.duration = absl::Milliseconds(30);
+  release.sequence = 9;
+  observer.OnEvent(release);
+  observer.OnEvent(Make(EventKind::kSyncDone, 31, 7, 1, 0));
+  Event repeated = Make(EventKind::kViolation, 32, 7, 1, 1);
+  repeated.detail = "repeated sync: rank 1 executed the sync of step 7 chunk 1 2 times";
+  observer.OnEvent(repeated);
+  observer.OnEvent(Make(EventKind::kSyncDone, 32, 7, 1, 1));
+  Event complete = Make(EventKind::kSyncComplete, 32, 7, 1);
+  complete.duration = absl::Milliseconds(2);
+  observer.OnEvent(complete);
+
+  auto audit = observer.Audit();
+  ASSERT_EQ(audit.size(), 1u);
+  EXPECT_EQ(audit[0].step, 7u);
+  EXPECT_EQ(audit[0].chunk, 1u);
+  EXPECT_EQ(audit[0].sequence, 9u);
+  EXPECT_EQ(audit[0].releases, 1u);
+  EXPECT_EQ(audit[0].syncs_done, 2u);
+  EXPECT_TRUE(audit[0].complete);
+  EXPECT_EQ(audit[0].early_syncs, 1u);
+  EXPECT_EQ(audit[0].repeated_syncs, 1u);
+  EXPECT_EQ(audit[0].wait, absl::Milliseconds(30));
+  EXPECT_EQ(audit[0].sync_duration, absl::Milliseconds(2));
+  EXPECT_EQ(observer.totals().released, 1u);
+  EXPECT_EQ(observer.totals().double_releases, 0u);
+  // Straggler: rank 1 checked in 30 ms after rank 0.
+  auto top = observer.TopStragglers(1);
+  ASSERT_EQ(top.size(), 1u);
+  EXPECT_EQ(top[0].rank, 1u);
+  EXPECT_DOUBLE_EQ(top[0].last_seconds, 0.030);
+
+  observer.OnEvent(release);  // a second release of the same (step, chunk) is audited
+  EXPECT_EQ(observer.totals().double_releases, 1u);
+  EXPECT_EQ(observer.Audit()[0].releases, 2u);
+}
+
+}  // namespace
+}  // namespace psync::observe
