@@ -96,6 +96,14 @@ void AuditTotalsToProto(const observe::AuditTotals& t, v1::AuditTotals* out) {
   out->set_repeated_syncs(t.repeated_syncs);
 }
 
+// FORMING, RUNNING or ABORTED; DEGRADED while a running or forming job has lost ranks.
+std::string JobStateText(const JobStatusView& view) {
+  if (!view.lost_ranks.empty() && view.snapshot.state != core::JobState::kAborted) {
+    return "DEGRADED";
+  }
+  return core::JobStateName(view.snapshot.state);
+}
+
 }  // namespace
 
 v1::SessionDown NoticeToProto(const core::Notice& notice) {
@@ -108,9 +116,10 @@ void JobStatusToProto(const JobStatusView& view, v1::JobStatus* out) {
   const core::JobSnapshot& s = view.snapshot;
   out->set_job_id(s.job_id);
   out->set_generation(s.generation);
-  out->set_state(core::JobStateName(s.state));
+  out->set_state(JobStateText(view));
   out->set_world_size(s.world_size);
   out->set_num_chunks(s.num_chunks);
+  for (core::RankId r : view.lost_ranks) out->add_lost_ranks(r);
   out->set_ranks_joined(s.ranks_joined);
   out->set_sessions_connected(view.sessions_connected);
   out->set_min_rank_step(s.min_rank_step);
@@ -192,7 +201,7 @@ void EventToProto(const core::Event& e, v1::Event* out) {
 void JobSummaryToProto(const JobStatusView& view, v1::JobSummary* out) {
   out->set_job_id(view.snapshot.job_id);
   out->set_generation(view.snapshot.generation);
-  out->set_state(core::JobStateName(view.snapshot.state));
+  out->set_state(JobStateText(view));
   out->set_world_size(view.snapshot.world_size);
   out->set_ranks_joined(view.snapshot.ranks_joined);
   out->set_min_rank_step(view.snapshot.min_rank_step);

@@ -103,6 +103,7 @@ absl::StatusOr<core::JoinResult> Coordinator::Join(const core::RankPlan& plan) {
       core::Decisions decisions;
       result = job.tracker->Join(plan, now, &decisions);
       Record(job, decisions, &out);
+      if (result.ok()) TrackDetached(job, now);
       if (!result.ok()) {
         RecordRejection(plan.job_id, &job, result.status(), now, &out);
         if (job.tracker->generation() == 0) jobs_.erase(it);  // a job whose first join failed
@@ -135,6 +136,8 @@ absl::StatusOr<std::vector<core::Notice>> Coordinator::Attach(const std::string&
       auto& slot = it->second->sessions[rank];
       superseded = std::move(slot);
       slot = std::move(sink);
+      it->second->detached_since.erase(rank);
+      it->second->lost.erase(rank);
       pending = it->second->tracker->Pending(rank);
     }
   }
@@ -151,8 +154,63 @@ void Coordinator::Detach(const std::string& job_id, core::RankId rank, const Ses
   absl::MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;
-  auto s = it->second->sessions.find(rank);
-  if (s != it->second->sessions.end() && s->second.get() == sink) it->second->sessions.erase(s);
+  Job& job = *it->second;
+  auto s = job.sessions.find(rank);
+  if (s == job.sessions.end() || s->second.get() != sink) return;
+  job.sessions.erase(s);
+  const std::vector<core::RankId> joined = job.tracker->JoinedRanks();
+  if (std::binary_search(joined.begin(), joined.end(), rank)) {
+    job.detached_since.emplace(rank, clock_->Now());
+  }
+}
+
+void Coordinator::TrackDetached(Job& job, absl::Time now) {
+  const std::vector<core::RankId> joined = job.tracker->JoinedRanks();
+  for (auto it = job.detached_since.begin(); it != job.detached_since.end();) {
+    if (!std::binary_search(joined.begin(), joined.end(), it->first)) {
+      job.lost.erase(it->first);
+      job.detached_since.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  for (core::RankId r : joined) {
+    if (!job.sessions.contains(r)) job.detached_since.try_emplace(r, now);
+  }
+}
+
+void Coordinator::InspectLiveness(Job& job, absl::Time now, Outgoing* out) {
+  if (job.tracker->state() == core::JobState::kAborted) return;
+  std::vector<std::pair<core::RankId, absl::Time>> detached(job.detached_since.begin(),
+                                                             job.detached_since.end());
+  std::sort(detached.begin(), detached.end());
+  for (const auto& [rank, since] : detached) {
+    const absl::Duration gone = now - since;
+    if (gone >= options_.rank_lease && job.lost.insert(rank).second) {
+      core::Event e;
+      e.kind = EventKind::kRankLost;
+      e.time = now;
+      e.job_id = job.tracker->job_id();
+      e.generation = job.tracker->generation();
+      e.rank = rank;
+      e.step = job.tracker->rank_step(rank);
+      e.duration = gone;
+      e.detail = absl::StrCat("rank ", rank, " lost: no session for ", absl::FormatDuration(gone),
+                              " (lease ", absl::FormatDuration(options_.rank_lease),
+                              "); the job aborts after ",
+                              absl::FormatDuration(options_.lost_rank_abort_after));
+      job.observer.OnEvent(e);
+      AppendEvent(std::move(e), out);
+    }
+    if (gone >= options_.lost_rank_abort_after) {
+      core::Decisions decisions;
+      job.tracker->Abort(absl::StrCat("rank ", rank, " lost: no session for ",
+                                      absl::FormatDuration(gone)),
+                         now, &decisions);
+      Record(job, decisions, out);
+      return;
+    }
+  }
 }
 
 absl::Status Coordinator::Apply(
@@ -221,15 +279,19 @@ std::vector<core::Event> Coordinator::Inspect() {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
     for (auto& [id, job] : jobs_) {
+      InspectLiveness(*job, now, &out);
       if (job->tracker->state() != core::JobState::kRunning) continue;
       for (core::Event& e : job->observer.Inspect(now, job->tracker->Snapshot(now))) {
         AppendEvent(std::move(e), &out);
       }
     }
   }
-  std::vector<core::Event> stalls = out.events;
+  std::vector<core::Event> found;
+  for (const core::Event& e : out.events) {
+    if (e.kind == EventKind::kStall || e.kind == EventKind::kRankLost) found.push_back(e);
+  }
   Deliver(out);
-  return stalls;
+  return found;
 }
 
 JobStatusView Coordinator::View(const Job& job, absl::Time now) const {
@@ -243,6 +305,8 @@ JobStatusView Coordinator::View(const Job& job, absl::Time now) const {
     view.deadlines.push_back(job.observer.Deadline(c));
   }
   view.audit = job.observer.totals();
+  view.lost_ranks.assign(job.lost.begin(), job.lost.end());
+  std::sort(view.lost_ranks.begin(), view.lost_ranks.end());
   return view;
 }
 

@@ -20,6 +20,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -39,6 +40,12 @@ struct CoordinatorOptions {
   // Events kept in memory (oldest dropped first).
   size_t event_log_capacity = 100000;
   observe::ObserverOptions observer;
+  // A joined rank without an attached Session for longer than this is lost: a kRankLost event
+  // names it and the job is DEGRADED.
+  absl::Duration rank_lease = absl::Seconds(10);
+  // A rank lost for this long (since its session ended) aborts the generation, so every other rank
+  // leaves its collectives instead of hanging; ranks then join again.
+  absl::Duration lost_rank_abort_after = absl::Seconds(30);
 };
 
 // Receives events as they are recorded (after the coordinator's lock is released). Must not block.
@@ -66,6 +73,7 @@ struct JobStatusView {
   std::vector<observe::StragglerScore> stragglers;  // highest score first
   std::vector<absl::Duration> deadlines;            // per chunk
   observe::AuditTotals audit;
+  std::vector<core::RankId> lost_ranks;  // sorted; non-empty makes a running job DEGRADED
 };
 
 class Coordinator {
@@ -102,8 +110,9 @@ class Coordinator {
       ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<JobStatusView> ListJobs() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Looks for stalls in every job (chunks waiting past their learned deadline); records a kStall
-  // event for each new one and returns them. Called periodically by the server.
+  // Looks for stalls in every job (chunks waiting past their learned deadline) and lost ranks
+  // (no session past the lease; past lost_rank_abort_after the generation is aborted); records a
+  // kStall / kRankLost event for each new one and returns those events. Called periodically.
   std::vector<core::Event> Inspect() ABSL_LOCKS_EXCLUDED(mu_);
 
   // One (step, chunk) of a job, with its learned deadline. NOT_FOUND for an unknown job; see
@@ -141,6 +150,9 @@ class Coordinator {
     absl::flat_hash_map<core::RankId, std::shared_ptr<SessionSink>> sessions;
     JobCounters counters;
     observe::JobObserver observer;
+    // Joined ranks of the current generation without a Session, and since when.
+    absl::flat_hash_map<core::RankId, absl::Time> detached_since;
+    absl::flat_hash_set<core::RankId> lost;
   };
   struct Outgoing {
     std::vector<std::pair<std::shared_ptr<SessionSink>, core::Notice>> notices;
@@ -158,6 +170,9 @@ class Coordinator {
                        absl::Time now, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AppendEvent(core::Event event, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   JobStatusView View(const Job& job, absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Brings detached_since in line with the tracker's joined ranks after a Join.
+  static void TrackDetached(Job& job, absl::Time now);
+  void InspectLiveness(Job& job, absl::Time now, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands notices to sessions and events to event sinks; call without holding mu_.
   void Deliver(Outgoing& out) ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -56,6 +56,8 @@ absl::Status CoordinatorMetrics::Register(metrics::Registry* r) {
                                      "Messages refused as bad input (state unchanged).", job));
   PSYNC_ADD(aborts_, r->AddCounter("psync_aborts_total", "Generations aborted.", job));
   PSYNC_ADD(joins_, r->AddCounter("psync_joins_total", "Joins, reconnects included.", job));
+  PSYNC_ADD(lost_ranks_, r->AddCounter("psync_ranks_lost_total",
+                                       "Ranks declared lost (no session past the lease).", job));
   PSYNC_ADD(release_wait_, r->AddHistogram("psync_release_wait_seconds",
                                            "Time from a chunk's first check-in to its release.",
                                            job, LatencyBuckets()));
@@ -127,6 +129,7 @@ void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
           }
         }
         break;
+      case EventKind::kRankLost: lost_ranks_->WithLabels(job)->Increment(); break;
       case EventKind::kSkipVote:
         break;
     }

@@ -48,6 +48,7 @@ class CoordinatorMetrics final : public EventSink {
   metrics::CounterFamily* rejected_ = nullptr;
   metrics::CounterFamily* aborts_ = nullptr;
   metrics::CounterFamily* joins_ = nullptr;
+  metrics::CounterFamily* lost_ranks_ = nullptr;
   metrics::HistogramFamily* release_wait_ = nullptr;
   metrics::HistogramFamily* stage_wait_ = nullptr;
   metrics::HistogramFamily* sync_duration_ = nullptr;

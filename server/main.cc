@@ -17,6 +17,10 @@ ABSL_FLAG(std::string, http_listen, "0.0.0.0:7071",
 ABSL_FLAG(std::string, http_port_file, "", "if set, write the bound HTTP port to this file");
 ABSL_FLAG(absl::Duration, inspect_interval, absl::Milliseconds(50),
           "how often to look for stalled chunks");
+ABSL_FLAG(absl::Duration, rank_lease, absl::Seconds(10),
+          "a joined rank without a session for this long is lost (job DEGRADED)");
+ABSL_FLAG(absl::Duration, lost_rank_abort_after, absl::Seconds(30),
+          "a rank lost this long aborts its generation (every rank gets Abort)");
 ABSL_FLAG(double, stall_multiplier, 3.0, "stall deadline = multiplier x p99 of the chunk's waits");
 ABSL_FLAG(absl::Duration, stall_floor, absl::Milliseconds(100), "smallest stall deadline");
 ABSL_FLAG(absl::Duration, stall_ceiling, absl::Seconds(30), "largest stall deadline");
@@ -60,6 +64,8 @@ int main(int argc, char** argv) {
   options.coordinator.observer.deadline.ceiling = absl::GetFlag(FLAGS_stall_ceiling);
   options.coordinator.observer.deadline.initial = absl::GetFlag(FLAGS_stall_initial);
   options.inspect_interval = absl::GetFlag(FLAGS_inspect_interval);
+  options.coordinator.rank_lease = absl::GetFlag(FLAGS_rank_lease);
+  options.coordinator.lost_rank_abort_after = absl::GetFlag(FLAGS_lost_rank_abort_after);
   options.http_listen = absl::GetFlag(FLAGS_http_listen);
   auto server = psync::server::CoordinatorServer::Start(options);
   if (!server.ok()) {

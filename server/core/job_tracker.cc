@@ -461,16 +461,31 @@ void JobTracker::MaybeSkip(Step step, absl::Time now, Decisions* out) {
 }
 
 void JobTracker::AbortGeneration(Step step, std::string reason, absl::Time now, Decisions* out) {
+  // Skip disagreements are protocol violations; other aborts (a lost rank) are not.
+  Event v = MakeEvent(EventKind::kViolation, now);
+  v.step = step;
+  v.detail = reason;
+  out->events.push_back(std::move(v));
+  AbortAt(step, std::move(reason), now, out);
+}
+
+void JobTracker::Abort(std::string reason, absl::Time now, Decisions* out) {
+  if (state_ == JobState::kAborted || generation_ == 0) return;
+  Step step = plan_.first_step();
+  if (!ranks_.empty()) {
+    step = ~Step{0};
+    for (const auto& [rank, state] : ranks_) step = std::min(step, state.step);
+  }
+  AbortAt(step, std::move(reason), now, out);
+}
+
+void JobTracker::AbortAt(Step step, std::string reason, absl::Time now, Decisions* out) {
   state_ = JobState::kAborted;
   abort_reason_ = std::move(reason);
   abort_step_ = step;
   for (RankId rank : JoinedRanks()) {
     out->deliveries.push_back({rank, AbortNotice{generation_, step, abort_reason_}});
   }
-  Event v = MakeEvent(EventKind::kViolation, now);
-  v.step = step;
-  v.detail = abort_reason_;
-  out->events.push_back(v);
   Event e = MakeEvent(EventKind::kAbort, now);
   e.step = step;
   e.detail = abort_reason_;
@@ -828,6 +843,7 @@ const char* EventKindName(EventKind kind) {
     case EventKind::kAbort: return "abort";
     case EventKind::kRejected: return "rejected";
     case EventKind::kStall: return "stall";
+    case EventKind::kRankLost: return "rank_lost";
   }
   return "unknown";
 }

@@ -102,6 +102,10 @@ class JobTracker {
   absl::Status SyncDone(RankId rank, uint64_t generation, absl::Span<const SyncDoneItem> items,
                         absl::Time now, Decisions* out);
 
+  // Aborts the current generation (e.g. a rank was lost): every joined rank gets an AbortNotice;
+  // later inputs of this generation are ABORTED until ranks join again. No-op if already aborted.
+  void Abort(std::string reason, absl::Time now, Decisions* out);
+
   // Notices `rank` must hold after (re)attaching: the abort of the generation if aborted, else the
   // directives released to it that it has not reported SyncDone for.
   std::vector<Notice> Pending(RankId rank) const;
@@ -146,7 +150,9 @@ class JobTracker {
   void MaybeAdvance(RankId rank, absl::Time now, Decisions* out);
   void CheckChecksums(Step step, ChunkId chunk, const ChunkStep& cs, absl::Time now,
                       Decisions* out) const;
+  // A violation that ends the generation: records it, then aborts at `step`.
   void AbortGeneration(Step step, std::string reason, absl::Time now, Decisions* out);
+  void AbortAt(Step step, std::string reason, absl::Time now, Decisions* out);
   void Trim();
   Event MakeEvent(EventKind kind, absl::Time now) const;
   bool ChunkFinished(Step step, ChunkId chunk) const;

@@ -131,6 +131,7 @@ enum class EventKind {
   kAbort,         // the generation was aborted
   kRejected,      // a message was refused (bad input); state unchanged
   kStall,         // a chunk waited past its deadline for contributors (or members' SyncDone)
+  kRankLost,      // a joined rank had no session for longer than its lease
 };
 
 const char* EventKindName(EventKind kind);
