@@ -15,6 +15,7 @@ core::RankPlan RankPlanFromProto(const v1::JoinRequest& request) {
   plan.num_chunks = request.num_chunks();
   plan.first_step = request.first_step();
   plan.incarnation = request.incarnation();
+  plan.token = request.token();
   for (const v1::ChunkPlan& c : request.chunks()) {
     core::ChunkPart part;
     part.chunk = c.chunk();

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/random/distributions.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "server/observe/trace_export.h"
 
 namespace psync::server {
@@ -87,6 +89,9 @@ absl::StatusOr<core::JoinResult> Coordinator::Join(const core::RankPlan& plan) {
     if (auto s = core::ValidateRankPlan(plan, options_.tracker.limits); !s.ok()) {
       RecordRejection(plan.job_id, it == jobs_.end() ? nullptr : it->second.get(), s, now, &out);
       result = s;
+    } else if (auto auth = CheckToken(plan); !auth.ok()) {
+      RecordRejection(plan.job_id, it == jobs_.end() ? nullptr : it->second.get(), auth, now, &out);
+      result = auth;
     } else if (it == jobs_.end() && jobs_.size() >= options_.max_jobs) {
       result = absl::ResourceExhaustedError(absl::StrCat("job_id '", plan.job_id,
                                                          "': the coordinator already holds max_jobs=",
@@ -101,7 +106,7 @@ absl::StatusOr<core::JoinResult> Coordinator::Join(const core::RankPlan& plan) {
       }
       Job& job = *it->second;
       core::Decisions decisions;
-      result = job.tracker->Join(plan, now, &decisions);
+      result = job.tracker->Join(plan, now, &decisions, NewSecret());
       Record(job, decisions, &out);
       if (result.ok()) TrackDetached(job, now);
       if (!result.ok()) {
@@ -132,8 +137,13 @@ absl::StatusOr<std::vector<core::Notice>> Coordinator::Attach(const std::string&
     } else if (status = it->second->tracker->CheckAttach(rank, generation, session_id);
                !status.ok()) {
       RecordRejection(job_id, it->second.get(), status, clock_->Now(), &out);
+    } else if (!it->second->sessions.contains(rank) && sessions_ >= options_.max_sessions) {
+      status = absl::ResourceExhaustedError(absl::StrCat(
+          "the coordinator already holds max_sessions=", options_.max_sessions, " sessions"));
+      RecordRejection(job_id, it->second.get(), status, clock_->Now(), &out);
     } else {
       auto& slot = it->second->sessions[rank];
+      if (slot == nullptr) ++sessions_;
       superseded = std::move(slot);
       slot = std::move(sink);
       it->second->detached_since.erase(rank);
@@ -158,6 +168,7 @@ void Coordinator::Detach(const std::string& job_id, core::RankId rank, const Ses
   auto s = job.sessions.find(rank);
   if (s == job.sessions.end() || s->second.get() != sink) return;
   job.sessions.erase(s);
+  --sessions_;
   const std::vector<core::RankId> joined = job.tracker->JoinedRanks();
   if (std::binary_search(joined.begin(), joined.end(), rank)) {
     job.detached_since.emplace(rank, clock_->Now());
@@ -356,7 +367,28 @@ absl::StatusOr<std::vector<observe::SyncAudit>> Coordinator::Audit(const std::st
   return it->second->observer.Audit();
 }
 
-absl::Status Coordinator::CheckGeneration(const std::string& job_id, uint64_t generation) {
+absl::Status Coordinator::CheckToken(const core::RankPlan& plan) const {
+  if (options_.job_tokens.empty()) return absl::OkStatus();
+  auto it = options_.job_tokens.find(plan.job_id);
+  if (it == options_.job_tokens.end()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("job_id '", plan.job_id, "' is not permitted on this coordinator"));
+  }
+  if (plan.token != it->second) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("token does not match the token of job '", plan.job_id, "'"));
+  }
+  return absl::OkStatus();
+}
+
+std::string Coordinator::NewSecret() {
+  absl::MutexLock lock(&secret_mu_);
+  return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(bitgen_),
+                         absl::Uniform<uint64_t>(bitgen_));
+}
+
+absl::Status Coordinator::CheckGeneration(const std::string& job_id, uint64_t generation,
+                                          core::RankId rank, const std::string& session_id) {
   absl::ReaderMutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) {
@@ -366,6 +398,12 @@ absl::Status Coordinator::CheckGeneration(const std::string& job_id, uint64_t ge
   if (generation != current) {
     return absl::FailedPreconditionError(absl::StrCat("generation ", generation, " is stale: job '",
                                                       job_id, "' is at generation ", current));
+  }
+  if (!options_.job_tokens.empty()) {
+    if (auto s = it->second->tracker->CheckAttach(rank, generation, session_id); !s.ok()) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("rendezvous needs a joined rank's session: ", s.message()));
+    }
   }
   return absl::OkStatus();
 }

@@ -21,6 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -46,6 +47,11 @@ struct CoordinatorOptions {
   // A rank lost for this long (since its session ended) aborts the generation, so every other rank
   // leaves its collectives instead of hanging; ranks then join again.
   absl::Duration lost_rank_abort_after = absl::Seconds(30);
+  // When non-empty, only these jobs may join, each with its token (job_id -> token); rendezvous
+  // calls must then present a joined rank's session id.
+  absl::flat_hash_map<std::string, std::string> job_tokens;
+  // Attached Session streams at once, over all jobs; more are RESOURCE_EXHAUSTED.
+  size_t max_sessions = 65536;
 };
 
 // Receives events as they are recorded (after the coordinator's lock is released). Must not block.
@@ -106,8 +112,10 @@ class Coordinator {
 
   absl::StatusOr<JobStatusView> GetJobStatus(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
   // OK when `generation` is the job's current one; NOT_FOUND / FAILED_PRECONDITION otherwise.
-  absl::Status CheckGeneration(const std::string& job_id, uint64_t generation)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // With job tokens configured, (rank, session_id) must also be a joined rank's session
+  // (PERMISSION_DENIED otherwise).
+  absl::Status CheckGeneration(const std::string& job_id, uint64_t generation, core::RankId rank,
+                               const std::string& session_id) ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<JobStatusView> ListJobs() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Looks for stalls in every job (chunks waiting past their learned deadline) and lost ranks
@@ -170,6 +178,10 @@ class Coordinator {
                        absl::Time now, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AppendEvent(core::Event event, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   JobStatusView View(const Job& job, absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // OK, PERMISSION_DENIED (job not configured) or UNAUTHENTICATED (wrong token).
+  absl::Status CheckToken(const core::RankPlan& plan) const;
+  // Random bytes (hex) that make session ids unguessable.
+  std::string NewSecret() ABSL_LOCKS_EXCLUDED(secret_mu_);
   // Brings detached_since in line with the tracker's joined ranks after a Join.
   static void TrackDetached(Job& job, absl::Time now);
   void InspectLiveness(Job& job, absl::Time now, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -184,6 +196,9 @@ class Coordinator {
   absl::flat_hash_map<std::string, std::unique_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
   std::deque<core::Event> events_ ABSL_GUARDED_BY(mu_);
   uint64_t events_dropped_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t sessions_ ABSL_GUARDED_BY(mu_) = 0;  // attached, over all jobs
+  absl::Mutex secret_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  absl::BitGen bitgen_ ABSL_GUARDED_BY(secret_mu_);
   // Event sinks have their own lock so that delivery happens outside mu_.
   absl::Mutex sinks_mu_ ABSL_ACQUIRED_AFTER(mu_);
   std::vector<EventSink*> event_sinks_ ABSL_GUARDED_BY(sinks_mu_);

@@ -16,8 +16,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
   s->coordinator_ = std::make_unique<Coordinator>(options.coordinator, clock);
   Coordinator* coordinator = s->coordinator_.get();
   s->rendezvous_ = std::make_unique<RendezvousStore>(
-      options.rendezvous, [coordinator](const std::string& job, uint64_t generation) {
-        return coordinator->CheckGeneration(job, generation);
+      options.rendezvous, [coordinator](const std::string& job, uint64_t generation,
+                                        const RendezvousStore::Caller& caller) {
+        return coordinator->CheckGeneration(job, generation, caller.rank, caller.session_id);
       });
   s->service_ = std::make_unique<CoordinatorService>(coordinator, s->rendezvous_.get());
 
@@ -44,8 +45,23 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (options.tls_cert_pem.empty() != options.tls_key_pem.empty()) {
+    return absl::InvalidArgumentError("tls: the certificate and the key go together");
+  }
+  if (!options.tls_cert_pem.empty()) {
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back({options.tls_key_pem, options.tls_cert_pem});
+    if (!options.tls_client_ca_pem.empty()) {
+      ssl.pem_root_certs = options.tls_client_ca_pem;
+      ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    }
+    credentials = grpc::SslServerCredentials(ssl);
+  } else if (!options.tls_client_ca_pem.empty()) {
+    return absl::InvalidArgumentError("tls: a client CA needs a server certificate and key");
+  }
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &s->port_);
+  builder.AddListeningPort(options.listen, credentials, &s->port_);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   // Keepalive pings find dead peers (a killed rank, a cut network) so their Session ends and the
   // rank's lease starts running, instead of a half-open TCP connection looking alive for hours.

@@ -41,6 +41,11 @@ struct ServerOptions {
   absl::Duration inspect_interval = absl::Milliseconds(50);
   // Log each stall to stderr.
   bool log_stalls = true;
+  // TLS: PEM server certificate chain and private key (both or neither). With client_ca_pem, every
+  // client must present a certificate signed by that CA (mutual TLS).
+  std::string tls_cert_pem;
+  std::string tls_key_pem;
+  std::string tls_client_ca_pem;
   // host:port for /metrics, the JSON API and the dashboard (see http_api.h); empty disables it.
   std::string http_listen;
   // The dashboard's files (may be empty).

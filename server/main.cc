@@ -3,7 +3,14 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -21,6 +28,15 @@ ABSL_FLAG(absl::Duration, rank_lease, absl::Seconds(10),
           "a joined rank without a session for this long is lost (job DEGRADED)");
 ABSL_FLAG(absl::Duration, lost_rank_abort_after, absl::Seconds(30),
           "a rank lost this long aborts its generation (every rank gets Abort)");
+ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate chain (enables TLS)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle; when set, clients must present a certificate it signed (mutual TLS)");
+ABSL_FLAG(std::string, job_tokens_file, "",
+          "file of 'job_id token' lines; when set, only those jobs may join, with their token");
+ABSL_FLAG(uint32_t, max_world_size, 1 << 20, "largest world_size a job may declare");
+ABSL_FLAG(uint32_t, max_chunks, 4096, "most chunks a job may declare");
+ABSL_FLAG(uint64_t, max_sessions, 65536, "attached Session streams at once");
 ABSL_FLAG(double, stall_multiplier, 3.0, "stall deadline = multiplier x p99 of the chunk's waits");
 ABSL_FLAG(absl::Duration, stall_floor, absl::Milliseconds(100), "smallest stall deadline");
 ABSL_FLAG(absl::Duration, stall_ceiling, absl::Seconds(30), "largest stall deadline");
@@ -40,6 +56,36 @@ void WritePortFile(const std::string& path, int port) {
   std::rename(tmp.c_str(), path.c_str());
 }
 
+bool ReadFile(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  *out = buffer.str();
+  return true;
+}
+
+// 'job_id token' per line; blank lines and lines starting with '#' are skipped.
+absl::StatusOr<absl::flat_hash_map<std::string, std::string>> ReadJobTokens(
+    const std::string& path) {
+  std::string text;
+  if (!ReadFile(path, &text)) return absl::NotFoundError("cannot read job_tokens_file " + path);
+  absl::flat_hash_map<std::string, std::string> tokens;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_number;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> fields = absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    if (fields.size() != 2) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ":", line_number,
+                                                     ": expected 'job_id token'"));
+    }
+    tokens[fields[0]] = fields[1];
+  }
+  return tokens;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -55,6 +101,27 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   psync::server::ServerOptions options;
+  for (auto [flag, out] : {std::pair{absl::GetFlag(FLAGS_tls_cert), &options.tls_cert_pem},
+                           std::pair{absl::GetFlag(FLAGS_tls_key), &options.tls_key_pem},
+                           std::pair{absl::GetFlag(FLAGS_tls_client_ca),
+                                     &options.tls_client_ca_pem}}) {
+    if (flag.empty()) continue;
+    if (!ReadFile(flag, out)) {
+      std::cerr << "psync-coordinator: cannot read " << flag << "\n";
+      return 2;
+    }
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_job_tokens_file); !path.empty()) {
+    auto tokens = ReadJobTokens(path);
+    if (!tokens.ok()) {
+      std::cerr << "psync-coordinator: " << tokens.status() << "\n";
+      return 2;
+    }
+    options.coordinator.job_tokens = std::move(*tokens);
+  }
+  options.coordinator.tracker.limits.max_world_size = absl::GetFlag(FLAGS_max_world_size);
+  options.coordinator.tracker.limits.max_chunks = absl::GetFlag(FLAGS_max_chunks);
+  options.coordinator.max_sessions = absl::GetFlag(FLAGS_max_sessions);
   options.listen = absl::GetFlag(FLAGS_listen);
   options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
   options.coordinator.tracker.history_steps = absl::GetFlag(FLAGS_history_steps);

@@ -29,13 +29,14 @@ bool RendezvousStore::Lookup(const std::string& job, uint64_t generation,
 }
 
 absl::Status RendezvousStore::Set(const std::string& job, uint64_t generation,
-                                  const std::string& key, std::string value) {
+                                  const Caller& caller, const std::string& key,
+                                  std::string value) {
   if (auto s = CheckKey("key", key); !s.ok()) return s;
   if (value.size() > limits_.max_value_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("value must be at most ", limits_.max_value_bytes,
                                                    " bytes (got ", value.size(), ")"));
   }
-  if (auto s = check_(job, generation); !s.ok()) return s;
+  if (auto s = check_(job, generation, caller); !s.ok()) return s;
   std::vector<std::pair<Callback, Values>> ready;
   {
     absl::MutexLock lock(&mu_);
@@ -63,7 +64,7 @@ absl::Status RendezvousStore::Set(const std::string& job, uint64_t generation,
   return absl::OkStatus();
 }
 
-uint64_t RendezvousStore::Get(const std::string& job, uint64_t generation,
+uint64_t RendezvousStore::Get(const std::string& job, uint64_t generation, const Caller& caller,
                               const std::vector<std::string>& keys, bool wait, Callback done) {
   if (keys.empty() || keys.size() > limits_.max_keys_per_get) {
     done(absl::InvalidArgumentError(absl::StrCat("keys must have 1..", limits_.max_keys_per_get,
@@ -76,7 +77,7 @@ uint64_t RendezvousStore::Get(const std::string& job, uint64_t generation,
       return 0;
     }
   }
-  if (auto s = check_(job, generation); !s.ok()) {
+  if (auto s = check_(job, generation, caller); !s.ok()) {
     done(s);
     return 0;
   }

@@ -32,18 +32,25 @@ class RendezvousStore {
   using Values = std::vector<std::string>;
   using Callback = std::function<void(absl::StatusOr<Values>)>;
   // Answers OK when (job, generation) is current; NOT_FOUND / FAILED_PRECONDITION otherwise.
-  using GenerationCheck = std::function<absl::Status(const std::string& job, uint64_t generation)>;
+  // The caller is identified by the rank and session id its Join returned.
+  struct Caller {
+    uint32_t rank = 0;
+    std::string session_id;
+  };
+  using GenerationCheck = std::function<absl::Status(const std::string& job, uint64_t generation,
+                                                     const Caller& caller)>;
 
   RendezvousStore(RendezvousLimits limits, GenerationCheck check)
       : limits_(limits), check_(std::move(check)) {}
 
-  absl::Status Set(const std::string& job, uint64_t generation, const std::string& key,
-                   std::string value) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Set(const std::string& job, uint64_t generation, const Caller& caller,
+                   const std::string& key, std::string value) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Calls `done` exactly once: now (values, or an error), or later when the keys are set or the
   // request is cancelled. Returns an id for Cancel (0 when `done` already ran).
-  uint64_t Get(const std::string& job, uint64_t generation, const std::vector<std::string>& keys,
-               bool wait, Callback done) ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t Get(const std::string& job, uint64_t generation, const Caller& caller,
+               const std::vector<std::string>& keys, bool wait, Callback done)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Completes the parked request `id` with `status`; no-op if it already completed.
   void Cancel(uint64_t id, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);

@@ -108,7 +108,9 @@ grpc::ServerUnaryReactor* CoordinatorService::KvSet(grpc::CallbackServerContext*
                                                     v1::KvSetResponse* /*response*/) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(
-      rendezvous_->Set(request->job_id(), request->generation(), request->key(), request->value())));
+      rendezvous_->Set(request->job_id(), request->generation(),
+                       {request->rank(), request->session_id()}, request->key(),
+                       request->value())));
   return reactor;
 }
 
@@ -122,7 +124,8 @@ class KvGetReactor final : public grpc::ServerUnaryReactor {
                v1::KvGetResponse* response)
       : store_(store), response_(response) {
     const std::vector<std::string> keys(request->keys().begin(), request->keys().end());
-    waiter_ = store_->Get(request->job_id(), request->generation(), keys, request->wait(),
+    waiter_ = store_->Get(request->job_id(), request->generation(),
+                          {request->rank(), request->session_id()}, keys, request->wait(),
                           [this](absl::StatusOr<RendezvousStore::Values> values) {
                             Complete(std::move(values));
                           });

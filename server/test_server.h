@@ -16,8 +16,11 @@ class TestServer {
   // `clock` (not owned) may be nullptr for the real clock.
   static absl::StatusOr<std::unique_ptr<TestServer>> Start(CoordinatorOptions options = {},
                                                            Clock* clock = nullptr);
+  // Full control (TLS, HTTP); `listen` is forced to 127.0.0.1:0 and the inspector thread off.
+  static absl::StatusOr<std::unique_ptr<TestServer>> Start(ServerOptions options);
 
   std::string target() const { return server_->local_target(); }
+  int http_port() const { return server_->http_port(); }
   Coordinator& coordinator() { return server_->coordinator(); }
   void Shutdown() { server_->Shutdown(); }
 
@@ -29,9 +32,13 @@ class TestServer {
 inline absl::StatusOr<std::unique_ptr<TestServer>> TestServer::Start(CoordinatorOptions options,
                                                                      Clock* clock) {
   ServerOptions server_options;
-  server_options.listen = "127.0.0.1:0";
   server_options.coordinator = std::move(options);
   server_options.clock = clock;
+  return Start(std::move(server_options));
+}
+
+inline absl::StatusOr<std::unique_ptr<TestServer>> TestServer::Start(ServerOptions server_options) {
+  server_options.listen = "127.0.0.1:0";
   server_options.inspect_interval = absl::ZeroDuration();  // tests call Inspect() themselves
   auto server = CoordinatorServer::Start(std::move(server_options));
   if (!server.ok()) return server.status();

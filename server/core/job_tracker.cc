@@ -90,7 +90,8 @@ void JobTracker::StartGeneration(absl::Time now, absl::string_view reason, Decis
   out->events.push_back(std::move(e));
 }
 
-absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now, Decisions* out) {
+absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now, Decisions* out,
+                                            absl::string_view secret) {
   auto existing = ranks_.find(plan.rank);
   if (existing != ranks_.end() && state_ != JobState::kAborted &&
       existing->second.incarnation == plan.incarnation) {
@@ -131,7 +132,8 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
 
   RankState& state = ranks_[plan.rank];
   state.incarnation = plan.incarnation;
-  state.session_id = absl::StrCat("g", generation_, "-r", plan.rank, "-s", ++sessions_issued_);
+  state.session_id = absl::StrCat("g", generation_, "-r", plan.rank, "-s", ++sessions_issued_,
+                                  secret.empty() ? "" : "-", secret);
   state.step = plan_.first_step();
   Event e = MakeEvent(EventKind::kJoin, now);
   e.rank = plan.rank;

@@ -90,7 +90,10 @@ class JobTracker {
   // Same incarnation again: a reconnect, answered with the same generation and session (the plan
   // must be the same). A new incarnation of a joined rank, or any join after an abort, starts a
   // new generation; ranks of the old one get an AbortNotice.
-  absl::StatusOr<JoinResult> Join(const RankPlan& plan, absl::Time now, Decisions* out);
+  // `secret` (may be empty) is appended to a newly issued session id so that ids cannot be
+  // guessed; the owner passes fresh random bytes, tests pass a fixed string.
+  absl::StatusOr<JoinResult> Join(const RankPlan& plan, absl::Time now, Decisions* out,
+                                  absl::string_view secret = "");
 
   // Checks that a session may attach as (rank, generation, session_id).
   absl::Status CheckAttach(RankId rank, uint64_t generation, absl::string_view session_id) const;

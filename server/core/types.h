@@ -61,6 +61,7 @@ struct RankPlan {
   Step first_step = 0;
   std::string incarnation;
   std::vector<ChunkPart> chunks;
+  std::string token;  // checked by the owner, not the core
 };
 
 struct StagedItem {

@@ -3,7 +3,7 @@
 //   /api/jobs                 the job list (the selector); ?job=J in the page URL picks one
 //   /api/job?id=J             every 500 ms: heatmap, missing list, stragglers, counters
 //   /api/audit?id=J           every 2 s: release wait and sync time per step (chart)
-//   /api/events?job=J&since=N every 1 s: violations and stalls (kept client-side)
+//   /api/events?job=J&since=N every 1 s: violations, stalls, lost ranks, aborts (kept client-side)
 //
 // Numbers of type (u)int64 arrive as JSON strings (proto3 JSON); num() reads both forms.
 // Elements carry data attributes (data-rank, data-chunk, data-state, data-step, ...) that the
@@ -16,6 +16,8 @@
   const EVENTS_POLL_MS = 1000;
   const MAX_EVENTS_SHOWN = 200;
   const MAX_CHART_STEPS = 120;
+  // Events listed under "Violations and stalls".
+  const PROBLEM_KINDS = new Set(['violation', 'stall', 'rank_lost', 'abort']);
 
   const state = {
     job: new URLSearchParams(window.location.search).get('job') || '',
@@ -160,8 +162,12 @@
       th.dataset.state = (chunk.state || 'IDLE').toLowerCase();
       th.title = 'chunk ' + i + ', step ' + step + ': ' + (chunk.state || 'IDLE');
     });
+    const lost = new Set(list(job.lost_ranks).map(num));
     for (let r = 0; r < world; r++) {
-      const cells = body.rows[r].cells;
+      const row = body.rows[r];
+      const isLost = lost.has(r);
+      if ((row.dataset.lost === 'true') !== isLost) row.dataset.lost = isLost ? 'true' : 'false';
+      const cells = row.cells;
       chunks.forEach((chunk, i) => {
         const td = cells[i + 1];
         const s = cellState(chunk, r);
@@ -172,26 +178,35 @@
     }
   }
 
+  // Who the oldest unfinished step of each chunk waits for: contributors that have not staged
+  // (WAITING chunks) and members that have not reported SyncDone (RELEASED chunks).
   function renderMissing(job) {
     const rows = [];
     for (const chunk of list(job.chunks)) {
-      if (chunk.state !== 'WAITING') continue;
-      for (const who of list(chunk.missing)) {
-        rows.push({ chunk: num(chunk.chunk), step: num(chunk.step), rank: num(who.rank),
-                    optimizer: who.optimizer || '', waiting: num(chunk.waiting_micros),
-                    deadline: num(chunk.deadline_micros) });
+      const base = { chunk: num(chunk.chunk), step: num(chunk.step),
+                     waiting: num(chunk.waiting_micros), deadline: num(chunk.deadline_micros) };
+      if (chunk.state === 'WAITING') {
+        for (const who of list(chunk.missing)) {
+          rows.push(Object.assign({ rank: num(who.rank), optimizer: who.optimizer || '',
+                                    missing: 'stage ' + (who.optimizer || '') }, base));
+        }
+      } else if (chunk.state === 'RELEASED') {
+        for (const rank of list(chunk.sync_pending_ranks)) {
+          rows.push(Object.assign({ rank: num(rank), optimizer: '', missing: 'sync_done' }, base));
+        }
       }
     }
-    rows.sort((a, b) => a.chunk - b.chunk || a.rank - b.rank ||
-                        a.optimizer.localeCompare(b.optimizer));
+    rows.sort((a, b) => a.chunk - b.chunk || a.rank - b.rank || a.missing.localeCompare(b.missing));
     const body = $('missing').tBodies[0];
     body.replaceChildren(...rows.map((m) => {
       const late = m.deadline > 0 && m.waiting > m.deadline;
-      const tr = el('tr', { 'data-rank': m.rank, 'data-chunk': m.chunk, 'data-step': m.step,
-                            'data-optimizer': m.optimizer, 'data-late': late ? 'true' : 'false' });
+      const attrs = { 'data-rank': m.rank, 'data-chunk': m.chunk, 'data-step': m.step,
+                      'data-missing': m.missing, 'data-late': late ? 'true' : 'false' };
+      if (m.optimizer) attrs['data-optimizer'] = m.optimizer;
+      const tr = el('tr', attrs);
       tr.append(el('td', {}, m.chunk), el('td', {}, m.step), el('td', {}, m.rank),
-                el('td', {}, m.optimizer), el('td', { class: late ? 'late' : '' },
-                                              formatMicros(m.waiting)),
+                el('td', {}, m.missing),
+                el('td', { class: late ? 'late' : '' }, formatMicros(m.waiting)),
                 el('td', {}, formatMicros(m.deadline)));
       return tr;
     }));
@@ -260,6 +275,10 @@
     $('min-step').textContent = num(job.min_rank_step);
     $('min-step').dataset.value = num(job.min_rank_step);
     $('num-chunks').textContent = num(job.num_chunks);
+    const lost = list(job.lost_ranks).map(num).sort((a, b) => a - b);
+    $('lost-ranks').textContent = lost.length ? lost.join(', ') : 'none';
+    $('lost-ranks').dataset.value = lost.join(',');
+    $('lost-ranks').classList.toggle('bad', lost.length > 0);
     const abort = $('abort-reason');
     abort.hidden = !job.abort_reason;
     abort.textContent = job.abort_reason ? 'aborted: ' + job.abort_reason : '';
@@ -296,7 +315,10 @@
         .slice(-MAX_CHART_STEPS);
     const svg = $('wait-chart');
     svg.dataset.points = points.length;
-    const W = 720, H = 170, left = 64, right = 12, top = 14, bottom = 26;
+    // Drawn in CSS pixels of the element, so text keeps its size whatever the panel's width.
+    const W = Math.max(320, Math.round(svg.getBoundingClientRect().width) || 480);
+    const H = 170, left = 64, right = 12, top = 28, bottom = 26;
+    svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
     const parts = [];
     if (points.length === 0) {
       parts.push('<text x="' + W / 2 + '" y="' + H / 2 + '" class="axis-label" ' +
@@ -335,10 +357,8 @@
                    formatMicros(p[key]) + '</title></circle>');
       }
     }
-    parts.push('<text class="legend-wait" x="' + (W - right - 170) + '" y="' + (top + 4) +
-               '">\u25cf release wait</text>');
-    parts.push('<text class="legend-sync" x="' + (W - right - 70) + '" y="' + (top + 4) +
-               '">\u25cf sync</text>');
+    parts.push('<text class="legend-wait" x="' + (W - right - 170) + '" y="12">\u25cf release wait</text>');
+    parts.push('<text class="legend-sync" x="' + (W - right - 70) + '" y="12">\u25cf sync</text>');
     svg.innerHTML = parts.join('');
   }
 
@@ -362,8 +382,11 @@
       const missing = list(e.contributors).map((c) => 'rank ' + num(c.rank) + ' ' + c.optimizer);
       if (missing.length) text += ' \u2014 missing ' + missing.join(', ');
       const pending = list(e.ranks).map(num);
-      if (pending.length) text += ' \u2014 no SyncDone from ranks ' + pending.join(', ');
+      if (pending.length) {
+        text += ' \u2014 no SyncDone from rank' + (pending.length > 1 ? 's ' : ' ') + pending.join(', ');
+      }
       text += ' (waited ' + formatMicros(e.duration_micros) + ')';
+      return text;
     }
     if (e.detail) text += (text ? ': ' : '') + e.detail;
     return text;
@@ -378,6 +401,7 @@
       if (e.chunk !== undefined) li.dataset.chunk = num(e.chunk);
       if (e.rank !== undefined) li.dataset.rank = num(e.rank);
       const time = new Date(num(e.time_unix_micros) / 1000);
+      if (e.detail) li.title = e.detail;
       li.append(el('span', { class: 'kind' }, e.kind),
                 el('time', { datetime: time.toISOString() }, time.toLocaleTimeString()),
                 el('span', { class: 'what' }, describeProblem(e)));
@@ -392,10 +416,10 @@
     const job = state.job;
     const since = state.eventsNext;
     const data = await getJson('/api/events?job=' + encodeURIComponent(job) + '&since=' + since +
-                               '&kinds=violation,stall');
+                               '&kinds=' + Array.from(PROBLEM_KINDS).join(','));
     if (job !== state.job || since !== state.eventsNext) return;
     const fresh = list(data.events).filter(
-        (e) => (e.kind === 'violation' || e.kind === 'stall') && (!e.job_id || e.job_id === job));
+        (e) => PROBLEM_KINDS.has(e.kind) && (!e.job_id || e.job_id === job));
     state.eventsNext = Math.max(since, num(data.next));
     if (fresh.length > 0) {
       state.problems = state.problems.concat(fresh).slice(-10 * MAX_EVENTS_SHOWN);
