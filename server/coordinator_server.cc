@@ -65,8 +65,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   // Keepalive pings find dead peers (a killed rank, a cut network) so their Session ends and the
   // rank's lease starts running, instead of a half-open TCP connection looking alive for hours.
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 2000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
+  // Generous enough for clients whose only pending operation is idle (gRPC answers pings from a
+  // backup poller every few seconds when nothing else polls).
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);

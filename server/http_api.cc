@@ -3,7 +3,9 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/json_util.h"
 #include "server/convert.h"
@@ -11,6 +13,8 @@
 
 namespace psync::server {
 namespace {
+
+constexpr size_t kMaxEventsPerAnswer = 5000;
 
 http::Response JsonOf(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;
@@ -114,13 +118,25 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
     uint64_t since = 0;
     if (auto s = ParseUint(request, "since", 0, &since); !s.ok()) return ErrorOf(s);
     const std::string job_filter = request.QueryParam("job");
+    absl::flat_hash_set<std::string> kinds;
+    for (absl::string_view k : absl::StrSplit(request.QueryParam("kinds"), ',', absl::SkipEmpty())) {
+      kinds.insert(std::string(k));
+    }
     uint64_t next = 0;
+    size_t returned = 0;
     std::string body = "{\"events\":[";
     bool first = true;
     google::protobuf::util::JsonPrintOptions options;
     options.preserve_proto_field_names = true;
-    for (const core::Event& e : coordinator->EventsSince(since, &next)) {
+    const std::vector<core::Event> all = coordinator->EventsSince(since, &next);
+    for (const core::Event& e : all) {
+      if (returned == kMaxEventsPerAnswer) {
+        next = e.index;  // the caller continues from here
+        break;
+      }
       if (!job_filter.empty() && e.job_id != job_filter) continue;
+      if (!kinds.empty() && !kinds.contains(core::EventKindName(e.kind))) continue;
+      ++returned;
       v1::Event proto;
       EventToProto(e, &proto);
       std::string json;

@@ -6,7 +6,8 @@
 //   /api/job?id=J                     JobStatus
 //   /api/chunk?id=J&step=S&chunk=C    ChunkStatus
 //   /api/audit?id=J                   GetAuditResponse
-//   /api/events?job=J&since=N         {"next": N, "events": [Event, ...]} (events held in memory)
+//   /api/events?job=J&since=N&kinds=a,b  {"next": N, "events": [Event, ...]} from the events held
+//                                     in memory, at most 5000 per answer (continue from `next`)
 //   /api/trace?id=J&first=A&last=B    Chrome trace JSON
 //
 // JSON uses the proto field names (snake_case). Errors: 400 (bad parameter), 404 (unknown job).

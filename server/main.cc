@@ -16,6 +16,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "server/coordinator_server.h"
+#include "server/dashboard/assets.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:7070", "host:port to serve gRPC on (port 0: any free port)");
 ABSL_FLAG(std::string, port_file, "", "if set, write the bound port to this file once serving");
@@ -134,6 +135,7 @@ int main(int argc, char** argv) {
   options.coordinator.rank_lease = absl::GetFlag(FLAGS_rank_lease);
   options.coordinator.lost_rank_abort_after = absl::GetFlag(FLAGS_lost_rank_abort_after);
   options.http_listen = absl::GetFlag(FLAGS_http_listen);
+  options.dashboard = psync::dashboard::Files();
   auto server = psync::server::CoordinatorServer::Start(options);
   if (!server.ok()) {
     std::cerr << "psync-coordinator: " << server.status() << "\n";

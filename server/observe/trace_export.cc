@@ -70,9 +70,15 @@ void AppendObject(const Fields& fields, std::string* out) {
     AppendJsonString(key, out);
     out->push_back(':');
     switch (value.type) {
-      case Value::Type::kInt: absl::StrAppend(out, value.number); break;
-      case Value::Type::kString: AppendJsonString(value.text, out); break;
-      case Value::Type::kBool: out->append(value.number != 0 ? "true" : "false"); break;
+      case Value::Type::kInt:
+        absl::StrAppend(out, value.number);
+        break;
+      case Value::Type::kString:
+        AppendJsonString(value.text, out);
+        break;
+      case Value::Type::kBool:
+        out->append(value.number != 0 ? "true" : "false");
+        break;
     }
   }
   out->push_back('}');
@@ -263,7 +269,8 @@ class Exporter {
       }
       const size_t count = std::max<size_t>(lane_end.size(), 1);
       for (size_t lane = 0; lane < count; ++lane) {
-        std::string name = owner == kCoordinatorOwner ? "coordinator" : absl::StrCat("rank ", owner);
+        std::string name =
+            owner == kCoordinatorOwner ? "coordinator" : absl::StrCat("rank ", owner);
         if (lane > 0) absl::StrAppend(&name, " #", lane + 1);
         tracks_.push_back({next_tid, std::move(name)});
         tids_[{owner, static_cast<int>(lane)}] = next_tid++;
@@ -279,10 +286,9 @@ class Exporter {
   std::vector<std::string> Metadata() const {
     std::vector<std::string> out;
     std::string process;
-    AppendObject({{"ph", Value::Str("M")},
-                  {"pid", Value::Int(1)},
-                  {"name", Value::Str("process_name")}},
-                 &process);
+    AppendObject(
+        {{"ph", Value::Str("M")}, {"pid", Value::Int(1)}, {"name", Value::Str("process_name")}},
+        &process);
     process.pop_back();
     process.append(",\"args\":");
     AppendObject({{"name", Value::Str(absl::StrCat("job ", job_id_))}}, &process);
@@ -380,8 +386,8 @@ class Exporter {
       if (!c.release) continue;
       Fields release_args = KeyArgs(key);
       release_args.push_back({"sequence", Value::Int(static_cast<int64_t>(c.sequence))});
-      release_args.push_back(
-          {"last_contributor", Value::Str(absl::StrCat("rank ", c.last_rank, " ", c.last_optimizer))});
+      release_args.push_back({"last_contributor", Value::Str(absl::StrCat("rank ", c.last_rank, " ",
+                                                                          c.last_optimizer))});
       release_args.push_back({"wait_us", Value::Int(absl::ToInt64Microseconds(c.wait))});
       Span(out, Tid(kCoordinatorOwner, key), "release" + suffix, *c.release,
            c.complete.value_or(*end_), std::move(release_args), !c.complete);
@@ -420,10 +426,18 @@ class Exporter {
     for (const Event* e : instants_) {
       std::string name;
       switch (e->kind) {
-        case EventKind::kViolation: name = "violation"; break;
-        case EventKind::kStall: name = "stall"; break;
-        case EventKind::kStepSkipped: name = "step skipped"; break;
-        default: name = "abort"; break;
+        case EventKind::kViolation:
+          name = "violation";
+          break;
+        case EventKind::kStall:
+          name = "stall";
+          break;
+        case EventKind::kStepSkipped:
+          name = "step skipped";
+          break;
+        default:
+          name = "abort";
+          break;
       }
       if (e->chunk) absl::StrAppend(&name, " c", *e->chunk);
       if (e->step) absl::StrAppend(&name, " s", *e->step);
@@ -475,7 +489,7 @@ class Exporter {
   std::optional<absl::Time> end_;
   std::map<int64_t, std::map<Key, Interval>> intervals_;  // by owner
   std::map<std::pair<int64_t, Key>, int> lanes_;
-  std::map<std::pair<int64_t, int>, int64_t> tids_;  // (owner, lane) -> tid
+  std::map<std::pair<int64_t, int>, int64_t> tids_;      // (owner, lane) -> tid
   std::vector<std::pair<int64_t, std::string>> tracks_;  // (tid, name)
 };
 
@@ -526,13 +540,27 @@ void AppendJsonString(absl::string_view text, std::string* out) {
       continue;
     }
     switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\b': out->append("\\b"); break;
-      case '\f': out->append("\\f"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\b':
+        out->append("\\b");
+        break;
+      case '\f':
+        out->append("\\f");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
       default:
         if (c < 0x20 || c == 0x7F) {
           out->append("\\u00");

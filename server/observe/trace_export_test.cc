@@ -164,7 +164,7 @@ struct Rec {
 struct Trace {
   google::protobuf::Struct root;
   std::map<int64_t, std::string> thread_names;
-  std::vector<Rec> records;  // non-metadata, in output order
+  std::vector<Rec> records;                   // non-metadata, in output order
   std::vector<google::protobuf::Struct> raw;  // same order as records
 };
 
@@ -216,13 +216,12 @@ TEST(TraceExportTest, SpansFlowsAndInstantsOfAStepRange) {
             absl::ToUnixMicros(kStart) + 5);
 
   // Overlapping chunks of one rank get a second lane; tracks are numbered coordinator first.
-  EXPECT_EQ(t.thread_names,
-            (std::map<int64_t, std::string>{{1, "coordinator"},
-                                            {2, "coordinator #2"},
-                                            {3, "rank 0"},
-                                            {4, "rank 0 #2"},
-                                            {5, "rank 1"},
-                                            {6, "rank 1 #2"}}));
+  EXPECT_EQ(t.thread_names, (std::map<int64_t, std::string>{{1, "coordinator"},
+                                                            {2, "coordinator #2"},
+                                                            {3, "rank 0"},
+                                                            {4, "rank 0 #2"},
+                                                            {5, "rank 1"},
+                                                            {6, "rank 1 #2"}}));
 
   // Times relative to +5us.
   const std::vector<Rec> spans = OfPhase(t, "X");
@@ -310,8 +309,8 @@ TEST(TraceExportTest, SpansOnEachTrackAreProperlyNested) {
         const auto [b0, b1] = spans[j];
         const bool disjoint = a1 <= b0 || b1 <= a0;
         const bool nested = (a0 <= b0 && b1 <= a1) || (b0 <= a0 && a1 <= b1);
-        EXPECT_TRUE(disjoint || nested) << track << ": [" << a0 << "," << a1 << ") and [" << b0
-                                        << "," << b1 << ")";
+        EXPECT_TRUE(disjoint || nested)
+            << track << ": [" << a0 << "," << a1 << ") and [" << b0 << "," << b1 << ")";
       }
     }
   }
@@ -330,9 +329,10 @@ TEST(TraceExportTest, RangeSelectsSteps) {
   EXPECT_EQ(spans.size(), 6u);
   for (const Rec& r : spans) EXPECT_THAT(r.name, ::testing::EndsWith(" s2"));
   // The origin moves to the first step-2 event (+105us).
-  EXPECT_EQ(static_cast<int64_t>(
-                Field(Field(t.root, "otherData").struct_value(), "start_unix_micros").number_value()),
-            absl::ToUnixMicros(kStart) + 105);
+  EXPECT_EQ(
+      static_cast<int64_t>(
+          Field(Field(t.root, "otherData").struct_value(), "start_unix_micros").number_value()),
+      absl::ToUnixMicros(kStart) + 105);
   EXPECT_EQ(OfPhase(t, "X").front().ts, 0);
 }
 
@@ -367,7 +367,9 @@ TEST(TraceExportTest, JobIdIsEscaped) {
 TEST(TraceExportTest, AppendJsonStringEscapes) {
   std::string out;
   AppendJsonString("q\"b\\n\n\x1f\x7f\xe2\x82\xac\xe2\x82 \xf4\x90\x80\x80", &out);
-  EXPECT_EQ(out, "\"q\\\"b\\\\n\\n\\u001f\\u007f\xe2\x82\xac\\ufffd\\ufffd \\ufffd\\ufffd\\ufffd\\ufffd\"");
+  EXPECT_EQ(
+      out,
+      "\"q\\\"b\\\\n\\n\\u001f\\u007f\xe2\x82\xac\\ufffd\\ufffd \\ufffd\\ufffd\\ufffd\\ufffd\"");
 }
 
 }  // namespace

@@ -1,0 +1,79 @@
+// psyncctl: the command-line tool that asks a psync coordinator who is missing, who is slow and
+// whether every sync happened exactly once. The binary (psyncctl_main.cc) is a thin wrapper around
+// RunPsyncctl, which tests call in-process.
+//
+//   psyncctl [--target HOST:PORT] [--json] [--timeout SECONDS] COMMAND [ARGS]
+//
+//   jobs                              every job the coordinator holds
+//   status JOB                        job state, per-chunk readiness, counters, audit totals
+//   missing JOB [--step S --chunk C]  contributors not staged (and ranks without SyncDone), with
+//                                     how long the chunk has waited and its stall deadline
+//   stragglers JOB [--top K]          the slowest ranks by rolling lateness
+//   audit JOB [--last N]              the sync audit of recent (step, chunk)s and its totals
+//   watch [JOB] [--kinds a,b] [--count N] [--replay]
+//                                     one line per event, live, until interrupted or N events
+//   trace JOB --steps A:B -o FILE     Chrome trace JSON of steps A..B (FILE "-" is stdout)
+//
+// Exit codes:
+//   0  the command ran and found nothing wrong;
+//   1  the command ran and the answer is bad:
+//        status      the job is ABORTED or DEGRADED (a rank lost), its violation counter is not 0,
+//                    or a chunk waits past its stall deadline (missing contributors, or ranks
+//                    without SyncDone);
+//        missing     a listed contributor (or sync-pending rank) has waited past the deadline;
+//        audit       a record was released more than once, or the totals count a double release,
+//                    a checksum mismatch, an early sync or a repeated sync;
+//        watch       a violation, stall, rank_lost or abort event was printed;
+//      jobs, stragglers and trace never exit 1;
+//   2  usage error (unknown command or flag, missing or malformed argument), RPC failure (the
+//      gRPC status code and message are printed to stderr), or a file that cannot be written.
+//
+// Output: aligned tables with a header row, rows in a stable sorted order; with --json the answer
+// as proto3 JSON (field names as in coordinator.proto; 64-bit integers are strings): the message
+// itself for jobs (ListJobsResponse), status (JobStatus) and audit (GetAuditResponse);
+// {"chunks": [ChunkStatus, ...]} for missing (the chunks considered); {"stragglers":
+// [StragglerScore, ...]} for stragglers; one Event object per line for watch;
+// {"path": FILE, "bytes": N} for trace.
+//
+// Thread-safety: RunPsyncctl may run concurrently with itself (it shares no state); an Interrupt
+// may be fired from any thread.
+#ifndef PSYNC_CLIENT_PSYNCCTL_H_
+#define PSYNC_CLIENT_PSYNCCTL_H_
+
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace psync::ctl {
+
+// Lets a long-running command (watch) be stopped from another thread, e.g. a signal thread.
+// Fire() runs the current handler (if any) and makes every later SetHandler run its handler at
+// once. Handlers run under the object's lock: they must be short and must not call back into it;
+// once SetHandler(nullptr) has returned, the previous handler is not running and never runs again.
+class Interrupt {
+ public:
+  void SetHandler(std::function<void()> handler) ABSL_LOCKS_EXCLUDED(mu_);
+  void Fire() ABSL_LOCKS_EXCLUDED(mu_);
+  bool fired() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  mutable absl::Mutex mu_;
+  bool fired_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void()> handler_ ABSL_GUARDED_BY(mu_);
+};
+
+// Runs psyncctl with `args` (without the program name); writes the answer to `out` and errors to
+// `err`; returns the exit code (0, 1 or 2, see above). `interrupt` may be null.
+int RunPsyncctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+                Interrupt* interrupt = nullptr);
+
+// The --help text.
+std::string PsyncctlUsage();
+
+}  // namespace psync::ctl
+
+#endif  // PSYNC_CLIENT_PSYNCCTL_H_
