@@ -16,6 +16,17 @@ core::RankPlan RankPlanFromProto(const v1::JoinRequest& request) {
   plan.first_step = request.first_step();
   plan.incarnation = request.incarnation();
   plan.token = request.token();
+  if (request.has_resume()) {
+    core::ResumeState resume;
+    resume.generation = request.resume().generation();
+    resume.step = request.resume().step();
+    for (const v1::Staged& staged : request.resume().staged()) {
+      resume.staged.emplace_back(staged.chunk(), staged.optimizer());
+    }
+    resume.synced_chunks.assign(request.resume().synced_chunks().begin(),
+                                request.resume().synced_chunks().end());
+    plan.resume = std::move(resume);
+  }
   for (const v1::ChunkPlan& c : request.chunks()) {
     core::ChunkPart part;
     part.chunk = c.chunk();

@@ -126,6 +126,8 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
   } else {
     JobPlan trial;
     if (auto s = trial.Merge(plan); !s.ok()) return s;
+    // A coordinator that never saw the job continues the generation numbering of resuming ranks.
+    if (generation_ == 0 && plan.resume.has_value()) generation_ = plan.resume->generation;
     StartGeneration(now, new_generation_reason, out);
     plan_ = std::move(trial);
   }
@@ -135,6 +137,7 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
   state.session_id = absl::StrCat("g", generation_, "-r", plan.rank, "-s", ++sessions_issued_,
                                   secret.empty() ? "" : "-", secret);
   state.step = plan_.first_step();
+  if (plan.resume.has_value()) ApplyResume(plan.rank, *plan.resume, now, out);
   Event e = MakeEvent(EventKind::kJoin, now);
   e.rank = plan.rank;
   e.detail = absl::StrCat(plan_.ranks_joined(), "/", plan_.world_size(), " ranks joined");
@@ -142,20 +145,64 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
 
   if (plan_.complete()) {
     state_ = JobState::kRunning;
-    // Check-ins that arrived while the job was forming may complete chunks now.
-    // Collect first: MaybeSkip may trim steps_.
-    std::vector<std::pair<Step, std::vector<ChunkId>>> pending;
-    for (const auto& [step, st] : steps_) {
-      pending.emplace_back(step, std::vector<ChunkId>());
-      for (const auto& [chunk, cs] : st.chunks) pending.back().second.push_back(chunk);
-    }
-    for (const auto& [step, chunks] : pending) {
-      if (steps_.count(step) == 0) continue;
-      for (ChunkId chunk : chunks) MaybeRelease(step, chunk, now, out);
-      MaybeSkip(step, now, out);
-    }
+    Reconcile(now, out);
   }
-  return JoinResult{generation_, state.session_id, state.step, false};
+  return JoinResult{generation_, state.session_id, ranks_[plan.rank].step, false};
+}
+
+void JobTracker::ApplyResume(RankId rank, const ResumeState& resume, absl::Time now,
+                             Decisions* out) {
+  ranks_[rank].step = resume.step;
+  for (const auto& [chunk, optimizer] : resume.staged) {
+    ChunkStep& cs = steps_[resume.step].chunks[chunk];
+    const Contributor who{rank, optimizer};
+    cs.staged.emplace(who, std::nullopt);
+    cs.staged_at.emplace(who, now);
+    if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
+    cs.last_checkin = now;
+    cs.last = who;
+  }
+  for (ChunkId chunk : resume.synced_chunks) {
+    ChunkStep& cs = steps_[resume.step].chunks[chunk];
+    cs.done.emplace(rank, std::vector<GroupChecksum>());
+    cs.synced_before = true;
+  }
+  Event e = MakeEvent(EventKind::kJoin, now);
+  e.rank = rank;
+  e.step = resume.step;
+  e.detail = absl::StrCat("resumed at step ", resume.step, " with ", resume.staged.size(),
+                          " check-ins and ", resume.synced_chunks.size(), " synced chunks");
+  out->events.push_back(std::move(e));
+}
+
+void JobTracker::Reconcile(absl::Time now, Decisions* out) {
+  // Collect first: releasing and skipping may trim steps_.
+  std::vector<std::pair<Step, std::vector<ChunkId>>> pending;
+  for (const auto& [step, st] : steps_) {
+    pending.emplace_back(step, std::vector<ChunkId>());
+    for (const auto& [chunk, cs] : st.chunks) pending.back().second.push_back(chunk);
+  }
+  for (const auto& [step, chunks] : pending) {
+    auto st = steps_.find(step);
+    if (st == steps_.end()) continue;
+    for (ChunkId chunk : chunks) {
+      // A rank already past `step` staged and synced everything it had there (resumed ranks).
+      ChunkStep& cs = st->second.chunks[chunk];
+      const ChunkInfo& info = plan_.chunk(chunk);
+      for (const Contributor& who : info.contributors) {
+        if (rank_step(who.rank) > step && cs.staged.emplace(who, std::nullopt).second) {
+          cs.staged_at.emplace(who, now);
+          if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
+        }
+      }
+      for (RankId member : info.members) {
+        if (rank_step(member) > step) cs.done.emplace(member, std::vector<GroupChecksum>());
+      }
+      MaybeRelease(step, chunk, now, out);
+    }
+    MaybeSkip(step, now, out);
+  }
+  for (RankId rank : JoinedRanks()) MaybeAdvance(rank, now, out);
 }
 
 absl::Status JobTracker::CheckSender(RankId rank, uint64_t generation) const {
@@ -371,14 +418,20 @@ void JobTracker::MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decision
   if (cs.released) return;
   const ChunkInfo& info = plan_.chunk(chunk);
   if (info.contributors.empty()) return;
-  for (const Contributor& c : info.contributors) {
-    if (!cs.staged.contains(c)) return;
+  if (!cs.synced_before) {
+    for (const Contributor& c : info.contributors) {
+      if (!cs.staged.contains(c)) return;
+    }
   }
+  if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
   cs.released = true;
   cs.sequence = ++sequence_;
   cs.released_at = now;
   SyncDirective directive{generation_, step, chunk, cs.sequence, cs.last, now - cs.first_checkin};
-  for (RankId member : info.members) out->deliveries.push_back({member, directive});
+  for (RankId member : info.members) {
+    // Members that already executed this sync (re-announced after a restart) need no directive.
+    if (!cs.done.contains(member)) out->deliveries.push_back({member, directive});
+  }
   Event e = MakeEvent(EventKind::kRelease, now);
   e.step = step;
   e.chunk = chunk;

@@ -8,6 +8,9 @@
 //  * Exactly once: each (generation, step, chunk) is released at most once; its SyncDirective is
 //    addressed once to every member of the chunk's sync groups. Pending() lets a reconnecting
 //    session receive the directives it has not acknowledged with SyncDone.
+//  * Recovery: a rank that joins with a Resume (its step, check-ins and executed syncs) lets a
+//    coordinator that lost its state rebuild the same decisions; directives go only to members
+//    that have not executed the sync.
 //  * Steps: a rank stages step s+1 only after it reported SyncDone for every chunk it syncs at
 //    step s, or every rank skipped step s. A skip needs every rank; a rank that stages a step that
 //    another rank skips (or the reverse) is a violation, and the generation is aborted.
@@ -148,6 +151,11 @@ class JobTracker {
   std::string UnfinishedChunks(RankId rank) const;
 
   void StartGeneration(absl::Time now, absl::string_view reason, Decisions* out);
+  // Records what a resuming rank re-announced (its step, check-ins and executed syncs).
+  void ApplyResume(RankId rank, const ResumeState& resume, absl::Time now, Decisions* out);
+  // Once the plan is complete: counts ranks past a step as having staged and synced it, releases
+  // what is complete (or was synced before a restart) and advances ranks.
+  void Reconcile(absl::Time now, Decisions* out);
   void MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decisions* out);
   void MaybeSkip(Step step, absl::Time now, Decisions* out);
   void MaybeAdvance(RankId rank, absl::Time now, Decisions* out);

@@ -110,6 +110,33 @@ absl::Status ValidateRankPlan(const RankPlan& plan, const PlanLimits& limits) {
       }
     }
   }
+  if (plan.resume.has_value()) {
+    const ResumeState& resume = *plan.resume;
+    if (resume.step < plan.first_step) {
+      return Invalid("resume.step", absl::StrCat(resume.step, " is before first_step ",
+                                                 plan.first_step));
+    }
+    for (size_t i = 0; i < resume.staged.size(); ++i) {
+      const auto& [chunk, optimizer] = resume.staged[i];
+      const ChunkPart* part = nullptr;
+      for (const ChunkPart& p : plan.chunks) {
+        if (p.chunk == chunk) part = &p;
+      }
+      if (part == nullptr || std::find(part->optimizers.begin(), part->optimizers.end(),
+                                       optimizer) == part->optimizers.end()) {
+        return Invalid(absl::StrCat("resume.staged[", i, "]"),
+                       absl::StrCat("chunk ", chunk, " optimizer '", optimizer,
+                                    "' is not declared in this plan"));
+      }
+    }
+    for (size_t i = 0; i < resume.synced_chunks.size(); ++i) {
+      const ChunkId chunk = resume.synced_chunks[i];
+      if (seen_chunks.count(chunk) == 0) {
+        return Invalid(absl::StrCat("resume.synced_chunks[", i, "]"),
+                       absl::StrCat("chunk ", chunk, " is not a chunk of this plan"));
+      }
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -27,6 +27,9 @@ struct ChunkStep {
   absl::Time released_at = absl::InfinitePast();
   Contributor last;
   absl::flat_hash_map<RankId, std::vector<GroupChecksum>> done;  // rank -> reported checksums
+  // A rank re-announced (after a coordinator restart) that it executed this sync: the chunk was
+  // released before, whatever the new coordinator has seen.
+  bool synced_before = false;
 };
 
 struct StepState {

@@ -52,6 +52,16 @@ struct ChunkPart {
   std::vector<GroupDecl> groups;        // at least one
 };
 
+struct StagedItem;
+
+// What a running rank re-announces when it joins a coordinator that may have restarted.
+struct ResumeState {
+  uint64_t generation = 0;
+  Step step = 0;
+  std::vector<std::pair<ChunkId, std::string>> staged;  // (chunk, optimizer) staged at `step`
+  std::vector<ChunkId> synced_chunks;                    // chunks of `step` it synced
+};
+
 // What one rank declares when it joins.
 struct RankPlan {
   std::string job_id;
@@ -62,6 +72,7 @@ struct RankPlan {
   std::string incarnation;
   std::vector<ChunkPart> chunks;
   std::string token;  // checked by the owner, not the core
+  std::optional<ResumeState> resume;
 };
 
 struct StagedItem {

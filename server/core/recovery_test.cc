@@ -1,0 +1,118 @@
+// Coordinator-restart recovery in the core: ranks re-join a tracker that knows nothing, each with a
+// Resume (its step, check-ins and executed syncs); the tracker rebuilds the same decisions and
+// sends directives only to members that have not executed the sync.
+#include <variant>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/core/job_tracker.h"
+
+namespace psync::core {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::UnorderedElementsAre;
+
+// W=2; chunk 0 dense only; chunk 1 dense + expert (rank 0's expert and rank 1's expert, E=2).
+RankPlan Plan(RankId rank, std::optional<ResumeState> resume) {
+  RankPlan p;
+  p.job_id = "j";
+  p.world_size = 2;
+  p.rank = rank;
+  p.num_chunks = 2;
+  p.incarnation = absl::StrCat("inc", rank);
+  p.chunks = {ChunkPart{0, {"dense"}, {GroupDecl{"dp", {0, 1}}}},
+              ChunkPart{1,
+                        {"dense", "expert"},
+                        {GroupDecl{"dp", {0, 1}}, GroupDecl{absl::StrCat("edp", rank), {rank}}}}};
+  p.resume = std::move(resume);
+  return p;
+}
+
+// (rank, step, chunk) of every directive in `d`.
+std::vector<std::tuple<RankId, Step, ChunkId>> Directives(const Decisions& d) {
+  std::vector<std::tuple<RankId, Step, ChunkId>> out;
+  for (const Delivery& delivery : d.deliveries) {
+    if (const auto* s = std::get_if<SyncDirective>(&delivery.notice)) {
+      out.emplace_back(delivery.rank, s->step, s->chunk);
+    }
+  }
+  return out;
+}
+
+const absl::Time kNow = absl::UnixEpoch() + absl::Hours(1);
+
+TEST(RecoveryTest, SameStepReleasesWhatWasSyncedOnlyToRanksThatDidNot) {
+  JobTracker tracker("j", TrackerOptions());
+  Decisions d;
+  ResumeState r0{3, 5, {{0, "dense"}, {1, "dense"}, {1, "expert"}}, {0}};
+  ResumeState r1{3, 5, {{0, "dense"}, {1, "dense"}}, {}};
+  auto j0 = tracker.Join(Plan(0, r0), kNow, &d);
+  ASSERT_TRUE(j0.ok()) << j0.status();
+  EXPECT_EQ(j0->generation, 4u) << "continues the generation numbering";
+  EXPECT_EQ(j0->next_step, 5u);
+  EXPECT_TRUE(Directives(d).empty()) << "nothing before the plan is complete";
+  Decisions last;
+  ASSERT_TRUE(tracker.Join(Plan(1, r1), kNow, &last).ok());
+  // Chunk 0 was synced by rank 0 before the restart: only rank 1 gets its directive. Chunk 1 waits
+  // for rank 1's expert optimizer.
+  EXPECT_THAT(Directives(last), ElementsAre(std::make_tuple(1u, 5u, 0u)));
+  JobSnapshot snap = tracker.Snapshot(kNow);
+  EXPECT_EQ(snap.chunks[1].state, "WAITING");
+  ASSERT_EQ(snap.chunks[1].missing.size(), 1u);
+  EXPECT_EQ(snap.chunks[1].missing[0], (Contributor{1, "expert"}));
+
+  Decisions staged;
+  StagedItem expert{5, 1, "expert", std::nullopt};
+  ASSERT_TRUE(tracker.Stage(1, 4, {&expert, 1}, kNow, &staged).ok());
+  EXPECT_THAT(Directives(staged),
+              UnorderedElementsAre(std::make_tuple(0u, 5u, 1u), std::make_tuple(1u, 5u, 1u)));
+
+  Decisions done;
+  SyncDoneItem c0{5, 0, {}};
+  SyncDoneItem c1{5, 1, {}};
+  ASSERT_TRUE(tracker.SyncDone(1, 4, {&c0, 1}, kNow, &done).ok());
+  ASSERT_TRUE(tracker.SyncDone(1, 4, {&c1, 1}, kNow, &done).ok());
+  ASSERT_TRUE(tracker.SyncDone(0, 4, {&c1, 1}, kNow, &done).ok());
+  EXPECT_EQ(tracker.rank_step(0), 6u);
+  EXPECT_EQ(tracker.rank_step(1), 6u);
+}
+
+TEST(RecoveryTest, RankAheadCountsAsStagedAndSyncedForTheStepItFinished) {
+  JobTracker tracker("j", TrackerOptions());
+  Decisions d;
+  // Rank 0 finished step 5 and staged chunk 0 of step 6. Rank 1 synced chunk 0 of step 5 but its
+  // directive for chunk 1 was lost with the coordinator.
+  ResumeState r0{2, 6, {{0, "dense"}}, {}};
+  ResumeState r1{2, 5, {{0, "dense"}, {1, "dense"}, {1, "expert"}}, {0}};
+  ASSERT_TRUE(tracker.Join(Plan(0, r0), kNow, &d).ok());
+  Decisions last;
+  ASSERT_TRUE(tracker.Join(Plan(1, r1), kNow, &last).ok());
+  EXPECT_THAT(Directives(last), ElementsAre(std::make_tuple(1u, 5u, 1u)))
+      << "rank 0 already executed step 5; only rank 1 needs chunk 1";
+  EXPECT_EQ(tracker.rank_step(1), 5u);
+
+  Decisions done;
+  SyncDoneItem c1{5, 1, {}};
+  ASSERT_TRUE(tracker.SyncDone(1, 3, {&c1, 1}, kNow, &done).ok());
+  EXPECT_EQ(tracker.rank_step(1), 6u);
+  // Step 6 chunk 0 waits for rank 1 only.
+  JobSnapshot snap = tracker.Snapshot(kNow);
+  EXPECT_EQ(snap.chunks[0].step, 6u);
+  ASSERT_EQ(snap.chunks[0].missing.size(), 1u);
+  EXPECT_EQ(snap.chunks[0].missing[0].rank, 1u);
+}
+
+TEST(RecoveryTest, ResumeIsValidatedAgainstThePlan) {
+  JobTracker tracker("j", TrackerOptions());
+  RankPlan bad = Plan(0, ResumeState{1, 5, {{0, "expert"}}, {}});
+  absl::Status s = ValidateRankPlan(bad, PlanLimits());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "resume.staged[0] chunk 0 optimizer 'expert' is not declared in this plan");
+  RankPlan early = Plan(0, ResumeState{1, 2, {}, {}});
+  early.first_step = 3;
+  EXPECT_EQ(ValidateRankPlan(early, PlanLimits()).message(), "resume.step 2 is before first_step 3");
+}
+
+}  // namespace
+}  // namespace psync::core
