@@ -156,13 +156,15 @@ absl::Status Client::SkipStep(uint64_t step, absl::string_view reason) {
 }
 
 absl::Status Client::ReportSyncDone(uint64_t step, uint32_t chunk,
-                                    std::vector<psync::v1::GroupChecksum> checksums) {
+                                    std::vector<psync::v1::GroupChecksum> checksums,
+                                    uint32_t executions) {
   psync::v1::SessionUp up;
   psync::v1::SyncDoneBatch* batch = up.mutable_sync_done();
   batch->set_generation(generation_);
   psync::v1::SyncDone* item = batch->add_items();
   item->set_step(step);
   item->set_chunk(chunk);
+  item->set_executions(executions);
   for (psync::v1::GroupChecksum& c : checksums) *item->add_checksums() = std::move(c);
   return SendAndWait(std::move(up));
 }

@@ -136,8 +136,11 @@ class Client {
   // This rank skips `step` (every rank must skip it before staging anything for it).
   absl::Status SkipStep(uint64_t step, absl::string_view reason);
   // This rank ran the sync directive of (step, chunk); one checksum per sync group it belongs to.
+  // `executions`: how many times this rank has run that sync, this one included (above 1 the
+  // coordinator records a repeated-sync violation).
   absl::Status ReportSyncDone(uint64_t step, uint32_t chunk,
-                              std::vector<psync::v1::GroupChecksum> checksums);
+                              std::vector<psync::v1::GroupChecksum> checksums,
+                              uint32_t executions = 1);
 
   // The directive of (generation(), step, chunk), once: a later call for the same (step, chunk)
   // waits again. DEADLINE_EXCEEDED when it does not arrive within `timeout`; ABORTED with the

@@ -158,6 +158,17 @@ TEST_F(ClientTest, StagedReleasesTheDirectiveExactlyOnce) {
   EXPECT_TRUE(seen[1].has_directive());
 }
 
+TEST_F(ClientTest, RepeatedSyncIsReportedToTheCoordinator) {
+  auto client = MustConnect(Options(DensePlan("executions", 1, 0, 1)));
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->ReportStaged(0, 0, "dense").ok());
+  ASSERT_TRUE(client->WaitForDirective(0, 0, absl::Seconds(10)).ok());
+  ASSERT_TRUE(client->ReportSyncDone(0, 0, DpChecksum(5), /*executions=*/2).ok());
+  auto status = server_->coordinator().GetJobStatus("executions");
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->counters.violations, 1u);
+}
+
 TEST_F(ClientTest, BadInputGetsTheExactCode) {
   auto client = MustConnect(Options(DensePlan("bad-input", 1, 0, 2)));
   ASSERT_NE(client, nullptr);

@@ -1,0 +1,52 @@
+// CoordinatorLink: what the worker's training loop needs from the psync coordinator, as a small
+// interface: check in a staged chunk, wait for a chunk's sync directive, report a sync done.
+//
+// The production link (NewClientLink) forwards to psync::Client (client/client.h), so the data
+// flows worker -> client library -> Session stream -> coordinator, and statuses come back
+// unchanged (the Ack's code: FAILED_PRECONDITION for a SyncDone before the release, ...). Tests
+// substitute a fake.
+//
+// Thread-safety: as the implementation; the client link is thread-safe.
+#ifndef PSYNC_WORKER_COORDINATOR_LINK_H_
+#define PSYNC_WORKER_COORDINATOR_LINK_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "client/client.h"
+#include "proto/psync/v1/coordinator.pb.h"
+
+namespace psync {
+namespace worker {
+
+class CoordinatorLink {
+ public:
+  virtual ~CoordinatorLink() = default;
+
+  // `optimizer` of this rank staged `chunk` for `step`.
+  virtual absl::Status ReportStaged(uint64_t step, uint32_t chunk, absl::string_view optimizer) = 0;
+  // This rank ran the param sync of (step, chunk) `executions` times so far (>= 1); one checksum
+  // per sync group (may be empty).
+  virtual absl::Status ReportSyncDone(uint64_t step, uint32_t chunk,
+                                      std::vector<psync::v1::GroupChecksum> checksums,
+                                      uint32_t executions) = 0;
+  // The directive of (step, chunk), once; DEADLINE_EXCEEDED after `timeout`.
+  virtual absl::StatusOr<psync::v1::SyncDirective> WaitForDirective(uint64_t step, uint32_t chunk,
+                                                                    absl::Duration timeout) = 0;
+  // Returns once every report made so far was answered: the first error among them, or OK.
+  // Links that answer each report before returning have nothing to wait for.
+  virtual absl::Status Flush() { return absl::OkStatus(); }
+};
+
+// A link over `client` (borrowed; must outlive the link).
+std::unique_ptr<CoordinatorLink> NewClientLink(psync::Client* client);
+
+}  // namespace worker
+}  // namespace psync
+
+#endif  // PSYNC_WORKER_COORDINATOR_LINK_H_
