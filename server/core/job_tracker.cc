@@ -223,6 +223,15 @@ absl::Status JobTracker::CheckSender(RankId rank, uint64_t generation) const {
   return absl::OkStatus();
 }
 
+absl::Status JobTracker::CheckBatch(RankId rank, uint64_t generation, size_t items) const {
+  if (auto s = CheckSender(rank, generation); !s.ok()) return s;
+  if (items == 0 || items > options_.max_batch_items) {
+    return absl::InvalidArgumentError(absl::StrCat("items must have 1..", options_.max_batch_items,
+                                                   " entries (got ", items, ")"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status JobTracker::CheckAttach(RankId rank, uint64_t generation,
                                      absl::string_view session_id) const {
   if (plan_.world_size() > 0 && rank >= plan_.world_size()) {
@@ -347,11 +356,7 @@ absl::Status JobTracker::CheckStaged(RankId rank, size_t i, const StagedItem& it
 absl::Status JobTracker::Stage(RankId rank, uint64_t generation,
                                absl::Span<const StagedItem> items, absl::Time now,
                                Decisions* out) {
-  if (auto s = CheckSender(rank, generation); !s.ok()) return s;
-  if (items.empty() || items.size() > options_.max_batch_items) {
-    return absl::InvalidArgumentError(absl::StrCat("items must have 1..", options_.max_batch_items,
-                                                   " entries (got ", items.size(), ")"));
-  }
+  if (auto s = CheckBatch(rank, generation, items.size()); !s.ok()) return s;
   std::vector<bool> fresh(items.size(), false);
   std::set<std::tuple<Step, ChunkId, std::string>> in_batch;
   for (size_t i = 0; i < items.size(); ++i) {
@@ -635,11 +640,7 @@ absl::Status JobTracker::CheckSyncDone(RankId rank, size_t i, const SyncDoneItem
 absl::Status JobTracker::SyncDone(RankId rank, uint64_t generation,
                                   absl::Span<const SyncDoneItem> items, absl::Time now,
                                   Decisions* out) {
-  if (auto s = CheckSender(rank, generation); !s.ok()) return s;
-  if (items.empty() || items.size() > options_.max_batch_items) {
-    return absl::InvalidArgumentError(absl::StrCat("items must have 1..", options_.max_batch_items,
-                                                   " entries (got ", items.size(), ")"));
-  }
+  if (auto s = CheckBatch(rank, generation, items.size()); !s.ok()) return s;
   std::vector<bool> fresh(items.size(), false);
   std::set<std::pair<Step, ChunkId>> in_batch;
   for (size_t i = 0; i < items.size(); ++i) {
@@ -832,8 +833,12 @@ absl::StatusOr<ChunkSnapshot> JobTracker::ChunkAt(Step step, ChunkId chunk, absl
   snap.step = step;
   auto st = steps_.find(step);
   if (st == steps_.end()) {
+    // The lowest step a rank still runs (first_step while the job forms), as in Trim().
     Step lowest = plan_.first_step();
-    for (const auto& [rank, state] : ranks_) lowest = std::min(lowest, state.step);
+    if (plan_.complete()) {
+      lowest = ~Step{0};
+      for (const auto& [rank, state] : ranks_) lowest = std::min(lowest, state.step);
+    }
     const Step oldest = steps_.empty() ? lowest : std::min(lowest, steps_.begin()->first);
     if (step < oldest) {
       return absl::OutOfRangeError(

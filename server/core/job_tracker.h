@@ -140,6 +140,8 @@ class JobTracker {
   };
 
   absl::Status CheckSender(RankId rank, uint64_t generation) const;
+  // CheckSender, then 1..max_batch_items items.
+  absl::Status CheckBatch(RankId rank, uint64_t generation, size_t items) const;
   // Validates item `i` of a check-in against the rank's step. Sets *duplicate when the item
   // repeats a check-in already recorded with the same checksum.
   absl::Status CheckStaged(RankId rank, size_t i, const StagedItem& item, bool* duplicate,

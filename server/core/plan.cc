@@ -206,7 +206,7 @@ absl::Status JobPlan::CheckGroups(const RankPlan& plan) const {
     for (const auto& [name, ranks] : info.groups) {
       if (!std::binary_search(ranks.begin(), ranks.end(), plan.rank)) continue;
       const bool declared = std::any_of(part.groups.begin(), part.groups.end(),
-                                        [&](const GroupDecl& g) { return g.name == name; });
+                                        [&n = name](const GroupDecl& g) { return g.name == n; });
       if (!declared) {
         return absl::FailedPreconditionError(absl::StrCat(
             "chunk ", part.chunk, " group '", name, "' ", RankList(ranks), " includes rank ",
