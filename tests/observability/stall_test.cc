@@ -138,7 +138,9 @@ TEST_F(StallTest, WatchEventsReplaysAndFilters) {
   v1::Event e;
   for (int i = 0; i < 5 && reader->Read(&e); ++i) {
     seen.push_back(absl::StrCat(e.kind(), ":", e.has_rank() ? e.rank() : 99));
-    if (i > 0) EXPECT_GT(e.index(), last_index);
+    if (i > 0) {
+      EXPECT_GT(e.index(), last_index);
+    }
     last_index = e.index();
   }
   EXPECT_EQ(seen, (std::vector<std::string>{"join:0", "join:1", "join:2", "checkin:0", "checkin:1"}));
