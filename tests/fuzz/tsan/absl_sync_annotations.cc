@@ -1,0 +1,356 @@
+// ThreadSanitizer annotations for Debian's (uninstrumented) Abseil synchronization.
+//
+// Debian builds libabsl_synchronization without -fsanitize=thread, so absl::Mutex (a futex-based
+// lock, not a pthread one) carries none of its ABSL_TSAN_MUTEX_* annotations: TSan sees no
+// happens-before edge through it and reports every access guarded by an absl::Mutex as a race.
+// This library, linked into every binary by --config=tsan (--custom_malloc), defines the public
+// entry points of absl::Mutex, absl::CondVar and absl::Notification itself. Each definition tells
+// TSan what the call does (__tsan_mutex_pre_lock/post_lock, pre_unlock/post_unlock) and calls the
+// real function in libabsl_synchronization.so (dlsym RTLD_NEXT). Because the library precedes
+// libabsl_synchronization.so in the symbol search order, these definitions also interpose the
+// calls made from other shared libraries: gRPC's mutexes and Abseil's own Notification,
+// BlockingCounter and Barrier (which call Mutex::Lock and friends through the PLT).
+//
+// What remains invisible to TSan: lock-free synchronization inside uninstrumented libraries
+// (gRPC's atomics and lock-free queues); memory accesses inside those libraries are not checked
+// at all. A wait or Await may run with either a reader or a writer lock: the kind is read from
+// the Mutex's state word (kMuWriter, absl/synchronization/mutex.cc).
+//
+// Only for TSan builds; built as an empty library otherwise.
+#if defined(__SANITIZE_THREAD__)  // gcc
+#define PSYNC_TSAN 1
+#elif defined(__has_feature)  // clang
+#if __has_feature(thread_sanitizer)
+#define PSYNC_TSAN 1
+#endif
+#endif
+#ifdef PSYNC_TSAN
+
+#include <dlfcn.h>
+#include <sanitizer/tsan_interface.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+
+namespace {
+
+#define PSYNC_STRINGIFY_INNER(x) #x
+#define PSYNC_STRINGIFY(x) PSYNC_STRINGIFY_INNER(x)
+
+// The real function in the next object after this one: `rest` is the mangled name after
+// "_ZN4absl" and the inline namespace (absl::debian3 on Debian 12).
+template <typename F>
+F Real(const char* rest) {
+  const std::string ns = PSYNC_STRINGIFY(ABSL_OPTION_INLINE_NAMESPACE_NAME);
+  const std::string name = "_ZN4absl" + std::to_string(ns.size()) + ns + rest;
+  void* f = dlsym(RTLD_NEXT, name.c_str());
+  if (f == nullptr) {
+    std::fprintf(stderr, "tsan annotations: %s not found: %s\n", name.c_str(), dlerror());
+    std::abort();
+  }
+  return reinterpret_cast<F>(f);
+}
+
+constexpr intptr_t kMuWriter = 0x0008;  // absl/synchronization/mutex.cc
+
+// How the calling thread holds `mu`: exclusively (0) or shared.
+unsigned HeldFlags(const absl::Mutex* mu) {
+  const auto* word = reinterpret_cast<const std::atomic<intptr_t>*>(mu);
+  return (word->load(std::memory_order_relaxed) & kMuWriter) != 0 ? 0 : __tsan_mutex_read_lock;
+}
+
+// The real functions call each other through the PLT too (CondVar::WaitWithTimeout calls
+// WaitWithDeadline, for one), which lands here again: only the outermost call of a thread is
+// annotated.
+thread_local int tls_depth = 0;
+
+class Scope {
+ public:
+  Scope() : outer_(tls_depth++ == 0) {}
+  ~Scope() { --tls_depth; }
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+  bool outer() const { return outer_; }
+
+ private:
+  const bool outer_;
+};
+
+// Around a call that releases `mu` while it waits and holds it again on return.
+template <typename F>
+auto Released(absl::Mutex* mu, F wait) {
+  Scope scope;
+  if (!scope.outer()) return wait();
+  const unsigned flags = HeldFlags(mu);
+  __tsan_mutex_pre_unlock(mu, flags);
+  __tsan_mutex_post_unlock(mu, flags);
+  auto result = wait();
+  __tsan_mutex_pre_lock(mu, flags);
+  __tsan_mutex_post_lock(mu, flags, 0);
+  return result;
+}
+
+// Around a call that returns holding `mu` (Lock, LockWhen*).
+template <typename F>
+auto Locking(absl::Mutex* mu, unsigned flags, F lock) {
+  Scope scope;
+  if (!scope.outer()) return lock();
+  __tsan_mutex_pre_lock(mu, flags);
+  auto result = lock();
+  __tsan_mutex_post_lock(mu, flags, 0);
+  return result;
+}
+
+}  // namespace
+
+namespace absl {
+ABSL_NAMESPACE_BEGIN
+
+static_assert(sizeof(Mutex) == sizeof(intptr_t), "absl::Mutex layout changed");
+static_assert(sizeof(Notification) == sizeof(Mutex) + sizeof(intptr_t),
+              "absl::Notification layout changed");
+
+using Cond = const Condition&;
+
+// ---- Mutex ----
+
+// ~Mutex is left alone: gRPC destroys objects whose last reference another thread dropped through
+// an uninstrumented atomic, and a destroy annotation would be reported as racing with that
+// thread's last unlock. Freeing the memory resets TSan's state for the mutex anyway.
+
+void Mutex::Lock() {
+  static const auto real = Real<void (*)(Mutex*)>("5Mutex4LockEv");
+  Locking(this, 0, [&] { return real(this), 0; });
+}
+
+void Mutex::ReaderLock() {
+  static const auto real = Real<void (*)(Mutex*)>("5Mutex10ReaderLockEv");
+  Locking(this, __tsan_mutex_read_lock, [&] { return real(this), 0; });
+}
+
+bool Mutex::TryLock() {
+  static const auto real = Real<bool (*)(Mutex*)>("5Mutex7TryLockEv");
+  Scope scope;
+  if (!scope.outer()) return real(this);
+  __tsan_mutex_pre_lock(this, __tsan_mutex_try_lock);
+  const bool locked = real(this);
+  __tsan_mutex_post_lock(this, locked ? __tsan_mutex_try_lock : __tsan_mutex_try_lock_failed,
+                         0);
+  return locked;
+}
+
+bool Mutex::ReaderTryLock() {
+  static const auto real = Real<bool (*)(Mutex*)>("5Mutex13ReaderTryLockEv");
+  Scope scope;
+  if (!scope.outer()) return real(this);
+  __tsan_mutex_pre_lock(this, __tsan_mutex_try_read_lock);
+  const bool locked = real(this);
+  __tsan_mutex_post_lock(
+      this, locked ? __tsan_mutex_try_read_lock : __tsan_mutex_try_read_lock_failed, 0);
+  return locked;
+}
+
+void Mutex::Unlock() {
+  static const auto real = Real<void (*)(Mutex*)>("5Mutex6UnlockEv");
+  Scope scope;
+  if (!scope.outer()) return real(this);
+  __tsan_mutex_pre_unlock(this, 0);
+  real(this);
+  __tsan_mutex_post_unlock(this, 0);
+}
+
+void Mutex::ReaderUnlock() {
+  static const auto real = Real<void (*)(Mutex*)>("5Mutex12ReaderUnlockEv");
+  Scope scope;
+  if (!scope.outer()) return real(this);
+  __tsan_mutex_pre_unlock(this, __tsan_mutex_read_lock);
+  real(this);
+  __tsan_mutex_post_unlock(this, __tsan_mutex_read_lock);
+}
+
+// LockWhen* hold the mutex on return, whatever they answer.
+void Mutex::LockWhen(Cond cond) {
+  static const auto real = Real<void (*)(Mutex*, Cond)>("5Mutex8LockWhenERKNS0_9ConditionE");
+  Locking(this, 0, [&] { return real(this, cond), 0; });
+}
+
+void Mutex::ReaderLockWhen(Cond cond) {
+  static const auto real =
+      Real<void (*)(Mutex*, Cond)>("5Mutex14ReaderLockWhenERKNS0_9ConditionE");
+  Locking(this, __tsan_mutex_read_lock, [&] { return real(this, cond), 0; });
+}
+
+bool Mutex::LockWhenWithTimeout(Cond cond, Duration timeout) {
+  static const auto real = Real<bool (*)(Mutex*, Cond, Duration)>(
+      "5Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
+  return Locking(this, 0, [&] { return real(this, cond, timeout); });
+}
+
+bool Mutex::LockWhenWithDeadline(Cond cond, Time deadline) {
+  static const auto real = Real<bool (*)(Mutex*, Cond, Time)>(
+      "5Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE");
+  return Locking(this, 0, [&] { return real(this, cond, deadline); });
+}
+
+bool Mutex::ReaderLockWhenWithTimeout(Cond cond, Duration timeout) {
+  static const auto real = Real<bool (*)(Mutex*, Cond, Duration)>(
+      "5Mutex25ReaderLockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
+  return Locking(this, __tsan_mutex_read_lock, [&] { return real(this, cond, timeout); });
+}
+
+bool Mutex::ReaderLockWhenWithDeadline(Cond cond, Time deadline) {
+  static const auto real = Real<bool (*)(Mutex*, Cond, Time)>(
+      "5Mutex26ReaderLockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE");
+  return Locking(this, __tsan_mutex_read_lock, [&] { return real(this, cond, deadline); });
+}
+
+// Await* release the mutex while they wait.
+void Mutex::Await(Cond cond) {
+  static const auto real = Real<void (*)(Mutex*, Cond)>("5Mutex5AwaitERKNS0_9ConditionE");
+  Released(this, [&] { return real(this, cond), 0; });
+}
+
+bool Mutex::AwaitWithTimeout(Cond cond, Duration timeout) {
+  static const auto real = Real<bool (*)(Mutex*, Cond, Duration)>(
+      "5Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE");
+  return Released(this, [&] { return real(this, cond, timeout); });
+}
+
+bool Mutex::AwaitWithDeadline(Cond cond, Time deadline) {
+  static const auto real = Real<bool (*)(Mutex*, Cond, Time)>(
+      "5Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE");
+  return Released(this, [&] { return real(this, cond, deadline); });
+}
+
+// ---- CondVar: a wait releases the mutex and holds it again on return ----
+
+void CondVar::Wait(Mutex* mu) {
+  static const auto real = Real<void (*)(CondVar*, Mutex*)>("7CondVar4WaitEPNS0_5MutexE");
+  Released(mu, [&] { return real(this, mu), 0; });
+}
+
+bool CondVar::WaitWithTimeout(Mutex* mu, Duration timeout) {
+  static const auto real = Real<bool (*)(CondVar*, Mutex*, Duration)>(
+      "7CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE");
+  return Released(mu, [&] { return real(this, mu, timeout); });
+}
+
+bool CondVar::WaitWithDeadline(Mutex* mu, Time deadline) {
+  static const auto real = Real<bool (*)(CondVar*, Mutex*, Time)>(
+      "7CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE");
+  return Released(mu, [&] { return real(this, mu, deadline); });
+}
+
+// ---- Notification: HasBeenNotified() is an inline acquire load of notified_yet_, which Notify()
+// stores in uninstrumented code; a release on that address gives the edge. ----
+
+void Notification::Notify() {
+  static const auto real = Real<void (*)(Notification*)>("12Notification6NotifyEv");
+  __tsan_release(reinterpret_cast<char*>(this) + sizeof(Mutex));
+  real(this);
+}
+
+ABSL_NAMESPACE_END
+}  // namespace absl
+
+// What TSan does not check (read by the TSan runtime at start-up; this library is linked into
+// the executable, whose definition wins over the runtime's weak default): called_from_lib, the
+// accesses that intercepted functions (memcpy, sendmsg, operator new and delete, ...) make on
+// behalf of gRPC and Abseil, the uninstrumented libraries of Debian's gRPC stack. Their threads
+// hand objects to each other through lock-free queues, SpinLocks and atomics TSan cannot see, so
+// every buffer gRPC fills on one thread and sends or frees on another would be reported (each of
+// these libraries was seen doing so). Accesses made by psync's own instrumented code are all
+// still checked, including those to memory these libraries also touch, as are those made
+// through libstdc++ and Protobuf.
+#define PSYNC_UNCHECKED(lib) "called_from_lib:" lib "\n"
+// Also the races of gRPC's callback API that is compiled into psync (templates and inline code of
+// the grpcpp/ headers) with itself: the call objects it creates, hands between its threads and
+// destroys, ordered through its uninstrumented executor. race_top matches only the frame that
+// makes an access, so a race between two psync accesses is never hidden; one between psync code
+// and gRPC's header code on the same memory is.
+extern "C" const char* __tsan_default_suppressions() {
+  return "race:grpc::internal::CallbackBidiHandler<*>::ServerCallbackReaderWriterImpl::~\n"
+         "race_top:/usr/include/grpcpp/\n"
+         PSYNC_UNCHECKED("libgrpc++.so")
+         PSYNC_UNCHECKED("libgrpc++_reflection.so")
+         PSYNC_UNCHECKED("libgrpc.so")
+         PSYNC_UNCHECKED("libgpr.so")
+         PSYNC_UNCHECKED("libaddress_sorting.so")
+         PSYNC_UNCHECKED("libre2.so")
+         PSYNC_UNCHECKED("libupb.so")
+         PSYNC_UNCHECKED("libcares.so")
+         PSYNC_UNCHECKED("libssl.so")
+         PSYNC_UNCHECKED("libcrypto.so")
+         PSYNC_UNCHECKED("libz.so")
+         PSYNC_UNCHECKED("libabsl_bad_any_cast_impl.so")
+         PSYNC_UNCHECKED("libabsl_bad_optional_access.so")
+         PSYNC_UNCHECKED("libabsl_bad_variant_access.so")
+         PSYNC_UNCHECKED("libabsl_base.so")
+         PSYNC_UNCHECKED("libabsl_city.so")
+         PSYNC_UNCHECKED("libabsl_civil_time.so")
+         PSYNC_UNCHECKED("libabsl_cord.so")
+         PSYNC_UNCHECKED("libabsl_cord_internal.so")
+         PSYNC_UNCHECKED("libabsl_cordz_functions.so")
+         PSYNC_UNCHECKED("libabsl_cordz_handle.so")
+         PSYNC_UNCHECKED("libabsl_cordz_info.so")
+         PSYNC_UNCHECKED("libabsl_cordz_sample_token.so")
+         PSYNC_UNCHECKED("libabsl_debugging_internal.so")
+         PSYNC_UNCHECKED("libabsl_demangle_internal.so")
+         PSYNC_UNCHECKED("libabsl_examine_stack.so")
+         PSYNC_UNCHECKED("libabsl_exponential_biased.so")
+         PSYNC_UNCHECKED("libabsl_flags_commandlineflag.so")
+         PSYNC_UNCHECKED("libabsl_flags_commandlineflag_internal.so")
+         PSYNC_UNCHECKED("libabsl_flags_config.so")
+         PSYNC_UNCHECKED("libabsl_flags_internal.so")
+         PSYNC_UNCHECKED("libabsl_flags_marshalling.so")
+         PSYNC_UNCHECKED("libabsl_flags_parse.so")
+         PSYNC_UNCHECKED("libabsl_flags_private_handle_accessor.so")
+         PSYNC_UNCHECKED("libabsl_flags_program_name.so")
+         PSYNC_UNCHECKED("libabsl_flags_reflection.so")
+         PSYNC_UNCHECKED("libabsl_flags_usage.so")
+         PSYNC_UNCHECKED("libabsl_flags_usage_internal.so")
+         PSYNC_UNCHECKED("libabsl_graphcycles_internal.so")
+         PSYNC_UNCHECKED("libabsl_hash.so")
+         PSYNC_UNCHECKED("libabsl_hashtablez_sampler.so")
+         PSYNC_UNCHECKED("libabsl_int128.so")
+         PSYNC_UNCHECKED("libabsl_leak_check.so")
+         PSYNC_UNCHECKED("libabsl_log_severity.so")
+         PSYNC_UNCHECKED("libabsl_low_level_hash.so")
+         PSYNC_UNCHECKED("libabsl_malloc_internal.so")
+         PSYNC_UNCHECKED("libabsl_periodic_sampler.so")
+         PSYNC_UNCHECKED("libabsl_random_distributions.so")
+         PSYNC_UNCHECKED("libabsl_random_internal_platform.so")
+         PSYNC_UNCHECKED("libabsl_random_internal_pool_urbg.so")
+         PSYNC_UNCHECKED("libabsl_random_internal_randen.so")
+         PSYNC_UNCHECKED("libabsl_random_internal_randen_hwaes.so")
+         PSYNC_UNCHECKED("libabsl_random_internal_randen_hwaes_impl.so")
+         PSYNC_UNCHECKED("libabsl_random_internal_randen_slow.so")
+         PSYNC_UNCHECKED("libabsl_random_internal_seed_material.so")
+         PSYNC_UNCHECKED("libabsl_random_seed_gen_exception.so")
+         PSYNC_UNCHECKED("libabsl_random_seed_sequences.so")
+         PSYNC_UNCHECKED("libabsl_raw_hash_set.so")
+         PSYNC_UNCHECKED("libabsl_raw_logging_internal.so")
+         PSYNC_UNCHECKED("libabsl_scoped_set_env.so")
+         PSYNC_UNCHECKED("libabsl_spinlock_wait.so")
+         PSYNC_UNCHECKED("libabsl_stacktrace.so")
+         PSYNC_UNCHECKED("libabsl_status.so")
+         PSYNC_UNCHECKED("libabsl_statusor.so")
+         PSYNC_UNCHECKED("libabsl_str_format_internal.so")
+         PSYNC_UNCHECKED("libabsl_strerror.so")
+         PSYNC_UNCHECKED("libabsl_strings.so")
+         PSYNC_UNCHECKED("libabsl_strings_internal.so")
+         PSYNC_UNCHECKED("libabsl_symbolize.so")
+         PSYNC_UNCHECKED("libabsl_synchronization.so")
+         PSYNC_UNCHECKED("libabsl_throw_delegate.so")
+         PSYNC_UNCHECKED("libabsl_time.so")
+         PSYNC_UNCHECKED("libabsl_time_zone.so");
+}
+
+#endif  // PSYNC_TSAN
