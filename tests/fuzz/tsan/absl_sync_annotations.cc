@@ -3,27 +3,25 @@
 // Debian builds libabsl_synchronization without -fsanitize=thread, so absl::Mutex (a futex-based
 // lock, not a pthread one) carries none of its ABSL_TSAN_MUTEX_* annotations: TSan sees no
 // happens-before edge through it and reports every access guarded by an absl::Mutex as a race.
-// This library, linked into every binary by --config=tsan (--custom_malloc), defines the public
-// entry points of absl::Mutex, absl::CondVar and absl::Notification itself. Each definition tells
+// This library, linked into every executable by --config=tsan (--custom_malloc), defines the
+// public entry points of absl::Mutex, absl::CondVar and absl::Notification itself: each tells
 // TSan what the call does (__tsan_mutex_pre_lock/post_lock, pre_unlock/post_unlock) and calls the
-// real function in libabsl_synchronization.so (dlsym RTLD_NEXT). Because the library precedes
-// libabsl_synchronization.so in the symbol search order, these definitions also interpose the
-// calls made from other shared libraries: gRPC's mutexes and Abseil's own Notification,
-// BlockingCounter and Barrier (which call Mutex::Lock and friends through the PLT).
+// real function in libabsl_synchronization.so (dlsym RTLD_NEXT). An executable's definitions come
+// first in the symbol search order, so they also take the calls made from shared libraries:
+// psync's own, gRPC's mutexes, and Abseil's Notification, BlockingCounter and Barrier (which call
+// Mutex::Lock and friends through the PLT).
 //
-// What remains invisible to TSan: lock-free synchronization inside uninstrumented libraries
-// (gRPC's atomics and lock-free queues); memory accesses inside those libraries are not checked
-// at all. A wait or Await may run with either a reader or a writer lock: the kind is read from
-// the Mutex's state word (kMuWriter, absl/synchronization/mutex.cc).
+// Waits (Await*, CondVar::Wait*) are an unlock followed by a lock that lasts until they return:
+// the Conditions Abseil evaluates meanwhile read state guarded by the mutex. Whether the caller
+// holds a reader or a writer lock is read from the Mutex's state word (kMuWriter).
 //
-// Only for TSan builds; built as an empty library otherwise.
-#if defined(__SANITIZE_THREAD__)  // gcc
-#define PSYNC_TSAN 1
-#elif defined(__has_feature)  // clang
-#if __has_feature(thread_sanitizer)
-#define PSYNC_TSAN 1
-#endif
-#endif
+// What stays invisible to TSan: synchronization inside uninstrumented libraries that does not go
+// through absl::Mutex (gRPC's atomics, lock-free queues and executor); memory accesses inside
+// those libraries are not checked at all. __tsan_default_suppressions below lists what follows
+// from that.
+//
+// --config=tsan defines PSYNC_TSAN for this file (it undefines __SANITIZE_THREAD__, see
+// .bazelrc); other configs build an empty library.
 #ifdef PSYNC_TSAN
 
 #include <dlfcn.h>
@@ -91,8 +89,10 @@ auto Released(absl::Mutex* mu, F wait) {
   const unsigned flags = HeldFlags(mu);
   __tsan_mutex_pre_unlock(mu, flags);
   __tsan_mutex_post_unlock(mu, flags);
-  auto result = wait();
+  // The wait ends holding `mu`, and the Conditions it evaluates on the way read state guarded by
+  // `mu`: from here on it is a lock operation (whose accesses TSan ignores until post_lock).
   __tsan_mutex_pre_lock(mu, flags);
+  auto result = wait();
   __tsan_mutex_post_lock(mu, flags, 0);
   return result;
 }
