@@ -26,15 +26,18 @@ absl::Status AsyncLink::Enqueue(Report report) {
 }
 
 absl::Status AsyncLink::ReportStaged(uint64_t step, uint32_t chunk, absl::string_view optimizer) {
-  std::string name(optimizer);
-  return Enqueue({absl::StrCat("Staged of step ", step, " chunk ", chunk, " ", name),
-                  [this, step, chunk, name] { return link_->ReportStaged(step, chunk, name); }});
+  psync::v1::Staged staged;
+  staged.set_step(step);
+  staged.set_chunk(chunk);
+  staged.set_optimizer(std::string(optimizer));
+  return Enqueue({absl::StrCat("Staged of step ", step, " chunk ", chunk, " ", optimizer),
+                  std::move(staged), nullptr});
 }
 
 absl::Status AsyncLink::ReportSyncDone(uint64_t step, uint32_t chunk,
                                        std::vector<psync::v1::GroupChecksum> checksums,
                                        uint32_t executions) {
-  return Enqueue({absl::StrCat("SyncDone of step ", step, " chunk ", chunk),
+  return Enqueue({absl::StrCat("SyncDone of step ", step, " chunk ", chunk), std::nullopt,
                   [this, step, chunk, checksums = std::move(checksums), executions] {
                     return link_->ReportSyncDone(step, chunk, checksums, executions);
                   }});
@@ -68,6 +71,7 @@ absl::Status AsyncLink::Flush() {
 void AsyncLink::SendLoop() {
   for (;;) {
     Report report;
+    std::vector<psync::v1::Staged> batch;  // the check-ins at the front of the queue
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]()
@@ -76,9 +80,23 @@ void AsyncLink::SendLoop() {
       if (queue_.empty()) return;  // stopping
       report = std::move(queue_.front());
       queue_.pop_front();
+      if (report.staged.has_value()) {
+        batch.push_back(std::move(*report.staged));
+        while (!queue_.empty() && queue_.front().staged.has_value()) {
+          batch.push_back(std::move(*queue_.front().staged));
+          queue_.pop_front();
+        }
+        if (batch.size() > 1) {
+          absl::StrAppend(&report.what, " (with ", batch.size() - 1, " more check-ins)");
+        }
+      }
       sending_ = true;
     }
-    absl::Status status = report.send();
+    absl::Status status = batch.empty() ? report.send()
+                          : batch.size() == 1
+                              ? link_->ReportStaged(batch[0].step(), batch[0].chunk(),
+                                                    batch[0].optimizer())
+                              : link_->ReportStagedBatch(batch);
     absl::MutexLock lock(&mu_);
     sending_ = false;
     if (!status.ok() && error_.ok()) {

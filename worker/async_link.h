@@ -3,7 +3,9 @@
 //
 // What: ReportStaged() and ReportSyncDone() queue the report and return at once; one sender thread
 // passes the reports to the wrapped link in the order they were queued (so a SyncDone of step s
-// still reaches the coordinator before the check-ins of step s + 1). WaitForDirective() waits on
+// still reaches the coordinator before the check-ins of step s + 1). Check-ins queued one after
+// another while the sender waited for an answer go out together as one ReportStagedBatch, so a
+// burst of check-ins costs one round trip, not one each. WaitForDirective() waits on
 // the wrapped link directly: a chunk's directive comes once every contributor's check-in, queued
 // earlier, was sent and applied.
 //
@@ -21,6 +23,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,6 +56,8 @@ class AsyncLink final : public CoordinatorLink {
  private:
   struct Report {
     std::string what;  // for error messages
+    // A check-in (merged with the check-ins queued right after it), or any other report (`send`).
+    std::optional<psync::v1::Staged> staged;
     std::function<absl::Status()> send;
   };
 

@@ -12,11 +12,19 @@ namespace psync {
 namespace worker {
 namespace {
 
-// Records reports; the report named `fail_on` is refused; reports block while `gate` is closed.
+// Records reports; the report named `fail_on` is refused; reports block while `gate` is closed
+// (`entered` is notified when the first report reaches the link).
 class RecordingLink final : public CoordinatorLink {
  public:
   absl::Status ReportStaged(uint64_t step, uint32_t chunk, absl::string_view optimizer) override {
     return Record(absl::StrCat("staged ", step, " ", chunk, " ", optimizer));
+  }
+  absl::Status ReportStagedBatch(const std::vector<psync::v1::Staged>& items) override {
+    std::string what = "batch";
+    for (const psync::v1::Staged& item : items) {
+      absl::StrAppend(&what, " [", item.step(), " ", item.chunk(), " ", item.optimizer(), "]");
+    }
+    return Record(what);
   }
   absl::Status ReportSyncDone(uint64_t step, uint32_t chunk,
                               std::vector<psync::v1::GroupChecksum> checksums,
@@ -42,9 +50,14 @@ class RecordingLink final : public CoordinatorLink {
   std::string fail_on;
   absl::Status directive_status = absl::OkStatus();
   absl::Notification gate;
+  absl::Notification entered;
 
  private:
   absl::Status Record(std::string what) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!entered.HasBeenNotified()) entered.Notify();
+    }
     gate.WaitForNotification();
     absl::MutexLock lock(&mu_);
     log_.push_back(what);
@@ -61,24 +74,32 @@ TEST(AsyncLinkTest, ReportsReturnAtOnceAndAreSentInOrder) {
   AsyncLink link(&inner);
   // The wrapped link blocks, yet the reports return.
   EXPECT_TRUE(link.ReportStaged(0, 0, "dense").ok());
+  inner.entered.WaitForNotification();  // the sender holds the first check-in
+  EXPECT_TRUE(link.ReportStaged(0, 1, "dense").ok());
   EXPECT_TRUE(link.ReportStaged(0, 0, "expert").ok());
+  EXPECT_TRUE(link.ReportStaged(0, 1, "expert").ok());
   psync::v1::GroupChecksum checksum;
   checksum.set_group("dp");
   EXPECT_TRUE(link.ReportSyncDone(0, 0, {checksum}, 1).ok());
   EXPECT_TRUE(link.ReportStaged(1, 0, "dense").ok());
   inner.gate.Notify();
   EXPECT_TRUE(link.Flush().ok());
-  EXPECT_EQ(inner.log(), (std::vector<std::string>{"staged 0 0 dense", "staged 0 0 expert",
-                                                   "done 0 0 x1 c1", "staged 1 0 dense"}));
+  // The check-ins queued behind the first one went out as one batch; the SyncDone is not merged
+  // and the check-in after it is not moved before it.
+  EXPECT_EQ(inner.log(),
+            (std::vector<std::string>{"staged 0 0 dense",
+                                      "batch [0 1 dense] [0 0 expert] [0 1 expert]",
+                                      "done 0 0 x1 c1", "staged 1 0 dense"}));
 }
 
 TEST(AsyncLinkTest, TheFirstRefusalIsReturnedFromThenOn) {
   RecordingLink inner;
   inner.fail_on = "staged 0 1 dense";
-  inner.gate.Notify();
   AsyncLink link(&inner);
   EXPECT_TRUE(link.ReportStaged(0, 0, "dense").ok());
+  inner.entered.WaitForNotification();
   EXPECT_TRUE(link.ReportStaged(0, 1, "dense").ok());
+  inner.gate.Notify();
   const absl::Status flushed = link.Flush();
   EXPECT_EQ(flushed.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(flushed.message().find("Staged of step 0 chunk 1 dense: refused"), std::string::npos)

@@ -13,6 +13,9 @@ class ClientLink final : public CoordinatorLink {
   absl::Status ReportStaged(uint64_t step, uint32_t chunk, absl::string_view optimizer) override {
     return client_->ReportStaged(step, chunk, optimizer);
   }
+  absl::Status ReportStagedBatch(const std::vector<psync::v1::Staged>& items) override {
+    return client_->ReportStagedBatch(items);
+  }
 
   absl::Status ReportSyncDone(uint64_t step, uint32_t chunk,
                               std::vector<psync::v1::GroupChecksum> checksums,

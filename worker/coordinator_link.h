@@ -30,6 +30,14 @@ class CoordinatorLink {
 
   // `optimizer` of this rank staged `chunk` for `step`.
   virtual absl::Status ReportStaged(uint64_t step, uint32_t chunk, absl::string_view optimizer) = 0;
+  // Several check-ins in one report, applied all or none. The default sends them one by one.
+  virtual absl::Status ReportStagedBatch(const std::vector<psync::v1::Staged>& items) {
+    for (const psync::v1::Staged& item : items) {
+      absl::Status status = ReportStaged(item.step(), item.chunk(), item.optimizer());
+      if (!status.ok()) return status;
+    }
+    return absl::OkStatus();
+  }
   // This rank ran the param sync of (step, chunk) `executions` times so far (>= 1); one checksum
   // per sync group (may be empty).
   virtual absl::Status ReportSyncDone(uint64_t step, uint32_t chunk,

@@ -123,7 +123,8 @@ void ExpectDenseZeroed(const std::vector<RankRun>& runs) {
       EXPECT_FALSE(r.verified);
       for (int c = 0; c < kChunks; ++c) {
         const WeightDiff& dense = r.final_diff[c][static_cast<int>(ParamKind::kDense)];
-        EXPECT_EQ(dense.zeroed, dense.elements) << dense.Describe();
+        EXPECT_EQ(dense.actual_zeros, dense.elements) << dense.Describe();
+        EXPECT_EQ(dense.zeroed, dense.mismatched) << dense.Describe();
       }
     }
   }

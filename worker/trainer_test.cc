@@ -143,7 +143,8 @@ TEST(TrainerTest, NaiveSyncsTwicePerChunkAndZeroesTheDenseWeights) {
       ASSERT_EQ(r.final_diff.size(), static_cast<size_t>(kChunks));
       for (int c = 0; c < kChunks; ++c) {
         const WeightDiff& dense = r.final_diff[c][static_cast<int>(ParamKind::kDense)];
-        EXPECT_EQ(dense.zeroed, dense.elements) << dense.Describe();
+        EXPECT_EQ(dense.actual_zeros, dense.elements) << dense.Describe();
+        EXPECT_EQ(dense.zeroed, dense.mismatched) << dense.Describe();
         EXPECT_TRUE(r.final_diff[c][static_cast<int>(ParamKind::kExpert)].ok());
       }
       // The first execution of each chunk ran before the expert optimizer staged, and left

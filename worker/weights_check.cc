@@ -28,6 +28,7 @@ WeightDiff CompareWeights(absl::Span<const float> actual, absl::Span<const float
   for (size_t i = 0; i < expected.size() && i < actual.size(); ++i) {
     const float a = actual[i];
     const float e = expected[i];
+    if (a == 0.0f) ++d.actual_zeros;
     if (a == e) continue;
     const bool finite = std::isfinite(a);
     const double error = std::fabs(static_cast<double>(a) - static_cast<double>(e));

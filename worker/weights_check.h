@@ -27,6 +27,9 @@ struct WeightDiff {
   int64_t zeroed = 0;
   // Mismatched elements that are NaN or +-Inf.
   int64_t nonfinite = 0;
+  // Elements of `actual` that are exactly zero, mismatched or not (a weight whose expected value
+  // is 0 too is not a mismatch, but still a zero: MXFP8 flushes small values of a block to 0).
+  int64_t actual_zeros = 0;
   // Largest |actual - expected| over the finite mismatched elements.
   double max_abs_error = 0.0;
   // The first mismatched element (-1 when none).

@@ -50,6 +50,7 @@ TEST(CompareWeightsTest, CountsZeroedNonFiniteAndTheLargestError) {
   EXPECT_EQ(d.elements, 8);
   EXPECT_EQ(d.mismatched, 5);
   EXPECT_EQ(d.zeroed, 2);
+  EXPECT_EQ(d.actual_zeros, 3);  // the last zero was expected
   EXPECT_EQ(d.nonfinite, 2);
   EXPECT_DOUBLE_EQ(d.max_abs_error, 2.0);
   EXPECT_EQ(d.first_mismatch, 0);
