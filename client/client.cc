@@ -7,6 +7,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/resume_tracker.h"
 
 namespace psync {
 namespace {
@@ -127,7 +128,6 @@ absl::Status Client::ReportStaged(uint64_t step, uint32_t chunk, absl::string_vi
 absl::Status Client::ReportStagedBatch(std::vector<psync::v1::Staged> items) {
   psync::v1::SessionUp up;
   psync::v1::StagedBatch* batch = up.mutable_staged();
-  batch->set_generation(generation_);
   for (psync::v1::Staged& item : items) *batch->add_items() = std::move(item);
   return SendAndWait(std::move(up));
 }
@@ -140,7 +140,6 @@ absl::Status Client::SkipStep(uint64_t step, absl::string_view reason) {
   }
   psync::v1::SessionUp up;
   psync::v1::SkipStep* skip = up.mutable_skip();
-  skip->set_generation(generation_);
   skip->set_step(step);
   skip->set_reason(std::string(reason));
   absl::Status status = SendAndWait(std::move(up));
@@ -160,7 +159,6 @@ absl::Status Client::ReportSyncDone(uint64_t step, uint32_t chunk,
                                     uint32_t executions) {
   psync::v1::SessionUp up;
   psync::v1::SyncDoneBatch* batch = up.mutable_sync_done();
-  batch->set_generation(generation_);
   psync::v1::SyncDone* item = batch->add_items();
   item->set_step(step);
   item->set_chunk(chunk);
@@ -177,6 +175,7 @@ absl::Status Client::SendAndWait(psync::v1::SessionUp up) {
   const uint64_t id = next_request_id_++;
   call.up = std::move(up);
   call.up.set_request_id(id);
+  SetMessageGeneration(&call.up, generation_);
   calls_.emplace(id, &call);
   auto settled = [this, &call]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return call.done || state_ == State::kFailed || closing_;
@@ -273,7 +272,17 @@ absl::StatusOr<psync::v1::JoinResponse> Client::Join() {
     if (closing_) return absl::CancelledError("the client is closing");
     unary_context_ = &context;
   }
-  const grpc::Status status = stub_->Join(&context, options_.plan, &response);
+  psync::v1::JoinRequest request = options_.plan;
+  {
+    // A rank that was running re-announces its step: if the coordinator restarted and lost the
+    // job, it rebuilds the same decisions from the ranks' resumes; otherwise it ignores it.
+    absl::MutexLock lock(&mu_);
+    if (joined_) {
+      std::optional<psync::v1::Resume> resume = progress_.Build(generation_);
+      if (resume.has_value()) *request.mutable_resume() = std::move(*resume);
+    }
+  }
+  const grpc::Status status = stub_->Join(&context, request, &response);
   {
     absl::MutexLock lock(&mu_);
     unary_context_ = nullptr;
@@ -297,19 +306,28 @@ absl::Status Client::OpenSession(bool* retry) {
     first_join = !joined_;
   }
   if (first_join) {
-    // Written before attached_once_ is set under mu_, which Connect() waits for.
-    generation_ = response.generation();
-    next_step_ = response.next_step();
-    session_id_ = response.session_id();
-    notices_.SetGeneration(generation_);
+    next_step_ = response.next_step();  // before attached_once_, which Connect() waits for
+    notices_.SetGeneration(response.generation());
     absl::MutexLock lock(&mu_);
+    generation_ = response.generation();
+    session_id_ = response.session_id();
     joined_ = true;
-  } else if (response.generation() != generation_) {
+  } else if (response.generation() != generation() && response.resumed()) {
+    // The coordinator restarted and continued this rank's run in a new generation: carry on.
+    // Messages not yet answered go out again under the new generation; directives already here
+    // stay (the new coordinator's repeats of them are duplicates).
+    notices_.ContinueGeneration(response.generation());
+    absl::MutexLock lock(&mu_);
+    generation_ = response.generation();
+    session_id_ = response.session_id();
+    for (auto& [id, call] : calls_) SetMessageGeneration(&call->up, generation_);
+    ++stats_.resumes;
+  } else if (response.generation() != generation()) {
     *retry = false;
     return absl::AbortedError(absl::StrCat(
         "rank ", rank(), " of job '", job_id(), "' joined again after its Session broke and got ",
         "generation ", response.generation(), ", but this client belongs to generation ",
-        generation_, ": the job moved on; connect a new client and restage"));
+        generation(), ": the job moved on; connect a new client and restage"));
   }
 
   session_context_ = std::make_unique<grpc::ClientContext>();
@@ -327,7 +345,7 @@ absl::Status Client::OpenSession(bool* retry) {
   psync::v1::Attach* a = attach.mutable_attach();
   a->set_job_id(job_id());
   a->set_rank(rank());
-  a->set_generation(generation_);
+  a->set_generation(response.generation());
   a->set_session_id(response.session_id());
 
   // Starting the call may wait for the channel; Close() cancels it through stream_context_.
@@ -411,6 +429,7 @@ Client::AckKind Client::HandleAck(const psync::v1::Ack& ack) {
   if (it != calls_.end() && !it->second->done) {
     it->second->done = true;
     it->second->status = status;
+    if (status.ok()) progress_.OnAcknowledged(it->second->up);
   }
   return AckKind::kCall;
 }
@@ -420,7 +439,11 @@ void Client::Notify(const psync::v1::SessionDown& down) {
   std::shared_ptr<const std::function<void(const psync::v1::SessionDown&)>> handler;
   {
     absl::MutexLock lock(&mu_);
-    if (down.has_step_skipped()) skip_votes_.erase(down.step_skipped().step());
+    if (down.has_step_skipped()) {
+      skip_votes_.erase(down.step_skipped().step());
+      progress_.OnStepSkipped(down.step_skipped().step());
+    }
+    if (down.has_directive()) progress_.OnDirective(down.directive().step(), down.directive().chunk());
     handler = handler_;
   }
   if (handler != nullptr) (*handler)(down);
@@ -453,7 +476,7 @@ void Client::RecoverSkips() {
     unary_context_ = nullptr;
   }
   // An aborted generation's Abort notice is on its way (the coordinator sends it on attach).
-  if (!rpc.ok() || status.generation() != generation_ || status.state() == "ABORTED") return;
+  if (!rpc.ok() || status.generation() != generation() || status.state() == "ABORTED") return;
   std::vector<uint64_t> settled;
   {
     absl::MutexLock lock(&mu_);
@@ -468,7 +491,7 @@ void Client::RecoverSkips() {
       ++stats_.skips_recovered;  // before the waiters wake
     }
     psync::v1::SessionDown down;
-    down.mutable_step_skipped()->set_generation(generation_);
+    down.mutable_step_skipped()->set_generation(generation());
     down.mutable_step_skipped()->set_step(step);
     Notify(down);
   }

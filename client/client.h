@@ -43,8 +43,17 @@
 //    generation (ABORTED: the job moved on while this rank was away, and the coordinator placed
 //    this incarnation in the new generation; connect a new Client with the same incarnation and
 //    restage).
-//  * Acknowledged check-ins are not re-announced: a coordinator that lost its state answers with
-//    its own status codes.
+//  * Coordinator restart (it keeps no state on disk). Every re-Join carries a Resume (see
+//    client/resume_tracker.h): the rank's current step, its acknowledged check-ins and SyncDones
+//    of that step, and the chunks whose directive it holds. A coordinator that still knows the
+//    rank ignores it. A restarted one rebuilds the job from the ranks' resumes in the next
+//    generation and answers `resumed`: the client then carries on in that generation (stats()
+//    .resumes): unanswered messages are sent again with the new generation, directives already
+//    received stay (the new coordinator's repeats are dropped as duplicates), and the coordinator
+//    re-issues only the directives not yet executed. The training loop sees nothing but a delay.
+//    Not covered: a SkipStep vote that was acknowledged but whose StepSkipped had not arrived
+//    when the coordinator died (the resume has no field for it; the skip then waits for the call's
+//    timeout).
 //
 // Thread-safety. All methods are thread-safe; several threads (e.g. the dense and the expert
 // optimizer) may report concurrently; messages are written one at a time by the client's writer
@@ -76,6 +85,7 @@
 #include "absl/time/time.h"
 #include "client/backoff.h"
 #include "client/notice_queue.h"
+#include "client/resume_tracker.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
 #include "proto/psync/v1/coordinator.pb.h"
@@ -113,6 +123,7 @@ struct ClientStats {
   uint64_t reconnects = 0;                    // successful attaches after the first one
   uint64_t messages_resent = 0;               // messages sent again on a new stream
   uint64_t skips_recovered = 0;               // StepSkipped settled after a re-attach
+  uint64_t resumes = 0;  // re-joins a restarted coordinator answered with `resumed`
 };
 
 class Client {
@@ -162,10 +173,18 @@ class Client {
   // while another closes returns when that one is done.
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The generation of the current Join (changes only when a restarted coordinator resumed the
+  // rank) and its session id.
+  uint64_t generation() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return generation_;
+  }
+  std::string session_id() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return session_id_;
+  }
   // From the Join that Connect() made; constant afterwards.
-  uint64_t generation() const { return generation_; }
   uint64_t next_step() const { return next_step_; }
-  const std::string& session_id() const { return session_id_; }
   uint32_t rank() const { return options_.plan.rank(); }
   const std::string& job_id() const { return options_.plan.job_id(); }
   const std::string& incarnation() const { return options_.plan.incarnation(); }
@@ -224,14 +243,12 @@ class Client {
   void WriteLoop() ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
   bool HasUnsent() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Constant after construction (generation_, next_step_ and session_id_ are set by the first
-  // attach, before Connect() returns the client).
+  // Constant after construction (next_step_ is set by the first join, before Connect() returns
+  // the client).
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<psync::v1::Coordinator::Stub> stub_;
-  uint64_t generation_ = 0;
   uint64_t next_step_ = 0;
-  std::string session_id_;
 
   NoticeQueue notices_;
 
@@ -240,6 +257,10 @@ class Client {
   absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
 
   mutable absl::Mutex mu_;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string session_id_ ABSL_GUARDED_BY(mu_);
+  // What this rank did in its current step, for the Resume of a re-Join.
+  ResumeTracker progress_ ABSL_GUARDED_BY(mu_);
   State state_ ABSL_GUARDED_BY(mu_) = State::kDisconnected;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;  // Close() finished

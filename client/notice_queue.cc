@@ -17,6 +17,13 @@ void NoticeQueue::SetGeneration(uint64_t generation) {
   abort_.reset();
 }
 
+void NoticeQueue::ContinueGeneration(uint64_t generation) {
+  absl::MutexLock lock(&mu_);
+  generation_ = generation;
+  for (auto& [key, directive] : ready_) directive.set_generation(generation);
+  abort_.reset();
+}
+
 NoticeQueue::AddResult NoticeQueue::Add(const psync::v1::SessionDown& notice) {
   absl::MutexLock lock(&mu_);
   switch (notice.kind_case()) {

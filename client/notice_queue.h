@@ -51,6 +51,11 @@ class NoticeQueue {
   // previous generation (including its abort); counters are kept.
   void SetGeneration(uint64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The coordinator restarted and continues this rank's run in `generation`: what was kept stays
+  // (directives seen and not yet handed out, skips), now under `generation`, so a directive the
+  // new coordinator sends again is a duplicate. The old generation's abort, if any, is forgotten.
+  void ContinueGeneration(uint64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Records one notice. kAccepted: new and kept (waiters wake). kDuplicate: a directive already
   // seen. kStale: another generation. kIgnored: an Ack or an empty message (not a notice).
   AddResult Add(const psync::v1::SessionDown& notice) ABSL_LOCKS_EXCLUDED(mu_);

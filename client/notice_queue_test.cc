@@ -150,6 +150,24 @@ TEST(NoticeQueueTest, NewGenerationForgetsTheOldOne) {
   EXPECT_TRUE(queue.WaitForDirective(0, 0, Past()).ok());
 }
 
+TEST(NoticeQueueTest, AContinuedGenerationKeepsWhatWasSeen) {
+  NoticeQueue q;
+  q.SetGeneration(3);
+  EXPECT_EQ(q.Add(Directive(3, 5, 0, 1)), AddResult::kAccepted);  // not handed out yet
+  EXPECT_EQ(q.Add(Directive(3, 5, 1, 2)), AddResult::kAccepted);
+  ASSERT_TRUE(q.WaitForDirective(5, 1, Past()).ok());              // handed out
+  q.ContinueGeneration(4);
+  // The restarted coordinator sends both again: duplicates.
+  EXPECT_EQ(q.Add(Directive(4, 5, 0, 1)), AddResult::kDuplicate);
+  EXPECT_EQ(q.Add(Directive(4, 5, 1, 1)), AddResult::kDuplicate);
+  EXPECT_EQ(q.Add(Directive(3, 5, 2, 3)), AddResult::kStale);
+  absl::StatusOr<psync::v1::SyncDirective> d = q.WaitForDirective(5, 0, Past());
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->generation(), 4u);
+  EXPECT_EQ(q.WaitForDirective(5, 1, Past()).status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(q.Add(Directive(4, 5, 2, 2)), AddResult::kAccepted);
+}
+
 TEST(NoticeQueueTest, WindowBoundsMemory) {
   NoticeQueue queue(/*window_steps=*/4);
   queue.SetGeneration(1);

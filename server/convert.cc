@@ -25,6 +25,8 @@ core::RankPlan RankPlanFromProto(const v1::JoinRequest& request) {
     }
     resume.synced_chunks.assign(request.resume().synced_chunks().begin(),
                                 request.resume().synced_chunks().end());
+    resume.released_chunks.assign(request.resume().released_chunks().begin(),
+                                  request.resume().released_chunks().end());
     plan.resume = std::move(resume);
   }
   for (const v1::ChunkPlan& c : request.chunks()) {

@@ -17,6 +17,7 @@ grpc::ServerUnaryReactor* CoordinatorService::Join(grpc::CallbackServerContext* 
     response->set_generation(result->generation);
     response->set_session_id(result->session_id);
     response->set_next_step(result->next_step);
+    response->set_resumed(result->resumed);
   }
   reactor->Finish(ToGrpcStatus(result.status()));
   return reactor;

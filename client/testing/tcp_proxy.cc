@@ -109,13 +109,32 @@ int TcpProxy::connections_accepted() const {
   return accepted_;
 }
 
+absl::Status TcpProxy::SetUpstream(const std::string& upstream) {
+  const size_t colon = upstream.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(upstream.substr(colon + 1), &port)) {
+    return absl::InvalidArgumentError(absl::StrCat("upstream '", upstream, "' is not HOST:PORT"));
+  }
+  absl::MutexLock lock(&mu_);
+  upstream_host_ = upstream.substr(0, colon);
+  upstream_port_ = port;
+  return absl::OkStatus();
+}
+
 int TcpProxy::ConnectUpstream() const {
+  std::string host;
+  int port;
+  {
+    absl::MutexLock lock(&mu_);
+    host = upstream_host_;
+    port = upstream_port_;
+  }
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(upstream_port_));
-  if (inet_pton(AF_INET, upstream_host_.c_str(), &addr.sin_addr) != 1 ||
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1 ||
       connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     close(fd);
     return -1;

@@ -38,6 +38,9 @@ class TcpProxy {
   void BreakConnections() ABSL_LOCKS_EXCLUDED(mu_);
   void BlackholeConnections() ABSL_LOCKS_EXCLUDED(mu_);
   void SetRefusing(bool refusing) ABSL_LOCKS_EXCLUDED(mu_);
+  // New connections go to `upstream` ("127.0.0.1:PORT") from now on (e.g. a restarted
+  // coordinator on another port); current ones are left as they are. INVALID_ARGUMENT if malformed.
+  absl::Status SetUpstream(const std::string& upstream) ABSL_LOCKS_EXCLUDED(mu_);
   int connections_accepted() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
@@ -51,17 +54,17 @@ class TcpProxy {
 
   TcpProxy(int listen_fd, int port, std::string upstream_host, int upstream_port);
   void AcceptLoop();
-  int ConnectUpstream() const;
+  int ConnectUpstream() const ABSL_LOCKS_EXCLUDED(mu_);
   static void Pump(int from, int to, const std::atomic<bool>* blackholed);
 
   // Constant after construction.
   const int listen_fd_;
   const int port_;
-  const std::string upstream_host_;
-  const int upstream_port_;
   int wake_fds_[2] = {-1, -1};  // a pipe: a byte written stops AcceptLoop
 
   mutable absl::Mutex mu_;
+  std::string upstream_host_ ABSL_GUARDED_BY(mu_);
+  int upstream_port_ ABSL_GUARDED_BY(mu_);
   bool refusing_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int accepted_ ABSL_GUARDED_BY(mu_) = 0;

@@ -147,7 +147,8 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
     state_ = JobState::kRunning;
     Reconcile(now, out);
   }
-  return JoinResult{generation_, state.session_id, ranks_[plan.rank].step, false};
+  return JoinResult{generation_, state.session_id, ranks_[plan.rank].step, false,
+                    plan.resume.has_value()};
 }
 
 void JobTracker::ApplyResume(RankId rank, const ResumeState& resume, absl::Time now,
@@ -167,11 +168,15 @@ void JobTracker::ApplyResume(RankId rank, const ResumeState& resume, absl::Time 
     cs.done.emplace(rank, std::vector<GroupChecksum>());
     cs.synced_before = true;
   }
+  for (ChunkId chunk : resume.released_chunks) {
+    steps_[resume.step].chunks[chunk].synced_before = true;
+  }
   Event e = MakeEvent(EventKind::kJoin, now);
   e.rank = rank;
   e.step = resume.step;
   e.detail = absl::StrCat("resumed at step ", resume.step, " with ", resume.staged.size(),
-                          " check-ins and ", resume.synced_chunks.size(), " synced chunks");
+                          " check-ins, ", resume.synced_chunks.size(), " synced and ",
+                          resume.released_chunks.size(), " released chunks");
   out->events.push_back(std::move(e));
 }
 
@@ -589,7 +594,9 @@ absl::Status JobTracker::CheckSyncDone(RankId rank, size_t i, const SyncDoneItem
   }
   // A member that contributes nothing to a chunk can receive its directive for a later step
   // while it still finishes its own step: that SyncDone is accepted.
-  if (item.step > current && (cs == nullptr || !cs->released)) {
+  // A chunk a resuming rank re-announced was released by the coordinator before a restart.
+  const bool released = cs != nullptr && (cs->released || cs->synced_before);
+  if (item.step > current && !released) {
     return absl::FailedPreconditionError(absl::StrCat(
         where, ": SyncDone before the directive: step ", item.step, " chunk ", item.chunk,
         " has not been released (rank ", rank, " is at step ", current, ")"));
@@ -599,7 +606,7 @@ absl::Status JobTracker::CheckSyncDone(RankId rank, size_t i, const SyncDoneItem
                                               " is before the oldest retained step ",
                                               steps_.empty() ? current : steps_.begin()->first));
   }
-  if (cs == nullptr || !cs->released) {
+  if (!released) {
     // A rank that executed a sync nobody released gathered buffers not every contributor staged.
     std::vector<std::string> missing;
     for (const Contributor& who : plan_.chunk(item.chunk).contributors) {

@@ -60,6 +60,7 @@ struct JoinResult {
   std::string session_id;
   Step next_step = 0;
   bool reconnect = false;  // same incarnation joined again
+  bool resumed = false;    // the plan's resume was applied (see RankPlan::resume)
 };
 
 struct ChunkSnapshot {

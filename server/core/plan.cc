@@ -129,11 +129,15 @@ absl::Status ValidateRankPlan(const RankPlan& plan, const PlanLimits& limits) {
                                     "' is not declared in this plan"));
       }
     }
-    for (size_t i = 0; i < resume.synced_chunks.size(); ++i) {
-      const ChunkId chunk = resume.synced_chunks[i];
-      if (seen_chunks.count(chunk) == 0) {
-        return Invalid(absl::StrCat("resume.synced_chunks[", i, "]"),
-                       absl::StrCat("chunk ", chunk, " is not a chunk of this plan"));
+    for (const auto* list : {&resume.synced_chunks, &resume.released_chunks}) {
+      const char* field =
+          list == &resume.synced_chunks ? "resume.synced_chunks" : "resume.released_chunks";
+      for (size_t i = 0; i < list->size(); ++i) {
+        const ChunkId chunk = (*list)[i];
+        if (seen_chunks.count(chunk) == 0) {
+          return Invalid(absl::StrCat(field, "[", i, "]"),
+                         absl::StrCat("chunk ", chunk, " is not a chunk of this plan"));
+        }
       }
     }
   }

@@ -103,6 +103,51 @@ TEST(RecoveryTest, RankAheadCountsAsStagedAndSyncedForTheStepItFinished) {
   EXPECT_EQ(snap.chunks[0].missing[0].rank, 1u);
 }
 
+TEST(RecoveryTest, AReleasedChunkIsNotEarlyWhenItsSyncDoneComesBeforeTheOtherRanksResume) {
+  JobTracker tracker("j", TrackerOptions());
+  // Rank 0 had the directive of step 5 chunk 0 when the coordinator died; it executes the sync and
+  // reports it while rank 1 has not re-joined yet. Rank 1 had staged chunk 0 and not synced.
+  ResumeState r0{7, 5, {{0, "dense"}, {1, "dense"}, {1, "expert"}}, {}};
+  r0.released_chunks = {0};
+  Decisions d;
+  auto j0 = tracker.Join(Plan(0, r0), kNow, &d);
+  ASSERT_TRUE(j0.ok()) << j0.status();
+  EXPECT_TRUE(j0->resumed);
+  EXPECT_EQ(j0->generation, 8u);
+  SyncDoneItem c0{5, 0, {GroupChecksum{"dp", 42}}};
+  Decisions early;
+  ASSERT_TRUE(tracker.SyncDone(0, 8, {&c0, 1}, kNow, &early).ok())
+      << "the release happened before the restart";
+  for (const Event& e : early.events) EXPECT_NE(e.kind, EventKind::kViolation) << e.detail;
+  // A chunk nobody re-announced is still refused before its release.
+  SyncDoneItem c1{5, 1, {}};
+  Decisions refused;
+  EXPECT_EQ(tracker.SyncDone(0, 8, {&c1, 1}, kNow, &refused).code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  ResumeState r1{7, 5, {{0, "dense"}, {1, "dense"}}, {}};
+  Decisions last;
+  auto j1 = tracker.Join(Plan(1, r1), kNow, &last);
+  ASSERT_TRUE(j1.ok()) << j1.status();
+  EXPECT_TRUE(j1->resumed);
+  EXPECT_EQ(j1->generation, 8u) << "the generation the first resuming rank opened";
+  // Chunk 0 goes to rank 1 only: rank 0 reported its SyncDone already.
+  EXPECT_THAT(Directives(last), ElementsAre(std::make_tuple(1u, 5u, 0u)));
+  Decisions done;
+  SyncDoneItem c0_r1{5, 0, {GroupChecksum{"dp", 42}}};
+  ASSERT_TRUE(tracker.SyncDone(1, 8, {&c0_r1, 1}, kNow, &done).ok());
+  for (const Event& e : done.events) EXPECT_NE(e.kind, EventKind::kViolation) << e.detail;
+}
+
+TEST(RecoveryTest, AJoinWithoutResumeIsNotResumed) {
+  JobTracker tracker("j", TrackerOptions());
+  Decisions d;
+  auto j0 = tracker.Join(Plan(0, std::nullopt), kNow, &d);
+  ASSERT_TRUE(j0.ok()) << j0.status();
+  EXPECT_FALSE(j0->resumed);
+  EXPECT_EQ(j0->generation, 1u);
+}
+
 TEST(RecoveryTest, ResumeIsValidatedAgainstThePlan) {
   JobTracker tracker("j", TrackerOptions());
   RankPlan bad = Plan(0, ResumeState{1, 5, {{0, "expert"}}, {}});
@@ -112,6 +157,10 @@ TEST(RecoveryTest, ResumeIsValidatedAgainstThePlan) {
   RankPlan early = Plan(0, ResumeState{1, 2, {}, {}});
   early.first_step = 3;
   EXPECT_EQ(ValidateRankPlan(early, PlanLimits()).message(), "resume.step 2 is before first_step 3");
+  ResumeState released{1, 5, {}, {}};
+  released.released_chunks = {0, 9};
+  EXPECT_EQ(ValidateRankPlan(Plan(0, released), PlanLimits()).message(),
+            "resume.released_chunks[1] chunk 9 is not a chunk of this plan");
 }
 
 }  // namespace

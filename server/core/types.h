@@ -60,6 +60,7 @@ struct ResumeState {
   Step step = 0;
   std::vector<std::pair<ChunkId, std::string>> staged;  // (chunk, optimizer) staged at `step`
   std::vector<ChunkId> synced_chunks;                    // chunks of `step` it synced
+  std::vector<ChunkId> released_chunks;  // chunks of `step` released to it, not reported synced
 };
 
 // What one rank declares when it joins.

@@ -1,0 +1,76 @@
+#include "client/resume_tracker.h"
+
+namespace psync {
+
+bool ResumeTracker::Reach(uint64_t step) {
+  if (step_.has_value() && step < *step_) return false;
+  if (!step_.has_value() || step > *step_) {
+    step_ = step;
+    staged_.clear();
+    synced_.clear();
+    released_.clear();
+  }
+  return true;
+}
+
+void ResumeTracker::OnAcknowledged(const psync::v1::SessionUp& up) {
+  switch (up.kind_case()) {
+    case psync::v1::SessionUp::kStaged:
+      for (const psync::v1::Staged& item : up.staged().items()) {
+        if (Reach(item.step())) staged_.emplace(item.chunk(), item.optimizer());
+      }
+      break;
+    case psync::v1::SessionUp::kSyncDone:
+      for (const psync::v1::SyncDone& item : up.sync_done().items()) {
+        if (Reach(item.step())) synced_.insert(item.chunk());
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+void ResumeTracker::OnDirective(uint64_t step, uint32_t chunk) {
+  if (Reach(step)) released_.insert(chunk);
+}
+
+void ResumeTracker::OnStepSkipped(uint64_t step) { Reach(step + 1); }
+
+std::optional<psync::v1::Resume> ResumeTracker::Build(uint64_t generation) const {
+  if (!step_.has_value()) return std::nullopt;
+  psync::v1::Resume resume;
+  resume.set_generation(generation);
+  resume.set_step(*step_);
+  for (const auto& [chunk, optimizer] : staged_) {
+    psync::v1::Staged* item = resume.add_staged();
+    item->set_step(*step_);
+    item->set_chunk(chunk);
+    item->set_optimizer(optimizer);
+  }
+  for (uint32_t chunk : synced_) resume.add_synced_chunks(chunk);
+  for (uint32_t chunk : released_) {
+    if (synced_.count(chunk) == 0) resume.add_released_chunks(chunk);
+  }
+  return resume;
+}
+
+void SetMessageGeneration(psync::v1::SessionUp* up, uint64_t generation) {
+  switch (up->kind_case()) {
+    case psync::v1::SessionUp::kStaged:
+      up->mutable_staged()->set_generation(generation);
+      break;
+    case psync::v1::SessionUp::kSkip:
+      up->mutable_skip()->set_generation(generation);
+      break;
+    case psync::v1::SessionUp::kSyncDone:
+      up->mutable_sync_done()->set_generation(generation);
+      break;
+    case psync::v1::SessionUp::kAttach:
+      up->mutable_attach()->set_generation(generation);
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace psync

@@ -1,0 +1,81 @@
+#include "client/resume_tracker.h"
+
+#include "gtest/gtest.h"
+
+namespace psync {
+namespace {
+
+psync::v1::SessionUp Staged(uint64_t step, uint32_t chunk, const std::string& optimizer) {
+  psync::v1::SessionUp up;
+  psync::v1::Staged* item = up.mutable_staged()->add_items();
+  item->set_step(step);
+  item->set_chunk(chunk);
+  item->set_optimizer(optimizer);
+  return up;
+}
+
+psync::v1::SessionUp SyncDone(uint64_t step, uint32_t chunk) {
+  psync::v1::SessionUp up;
+  psync::v1::SyncDone* item = up.mutable_sync_done()->add_items();
+  item->set_step(step);
+  item->set_chunk(chunk);
+  return up;
+}
+
+TEST(ResumeTrackerTest, NothingDoneNoResume) {
+  ResumeTracker tracker;
+  EXPECT_FALSE(tracker.Build(3).has_value());
+}
+
+TEST(ResumeTrackerTest, KeepsTheCurrentStepOnly) {
+  ResumeTracker tracker;
+  tracker.OnAcknowledged(Staged(4, 0, "dense"));
+  tracker.OnAcknowledged(SyncDone(4, 0));
+  tracker.OnAcknowledged(Staged(5, 1, "expert"));
+  tracker.OnAcknowledged(Staged(5, 0, "dense"));
+  tracker.OnAcknowledged(Staged(4, 1, "dense"));  // late answer of a finished step: ignored
+  tracker.OnDirective(5, 0);
+  tracker.OnDirective(5, 1);
+  tracker.OnAcknowledged(SyncDone(5, 1));
+  std::optional<psync::v1::Resume> resume = tracker.Build(7);
+  ASSERT_TRUE(resume.has_value());
+  EXPECT_EQ(resume->generation(), 7u);
+  EXPECT_EQ(resume->step(), 5u);
+  ASSERT_EQ(resume->staged_size(), 2);
+  EXPECT_EQ(resume->staged(0).chunk(), 0u);
+  EXPECT_EQ(resume->staged(0).optimizer(), "dense");
+  EXPECT_EQ(resume->staged(1).chunk(), 1u);
+  EXPECT_EQ(resume->staged(1).optimizer(), "expert");
+  EXPECT_EQ(resume->staged(1).step(), 5u);
+  ASSERT_EQ(resume->synced_chunks_size(), 1);
+  EXPECT_EQ(resume->synced_chunks(0), 1u);
+  // Chunk 0's directive arrived, its SyncDone was not acknowledged.
+  ASSERT_EQ(resume->released_chunks_size(), 1);
+  EXPECT_EQ(resume->released_chunks(0), 0u);
+}
+
+TEST(ResumeTrackerTest, ASkippedStepMovesToTheNextStep) {
+  ResumeTracker tracker;
+  tracker.OnAcknowledged(Staged(2, 0, "dense"));
+  tracker.OnStepSkipped(3);
+  std::optional<psync::v1::Resume> resume = tracker.Build(1);
+  ASSERT_TRUE(resume.has_value());
+  EXPECT_EQ(resume->step(), 4u);
+  EXPECT_EQ(resume->staged_size(), 0);
+}
+
+TEST(ResumeTrackerTest, SetMessageGenerationCoversEveryKind) {
+  psync::v1::SessionUp staged = Staged(1, 0, "dense");
+  SetMessageGeneration(&staged, 9);
+  EXPECT_EQ(staged.staged().generation(), 9u);
+  psync::v1::SessionUp done = SyncDone(1, 0);
+  SetMessageGeneration(&done, 9);
+  EXPECT_EQ(done.sync_done().generation(), 9u);
+  psync::v1::SessionUp skip;
+  skip.mutable_skip()->set_step(1);
+  SetMessageGeneration(&skip, 9);
+  EXPECT_EQ(skip.skip().generation(), 9u);
+}
+
+}  // namespace
+}  // namespace psync
