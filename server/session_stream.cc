@@ -41,6 +41,7 @@ class Outbox final : public SessionSink {
 
   void Close(const absl::Status& status) override ABSL_LOCKS_EXCLUDED(mu_) {
     Reactor* reactor = nullptr;
+    grpc::Status finish;
     {
       absl::MutexLock lock(&mu_);
       if (reactor_ == nullptr || closing_) return;
@@ -49,14 +50,16 @@ class Outbox final : public SessionSink {
       if (writing_ || !queue_.empty()) return;  // finished when the queue drains
       finished_ = true;
       reactor = reactor_;
+      finish = finish_status_;
     }
-    reactor->Finish(finish_status_);
+    reactor->Finish(finish);
   }
 
   // Called from the reactor's OnWriteDone.
   void WriteDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
     Reactor* reactor = nullptr;
     bool finish = false;
+    grpc::Status finish_status;
     {
       absl::MutexLock lock(&mu_);
       if (reactor_ == nullptr) return;
@@ -76,10 +79,11 @@ class Outbox final : public SessionSink {
         writing_ = false;
         if (closing_ && !finished_) finish = finished_ = true;
         if (!finish) return;
+        finish_status = finish_status_;
       }
     }
     if (finish) {
-      reactor->Finish(finish_status_);
+      reactor->Finish(finish_status);
     } else {
       reactor->StartWrite(&current_);
     }

@@ -171,6 +171,16 @@ void JobTracker::ApplyResume(RankId rank, const ResumeState& resume, absl::Time 
   for (ChunkId chunk : resume.released_chunks) {
     steps_[resume.step].chunks[chunk].synced_before = true;
   }
+  // A rank that synced every chunk it takes part in has finished the step: it may check in for
+  // the next one while the other ranks are still re-joining.
+  const RankPlan* mine = plan_.rank_plan(rank);
+  const bool finished =
+      mine != nullptr && !mine->chunks.empty() &&
+      std::all_of(mine->chunks.begin(), mine->chunks.end(), [&](const ChunkPart& part) {
+        return std::find(resume.synced_chunks.begin(), resume.synced_chunks.end(), part.chunk) !=
+               resume.synced_chunks.end();
+      });
+  if (finished) ranks_[rank].step = resume.step + 1;
   Event e = MakeEvent(EventKind::kJoin, now);
   e.rank = rank;
   e.step = resume.step;
@@ -720,6 +730,9 @@ void JobTracker::CheckChecksums(Step step, ChunkId chunk, const ChunkStep& cs, a
 }
 
 void JobTracker::MaybeAdvance(RankId rank, absl::Time now, Decisions* out) {
+  // Before the plan is complete a rank's chunks are not known yet (SyncDones can arrive then
+  // after a coordinator restart); Reconcile() advances every rank once it is.
+  if (!plan_.complete()) return;
   RankState& state = ranks_[rank];
   // SyncDones reported ahead (see CheckSyncDone) may finish several steps at once.
   bool advanced = false;
@@ -755,6 +768,13 @@ std::vector<Notice> JobTracker::Pending(RankId rank) const {
   if (state_ == JobState::kAborted) {
     out.push_back(AbortNotice{generation_, abort_step_, abort_reason_});
     return out;
+  }
+  // Skips this rank voted for: the StepSkipped may have been lost with an earlier Session (the
+  // skip moved the rank past the step at once). The client drops repeats.
+  for (auto st = steps_.begin(); st != steps_.end() && st->first < it->second.step; ++st) {
+    if (st->second.skipped && st->second.skip_votes.contains(rank)) {
+      out.push_back(StepSkipped{generation_, st->first});
+    }
   }
   for (auto st = steps_.lower_bound(it->second.step); st != steps_.end(); ++st) {
     for (const auto& [chunk, cs] : st->second.chunks) {

@@ -7,7 +7,7 @@
 //    joined) and every declared contributor of the chunk staged that step.
 //  * Exactly once: each (generation, step, chunk) is released at most once; its SyncDirective is
 //    addressed once to every member of the chunk's sync groups. Pending() lets a reconnecting
-//    session receive the directives it has not acknowledged with SyncDone.
+//    session receive the directives it has not acknowledged with SyncDone (and its skips).
 //  * Recovery: a rank that joins with a Resume (its step, check-ins and executed syncs) lets a
 //    coordinator that lost its state rebuild the same decisions; directives go only to members
 //    that have not executed the sync.
@@ -114,7 +114,8 @@ class JobTracker {
   void Abort(std::string reason, absl::Time now, Decisions* out);
 
   // Notices `rank` must hold after (re)attaching: the abort of the generation if aborted, else the
-  // directives released to it that it has not reported SyncDone for.
+  // StepSkipped of retained skipped steps it voted for, and the directives released to it that it
+  // has not reported SyncDone for.
   std::vector<Notice> Pending(RankId rank) const;
 
   // Ranks that joined the current generation.

@@ -376,6 +376,11 @@ class Simulation {
       }
       std::set<std::pair<Step, ChunkId>> pending;
       for (const Notice& n : tracker_.Pending(r)) {
+        // The StepSkipped of a retained skipped step behind the rank is listed again.
+        if (const auto* k = std::get_if<StepSkipped>(&n)) {
+          if (k->step < rank.step && IsSkipped(k->step)) continue;
+          return Fail(absl::StrCat("pending ", NoticeText(n), " at rank step ", rank.step));
+        }
         const auto* d = std::get_if<SyncDirective>(&n);
         if (d == nullptr) return Fail(absl::StrCat("pending ", NoticeText(n)));
         pending.insert({d->step, d->chunk});

@@ -813,6 +813,12 @@ TEST(JobTrackerTest, StepSkippedByEveryRankAdvancesEveryRank) {
   EXPECT_THAT(h.events(), ElementsAre("skip_vote g1 s0 r3", "step_skipped g1 s0"));
   EXPECT_EQ(h.out().events[1].detail, "found_inf");
   for (RankId r = 0; r < 4; ++r) EXPECT_EQ(h.tracker().rank_step(r), 1u);
+  // A rank that re-attaches gets the StepSkipped again (it may have been lost with its Session).
+  for (RankId r = 0; r < 4; ++r) {
+    std::vector<std::string> pending;
+    for (const Notice& n : h.tracker().Pending(r)) pending.push_back(NoticeText(n));
+    EXPECT_THAT(pending, ElementsAre("skipped g1 s0")) << "rank " << r;
+  }
   // The skipped step is closed; late skips are duplicates.
   h.ExpectRefused([&] { return h.Stage(2, {Item(0, 1, "dense")}); },
                   absl::StatusCode::kFailedPrecondition,

@@ -114,10 +114,12 @@ TEST(RecoveryTest, AReleasedChunkIsNotEarlyWhenItsSyncDoneComesBeforeTheOtherRan
   ASSERT_TRUE(j0.ok()) << j0.status();
   EXPECT_TRUE(j0->resumed);
   EXPECT_EQ(j0->generation, 8u);
+  // Another rank's check-in of step 6 exists already (as after a resume one step ahead).
   SyncDoneItem c0{5, 0, {GroupChecksum{"dp", 42}}};
   Decisions early;
   ASSERT_TRUE(tracker.SyncDone(0, 8, {&c0, 1}, kNow, &early).ok())
       << "the release happened before the restart";
+  EXPECT_EQ(tracker.rank_step(0), 5u) << "chunk 1 of step 5 is not synced yet";
   for (const Event& e : early.events) EXPECT_NE(e.kind, EventKind::kViolation) << e.detail;
   // A chunk nobody re-announced is still refused before its release.
   SyncDoneItem c1{5, 1, {}};
@@ -137,6 +139,24 @@ TEST(RecoveryTest, AReleasedChunkIsNotEarlyWhenItsSyncDoneComesBeforeTheOtherRan
   SyncDoneItem c0_r1{5, 0, {GroupChecksum{"dp", 42}}};
   ASSERT_TRUE(tracker.SyncDone(1, 8, {&c0_r1, 1}, kNow, &done).ok());
   for (const Event& e : done.events) EXPECT_NE(e.kind, EventKind::kViolation) << e.detail;
+}
+
+TEST(RecoveryTest, ARankThatSyncedEveryChunkMayCheckInForTheNextStepWhileOthersRejoin) {
+  JobTracker tracker("j", TrackerOptions());
+  ResumeState r0{2, 5, {{0, "dense"}, {1, "dense"}, {1, "expert"}}, {0, 1}};
+  Decisions d;
+  auto j0 = tracker.Join(Plan(0, r0), kNow, &d);
+  ASSERT_TRUE(j0.ok()) << j0.status();
+  EXPECT_EQ(j0->next_step, 6u);
+  StagedItem next{6, 0, "dense", std::nullopt};
+  Decisions staged;
+  EXPECT_TRUE(tracker.Stage(0, 3, {&next, 1}, kNow, &staged).ok());
+  // Rank 1 had synced chunk 0 only: it stays at step 5 and gets chunk 1 once released.
+  ResumeState r1{2, 5, {{0, "dense"}, {1, "dense"}}, {0}};
+  Decisions last;
+  ASSERT_TRUE(tracker.Join(Plan(1, r1), kNow, &last).ok());
+  EXPECT_EQ(tracker.rank_step(1), 5u);
+  EXPECT_THAT(Directives(last), ElementsAre(std::make_tuple(1u, 5u, 1u)));
 }
 
 TEST(RecoveryTest, AJoinWithoutResumeIsNotResumed) {
