@@ -30,6 +30,7 @@
 #include "server/core/job_tracker.h"
 #include "server/core/types.h"
 #include "server/observe/job_observer.h"
+#include "server/rank_message.h"
 #include "server/session_sink.h"
 
 namespace psync::server {
@@ -109,6 +110,14 @@ class Coordinator {
                     core::Step step, const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status SyncDone(const std::string& job_id, core::RankId rank, uint64_t generation,
                         absl::Span<const core::SyncDoneItem> items) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Applies several ranks' messages of one job (a node agent's merged batch) in order under one
+  // lock, each exactly as Stage / Skip / SyncDone of that rank with `generation` would; returns
+  // one status per message (one rank's rejected message does not affect another's). Notices are
+  // handed out once, after unlocking. Defined in coordinator_batch.cc.
+  std::vector<absl::Status> ApplyBatch(const std::string& job_id, uint64_t generation,
+                                       absl::Span<const RankMessage> messages)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::StatusOr<JobStatusView> GetJobStatus(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
   // OK when `generation` is the job's current one; NOT_FOUND / FAILED_PRECONDITION otherwise.

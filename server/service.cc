@@ -1,5 +1,6 @@
 #include "server/service.h"
 
+#include "server/agent_stream.h"
 #include "server/convert.h"
 #include "server/event_stream.h"
 #include "server/session_stream.h"
@@ -26,6 +27,11 @@ grpc::ServerUnaryReactor* CoordinatorService::Join(grpc::CallbackServerContext* 
 grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>* CoordinatorService::Session(
     grpc::CallbackServerContext* /*context*/) {
   return NewSessionStream(coordinator_);
+}
+
+grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>* CoordinatorService::AgentSession(
+    grpc::CallbackServerContext* /*context*/) {
+  return NewAgentStream(coordinator_);
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::GetJobStatus(grpc::CallbackServerContext* context,

@@ -22,6 +22,8 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
                                  v1::JoinResponse* response) override;
   grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>* Session(
       grpc::CallbackServerContext* context) override;
+  grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>* AgentSession(
+      grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* GetJobStatus(grpc::CallbackServerContext* context,
                                          const v1::GetJobStatusRequest* request,
                                          v1::JobStatus* response) override;

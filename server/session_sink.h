@@ -11,6 +11,17 @@
 
 namespace psync::server {
 
+// The transport shared by several sinks (a node agent's stream carries the sessions of several
+// ranks). The coordinator corks it while it hands out the notices of one decision, so that the
+// transport can write them as one message. Cork and Uncork nest: what is queued meanwhile goes
+// out once every Cork has had its Uncork. Never blocks. Thread-safe.
+class NoticeBatcher {
+ public:
+  virtual ~NoticeBatcher() = default;
+  virtual void Cork() = 0;
+  virtual void Uncork() = 0;
+};
+
 class SessionSink {
  public:
   virtual ~SessionSink() = default;
@@ -18,6 +29,9 @@ class SessionSink {
   virtual void Send(const core::Notice& notice) = 0;
   // Ends the stream with `status` once queued notices are written.
   virtual void Close(const absl::Status& status) = 0;
+  // The transport this sink shares with other sinks, or null (the default: a stream of its own).
+  // Lives as long as the sink.
+  virtual NoticeBatcher* batcher() { return nullptr; }
 };
 
 }  // namespace psync::server

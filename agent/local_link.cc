@@ -1,0 +1,139 @@
+#include "agent/local_link.h"
+
+#include <utility>
+
+namespace psync::agent {
+
+void LocalLink::AttachResult(const absl::Status& status) {
+  if (!status.ok()) {
+    Close(grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                       std::string(status.message())));
+    return;
+  }
+  v1::SessionDown ack;
+  ack.mutable_ack()->set_request_id(attach_request_id_);
+  Enqueue(std::move(ack));
+}
+
+void LocalLink::NoteSkipVote(uint64_t request_id, uint64_t step) {
+  absl::MutexLock lock(&mu_);
+  skip_requests_[request_id] = step;
+  skip_votes_.insert(step);
+}
+
+std::vector<uint64_t> LocalLink::SkipVotes() const {
+  absl::MutexLock lock(&mu_);
+  return std::vector<uint64_t>(skip_votes_.begin(), skip_votes_.end());
+}
+
+void LocalLink::Ack(uint64_t request_id, const absl::Status& status) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto vote = skip_requests_.find(request_id);
+    if (vote != skip_requests_.end()) {
+      // A vote the coordinator refused was not counted.
+      if (!status.ok()) skip_votes_.erase(vote->second);
+      skip_requests_.erase(vote);
+    }
+  }
+  v1::SessionDown ack;
+  ack.mutable_ack()->set_request_id(request_id);
+  ack.mutable_ack()->set_code(static_cast<int>(status.code()));
+  ack.mutable_ack()->set_message(std::string(status.message()));
+  Enqueue(std::move(ack));
+}
+
+void LocalLink::Notice(const v1::SessionDown& notice) {
+  if (notice.has_directive()) {
+    const v1::SyncDirective& d = notice.directive();
+    absl::MutexLock lock(&mu_);
+    if (!directives_.insert({d.generation(), d.step(), d.chunk()}).second) {
+      counters_->duplicate_directives_dropped.fetch_add(1);
+      return;
+    }
+    if (d.step() > newest_step_) {
+      newest_step_ = d.step();
+      // Forget directives far behind (a repeat that old is left to the client's own check).
+      while (!directives_.empty() &&
+             std::get<1>(*directives_.begin()) + kDirectiveWindowSteps < newest_step_) {
+        directives_.erase(directives_.begin());
+      }
+    }
+  }
+  if (notice.has_step_skipped()) {
+    absl::MutexLock lock(&mu_);
+    skip_votes_.erase(notice.step_skipped().step());
+  }
+  counters_->notices_delivered.fetch_add(1);
+  Enqueue(notice);
+}
+
+void LocalLink::Enqueue(v1::SessionDown message) {
+  Reactor* reactor = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    if (reactor_ == nullptr || closing_) return;
+    queue_.push_back(std::move(message));
+    if (writing_) return;
+    writing_ = true;
+    current_ = std::move(queue_.front());
+    queue_.pop_front();
+    reactor = reactor_;
+  }
+  reactor->StartWrite(&current_);
+}
+
+void LocalLink::Close(const grpc::Status& status) {
+  Reactor* reactor = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    if (reactor_ == nullptr || closing_) return;
+    closing_ = true;
+    finish_status_ = status;
+    if (writing_ || !queue_.empty()) return;  // finished when the queue drains
+    finished_ = true;
+    reactor = reactor_;
+  }
+  reactor->Finish(status);
+}
+
+void LocalLink::WriteDone(bool ok) {
+  Reactor* reactor = nullptr;
+  bool finish = false;
+  grpc::Status finish_status;
+  {
+    absl::MutexLock lock(&mu_);
+    if (reactor_ == nullptr) return;
+    reactor = reactor_;
+    if (!ok) {
+      // The rank is gone: drop what is queued and end the call.
+      queue_.clear();
+      if (!closing_) {
+        closing_ = true;
+        finish_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "write failed: rank gone");
+      }
+    }
+    if (ok && !queue_.empty()) {
+      current_ = std::move(queue_.front());
+      queue_.pop_front();
+    } else {
+      writing_ = false;
+      if (closing_ && !finished_) finish = finished_ = true;
+      if (!finish) return;
+      finish_status = finish_status_;
+    }
+  }
+  if (finish) {
+    reactor->Finish(finish_status);
+  } else {
+    reactor->StartWrite(&current_);
+  }
+}
+
+void LocalLink::DetachReactor() {
+  absl::MutexLock lock(&mu_);
+  reactor_ = nullptr;
+  queue_.clear();
+}
+
+}  // namespace psync::agent

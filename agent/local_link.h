@@ -1,0 +1,99 @@
+// LocalLink: the agent's end of one local rank's Session, shared by the Session's reactor and the
+// upstream link. The upstream answers the rank through it (the attach's result, one Ack per
+// message with the coordinator's status for that message) and hands it the rank's notices;
+// directives the rank already received on this Session (re-sent by the coordinator after the
+// agent reconnected) are dropped, so the rank sees each directive once.
+//
+// Writes to the local stream one message at a time and never blocks; holds no lock across
+// StartWrite or Finish. Thread-safe. Outlives the reactor: once the stream is done (DetachReactor),
+// everything is dropped.
+#ifndef PSYNC_AGENT_LOCAL_LINK_H_
+#define PSYNC_AGENT_LOCAL_LINK_H_
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/btree_set.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/stats.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/psync/v1/coordinator.grpc.pb.h"
+
+namespace psync::agent {
+
+class LocalLink {
+ public:
+  using Reactor = grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>;
+
+  // Neither is owned; `counters` must outlive the link.
+  LocalLink(Reactor* reactor, AgentCounters* counters) : counters_(counters), reactor_(reactor) {}
+  LocalLink(const LocalLink&) = delete;
+  LocalLink& operator=(const LocalLink&) = delete;
+
+  // Set once by the reactor from the Session's attach, before the link is handed to the upstream.
+  void SetAttach(const v1::Attach& attach, uint64_t request_id) {
+    attach_ = attach;
+    attach_request_id_ = request_id;
+  }
+  const v1::Attach& attach() const { return attach_; }
+  const std::string& job_id() const { return attach_.job_id(); }
+  uint32_t rank() const { return attach_.rank(); }
+  uint64_t attach_request_id() const { return attach_request_id_; }
+
+  // The coordinator's answer to the attach: OK acknowledges it; otherwise the Session ends with
+  // `status`, as a refused attach ends a Session.
+  void AttachResult(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  // The Ack of the message with `request_id`.
+  void Ack(uint64_t request_id, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  // A directive, StepSkipped or Abort for this rank; a directive already sent is dropped.
+  void Notice(const v1::SessionDown& notice) ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends the Session with `status` once what is queued is written.
+  void Close(const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Skip votes (see agent/skip_recovery.h). The rank sent SkipStep(`step`) as `request_id`: the
+  // vote is kept until its StepSkipped is handed to the rank, or its Ack refuses it.
+  void NoteSkipVote(uint64_t request_id, uint64_t step) ABSL_LOCKS_EXCLUDED(mu_);
+  // Steps the rank voted to skip whose StepSkipped it has not received.
+  std::vector<uint64_t> SkipVotes() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // From the reactor.
+  void WriteDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_);
+  void DetachReactor() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // (generation, step, chunk) of a directive.
+  using DirectiveKey = std::tuple<uint64_t, uint64_t, uint32_t>;
+  // Directives this far behind the newest step are forgotten.
+  static constexpr uint64_t kDirectiveWindowSteps = 1024;
+
+  void Enqueue(v1::SessionDown message) ABSL_LOCKS_EXCLUDED(mu_);
+
+  AgentCounters* const counters_;
+  // Written once by SetAttach before the link is shared; read-only afterwards.
+  v1::Attach attach_;
+  uint64_t attach_request_id_ = 0;
+
+  mutable absl::Mutex mu_;
+  Reactor* reactor_ ABSL_GUARDED_BY(mu_);
+  std::deque<v1::SessionDown> queue_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
+  absl::btree_set<DirectiveKey> directives_ ABSL_GUARDED_BY(mu_);
+  absl::btree_set<uint64_t> skip_votes_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, uint64_t> skip_requests_ ABSL_GUARDED_BY(mu_);  // id -> step
+  uint64_t newest_step_ ABSL_GUARDED_BY(mu_) = 0;
+  // The message being written; touched only by the single writer (writing_ == true).
+  v1::SessionDown current_;
+};
+
+}  // namespace psync::agent
+
+#endif  // PSYNC_AGENT_LOCAL_LINK_H_

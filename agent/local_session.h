@@ -1,0 +1,29 @@
+// LocalSession: the agent's server side of one local rank's psync.v1 Session. Speaks the
+// coordinator's Session protocol unchanged (so psync::Client works against the agent as against
+// the coordinator): the first message must be `attach`, which is forwarded upstream; staged, skip
+// and sync_done messages are queued upstream (merged with other ranks' there) and each is answered
+// by an Ack with the coordinator's status for it; notices arrive through the Session's LocalLink.
+// When the Session ends, its rank is detached upstream.
+//
+// Differences from a Session on the coordinator: messages are read while the attach is still on
+// its way (they follow it upstream, and fail if it is refused); a message's Ack may come after
+// the directive it caused.
+//
+// Never blocks; owned by gRPC (deletes itself in OnDone). Does not own the Upstream.
+#ifndef PSYNC_AGENT_LOCAL_SESSION_H_
+#define PSYNC_AGENT_LOCAL_SESSION_H_
+
+#include "agent/stats.h"
+#include "agent/upstream.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/psync/v1/coordinator.grpc.pb.h"
+
+namespace psync::agent {
+
+// Creates the reactor for one Session call. Neither argument is owned; both outlive the call.
+grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>* NewLocalSession(Upstream* upstream,
+                                                                          AgentCounters* counters);
+
+}  // namespace psync::agent
+
+#endif  // PSYNC_AGENT_LOCAL_SESSION_H_

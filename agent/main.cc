@@ -1,0 +1,76 @@
+// psync-agent: serves the node's ranks until SIGINT or SIGTERM (see agent/agent.h).
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "agent/agent.h"
+
+ABSL_FLAG(std::string, target, "", "the coordinator's address, e.g. 10.0.0.1:7070 (required)");
+ABSL_FLAG(std::string, listen, "127.0.0.1:0",
+          "where the node's ranks connect: host:port (port 0: any free port) or unix:PATH");
+ABSL_FLAG(std::string, port_file, "",
+          "if set, written once serving: the bound port (0 for a unix socket)");
+ABSL_FLAG(absl::Duration, flush_window, absl::ZeroDuration(),
+          "how long queued check-ins may wait for others to merge with (0: none, send when the "
+          "stream is free)");
+ABSL_FLAG(uint64_t, flush_messages, 1024, "send at once when this many messages are queued");
+ABSL_FLAG(uint64_t, max_batch_messages, 1024, "local messages per merged upstream message");
+
+namespace {
+
+// Writes `port` to `path` atomically (rename), so a reader never sees a partial file.
+void WritePortFile(const std::string& path, int port) {
+  if (path.empty()) return;
+  const std::string tmp = path + ".tmp";
+  std::ofstream(tmp) << port << "\n";
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("psync node agent: one coordinator stream for the node's ranks, "
+                               "check-ins merged, directives fanned out.");
+  absl::ParseCommandLine(argc, argv);
+
+  // Block the stop signals in every thread; one thread waits for them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  psync::agent::AgentOptions options;
+  options.target = absl::GetFlag(FLAGS_target);
+  options.listen = absl::GetFlag(FLAGS_listen);
+  options.flush_window = absl::GetFlag(FLAGS_flush_window);
+  options.flush_messages = absl::GetFlag(FLAGS_flush_messages);
+  options.max_batch_messages = absl::GetFlag(FLAGS_max_batch_messages);
+  auto agent = psync::agent::Agent::Start(options);
+  if (!agent.ok()) {
+    std::cerr << "psync-agent: " << agent.status() << "\n";
+    return agent.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  std::cerr << "psync-agent: serving ranks at " << (*agent)->local_target() << ", coordinator "
+            << options.target << "\n";
+  WritePortFile(absl::GetFlag(FLAGS_port_file), (*agent)->port());
+  std::thread stopper([&] {
+    int signal = 0;
+    sigwait(&stop_signals, &signal);
+    std::cerr << "psync-agent: stopping on signal " << signal << "\n";
+    (*agent)->Shutdown();
+  });
+  (*agent)->Wait();
+  stopper.join();
+  const psync::agent::AgentStats s = (*agent)->stats();
+  std::cerr << "psync-agent: " << s.local_messages << " local messages (" << s.local_checkins
+            << " check-ins) in " << s.upstream_batches << " upstream batches; "
+            << s.notices_received << " notices for " << s.notices_delivered << " rank deliveries; "
+            << s.reconnects << " reconnects\n";
+  return 0;
+}

@@ -1,0 +1,121 @@
+// MergeMessages against the coordinator's ExpandAgentBatch: merging shares check-ins between
+// ranks, and expanding restores every message exactly (kind, rank, items and their order).
+#include "agent/merge.h"
+
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "server/agent_batch.h"
+
+namespace psync::agent {
+namespace {
+
+v1::SessionUp Staged(std::vector<std::tuple<uint64_t, uint32_t, std::string>> items,
+                     std::optional<uint64_t> checksum = std::nullopt) {
+  v1::SessionUp up;
+  up.mutable_staged()->set_generation(3);
+  for (const auto& [step, chunk, optimizer] : items) {
+    v1::Staged* s = up.mutable_staged()->add_items();
+    s->set_step(step);
+    s->set_chunk(chunk);
+    s->set_optimizer(optimizer);
+    if (checksum.has_value()) s->set_shard_checksum(*checksum);
+  }
+  return up;
+}
+
+std::vector<std::string> ItemsOf(const server::RankMessage& m) {
+  std::vector<std::string> out;
+  for (const core::StagedItem& i : m.staged) {
+    out.push_back(absl::StrCat(i.step, "/", i.chunk, "/", i.optimizer,
+                               i.checksum.has_value() ? absl::StrCat("#", *i.checksum) : ""));
+  }
+  return out;
+}
+
+TEST(MergeTest, EightRanksCheckingInOneChunkShareOneEntry) {
+  std::vector<v1::SessionUp> ups;
+  for (int r = 0; r < 8; ++r) ups.push_back(Staged({{5, 2, "dense"}}));
+  std::vector<MergeInput> inputs;
+  for (uint32_t r = 0; r < 8; ++r) inputs.push_back({r, &ups[r]});
+
+  const v1::AgentBatch batch = MergeMessages("job", 3, inputs);
+  EXPECT_EQ(batch.job_id(), "job");
+  EXPECT_EQ(batch.generation(), 3u);
+  ASSERT_EQ(batch.ranks_size(), 8);
+  ASSERT_EQ(batch.staged_size(), 1);
+  EXPECT_EQ(batch.staged(0).messages_size(), 8);
+
+  auto expanded = server::ExpandAgentBatch(batch);
+  ASSERT_TRUE(expanded.ok()) << expanded.status();
+  ASSERT_EQ(expanded->size(), 8u);
+  for (uint32_t r = 0; r < 8; ++r) {
+    EXPECT_EQ((*expanded)[r].rank, r);
+    EXPECT_EQ((*expanded)[r].kind, server::RankMessage::Kind::kStaged);
+    EXPECT_EQ(ItemsOf((*expanded)[r]), std::vector<std::string>{"5/2/dense"});
+  }
+}
+
+TEST(MergeTest, EachMessageKeepsItsItemsInOrder) {
+  // Rank 0 sends (A, B), rank 1 (B, A), rank 2 (A, A): orders conflict, so some entries repeat.
+  const v1::SessionUp a_b = Staged({{1, 0, "dense"}, {1, 0, "expert"}});
+  const v1::SessionUp b_a = Staged({{1, 0, "expert"}, {1, 0, "dense"}});
+  const v1::SessionUp a_a = Staged({{1, 0, "dense"}, {1, 0, "dense"}});
+  const v1::SessionUp with_sum = Staged({{1, 0, "dense"}}, 77);
+  const std::vector<MergeInput> inputs = {{0, &a_b}, {1, &b_a}, {2, &a_a}, {3, &with_sum}};
+
+  const v1::AgentBatch batch = MergeMessages("job", 3, inputs);
+  auto expanded = server::ExpandAgentBatch(batch);
+  ASSERT_TRUE(expanded.ok()) << expanded.status();
+  EXPECT_EQ(ItemsOf((*expanded)[0]), (std::vector<std::string>{"1/0/dense", "1/0/expert"}));
+  EXPECT_EQ(ItemsOf((*expanded)[1]), (std::vector<std::string>{"1/0/expert", "1/0/dense"}));
+  EXPECT_EQ(ItemsOf((*expanded)[2]), (std::vector<std::string>{"1/0/dense", "1/0/dense"}));
+  EXPECT_EQ(ItemsOf((*expanded)[3]), (std::vector<std::string>{"1/0/dense#77"}));
+  // dense(0), expert(0,1), dense(1,2), dense(2), dense#77(3).
+  EXPECT_EQ(batch.staged_size(), 5);
+}
+
+TEST(MergeTest, SkipsAndSyncDonesStayPerMessage) {
+  v1::SessionUp skip;
+  skip.mutable_skip()->set_generation(3);
+  skip.mutable_skip()->set_step(9);
+  skip.mutable_skip()->set_reason("found_inf");
+  v1::SessionUp done;
+  done.mutable_sync_done()->set_generation(3);
+  v1::SyncDone* d = done.mutable_sync_done()->add_items();
+  d->set_step(8);
+  d->set_chunk(1);
+  d->set_executions(2);
+  v1::GroupChecksum* c = d->add_checksums();
+  c->set_group("dp");
+  c->set_checksum(42);
+  const v1::SessionUp empty = Staged({});
+  const v1::SessionUp staged = Staged({{9, 1, "dense"}});
+  const std::vector<MergeInput> inputs = {{4, &skip}, {5, &done}, {6, &empty}, {7, &staged}};
+
+  auto expanded = server::ExpandAgentBatch(MergeMessages("job", 3, inputs));
+  ASSERT_TRUE(expanded.ok()) << expanded.status();
+  ASSERT_EQ(expanded->size(), 4u);
+  const server::RankMessage& s = (*expanded)[0];
+  EXPECT_EQ(s.rank, 4u);
+  EXPECT_EQ(s.kind, server::RankMessage::Kind::kSkip);
+  EXPECT_EQ(s.skip_step, 9u);
+  EXPECT_EQ(s.skip_reason, "found_inf");
+  const server::RankMessage& sd = (*expanded)[1];
+  EXPECT_EQ(sd.kind, server::RankMessage::Kind::kSyncDone);
+  ASSERT_EQ(sd.sync_done.size(), 1u);
+  EXPECT_EQ(sd.sync_done[0].step, 8u);
+  EXPECT_EQ(sd.sync_done[0].executions, 2u);
+  ASSERT_EQ(sd.sync_done[0].checksums.size(), 1u);
+  EXPECT_EQ(sd.sync_done[0].checksums[0].checksum, 42u);
+  EXPECT_EQ((*expanded)[2].kind, server::RankMessage::Kind::kStaged);
+  EXPECT_TRUE((*expanded)[2].staged.empty());
+  EXPECT_EQ(ItemsOf((*expanded)[3]), std::vector<std::string>{"9/1/dense"});
+}
+
+}  // namespace
+}  // namespace psync::agent

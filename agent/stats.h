@@ -1,0 +1,61 @@
+// AgentStats: what a node agent counts, to show that merging happens and nothing is lost or
+// repeated. AgentCounters: the live, lock-free counters behind it. Thread-safe.
+#ifndef PSYNC_AGENT_STATS_H_
+#define PSYNC_AGENT_STATS_H_
+
+#include <atomic>
+#include <cstdint>
+
+namespace psync::agent {
+
+struct AgentStats {
+  uint64_t local_sessions = 0;    // local Sessions open now (attached or attaching)
+  uint64_t local_messages = 0;    // staged / skip / sync_done messages from local ranks
+  uint64_t local_checkins = 0;    // check-ins (staged items) in them
+  uint64_t upstream_batches = 0;  // AgentBatch messages written to the coordinator (resends too)
+  uint64_t upstream_messages = 0;  // every AgentUp written (attach, detach, batch)
+  uint64_t merged_checkins = 0;   // MergedStaged entries written (one check-in of several ranks)
+  uint64_t notices_received = 0;  // AgentNotice entries received (one notice for several ranks)
+  uint64_t notices_delivered = 0;  // notices handed to local Sessions (one per rank)
+  uint64_t notices_unrouted = 0;  // notices for a rank with no local Session (dropped)
+  uint64_t duplicate_directives_dropped = 0;  // re-sent directives a local Session already had
+  uint64_t reconnects = 0;        // upstream streams after the first that got an answer
+  uint64_t batches_resent = 0;    // unacknowledged batches written again after a reconnect
+};
+
+class AgentCounters {
+ public:
+  std::atomic<uint64_t> local_sessions{0};
+  std::atomic<uint64_t> local_messages{0};
+  std::atomic<uint64_t> local_checkins{0};
+  std::atomic<uint64_t> upstream_batches{0};
+  std::atomic<uint64_t> upstream_messages{0};
+  std::atomic<uint64_t> merged_checkins{0};
+  std::atomic<uint64_t> notices_received{0};
+  std::atomic<uint64_t> notices_delivered{0};
+  std::atomic<uint64_t> notices_unrouted{0};
+  std::atomic<uint64_t> duplicate_directives_dropped{0};
+  std::atomic<uint64_t> reconnects{0};
+  std::atomic<uint64_t> batches_resent{0};
+
+  AgentStats Snapshot() const {
+    AgentStats s;
+    s.local_sessions = local_sessions.load();
+    s.local_messages = local_messages.load();
+    s.local_checkins = local_checkins.load();
+    s.upstream_batches = upstream_batches.load();
+    s.upstream_messages = upstream_messages.load();
+    s.merged_checkins = merged_checkins.load();
+    s.notices_received = notices_received.load();
+    s.notices_delivered = notices_delivered.load();
+    s.notices_unrouted = notices_unrouted.load();
+    s.duplicate_directives_dropped = duplicate_directives_dropped.load();
+    s.reconnects = reconnects.load();
+    s.batches_resent = batches_resent.load();
+    return s;
+  }
+};
+
+}  // namespace psync::agent
+
+#endif  // PSYNC_AGENT_STATS_H_

@@ -1,0 +1,173 @@
+// Upstream: a node agent's one AgentSession stream to the coordinator, carrying the Sessions of
+// the node's ranks (see agent/README.md).
+//
+// What it does.
+//  * Attach: forwards a local rank's attach (the rank's own job, rank, generation, session id);
+//    the coordinator's answer goes back to the rank. Notices for the rank are routed to its newest
+//    local Session from then on.
+//  * Submit: queues a local rank's staged / skip / sync_done message. A writer thread merges what
+//    is queued into AgentBatches (agent/merge.h; one batch per run of messages of the same job and
+//    generation, capped by max_batch_messages and max_batch_bytes) and writes them. With
+//    flush_window 0 the writer takes whatever is queued as soon as it is free (no added latency
+//    when idle; merging happens under load); otherwise it waits up to flush_window after the
+//    oldest queued message, or until flush_messages are queued. Attach and detach are written at
+//    once, in order with the messages around them. Each message's Ack carries the coordinator's
+//    status for that message.
+//  * Detach: a local Session ended; the rank is detached upstream so the coordinator's liveness
+//    sees it go.
+//  * Notices (AgentNotice: one notice, several ranks) are fanned out to the local Sessions; a
+//    closure (a newer Session superseded the rank) ends the rank's local Session with its status.
+//
+// Reconnect. When the stream breaks, a reader thread reconnects with backoff (client/backoff.h),
+// re-attaches every local rank it had attached (with the same attach), then writes again every
+// batch not acknowledged (same request id: the coordinator answers an identical repeat with the
+// decision already made), then what was queued meanwhile. Directives the coordinator re-sends on
+// re-attach are dropped by each LocalLink when already delivered; StepSkipped notices sent while
+// the stream was down are settled from the job's status (agent/skip_recovery.h). A re-attach the
+// coordinator refuses ends that rank's local Session with UNAVAILABLE, so its client joins again.
+// Detaches not yet written when the stream broke are dropped (the coordinator detached every rank
+// of the ended stream). The upstream never gives up; Shutdown() stops it.
+//
+// Thread-safety: all methods are thread-safe and never block on I/O (Attach, Submit, Detach only
+// queue), so reactors may call them. LocalLink callbacks run on the reader thread without locks
+// held. Ownership: owns its two threads and its stream; shares the channel.
+#ifndef PSYNC_AGENT_UPSTREAM_H_
+#define PSYNC_AGENT_UPSTREAM_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "agent/local_link.h"
+#include "agent/skip_recovery.h"
+#include "agent/stats.h"
+#include "client/backoff.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/psync/v1/coordinator.grpc.pb.h"
+
+namespace psync::agent {
+
+struct UpstreamOptions {
+  // The coordinator's channel. Required.
+  std::shared_ptr<grpc::Channel> channel;
+  BackoffOptions backoff;
+  absl::Duration flush_window = absl::ZeroDuration();
+  size_t flush_messages = 1024;
+  size_t max_batch_messages = 1024;
+  size_t max_batch_bytes = 512 << 10;
+};
+
+class Upstream {
+ public:
+  // `counters` is not owned and must outlive the upstream. Requires options.channel.
+  Upstream(UpstreamOptions options, AgentCounters* counters);
+  ~Upstream();
+  Upstream(const Upstream&) = delete;
+  Upstream& operator=(const Upstream&) = delete;
+
+  // Starts the reader and writer threads (connects).
+  void Start();
+  // Cancels the stream and joins the threads. Idempotent.
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // `link` carries its attach (LocalLink::SetAttach) already.
+  void Attach(std::shared_ptr<LocalLink> link) ABSL_LOCKS_EXCLUDED(mu_);
+  // `up` is a staged, skip or sync_done message of `link`'s rank.
+  void Submit(const std::shared_ptr<LocalLink>& link, v1::SessionUp up) ABSL_LOCKS_EXCLUDED(mu_);
+  // Idempotent; a link never attached is ignored.
+  void Detach(const std::shared_ptr<LocalLink>& link) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // True while a stream is open (from the moment it is opened: it may still fail to connect).
+  bool connected() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  using Stream = grpc::ClientReaderWriter<v1::AgentUp, v1::AgentDown>;
+  using RankKey = std::pair<std::string, uint32_t>;
+
+  // One local Session known upstream.
+  struct Link {
+    std::shared_ptr<LocalLink> link;
+    uint64_t attach_id = 0;  // request id of its attach on the current stream; 0: not written yet
+    bool answered = false;   // the local attach was answered
+  };
+  // Something waiting to be written.
+  struct Queued {
+    enum class Kind { kAttach, kDetach, kMessage };
+    Kind kind = Kind::kMessage;
+    std::shared_ptr<LocalLink> link;  // kAttach, kMessage
+    v1::SessionUp up;                 // kMessage
+    v1::AgentDetach detach;           // kDetach
+    size_t bytes = 0;
+    absl::Time at;
+  };
+  // A written AgentUp waiting for its AgentAck.
+  struct Pending {
+    enum class Kind { kAttach, kDetach, kBatch };
+    Kind kind = Kind::kBatch;
+    v1::AgentUp up;  // kBatch: written again after a reconnect
+    // kBatch: per message of the batch, its local Session and request id.
+    std::vector<std::pair<std::weak_ptr<LocalLink>, uint64_t>> origins;
+  };
+
+  // Reader thread: connect, read until the stream ends, reconnect with backoff.
+  void ReadLoop() ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
+  // Writer thread: writes what is due.
+  void WriteLoop() ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
+  // A new stream is open: re-attach, re-send what is unacknowledged.
+  void OnConnectedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether queued work is due now (or at *deadline).
+  bool DueLocked(absl::Time now, absl::Time* deadline) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves every queued item into outgoing_ as AgentUps (registering them as pending).
+  void BuildLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AttachUpLocked(Link& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Handles one message from the coordinator.
+  void Handle(const v1::AgentDown& down) ABSL_LOCKS_EXCLUDED(mu_);
+  // Forgets `link` (routes, attach id); points the route of its rank at another attached local
+  // Session of the rank if there is one.
+  void ForgetLocked(LocalLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const UpstreamOptions options_;
+  AgentCounters* const counters_;
+  const std::unique_ptr<v1::Coordinator::Stub> stub_;
+  // After a reconnect: StepSkipped notices lost meanwhile.
+  SkipRecovery skip_recovery_;
+
+  // Held while writing to the stream and while finishing it. Order: write_mu_ before mu_.
+  absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+
+  mutable absl::Mutex mu_;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool connected_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;  // rises with every stream opened
+  bool answered_once_ ABSL_GUARDED_BY(mu_) = false;  // some stream got an answer
+  std::shared_ptr<Stream> stream_ ABSL_GUARDED_BY(mu_);
+  grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<LocalLink*, Link> links_ ABSL_GUARDED_BY(mu_);
+  // The local Session notices of (job, rank) go to: the newest attached (or attaching) one.
+  absl::flat_hash_map<RankKey, LocalLink*> routes_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, LocalLink*> attach_ids_ ABSL_GUARDED_BY(mu_);
+  std::deque<Queued> queue_ ABSL_GUARDED_BY(mu_);
+  size_t queued_messages_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t queued_controls_ ABSL_GUARDED_BY(mu_) = 0;
+  // Built for the current stream, in order.
+  std::deque<v1::AgentUp> outgoing_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
+
+  std::thread reader_;
+  std::thread writer_;
+};
+
+}  // namespace psync::agent
+
+#endif  // PSYNC_AGENT_UPSTREAM_H_

@@ -1,0 +1,106 @@
+// ExpandAgentBatch refuses malformed batches precisely; AgentDownQueue merges notices for several
+// ranks without reordering any rank's notices.
+#include "server/agent_batch.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/agent_down_queue.h"
+
+namespace psync::server {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+v1::AgentBatch TwoMessages() {
+  v1::AgentBatch b;
+  b.set_job_id("job");
+  b.set_generation(1);
+  b.add_ranks(0);
+  b.add_ranks(1);
+  return b;
+}
+
+TEST(ExpandAgentBatchTest, RefusesMalformedBatches) {
+  v1::AgentBatch b = TwoMessages();
+  b.clear_job_id();
+  EXPECT_THAT(ExpandAgentBatch(b).status().message(), HasSubstr("batch.job_id"));
+
+  b = TwoMessages();
+  b.clear_ranks();
+  EXPECT_EQ(ExpandAgentBatch(b).status().code(), absl::StatusCode::kInvalidArgument);
+
+  b = TwoMessages();
+  b.add_staged()->add_messages(2);
+  EXPECT_EQ(ExpandAgentBatch(b).status().message(),
+            "batch.staged[0].messages[0]: 2 is out of range [0, 2)");
+
+  b = TwoMessages();
+  v1::MergedStaged* m = b.add_staged();
+  m->add_messages(1);
+  m->add_messages(1);
+  EXPECT_THAT(ExpandAgentBatch(b).status().message(),
+              HasSubstr("batch.staged[0].messages[1]: 1 must be above the previous index 1"));
+
+  b = TwoMessages();
+  b.add_staged();
+  EXPECT_THAT(ExpandAgentBatch(b).status().message(), HasSubstr("messages must not be empty"));
+
+  b = TwoMessages();
+  b.add_staged()->add_messages(0);
+  b.add_skips()->set_message(0);
+  EXPECT_THAT(ExpandAgentBatch(b).status().message(),
+              HasSubstr("batch.skips[0].message: message 0 is already named in staged"));
+
+  b = TwoMessages();
+  b.add_sync_dones()->set_message(1);
+  b.add_sync_dones()->set_message(1);
+  EXPECT_THAT(ExpandAgentBatch(b).status().message(),
+              HasSubstr("batch.sync_dones[1].message: message 1 is already named in sync_dones"));
+}
+
+v1::SessionDown Directive(uint64_t step, uint32_t chunk) {
+  v1::SessionDown d;
+  d.mutable_directive()->set_generation(1);
+  d.mutable_directive()->set_step(step);
+  d.mutable_directive()->set_chunk(chunk);
+  return d;
+}
+
+TEST(AgentDownQueueTest, MergesEqualNoticesAndKeepsEachRanksOrder) {
+  AgentDownQueue q;
+  q.AddNotice("job", 0, Directive(1, 0));
+  q.AddNotice("job", 0, Directive(1, 1));
+  q.AddNotice("job", 1, Directive(1, 0));  // merges into the first entry
+  q.AddNotice("job", 1, Directive(1, 1));  // merges into the second
+  q.AddNotice("other", 1, Directive(1, 1));  // another job: its own entry
+  q.AddNotice("job", 2, Directive(1, 1));
+  q.AddNotice("job", 2, Directive(1, 0));  // rank 2 has a later notice: a new entry
+  v1::AgentAck ack;
+  ack.set_request_id(7);
+  q.AddAck(ack);
+  ASSERT_EQ(q.size(), 1u);
+  const v1::AgentDown down = q.Take();
+  EXPECT_TRUE(q.empty());
+  ASSERT_EQ(down.notices_size(), 4);
+  EXPECT_THAT(down.notices(0).ranks(), ElementsAre(0, 1));
+  EXPECT_EQ(down.notices(0).notice().directive().chunk(), 0u);
+  EXPECT_THAT(down.notices(1).ranks(), ElementsAre(0, 1, 2));
+  EXPECT_EQ(down.notices(1).notice().directive().chunk(), 1u);
+  EXPECT_EQ(down.notices(2).job_id(), "other");
+  EXPECT_THAT(down.notices(3).ranks(), ElementsAre(2));
+  EXPECT_EQ(down.notices(3).notice().directive().chunk(), 0u);
+  ASSERT_EQ(down.acks_size(), 1);
+  EXPECT_EQ(down.acks(0).request_id(), 7u);
+}
+
+TEST(AgentDownQueueTest, OpensANewMessageWhenFull) {
+  AgentDownQueue q;
+  for (size_t i = 0; i < AgentDownQueue::kMaxItems + 1; ++i) q.AddAck(v1::AgentAck());
+  EXPECT_EQ(q.size(), 2u);
+  EXPECT_EQ(q.Take().acks_size(), static_cast<int>(AgentDownQueue::kMaxItems));
+  EXPECT_EQ(q.Take().acks_size(), 1);
+}
+
+}  // namespace
+}  // namespace psync::server

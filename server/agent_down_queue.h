@@ -1,0 +1,57 @@
+// AgentDownQueue: what waits to go down one AgentSession, merged into as few AgentDown messages as
+// order allows. Pure; thread-compatible (AgentOutbox serializes access).
+//
+// Messages are filled in order; the last one is open. A notice whose content (job and SessionDown)
+// equals a notice already in the open message gets the rank appended there instead of a new entry,
+// unless that rank already has a later notice in the open message (each rank's notices keep the
+// order they were produced in). A message holds about kMaxItems entries (acks, rejected statuses,
+// notices, ranks of notices, closures); beyond that a new message opens.
+#ifndef PSYNC_SERVER_AGENT_DOWN_QUEUE_H_
+#define PSYNC_SERVER_AGENT_DOWN_QUEUE_H_
+
+#include <cstddef>
+#include <deque>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "proto/psync/v1/coordinator.pb.h"
+#include "server/core/types.h"
+
+namespace psync::server {
+
+class AgentDownQueue {
+ public:
+  static constexpr size_t kMaxItems = 8192;
+
+  void AddAck(v1::AgentAck ack);
+  // `notice` is a directive, StepSkipped or Abort for (job_id, rank).
+  void AddNotice(const std::string& job_id, core::RankId rank, const v1::SessionDown& notice);
+  void AddClosed(v1::AgentRankClosed closed);
+
+  bool empty() const { return messages_.empty(); }
+  // Messages ready, the open one included.
+  size_t size() const { return messages_.size(); }
+  // Removes and returns the oldest message. Requires !empty().
+  v1::AgentDown Take();
+  void Clear() { messages_.clear(); }
+
+ private:
+  struct Message {
+    v1::AgentDown down;
+    size_t items = 0;
+    // Notice content (job, serialized SessionDown) -> index in down.notices.
+    absl::flat_hash_map<std::string, int> notice_index;
+    // (job, rank) -> index of its last notice in down.notices.
+    absl::flat_hash_map<std::pair<std::string, core::RankId>, int> last_notice;
+  };
+
+  // The open message, with room for `items` more (a new one opens if needed).
+  Message& Open(size_t items);
+
+  std::deque<Message> messages_;
+};
+
+}  // namespace psync::server
+
+#endif  // PSYNC_SERVER_AGENT_DOWN_QUEUE_H_

@@ -1,0 +1,352 @@
+#include "server/agent_stream.h"
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "server/agent_batch.h"
+#include "server/agent_down_queue.h"
+#include "server/convert.h"
+
+namespace psync::server {
+namespace {
+
+using Reactor = grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>;
+
+// Queues what goes down one AgentSession (merged by AgentDownQueue) and writes one message at a
+// time. Shared by the sinks of every rank of the stream; while corked (the coordinator hands out
+// one decision's notices) nothing new starts, so those notices leave together. Outlives the
+// reactor: once the stream is done, everything added is dropped.
+class AgentOutbox final : public NoticeBatcher {
+ public:
+  explicit AgentOutbox(Reactor* reactor) : reactor_(reactor) {}
+
+  void AddAck(v1::AgentAck ack) ABSL_LOCKS_EXCLUDED(mu_) {
+    Add([&](AgentDownQueue& q) { q.AddAck(std::move(ack)); });
+  }
+  void AddNotice(const std::string& job_id, core::RankId rank, const v1::SessionDown& notice)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    Add([&](AgentDownQueue& q) { q.AddNotice(job_id, rank, notice); });
+  }
+  void AddClosed(v1::AgentRankClosed closed) ABSL_LOCKS_EXCLUDED(mu_) {
+    Add([&](AgentDownQueue& q) { q.AddClosed(std::move(closed)); });
+  }
+
+  void Cork() override ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    ++corks_;
+  }
+  void Uncork() override ABSL_LOCKS_EXCLUDED(mu_) {
+    Reactor* start = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      --corks_;
+      start = NextWriteLocked();
+    }
+    if (start != nullptr) start->StartWrite(&current_);
+  }
+
+  // Ends the stream with `status` once what is queued is written.
+  void Close(const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_) {
+    Reactor* finish = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      if (reactor_ == nullptr || closing_) return;
+      closing_ = true;
+      finish_status_ = status;
+      if (writing_ || !queue_.empty()) return;  // finished when the queue drains
+      finished_ = true;
+      finish = reactor_;
+    }
+    finish->Finish(status);
+  }
+
+  // Called from the reactor's OnWriteDone.
+  void WriteDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
+    Reactor* start = nullptr;
+    Reactor* finish = nullptr;
+    grpc::Status finish_status;
+    {
+      absl::MutexLock lock(&mu_);
+      if (reactor_ == nullptr) return;
+      writing_ = false;
+      if (!ok) {
+        // The agent is gone: drop what is queued and end the call.
+        queue_.Clear();
+        if (!closing_) {
+          closing_ = true;
+          finish_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "write failed: agent gone");
+        }
+      }
+      start = NextWriteLocked();
+      if (start == nullptr && closing_ && queue_.empty() && !finished_) {
+        finished_ = true;
+        finish = reactor_;
+        finish_status = finish_status_;
+      }
+    }
+    if (start != nullptr) start->StartWrite(&current_);
+    if (finish != nullptr) finish->Finish(finish_status);
+  }
+
+  // Called from the reactor's OnDone: nothing is written after this.
+  void Detach() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    reactor_ = nullptr;
+    queue_.Clear();
+  }
+
+ private:
+  template <typename F>
+  void Add(F&& add) ABSL_LOCKS_EXCLUDED(mu_) {
+    Reactor* start = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      if (reactor_ == nullptr || closing_) return;
+      add(queue_);
+      start = NextWriteLocked();
+    }
+    if (start != nullptr) start->StartWrite(&current_);
+  }
+
+  // Takes the next message into current_ when a write may start now; returns the reactor to
+  // start it on, or null. While corked only messages that are no longer open may go.
+  Reactor* NextWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (reactor_ == nullptr || writing_ || finished_ || queue_.empty()) return nullptr;
+    if (corks_ > 0 && queue_.size() < 2) return nullptr;
+    writing_ = true;
+    current_ = queue_.Take();
+    return reactor_;
+  }
+
+  absl::Mutex mu_;
+  Reactor* reactor_ ABSL_GUARDED_BY(mu_);
+  AgentDownQueue queue_ ABSL_GUARDED_BY(mu_);
+  int corks_ ABSL_GUARDED_BY(mu_) = 0;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
+  // The message being written; touched only by the single writer (writing_ == true).
+  v1::AgentDown current_;
+};
+
+// The session of one rank attached on an AgentSession: its notices go into the stream's outbox
+// tagged with the rank; closing it (the coordinator superseded it) tells the agent.
+class AgentRankSink final : public SessionSink {
+ public:
+  AgentRankSink(std::shared_ptr<AgentOutbox> outbox, std::string job_id, core::RankId rank,
+                uint64_t attach_request_id)
+      : outbox_(std::move(outbox)),
+        job_id_(std::move(job_id)),
+        rank_(rank),
+        attach_request_id_(attach_request_id) {}
+
+  void Send(const core::Notice& notice) override {
+    if (closed_.load()) return;
+    outbox_->AddNotice(job_id_, rank_, NoticeToProto(notice));
+  }
+
+  void Close(const absl::Status& status) override {
+    if (closed_.exchange(true)) return;
+    v1::AgentRankClosed closed;
+    closed.set_job_id(job_id_);
+    closed.set_rank(rank_);
+    closed.set_attach_request_id(attach_request_id_);
+    closed.set_code(static_cast<int>(status.code()));
+    closed.set_message(std::string(status.message()));
+    outbox_->AddClosed(std::move(closed));
+  }
+
+  NoticeBatcher* batcher() override { return outbox_.get(); }
+
+  bool closed() const { return closed_.load(); }
+  uint64_t attach_request_id() const { return attach_request_id_; }
+
+ private:
+  const std::shared_ptr<AgentOutbox> outbox_;
+  const std::string job_id_;
+  const core::RankId rank_;
+  const uint64_t attach_request_id_;
+  std::atomic<bool> closed_{false};
+};
+
+using RankKey = std::pair<std::string, core::RankId>;
+
+void SetStatus(const absl::Status& status, v1::AgentAck* ack) {
+  ack->set_code(static_cast<int>(status.code()));
+  ack->set_message(std::string(status.message()));
+}
+
+class AgentStream final : public Reactor {
+ public:
+  explicit AgentStream(Coordinator* coordinator)
+      : coordinator_(coordinator), outbox_(std::make_shared<AgentOutbox>(this)) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the agent finished writing, or the call ended
+      DetachAll();
+      outbox_->Close(grpc::Status::OK);
+      return;
+    }
+    switch (request_.kind_case()) {
+      case v1::AgentUp::kAttach:
+        HandleAttach(request_.request_id(), request_.attach().attach());
+        break;
+      case v1::AgentUp::kDetach:
+        HandleDetach(request_.request_id(), request_.detach());
+        break;
+      case v1::AgentUp::kBatch:
+        HandleBatch(request_.request_id(), request_.batch());
+        break;
+      case v1::AgentUp::KIND_NOT_SET: {
+        v1::AgentAck ack;
+        ack.set_request_id(request_.request_id());
+        SetStatus(absl::InvalidArgumentError("kind: one of attach, detach, batch must be set"),
+                  &ack);
+        outbox_->AddAck(std::move(ack));
+        break;
+      }
+    }
+    StartRead(&request_);
+  }
+
+  void OnWriteDone(bool ok) override { outbox_->WriteDone(ok); }
+
+  void OnCancel() override {
+    DetachAll();
+    outbox_->Close(grpc::Status(grpc::StatusCode::CANCELLED, "agent session cancelled"));
+  }
+
+  void OnDone() override {
+    DetachAll();
+    outbox_->Detach();
+    delete this;
+  }
+
+ private:
+  void HandleAttach(uint64_t request_id, const v1::Attach& a) {
+    v1::AgentAck ack;
+    ack.set_request_id(request_id);
+    absl::StatusOr<std::vector<core::Notice>> pending;
+    auto sink = std::make_shared<AgentRankSink>(outbox_, a.job_id(), a.rank(), request_id);
+    if (a.job_id().empty()) {
+      pending = absl::InvalidArgumentError("attach.job_id must not be empty");
+    } else if (a.session_id().empty()) {
+      pending = absl::InvalidArgumentError("attach.session_id must not be empty");
+    } else {
+      pending = coordinator_->Attach(a.job_id(), a.rank(), a.generation(), a.session_id(), sink);
+    }
+    if (!pending.ok()) {
+      SetStatus(absl::Status(pending.status().code(),
+                             absl::StrCat("attach: ", pending.status().message())),
+                &ack);
+      outbox_->AddAck(std::move(ack));
+      return;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      // An older attach of the rank on this stream was superseded by this one (and closed).
+      ranks_[RankKey(a.job_id(), a.rank())] = sink;
+    }
+    outbox_->AddAck(std::move(ack));
+    outbox_->Cork();
+    for (const core::Notice& n : *pending) sink->Send(n);
+    outbox_->Uncork();
+  }
+
+  void HandleDetach(uint64_t request_id, const v1::AgentDetach& d) {
+    std::shared_ptr<AgentRankSink> sink;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = ranks_.find(RankKey(d.job_id(), d.rank()));
+      if (it != ranks_.end() && it->second->attach_request_id() == d.attach_request_id()) {
+        sink = std::move(it->second);
+        ranks_.erase(it);
+      }
+    }
+    // Detach is a no-op when a newer session of the rank replaced this one.
+    if (sink != nullptr) coordinator_->Detach(d.job_id(), d.rank(), sink.get());
+    v1::AgentAck ack;
+    ack.set_request_id(request_id);
+    outbox_->AddAck(std::move(ack));
+  }
+
+  void HandleBatch(uint64_t request_id, const v1::AgentBatch& batch) {
+    v1::AgentAck ack;
+    ack.set_request_id(request_id);
+    absl::StatusOr<std::vector<RankMessage>> messages = ExpandAgentBatch(batch);
+    if (!messages.ok()) {
+      SetStatus(messages.status(), &ack);
+      outbox_->AddAck(std::move(ack));
+      return;
+    }
+    // Only ranks attached on this stream may send through it.
+    std::vector<RankMessage> apply;
+    std::vector<uint32_t> index_of;
+    apply.reserve(messages->size());
+    index_of.reserve(messages->size());
+    {
+      absl::MutexLock lock(&mu_);
+      for (size_t i = 0; i < messages->size(); ++i) {
+        RankMessage& m = (*messages)[i];
+        auto it = ranks_.find(RankKey(batch.job_id(), m.rank));
+        if (it == ranks_.end() || it->second->closed()) {
+          v1::MessageStatus* r = ack.add_rejected();
+          r->set_index(static_cast<uint32_t>(i));
+          r->set_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
+          r->set_message(absl::StrCat("rank ", m.rank, " of job '", batch.job_id(),
+                                      "' is not attached on this agent session"));
+          continue;
+        }
+        index_of.push_back(static_cast<uint32_t>(i));
+        apply.push_back(std::move(m));
+      }
+    }
+    if (!apply.empty()) {
+      const std::vector<absl::Status> statuses =
+          coordinator_->ApplyBatch(batch.job_id(), batch.generation(), apply);
+      for (size_t k = 0; k < statuses.size(); ++k) {
+        if (statuses[k].ok()) continue;
+        v1::MessageStatus* r = ack.add_rejected();
+        r->set_index(index_of[k]);
+        r->set_code(static_cast<int>(statuses[k].code()));
+        r->set_message(std::string(statuses[k].message()));
+      }
+    }
+    outbox_->AddAck(std::move(ack));
+  }
+
+  // Detaches every rank attached on this stream (idempotent).
+  void DetachAll() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::flat_hash_map<RankKey, std::shared_ptr<AgentRankSink>> ranks;
+    {
+      absl::MutexLock lock(&mu_);
+      ranks.swap(ranks_);
+    }
+    for (const auto& [key, sink] : ranks) coordinator_->Detach(key.first, key.second, sink.get());
+  }
+
+  Coordinator* const coordinator_;
+  const std::shared_ptr<AgentOutbox> outbox_;
+  v1::AgentUp request_;  // touched by the read reactions only, one at a time
+  // Written by the read reactions; emptied by OnCancel/OnDone, which may run concurrently.
+  absl::Mutex mu_;
+  absl::flat_hash_map<RankKey, std::shared_ptr<AgentRankSink>> ranks_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>* NewAgentStream(Coordinator* coordinator) {
+  return new AgentStream(coordinator);
+}
+
+}  // namespace psync::server

@@ -1,0 +1,28 @@
+// AgentStream: the server side of one psync.v1 AgentSession, the stream of a node agent that
+// carries the Sessions of several ranks (see agent/README.md and docs/design.md, "Node agents").
+//
+// Each `attach` attaches one rank through Coordinator::Attach with a SessionSink of its own that
+// routes the rank's notices into this stream, tagged with the rank; notices of one decision for
+// several ranks leave as one AgentNotice (the sinks share a corkable outbox). Each `batch` is
+// expanded into its ranks' messages and applied with Coordinator::ApplyBatch, every message as its
+// rank: the AgentAck lists the messages rejected with their own status. A message of a rank not
+// attached on this stream is FAILED_PRECONDITION. `detach` and the end of the stream detach ranks,
+// so the coordinator's liveness sees them go. The tracker stays the only place decisions are made.
+//
+// The reactor never blocks on I/O and holds no lock across StartWrite. Owned by gRPC: deletes
+// itself in OnDone.
+#ifndef PSYNC_SERVER_AGENT_STREAM_H_
+#define PSYNC_SERVER_AGENT_STREAM_H_
+
+#include "grpcpp/grpcpp.h"
+#include "proto/psync/v1/coordinator.grpc.pb.h"
+#include "server/coordinator.h"
+
+namespace psync::server {
+
+// Creates the reactor for one AgentSession call.
+grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>* NewAgentStream(Coordinator* coordinator);
+
+}  // namespace psync::server
+
+#endif  // PSYNC_SERVER_AGENT_STREAM_H_

@@ -1,0 +1,48 @@
+// Coordinator::ApplyBatch: several ranks' Session messages of one job under one lock.
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/coordinator.h"
+
+namespace psync::server {
+
+std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uint64_t generation,
+                                                  absl::Span<const RankMessage> messages) {
+  std::vector<absl::Status> statuses;
+  statuses.reserve(messages.size());
+  Outgoing out;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    auto it = jobs_.find(job_id);
+    Job* job = it == jobs_.end() ? nullptr : it->second.get();
+    for (const RankMessage& m : messages) {
+      if (job == nullptr) {
+        absl::Status s = absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
+        RecordRejection(job_id, nullptr, s, now, &out);
+        statuses.push_back(std::move(s));
+        continue;
+      }
+      core::Decisions decisions;
+      absl::Status s;
+      switch (m.kind) {
+        case RankMessage::Kind::kStaged:
+          s = job->tracker->Stage(m.rank, generation, m.staged, now, &decisions);
+          break;
+        case RankMessage::Kind::kSkip:
+          s = job->tracker->Skip(m.rank, generation, m.skip_step, m.skip_reason, now, &decisions);
+          break;
+        case RankMessage::Kind::kSyncDone:
+          s = job->tracker->SyncDone(m.rank, generation, m.sync_done, now, &decisions);
+          break;
+      }
+      Record(*job, decisions, &out);
+      if (!s.ok()) RecordRejection(job_id, job, s, now, &out);
+      statuses.push_back(std::move(s));
+    }
+  }
+  Deliver(out);
+  return statuses;
+}
+
+}  // namespace psync::server

@@ -1,0 +1,261 @@
+// Node agents against a real in-process coordinator: ranks (psync::Client) connected through
+// agents get every directive exactly once, the coordinator keeps per-rank state and errors, and
+// check-ins that arrive together leave the agent as one merged message.
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/test_server.h"
+#include "tests/agent/agent_harness.h"
+#include "tests/service/raw_session.h"
+
+namespace psync::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = server::TestServer::Start();
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    coordinator_ = v1::Coordinator::NewStub(
+        grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials()));
+  }
+
+  std::unique_ptr<server::TestServer> server_;
+  std::unique_ptr<v1::Coordinator::Stub> coordinator_;
+};
+
+TEST_F(AgentTest, EightRanksBehindTwoAgentsGetEveryDirectiveExactlyOnce) {
+  constexpr uint32_t kWorld = 8;
+  constexpr uint32_t kChunks = 4;
+  constexpr uint64_t kSteps = 5;
+  const std::vector<uint32_t> expert_chunks = {1, 3};
+  // One agent on loopback TCP, one on a unix socket.
+  auto tcp_agent = StartAgent(server_->target());
+  agent::AgentOptions unix_options;
+  const std::string socket = absl::StrCat("/tmp/psync-agent-test-", getpid(), ".sock");
+  unix_options.listen = absl::StrCat("unix:", socket);
+  auto unix_agent = StartAgent(server_->target(), unix_options);
+  ASSERT_NE(tcp_agent, nullptr);
+  ASSERT_NE(unix_agent, nullptr);
+  EXPECT_EQ(unix_agent->local_target(), absl::StrCat("unix:", socket));
+  agent::Agent* agents[2] = {tcp_agent.get(), unix_agent.get()};
+
+  std::vector<v1::JoinRequest> plans;
+  std::vector<std::unique_ptr<Client>> ranks;
+  for (uint32_t r = 0; r < kWorld; ++r) {
+    plans.push_back(MakeJoin("eight", kWorld, r, kChunks, expert_chunks, 2));
+    ranks.push_back(ConnectRank(agents[r / 4]->local_target(), plans.back()));
+    ASSERT_NE(ranks.back(), nullptr);
+  }
+
+  for (uint64_t step = 0; step < kSteps; ++step) {
+    OnThreads(kWorld, [&](size_t r) { RunStep(*ranks[r], plans[r], step); });
+  }
+
+  // Step kSteps: rank 5 (behind the unix agent) holds back its dense check-in of chunk 0.
+  const uint64_t held = kSteps;
+  OnThreads(kWorld, [&](size_t r) {
+    for (const auto& [chunk, optimizer] : CheckinsOf(plans[r])) {
+      if (r == 5 && chunk == 0 && optimizer == "dense") continue;
+      ASSERT_TRUE(ranks[r]->ReportStaged(held, chunk, optimizer).ok());
+    }
+  });
+  // Every check-in above was acknowledged, so the coordinator has applied it.
+  v1::JobStatus waiting = JobStatus(*coordinator_, "eight");
+  EXPECT_EQ(waiting.sessions_connected(), kWorld);
+  ASSERT_EQ(waiting.chunks_size(), static_cast<int>(kChunks));
+  const v1::ChunkStatus& chunk0 = waiting.chunks(0);
+  EXPECT_EQ(chunk0.step(), held);
+  EXPECT_EQ(chunk0.state(), "WAITING");
+  ASSERT_EQ(chunk0.missing_size(), 1);
+  EXPECT_EQ(chunk0.missing(0).rank(), 5u);
+  EXPECT_EQ(chunk0.missing(0).optimizer(), "dense");
+  std::vector<uint32_t> staged;
+  for (const v1::Contributor& c : chunk0.staged()) staged.push_back(c.rank());
+  EXPECT_THAT(staged, ElementsAre(0, 1, 2, 3, 4, 6, 7));
+  for (uint32_t c = 1; c < kChunks; ++c) EXPECT_EQ(waiting.chunks(c).state(), "RELEASED");
+
+  ASSERT_TRUE(ranks[5]->ReportStaged(held, 0, "dense").ok());
+  OnThreads(kWorld, [&](size_t r) { SyncStep(*ranks[r], plans[r], held); });
+
+  // Exactly once, everywhere.
+  const uint64_t steps = kSteps + 1;
+  for (uint32_t r = 0; r < kWorld; ++r) {
+    const ClientStats s = ranks[r]->stats();
+    EXPECT_EQ(s.directives_received, steps * kChunks) << "rank " << r;
+    EXPECT_EQ(s.duplicate_directives_dropped, 0u) << "rank " << r;
+    EXPECT_EQ(s.reconnects, 0u) << "rank " << r;
+  }
+  const v1::JobStatus done = JobStatus(*coordinator_, "eight");
+  EXPECT_EQ(done.counters().releases(), steps * kChunks);
+  EXPECT_EQ(done.counters().checkins(), steps * kWorld * (kChunks + expert_chunks.size()));
+  EXPECT_EQ(done.counters().syncs_done(), steps * kWorld * kChunks);
+  EXPECT_EQ(done.counters().duplicate_checkins(), 0u);
+  EXPECT_EQ(done.counters().rejected(), 0u);
+  EXPECT_EQ(done.counters().violations(), 0u);
+  EXPECT_EQ(done.audit().released(), steps * kChunks);
+  EXPECT_EQ(done.audit().complete(), steps * kChunks);
+  EXPECT_EQ(done.audit().double_releases(), 0u);
+  EXPECT_EQ(done.audit().checksum_mismatches(), 0u);
+  EXPECT_EQ(done.min_rank_step(), steps);
+  EXPECT_FALSE(done.stragglers().empty());  // per-rank lateness, as with direct Sessions
+
+  for (agent::Agent* a : agents) {
+    const agent::AgentStats s = a->stats();
+    // Four ranks, per step 6 check-ins and 4 SyncDones each.
+    EXPECT_EQ(s.local_messages, 4 * steps * (kChunks + expert_chunks.size() + kChunks));
+    EXPECT_EQ(s.local_checkins, 4 * steps * (kChunks + expert_chunks.size()));
+    EXPECT_LE(s.upstream_batches, s.local_messages);
+    EXPECT_EQ(s.notices_delivered, 4 * steps * kChunks);
+    EXPECT_LE(s.notices_received, s.notices_delivered);
+    EXPECT_EQ(s.duplicate_directives_dropped, 0u);
+    EXPECT_EQ(s.notices_unrouted, 0u);
+    EXPECT_EQ(s.local_sessions, 4u);
+  }
+  unlink(socket.c_str());
+}
+
+TEST_F(AgentTest, ChecksInTogetherLeaveAsOneMessageAndTheDirectiveComesBackAsOne) {
+  // The agent waits for 4 queued messages (the window is never reached), so the 4 ranks'
+  // check-ins, sent together, are one upstream message.
+  agent::AgentOptions options;
+  options.flush_window = absl::Hours(1);
+  options.flush_messages = 4;
+  auto node = StartAgent(server_->target(), options);
+  ASSERT_NE(node, nullptr);
+  std::vector<v1::JoinRequest> plans;
+  std::vector<std::unique_ptr<Client>> ranks;
+  for (uint32_t r = 0; r < 4; ++r) {
+    plans.push_back(MakeJoin("merged", 4, r, 1));
+    ranks.push_back(ConnectRank(node->local_target(), plans.back()));
+    ASSERT_NE(ranks.back(), nullptr);
+  }
+  const agent::AgentStats before = node->stats();
+  EXPECT_EQ(before.upstream_batches, 0u);
+
+  OnThreads(4, [&](size_t r) { ASSERT_TRUE(ranks[r]->ReportStaged(0, 0, "dense").ok()); });
+  const agent::AgentStats staged = node->stats();
+  EXPECT_EQ(staged.local_checkins, 4u);
+  EXPECT_EQ(staged.upstream_batches, 1u);
+  EXPECT_EQ(staged.merged_checkins, 1u);  // one (step, chunk, optimizer) entry for 4 ranks
+
+  OnThreads(4, [&](size_t r) { SyncStep(*ranks[r], plans[r], 0); });
+  const agent::AgentStats synced = node->stats();
+  EXPECT_EQ(synced.notices_received, 1u);  // the release, once, for the 4 ranks
+  EXPECT_EQ(synced.notices_delivered, 4u);
+  EXPECT_EQ(synced.local_messages, 8u);
+  EXPECT_EQ(synced.upstream_batches, 2u);  // the 4 SyncDones went together too
+
+  const v1::JobStatus status = JobStatus(*coordinator_, "merged");
+  EXPECT_EQ(status.counters().checkins(), 4u);
+  EXPECT_EQ(status.counters().releases(), 1u);
+  EXPECT_EQ(status.counters().syncs_done(), 4u);
+  EXPECT_EQ(status.audit().complete(), 1u);
+}
+
+TEST_F(AgentTest, OneRanksBadCheckInDoesNotRejectAnothersInTheSameMergedMessage) {
+  // What a direct Session answers for the bad check-in.
+  auto channel = grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials());
+  auto stub = v1::Coordinator::NewStub(channel);
+  grpc::Status direct;
+  {
+    std::vector<v1::JoinResponse> joined(2);
+    for (uint32_t r = 0; r < 2; ++r) {
+      grpc::ClientContext context;
+      ASSERT_TRUE(stub->Join(&context, MakeJoin("direct", 2, r, 1), &joined[r]).ok());
+    }
+    RawSession session(stub.get());
+    ASSERT_TRUE(session.Attach("direct", 0, joined[0].generation(), joined[0].session_id()).ok());
+    direct = session.Stage(joined[0].generation(), 0, 0, "bogus");
+    ASSERT_EQ(direct.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+
+  agent::AgentOptions options;
+  options.flush_window = absl::Hours(1);
+  options.flush_messages = 2;
+  auto node = StartAgent(server_->target(), options);
+  ASSERT_NE(node, nullptr);
+  auto rank0 = ConnectRank(node->local_target(), MakeJoin("bad", 2, 0, 1));
+  auto rank1 = ConnectRank(node->local_target(), MakeJoin("bad", 2, 1, 1));
+  ASSERT_NE(rank0, nullptr);
+  ASSERT_NE(rank1, nullptr);
+
+  absl::Status bad, good;
+  OnThreads(2, [&](size_t r) {
+    if (r == 0) bad = rank0->ReportStaged(0, 0, "bogus");
+    if (r == 1) good = rank1->ReportStaged(0, 0, "dense");
+  });
+  EXPECT_EQ(node->stats().upstream_batches, 1u);  // both in one merged message
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.message(), direct.error_message());
+  EXPECT_THAT(std::string(bad.message()), HasSubstr("'bogus'"));
+  EXPECT_TRUE(good.ok()) << good;
+
+  const v1::JobStatus status = JobStatus(*coordinator_, "bad");
+  ASSERT_EQ(status.chunks_size(), 1);
+  ASSERT_EQ(status.chunks(0).staged_size(), 1);
+  EXPECT_EQ(status.chunks(0).staged(0).rank(), 1u);
+  ASSERT_EQ(status.chunks(0).missing_size(), 1);
+  EXPECT_EQ(status.chunks(0).missing(0).rank(), 0u);
+  EXPECT_EQ(status.counters().checkins(), 1u);
+  EXPECT_EQ(status.counters().rejected(), 1u);
+}
+
+TEST_F(AgentTest, ForwardsQueriesAndRendezvousAndRefusesWatch) {
+  auto node = StartAgent(server_->target());
+  ASSERT_NE(node, nullptr);
+  auto rank = ConnectRank(node->local_target(), MakeJoin("queries", 1, 0, 1));
+  ASSERT_NE(rank, nullptr);
+  auto via_agent = v1::Coordinator::NewStub(
+      grpc::CreateChannel(node->local_target(), grpc::InsecureChannelCredentials()));
+
+  EXPECT_EQ(JobStatus(*via_agent, "queries").ranks_joined(), 1u);
+  {
+    grpc::ClientContext context;
+    v1::GetJobStatusRequest request;
+    request.set_job_id("nobody");
+    v1::JobStatus status;
+    EXPECT_EQ(via_agent->GetJobStatus(&context, request, &status).error_code(),
+              grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    grpc::ClientContext context;
+    v1::KvSetRequest set;
+    set.set_job_id("queries");
+    set.set_generation(rank->generation());
+    set.set_key("nccl");
+    set.set_value("id-1");
+    v1::KvSetResponse unused;
+    ASSERT_TRUE(via_agent->KvSet(&context, set, &unused).ok());
+  }
+  {
+    grpc::ClientContext context;
+    v1::KvGetRequest get;
+    get.set_job_id("queries");
+    get.set_generation(rank->generation());
+    get.add_keys("nccl");
+    v1::KvGetResponse values;
+    ASSERT_TRUE(via_agent->KvGet(&context, get, &values).ok());
+    EXPECT_THAT(values.values(), ElementsAre("id-1"));
+  }
+  {
+    grpc::ClientContext context;
+    auto reader = via_agent->WatchEvents(&context, v1::WatchEventsRequest());
+    v1::Event event;
+    EXPECT_FALSE(reader->Read(&event));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  }
+}
+
+}  // namespace
+}  // namespace psync::testing
