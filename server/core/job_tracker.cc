@@ -730,14 +730,21 @@ void JobTracker::CheckChecksums(Step step, ChunkId chunk, const ChunkStep& cs, a
 }
 
 void JobTracker::MaybeAdvance(RankId rank, absl::Time now, Decisions* out) {
-  // Before the plan is complete a rank's chunks are not known yet (SyncDones can arrive then
-  // after a coordinator restart); Reconcile() advances every rank once it is.
-  if (!plan_.complete()) return;
+  // The chunks the rank syncs. Before the plan is complete (SyncDones arrive then after a
+  // coordinator restart) they are the chunks of its own plan: a rank lists every chunk whose sync
+  // groups it is in.
+  std::vector<ChunkId> mine;
+  if (plan_.complete()) {
+    mine = plan_.synced_chunks(rank);
+  } else if (const RankPlan* own = plan_.rank_plan(rank); own != nullptr) {
+    for (const ChunkPart& part : own->chunks) mine.push_back(part.chunk);
+  }
+  if (mine.empty()) return;
   RankState& state = ranks_[rank];
   // SyncDones reported ahead (see CheckSyncDone) may finish several steps at once.
   bool advanced = false;
   for (auto st = steps_.find(state.step); st != steps_.end(); st = steps_.find(state.step)) {
-    for (ChunkId c : plan_.synced_chunks(rank)) {
+    for (ChunkId c : mine) {
       auto cs = st->second.chunks.find(c);
       if (cs == st->second.chunks.end() || !cs->second.done.contains(rank)) {
         if (advanced) Trim();

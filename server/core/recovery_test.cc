@@ -121,6 +121,18 @@ TEST(RecoveryTest, AReleasedChunkIsNotEarlyWhenItsSyncDoneComesBeforeTheOtherRan
       << "the release happened before the restart";
   EXPECT_EQ(tracker.rank_step(0), 5u) << "chunk 1 of step 5 is not synced yet";
   for (const Event& e : early.events) EXPECT_NE(e.kind, EventKind::kViolation) << e.detail;
+  // The SyncDone of the last chunk it syncs (chunk 1 was synced before the restart): rank 0 is
+  // done with step 5 and may check in for step 6 while rank 1 has not re-joined.
+  ResumeState r2{7, 5, {{0, "dense"}, {1, "dense"}, {1, "expert"}}, {1}};
+  r2.released_chunks = {0};
+  JobTracker second("j", TrackerOptions());
+  Decisions d2;
+  ASSERT_TRUE(second.Join(Plan(0, r2), kNow, &d2).ok());
+  EXPECT_EQ(second.rank_step(0), 5u);
+  ASSERT_TRUE(second.SyncDone(0, 8, {&c0, 1}, kNow, &d2).ok());
+  EXPECT_EQ(second.rank_step(0), 6u);
+  StagedItem next{6, 0, "dense", std::nullopt};
+  EXPECT_TRUE(second.Stage(0, 8, {&next, 1}, kNow, &d2).ok());
   // A chunk nobody re-announced is still refused before its release.
   SyncDoneItem c1{5, 1, {}};
   Decisions refused;
