@@ -462,6 +462,17 @@ void JobTracker::MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decision
   e.detail = absl::StrCat("all ", info.contributors.size(), " contributors staged; last ",
                           Describe(cs.last), "; directive to ", info.members.size(), " ranks");
   out->events.push_back(std::move(e));
+  if (cs.done.size() == info.members.size()) {
+    // Every member had synced before a coordinator restart: complete at once.
+    Event c = MakeEvent(EventKind::kSyncComplete, now);
+    c.step = step;
+    c.chunk = chunk;
+    c.sequence = cs.sequence;
+    c.duration = absl::ZeroDuration();
+    c.detail = absl::StrCat("all ", cs.done.size(), " ranks had synced before a coordinator restart");
+    out->events.push_back(std::move(c));
+    CheckChecksums(step, chunk, cs, now, out);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -690,7 +701,10 @@ absl::Status JobTracker::SyncDone(RankId rank, uint64_t generation,
     e.rank = rank;
     e.sequence = cs.sequence;
     out->events.push_back(std::move(e));
-    if (cs.done.size() == plan_.chunk(item.chunk).members.size()) {
+    // After a coordinator restart a SyncDone may come before the plan is complete or the chunk
+    // is released again; MaybeRelease() then records the completion.
+    if (plan_.complete() && cs.released &&
+        cs.done.size() == plan_.chunk(item.chunk).members.size()) {
       Event c = MakeEvent(EventKind::kSyncComplete, now);
       c.step = item.step;
       c.chunk = item.chunk;
