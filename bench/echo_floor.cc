@@ -1,0 +1,108 @@
+#include "bench/echo_floor.h"
+
+#include <csignal>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "bench/echo.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+
+namespace psync::bench {
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Reads one message, writes it back, reads the next. Deletes itself when done.
+class EchoReactor final : public grpc::ServerBidiReactor<EchoMessage, EchoMessage> {
+ public:
+  EchoReactor() { StartRead(&message_); }
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    StartWrite(&message_);
+  }
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status::CANCELLED);
+      return;
+    }
+    StartRead(&message_);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  EchoMessage message_;
+};
+
+class EchoService final : public Echo::CallbackService {
+  grpc::ServerBidiReactor<EchoMessage, EchoMessage>* Stream(
+      grpc::CallbackServerContext*) override {
+    return new EchoReactor;
+  }
+};
+
+}  // namespace
+
+int ServeEcho(const std::string& listen, const std::string& port_file) {
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  EchoService service;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    std::fprintf(stderr, "echo server: cannot listen on %s\n", listen.c_str());
+    return 1;
+  }
+  if (!port_file.empty()) {
+    const std::string tmp = port_file + ".tmp";
+    std::ofstream(tmp) << port << "\n";
+    std::rename(tmp.c_str(), port_file.c_str());
+  }
+  int signal = 0;
+  sigwait(&stop, &signal);
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  return 0;
+}
+
+absl::StatusOr<std::vector<int64_t>> MeasureRoundTrips(const std::string& target, int count,
+                                                       int warmup, int payload_bytes) {
+  auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  auto stub = Echo::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  auto stream = stub->Stream(&context);
+  EchoMessage ping, pong;
+  ping.set_payload(std::string(static_cast<size_t>(payload_bytes), 'x'));
+  std::vector<int64_t> rtts;
+  rtts.reserve(static_cast<size_t>(count));
+  for (int i = 0; i < warmup + count; ++i) {
+    ping.set_seq(static_cast<uint64_t>(i));
+    const int64_t start = NowNs();
+    if (!stream->Write(ping) || !stream->Read(&pong)) {
+      grpc::Status status = stream->Finish();
+      return absl::UnavailableError(absl::StrCat("echo stream to ", target, " broke: ",
+                                                 status.error_message()));
+    }
+    if (i >= warmup) rtts.push_back(NowNs() - start);
+  }
+  stream->WritesDone();
+  stream->Finish();
+  return rtts;
+}
+
+}  // namespace psync::bench

@@ -1,0 +1,424 @@
+// psync-bench: release latency, throughput and cost of the psync coordinator under N simulated
+// ranks x K optimizers x C chunks x S steps over loopback, with the gRPC round-trip floor measured
+// in the same run. See bench/README.md for the method and docs/performance.md for results.
+//
+//   psync-bench --coordinator=bazel-bin/server/psync-coordinator --ranks=256 --chunks=8 --json
+//   psync-bench --target=127.0.0.1:7070 --coordinator_pid=1234 ...   (a running coordinator)
+//   psync-bench --coordinator=... --throughput --ranks=64 --chunks=32 --optimizers=8
+//   psync-bench --coordinator=... --sweep_ranks=8,64,512 --sweep_chunks=1,8,32 --json
+//   psync-bench --coordinator=... --agents=4 --agent_binary=bazel-bin/agent/psync-agent ...
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "bench/echo_floor.h"
+#include "bench/latency_summary.h"
+#include "bench/proc_stats.h"
+#include "bench/rank_driver.h"
+#include "bench/subprocess.h"
+
+ABSL_FLAG(std::string, coordinator, "", "psync-coordinator binary to start for each run");
+ABSL_FLAG(std::string, coordinator_args, "",
+          "extra flags for the coordinator, space separated (e.g. '--inspect_interval=1s')");
+ABSL_FLAG(std::string, target, "", "host:port of a running coordinator (instead of --coordinator)");
+ABSL_FLAG(int, coordinator_pid, 0, "with --target: the coordinator's pid, to sample its CPU/memory");
+ABSL_FLAG(uint32_t, ranks, 8, "simulated ranks (N)");
+ABSL_FLAG(uint32_t, optimizers, 2, "optimizers per rank, each contributing to every chunk (K)");
+ABSL_FLAG(uint32_t, chunks, 8, "model chunks (C); every rank is a member of every chunk");
+ABSL_FLAG(uint64_t, steps, 20, "measured steps (S)");
+ABSL_FLAG(uint64_t, warmup_steps, 2, "steps run before measuring (not counted)");
+ABSL_FLAG(int64_t, spread_us, 500,
+          "each check-in is sent after a delay uniform in [0, spread_us] from its rank's step start");
+ABSL_FLAG(double, step_period_ms, 0,
+          "0: a rank starts its next step as soon as it holds every directive; else steps start "
+          "every step_period_ms (e.g. 500 for 2 steps/s)");
+ABSL_FLAG(uint32_t, max_batch_items, 1,
+          "check-ins of one rank due at the same moment share a StagedBatch of at most this many");
+ABSL_FLAG(bool, batch_sync_done, false, "one SyncDoneBatch per rank and step (else one per chunk)");
+ABSL_FLAG(bool, throughput, false,
+          "throughput mode: no arrival delays, each rank sends its K*C check-ins of a step in one "
+          "StagedBatch and its C SyncDones in one SyncDoneBatch, steps back to back");
+ABSL_FLAG(uint32_t, connections, 0, "TCP connections per target (0: one per rank)");
+ABSL_FLAG(uint32_t, group_size, 0, "sync group size (0: one 'dp' group of every rank)");
+ABSL_FLAG(uint32_t, join_concurrency, 64, "Join calls in flight at once");
+ABSL_FLAG(int, timeout_s, 180, "bound on each phase of a run (joins, attaches, steps, close)");
+ABSL_FLAG(uint64_t, seed, 1, "random seed of the arrival delays");
+ABSL_FLAG(std::string, sweep_ranks, "", "comma-separated N values: one run per (N, C) pair");
+ABSL_FLAG(std::string, sweep_chunks, "", "comma-separated C values (default: --chunks)");
+ABSL_FLAG(bool, json, false, "print one JSON object per run (one line) instead of a summary");
+ABSL_FLAG(std::string, label, "", "the run's 'system' in the JSON (default psync / psync+agents)");
+ABSL_FLAG(bool, floor, true, "measure the gRPC round-trip floor (echo ping-pong) once per invocation");
+ABSL_FLAG(int, floor_round_trips, 3000, "round trips of the floor measurement");
+ABSL_FLAG(uint32_t, agents, 0, "node agents to start; rank r connects to agent r / (N / agents)");
+ABSL_FLAG(std::string, agent_binary, "", "the node agent binary (psync-agent)");
+ABSL_FLAG(std::string, agent_args,
+          "--target={coordinator} --listen=127.0.0.1:0 --port_file={port_file}",
+          "flags of each agent; {coordinator} is the coordinator's host:port, {port_file} a file "
+          "the agent writes its bound port to, {index} the agent's number");
+ABSL_FLAG(std::string, log_dir, "/tmp", "where the coordinator's and agents' logs go");
+ABSL_FLAG(bool, serve_echo, false, "internal: serve the echo floor service (see echo_floor.h)");
+ABSL_FLAG(std::string, echo_port_file, "", "internal: with --serve_echo, where to write the port");
+
+namespace psync::bench {
+namespace {
+
+struct RunConfig {
+  uint32_t ranks = 0;
+  uint32_t chunks = 0;
+};
+
+std::vector<std::string> SplitArgs(const std::string& args) {
+  return absl::StrSplit(args, ' ', absl::SkipWhitespace());
+}
+
+absl::StatusOr<std::vector<uint32_t>> ParseList(const std::string& flag, const std::string& text) {
+  std::vector<uint32_t> values;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    uint32_t v = 0;
+    if (!absl::SimpleAtoi(part, &v) || v == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", part, "' is not a count"));
+    }
+    values.push_back(v);
+  }
+  return values;
+}
+
+std::string TempPath(const std::string& what) {
+  return absl::StrCat(absl::GetFlag(FLAGS_log_dir), "/psync-bench-", getpid(), "-", what);
+}
+
+double Mib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+// The gRPC floor: an echo server in a child process (this binary) and one ping-pong stream.
+absl::StatusOr<LatencySummary> MeasureFloor(const std::string& self) {
+  const std::string port_file = TempPath("echo.port");
+  std::remove(port_file.c_str());
+  auto server = Subprocess::Start(
+      {self, "--serve_echo", absl::StrCat("--echo_port_file=", port_file)}, TempPath("echo.log"));
+  if (!server.ok()) return server.status();
+  auto port = WaitForPortFile(port_file, server->get(), absl::Seconds(20));
+  if (!port.ok()) return port.status();
+  auto rtts = MeasureRoundTrips(absl::StrCat("127.0.0.1:", *port),
+                                absl::GetFlag(FLAGS_floor_round_trips), 200, 24);
+  (*server)->Stop();
+  std::remove(port_file.c_str());
+  if (!rtts.ok()) return rtts.status();
+  return Summarize(*rtts);
+}
+
+struct Processes {
+  std::unique_ptr<Subprocess> coordinator;
+  std::vector<std::unique_ptr<Subprocess>> agents;
+  pid_t coordinator_pid = 0;
+  std::string coordinator_target;
+  std::vector<std::string> rank_targets;
+};
+
+absl::StatusOr<Processes> StartProcesses(const RunConfig& run, int index) {
+  Processes p;
+  const std::string binary = absl::GetFlag(FLAGS_coordinator);
+  if (!binary.empty()) {
+    const std::string port_file = TempPath(absl::StrCat("coordinator-", index, ".port"));
+    std::remove(port_file.c_str());
+    std::vector<std::string> argv = {
+        binary,
+        "--listen=127.0.0.1:0",
+        absl::StrCat("--port_file=", port_file),
+        "--http_listen=",
+        absl::StrCat("--max_sessions=", std::max<uint64_t>(65536, 2ull * run.ranks)),
+        // A benchmark run has no lost ranks; long leases keep liveness out of the picture.
+        "--rank_lease=3600s",
+        "--lost_rank_abort_after=7200s",
+    };
+    for (const std::string& a : SplitArgs(absl::GetFlag(FLAGS_coordinator_args))) argv.push_back(a);
+    auto child = Subprocess::Start(argv, TempPath(absl::StrCat("coordinator-", index, ".log")));
+    if (!child.ok()) return child.status();
+    auto port = WaitForPortFile(port_file, child->get(), absl::Seconds(30));
+    std::remove(port_file.c_str());
+    if (!port.ok()) return port.status();
+    p.coordinator_pid = (*child)->pid();
+    p.coordinator = std::move(*child);
+    p.coordinator_target = absl::StrCat("127.0.0.1:", *port);
+  } else {
+    p.coordinator_target = absl::GetFlag(FLAGS_target);
+    p.coordinator_pid = absl::GetFlag(FLAGS_coordinator_pid);
+  }
+  const uint32_t agents = absl::GetFlag(FLAGS_agents);
+  if (agents == 0) {
+    p.rank_targets = {p.coordinator_target};
+    return p;
+  }
+  const std::string agent_binary = absl::GetFlag(FLAGS_agent_binary);
+  if (agent_binary.empty() || access(agent_binary.c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--agents=", agents, " needs --agent_binary naming an executable (got '", agent_binary,
+        "')"));
+  }
+  for (uint32_t i = 0; i < agents; ++i) {
+    const std::string port_file = TempPath(absl::StrCat("agent-", index, "-", i, ".port"));
+    std::remove(port_file.c_str());
+    std::vector<std::string> argv = {agent_binary};
+    for (const std::string& a : SplitArgs(absl::GetFlag(FLAGS_agent_args))) {
+      argv.push_back(absl::StrReplaceAll(a, {{"{coordinator}", p.coordinator_target},
+                                             {"{port_file}", port_file},
+                                             {"{index}", absl::StrCat(i)}}));
+    }
+    auto child = Subprocess::Start(argv, TempPath(absl::StrCat("agent-", index, "-", i, ".log")));
+    if (!child.ok()) return child.status();
+    auto port = WaitForPortFile(port_file, child->get(), absl::Seconds(30));
+    std::remove(port_file.c_str());
+    if (!port.ok()) {
+      return absl::Status(port.status().code(),
+                          absl::StrCat("agent ", i, ": ", port.status().message()));
+    }
+    p.agents.push_back(std::move(*child));
+    p.rank_targets.push_back(absl::StrCat("127.0.0.1:", *port));
+  }
+  return p;
+}
+
+struct CpuMem {
+  double cpu_seconds = 0;
+  int64_t rss = 0;
+  int64_t hwm = 0;
+};
+
+CpuMem Sample(pid_t pid) {
+  CpuMem m;
+  if (pid <= 0) return m;
+  if (auto s = SampleProcess(pid); s.ok()) {
+    m.cpu_seconds = s->cpu_seconds;
+    m.rss = s->rss_bytes;
+    m.hwm = s->hwm_bytes;
+  }
+  return m;
+}
+
+CpuMem SampleAll(const std::vector<std::unique_ptr<Subprocess>>& procs) {
+  CpuMem total;
+  for (const auto& p : procs) {
+    CpuMem m = Sample(p->pid());
+    total.cpu_seconds += m.cpu_seconds;
+    total.rss += m.rss;
+    total.hwm += m.hwm;
+  }
+  return total;
+}
+
+// One run: start the processes, drive the ranks, sample, stop. Returns the JSON object; *ok is
+// false when a correctness check failed.
+absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
+                                    const std::optional<LatencySummary>& floor, bool print_text,
+                                    bool* ok_out) {
+  auto procs = StartProcesses(run, index);
+  if (!procs.ok()) return procs.status();
+  const pid_t cpid = procs->coordinator_pid;
+  absl::SleepFor(absl::Milliseconds(200));  // let the coordinator settle before the idle sample
+  const CpuMem idle = Sample(cpid);
+  const CpuMem agents_idle = SampleAll(procs->agents);
+
+  const bool throughput = absl::GetFlag(FLAGS_throughput);
+  DriverOptions o;
+  o.targets = procs->rank_targets;
+  o.job_id = absl::StrCat("bench-", getpid(), "-", index, "-", absl::ToUnixMicros(absl::Now()));
+  o.ranks = run.ranks;
+  o.optimizers = absl::GetFlag(FLAGS_optimizers);
+  o.chunks = run.chunks;
+  o.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+  o.steps = absl::GetFlag(FLAGS_steps);
+  o.spread = throughput ? absl::ZeroDuration() : absl::Microseconds(absl::GetFlag(FLAGS_spread_us));
+  o.step_period = absl::Microseconds(absl::GetFlag(FLAGS_step_period_ms) * 1000.0);
+  o.max_batch_items = throughput ? o.optimizers * o.chunks : absl::GetFlag(FLAGS_max_batch_items);
+  o.batch_sync_done = throughput || absl::GetFlag(FLAGS_batch_sync_done);
+  o.connections = absl::GetFlag(FLAGS_connections);
+  o.group_size = absl::GetFlag(FLAGS_group_size);
+  o.join_concurrency = absl::GetFlag(FLAGS_join_concurrency);
+  o.timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_s));
+  o.seed = absl::GetFlag(FLAGS_seed);
+  CpuMem start, end, agents_start, agents_end, self_start, self_end;
+  o.on_measure_start = [&] {
+    start = Sample(cpid);
+    agents_start = SampleAll(procs->agents);
+    self_start = Sample(getpid());
+  };
+  o.on_measure_end = [&] {
+    end = Sample(cpid);
+    agents_end = SampleAll(procs->agents);
+    self_end = Sample(getpid());
+  };
+  const auto load = LoadAverage();
+  absl::StatusOr<DriverResult> r = RunRanks(o);
+  for (auto& a : procs->agents) a->Stop();
+  if (procs->coordinator) procs->coordinator->Stop();
+  if (!r.ok()) return r.status();
+
+  const LatencySummary latency = Summarize(r->release_latency_ns);
+  const double checkins = static_cast<double>(r->checkins_measured);
+  const double measured = r->measured_seconds;
+  const double coord_cpu = end.cpu_seconds - start.cpu_seconds;
+  const double agents_cpu = agents_end.cpu_seconds - agents_start.cpu_seconds;
+  const bool ok = r->releases_complete == r->releases_expected &&
+                  r->distinct_sequences == r->releases_expected && r->duplicate_directives == 0 &&
+                  r->unexpected_directives == 0 && r->sequence_mismatches == 0;
+  std::string system = absl::GetFlag(FLAGS_label);
+  if (system.empty()) system = procs->agents.empty() ? "psync" : "psync+agents";
+  std::string json = absl::StrCat(
+      "{\"system\":\"", system, "\",\"mode\":\"", throughput ? "throughput" : "latency", "\"",
+      ",\"ranks\":", o.ranks, ",\"optimizers\":", o.optimizers, ",\"chunks\":", o.chunks,
+      ",\"steps\":", o.steps, ",\"warmup_steps\":", o.warmup_steps,
+      ",\"spread_us\":", absl::ToInt64Microseconds(o.spread),
+      absl::StrFormat(",\"step_period_ms\":%.3f", absl::ToDoubleMilliseconds(o.step_period)),
+      ",\"max_batch_items\":", o.max_batch_items,
+      ",\"batch_sync_done\":", o.batch_sync_done ? "true" : "false",
+      ",\"connections\":", o.connections, ",\"group_size\":", o.group_size,
+      ",\"agents\":", procs->agents.size(), ",\"ok\":", ok ? "true" : "false",
+      ",\"release_latency\":", latency.Json(), ",\"releases_expected\":", r->releases_expected,
+      ",\"releases_complete\":", r->releases_complete,
+      ",\"distinct_sequences\":", r->distinct_sequences,
+      ",\"duplicate_directives\":", r->duplicate_directives,
+      ",\"unexpected_directives\":", r->unexpected_directives,
+      ",\"sequence_mismatches\":", r->sequence_mismatches, ",\"checkins\":", r->checkins_measured,
+      ",\"directives\":", r->directives, ",\"messages_up\":", r->messages_up,
+      absl::StrFormat(",\"measured_s\":%.4f,\"checkins_per_s\":%.1f", measured,
+                      measured > 0 ? checkins / measured : 0),
+      absl::StrFormat(",\"join_s\":%.3f,\"attach_s\":%.3f", r->join_seconds, r->attach_seconds));
+  if (cpid > 0) {
+    absl::StrAppend(
+        &json,
+        absl::StrFormat(
+            ",\"coordinator\":{\"cpu_s\":%.3f,\"cpu_fraction\":%.4f,\"cpu_s_per_1m_checkins\":%.3f,"
+            "\"rss_idle_mib\":%.2f,\"rss_mib\":%.2f,\"hwm_mib\":%.2f,\"bytes_per_rank\":%.0f}",
+            coord_cpu, measured > 0 ? coord_cpu / measured : 0,
+            checkins > 0 ? coord_cpu / checkins * 1e6 : 0, Mib(idle.rss), Mib(end.rss),
+            Mib(end.hwm), static_cast<double>(end.hwm - idle.rss) / o.ranks));
+  }
+  if (!procs->agents.empty()) {
+    absl::StrAppend(&json, absl::StrFormat(
+                               ",\"agents_total\":{\"cpu_s\":%.3f,\"cpu_fraction\":%.4f,"
+                               "\"cpu_s_per_1m_checkins\":%.3f,\"rss_idle_mib\":%.2f,"
+                               "\"rss_mib\":%.2f,\"hwm_mib\":%.2f}",
+                               agents_cpu, measured > 0 ? agents_cpu / measured : 0,
+                               checkins > 0 ? agents_cpu / checkins * 1e6 : 0,
+                               Mib(agents_idle.rss), Mib(agents_end.rss), Mib(agents_end.hwm)));
+  }
+  absl::StrAppend(&json, absl::StrFormat(",\"bench_cpu_s\":%.3f", self_end.cpu_seconds -
+                                                                       self_start.cpu_seconds));
+  if (floor.has_value()) absl::StrAppend(&json, ",\"grpc_floor_rtt\":", floor->Json());
+  absl::StrAppend(&json, absl::StrFormat(",\"load_avg\":[%.2f,%.2f,%.2f]}", load[0], load[1],
+                                         load[2]));
+  if (print_text) {
+    std::cout << absl::StrFormat(
+        "%s N=%u K=%u C=%u S=%u: release p50 %.0f us p99 %.0f us max %.0f us; %.0f check-ins/s; "
+        "coordinator %.2f s CPU/1M check-ins, %.0f%% of a core, HWM %.1f MiB (%.0f B/rank); "
+        "releases %u/%u%s\n",
+        system, o.ranks, o.optimizers, o.chunks, o.steps, latency.p50_us, latency.p99_us,
+        latency.max_us, measured > 0 ? checkins / measured : 0,
+        checkins > 0 ? coord_cpu / checkins * 1e6 : 0,
+        measured > 0 ? 100 * coord_cpu / measured : 0, Mib(end.hwm),
+        static_cast<double>(end.hwm - idle.rss) / o.ranks, r->releases_complete,
+        r->releases_expected, ok ? "" : " (CHECK FAILED)");
+  }
+  if (!ok) {
+    std::cerr << "psync-bench: correctness check failed: " << json << "\n";
+  }
+  *ok_out = ok;
+  return json;
+}
+
+int Main(const std::string& self) {
+  if (absl::GetFlag(FLAGS_coordinator).empty() == absl::GetFlag(FLAGS_target).empty()) {
+    std::cerr << "psync-bench: give exactly one of --coordinator and --target\n";
+    return 2;
+  }
+  // Thousands of connections: raise the open-file limit to the hard limit.
+  rlimit files;
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
+  std::vector<uint32_t> ranks = {absl::GetFlag(FLAGS_ranks)};
+  std::vector<uint32_t> chunks = {absl::GetFlag(FLAGS_chunks)};
+  if (const std::string s = absl::GetFlag(FLAGS_sweep_ranks); !s.empty()) {
+    auto v = ParseList("sweep_ranks", s);
+    if (!v.ok()) {
+      std::cerr << "psync-bench: " << v.status().message() << "\n";
+      return 2;
+    }
+    ranks = *v;
+  }
+  if (const std::string s = absl::GetFlag(FLAGS_sweep_chunks); !s.empty()) {
+    auto v = ParseList("sweep_chunks", s);
+    if (!v.ok()) {
+      std::cerr << "psync-bench: " << v.status().message() << "\n";
+      return 2;
+    }
+    chunks = *v;
+  }
+  std::optional<LatencySummary> floor;
+  const bool json = absl::GetFlag(FLAGS_json);
+  if (absl::GetFlag(FLAGS_floor)) {
+    auto f = MeasureFloor(self);
+    if (!f.ok()) {
+      std::cerr << "psync-bench: gRPC floor: " << f.status() << "\n";
+      return 1;
+    }
+    floor = *f;
+    if (!json) {
+      std::cout << absl::StrFormat("gRPC floor (echo round trip): p50 %.0f us p99 %.0f us\n",
+                                   floor->p50_us, floor->p99_us);
+    }
+  }
+  int failures = 0;
+  int index = 0;
+  for (uint32_t c : chunks) {
+    for (uint32_t n : ranks) {
+      bool ok = false;
+      auto out = RunOnce(RunConfig{n, c}, index++, floor, !json, &ok);
+      if (!out.ok()) {
+        std::cerr << "psync-bench: N=" << n << " C=" << c << ": " << out.status() << "\n";
+        ++failures;
+        continue;
+      }
+      if (!ok) ++failures;
+      if (json) std::cout << *out << std::endl;
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace psync::bench
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "psync-bench: release latency and cost of the psync coordinator (see bench/README.md)");
+  absl::ParseCommandLine(argc, argv);
+  if (absl::GetFlag(FLAGS_serve_echo)) {
+    return psync::bench::ServeEcho("127.0.0.1:0", absl::GetFlag(FLAGS_echo_port_file));
+  }
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) {
+    std::cerr << "psync-bench: cannot find its own binary\n";
+    return 1;
+  }
+  self[n] = '\0';
+  return psync::bench::Main(self);
+}

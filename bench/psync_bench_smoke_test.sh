@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Smoke test of psync-bench: 8 ranks x 2 optimizers x 2 chunks x 3 steps against a coordinator it
+# starts, and a short gRPC floor. Checks the counts in the JSON (every (step, chunk) released once
+# to every rank, no duplicate or unexpected directive), never timings.
+#   psync_bench_smoke_test.sh PSYNC_BENCH PSYNC_COORDINATOR
+set -euo pipefail
+bench=$1
+coordinator=$2
+tmp=${TEST_TMPDIR:-$(mktemp -d)}
+
+out=$("$bench" --coordinator="$coordinator" --ranks=8 --optimizers=2 --chunks=2 --steps=3 \
+  --warmup_steps=0 --spread_us=200 --floor_round_trips=50 --json --log_dir="$tmp")
+echo "$out"
+[[ $(echo "$out" | wc -l) -eq 1 ]] || { echo "FAIL: expected one JSON line"; exit 1; }
+
+expect() {
+  if ! grep -q -- "$1" <<<"$out"; then
+    echo "FAIL: expected $1"
+    exit 1
+  fi
+}
+expect '"ok":true'
+expect '"releases_expected":6,'
+expect '"releases_complete":6,'
+expect '"distinct_sequences":6,'
+expect '"duplicate_directives":0,'
+expect '"unexpected_directives":0,'
+expect '"sequence_mismatches":0,'
+expect '"checkins":96,'      # 8 ranks x 2 optimizers x 2 chunks x 3 steps
+expect '"directives":48,'    # 8 ranks x 2 chunks x 3 steps
+expect '"release_latency":{"count":6,'
+expect '"grpc_floor_rtt":{"count":50,'
+
+# Throughput mode batches a rank's check-ins of a step into one message.
+out=$("$bench" --coordinator="$coordinator" --throughput --ranks=8 --optimizers=2 --chunks=2 \
+  --steps=3 --warmup_steps=1 --floor=false --json --log_dir="$tmp")
+echo "$out"
+expect '"ok":true'
+expect '"mode":"throughput"'
+expect '"releases_complete":8,'
+expect '"checkins":96,'
+echo "PASS"
