@@ -159,7 +159,7 @@ TEST(ChaosTest, RankKillsAndCoordinatorRestartsNeverSyncEarlyOrTwice) {
   std::mt19937 rng(7);
   size_t next_rank_kill = 0, next_coordinator_kill = 0;
   std::vector<std::pair<int64_t, int64_t>> coordinator_outages;  // (kill, back up) times
-  const absl::Time deadline = absl::Now() + absl::Seconds(240);
+  const absl::Time deadline = absl::Now() + absl::Seconds(600);
   auto all_exited = [&]() {
     for (uint32_t r = 0; r < kRanks; ++r) {
       if (pids[r] > 0) {
