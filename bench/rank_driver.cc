@@ -188,6 +188,11 @@ class Driver {
   }
   // Called by a rank once it holds every directive of `step` (its SyncDones are queued).
   void OnRankStepDone(RankStream* rank, uint64_t step);
+  // True when no stream or join started by Run() can call back into the driver any more.
+  bool Quiescent() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return streams_done_ >= streams_.size() && joins_done_ == joins_started_;
+  }
 
   std::atomic<uint64_t> directives{0};
   std::atomic<uint64_t> duplicate_directives{0};
@@ -765,6 +770,12 @@ absl::StatusOr<DriverResult> RunRanks(const DriverOptions& options) {
   absl::StatusOr<DriverResult> result = driver->Run();
   // The last reactions may still be returning from the driver's mutex.
   absl::SleepFor(absl::Milliseconds(50));
+  if (!driver->Quiescent()) {
+    // A failed run whose cancelled streams or joins have not all reported back (a saturated
+    // machine with thousands of ranks): gRPC still holds pointers into the driver, so it must
+    // not be freed. The caller reports the failure and exits.
+    driver.release();
+  }
   return result;
 }
 
