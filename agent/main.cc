@@ -1,7 +1,6 @@
 // psync-agent: serves the node's ranks until SIGINT or SIGTERM (see agent/agent.h).
 #include <csignal>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -9,6 +8,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "agent/agent.h"
+#include "server/daemon.h"
 
 ABSL_FLAG(std::string, target, "", "the coordinator's address, e.g. 10.0.0.1:7070 (required)");
 ABSL_FLAG(std::string, listen, "127.0.0.1:0",
@@ -21,29 +21,13 @@ ABSL_FLAG(absl::Duration, flush_window, absl::ZeroDuration(),
 ABSL_FLAG(uint64_t, flush_messages, 1024, "send at once when this many messages are queued");
 ABSL_FLAG(uint64_t, max_batch_messages, 1024, "local messages per merged upstream message");
 
-namespace {
-
-// Writes `port` to `path` atomically (rename), so a reader never sees a partial file.
-void WritePortFile(const std::string& path, int port) {
-  if (path.empty()) return;
-  const std::string tmp = path + ".tmp";
-  std::ofstream(tmp) << port << "\n";
-  std::rename(tmp.c_str(), path.c_str());
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("psync node agent: one coordinator stream for the node's ranks, "
                                "check-ins merged, directives fanned out.");
   absl::ParseCommandLine(argc, argv);
 
   // Block the stop signals in every thread; one thread waits for them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  const sigset_t stop_signals = psync::server::BlockStopSignals();
 
   psync::agent::AgentOptions options;
   options.target = absl::GetFlag(FLAGS_target);
@@ -58,10 +42,9 @@ int main(int argc, char** argv) {
   }
   std::cerr << "psync-agent: serving ranks at " << (*agent)->local_target() << ", coordinator "
             << options.target << "\n";
-  WritePortFile(absl::GetFlag(FLAGS_port_file), (*agent)->port());
+  psync::server::WritePortFile(absl::GetFlag(FLAGS_port_file), (*agent)->port());
   std::thread stopper([&] {
-    int signal = 0;
-    sigwait(&stop_signals, &signal);
+    const int signal = psync::server::WaitForStopSignal(stop_signals);
     std::cerr << "psync-agent: stopping on signal " << signal << "\n";
     (*agent)->Shutdown();
   });

@@ -16,6 +16,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "server/coordinator_server.h"
+#include "server/daemon.h"
 #include "server/dashboard/assets.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:7070", "host:port to serve gRPC on (port 0: any free port)");
@@ -49,13 +50,6 @@ ABSL_FLAG(uint32_t, max_jobs, 1024, "jobs held at once");
 
 namespace {
 
-// Writes `port` to `path` atomically (rename), so a reader never sees a partial file.
-void WritePortFile(const std::string& path, int port) {
-  if (path.empty()) return;
-  const std::string tmp = path + ".tmp";
-  std::ofstream(tmp) << port << "\n";
-  std::rename(tmp.c_str(), path.c_str());
-}
 
 bool ReadFile(const std::string& path, std::string* out) {
   std::ifstream in(path, std::ios::binary);
@@ -95,11 +89,7 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
 
   // Block the stop signals in every thread; one thread waits for them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  const sigset_t stop_signals = psync::server::BlockStopSignals();
 
   psync::server::ServerOptions options;
   for (auto [flag, out] : {std::pair{absl::GetFlag(FLAGS_tls_cert), &options.tls_cert_pem},
@@ -146,11 +136,10 @@ int main(int argc, char** argv) {
     std::cerr << "psync-coordinator: metrics at http://localhost:" << (*server)->http_port()
               << "/metrics, dashboard at http://localhost:" << (*server)->http_port() << "/\n";
   }
-  WritePortFile(absl::GetFlag(FLAGS_port_file), (*server)->port());
-  WritePortFile(absl::GetFlag(FLAGS_http_port_file), (*server)->http_port());
+  psync::server::WritePortFile(absl::GetFlag(FLAGS_port_file), (*server)->port());
+  psync::server::WritePortFile(absl::GetFlag(FLAGS_http_port_file), (*server)->http_port());
   std::thread stopper([&] {
-    int signal = 0;
-    sigwait(&stop_signals, &signal);
+    const int signal = psync::server::WaitForStopSignal(stop_signals);
     std::cerr << "psync-coordinator: stopping on signal " << signal << "\n";
     (*server)->Shutdown();
   });

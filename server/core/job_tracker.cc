@@ -173,11 +173,10 @@ void JobTracker::ApplyResume(RankId rank, const ResumeState& resume, absl::Time 
   }
   // A rank that synced every chunk it takes part in has finished the step: it may check in for
   // the next one while the other ranks are still re-joining.
-  const RankPlan* mine = plan_.rank_plan(rank);
+  const std::vector<ChunkId> mine = ChunksSyncedBy(rank);
   const bool finished =
-      mine != nullptr && !mine->chunks.empty() &&
-      std::all_of(mine->chunks.begin(), mine->chunks.end(), [&](const ChunkPart& part) {
-        return std::find(resume.synced_chunks.begin(), resume.synced_chunks.end(), part.chunk) !=
+      !mine.empty() && std::all_of(mine.begin(), mine.end(), [&](ChunkId chunk) {
+        return std::find(resume.synced_chunks.begin(), resume.synced_chunks.end(), chunk) !=
                resume.synced_chunks.end();
       });
   if (finished) ranks_[rank].step = resume.step + 1;
@@ -742,16 +741,17 @@ void JobTracker::CheckChecksums(Step step, ChunkId chunk, const ChunkStep& cs, a
   }
 }
 
-void JobTracker::MaybeAdvance(RankId rank, absl::Time now, Decisions* out) {
-  // The chunks the rank syncs. Before the plan is complete (SyncDones arrive then after a
-  // coordinator restart) they are the chunks of its own plan: a rank lists every chunk whose sync
-  // groups it is in.
-  std::vector<ChunkId> mine;
-  if (plan_.complete()) {
-    mine = plan_.synced_chunks(rank);
-  } else if (const RankPlan* own = plan_.rank_plan(rank); own != nullptr) {
-    for (const ChunkPart& part : own->chunks) mine.push_back(part.chunk);
+std::vector<ChunkId> JobTracker::ChunksSyncedBy(RankId rank) const {
+  if (plan_.complete()) return plan_.synced_chunks(rank);
+  std::vector<ChunkId> chunks;
+  if (const RankPlan* own = plan_.rank_plan(rank); own != nullptr) {
+    for (const ChunkPart& part : own->chunks) chunks.push_back(part.chunk);
   }
+  return chunks;
+}
+
+void JobTracker::MaybeAdvance(RankId rank, absl::Time now, Decisions* out) {
+  const std::vector<ChunkId> mine = ChunksSyncedBy(rank);
   if (mine.empty()) return;
   RankState& state = ranks_[rank];
   // SyncDones reported ahead (see CheckSyncDone) may finish several steps at once.

@@ -163,6 +163,10 @@ class JobTracker {
   void MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decisions* out);
   void MaybeSkip(Step step, absl::Time now, Decisions* out);
   void MaybeAdvance(RankId rank, absl::Time now, Decisions* out);
+  // The chunks whose sync `rank` takes part in. Before the plan is complete (SyncDones and resumes
+  // arrive then after a coordinator restart) they are the chunks of the rank's own plan: a rank
+  // lists every chunk whose sync groups it is in.
+  std::vector<ChunkId> ChunksSyncedBy(RankId rank) const;
   void CheckChecksums(Step step, ChunkId chunk, const ChunkStep& cs, absl::Time now,
                       Decisions* out) const;
   // A violation that ends the generation: records it, then aborts at `step`.
