@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("psync node agent: one coordinator stream for the node's ranks, "
                                "check-ins merged, directives fanned out.");
   absl::ParseCommandLine(argc, argv);
+  psync::server::UseReleaseMutexSettings();
 
   // Block the stop signals in every thread; one thread waits for them.
   const sigset_t stop_signals = psync::server::BlockStopSignals();

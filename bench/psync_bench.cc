@@ -33,6 +33,7 @@
 #include "bench/proc_stats.h"
 #include "bench/rank_driver.h"
 #include "bench/subprocess.h"
+#include "server/daemon.h"
 
 ABSL_FLAG(std::string, coordinator, "", "psync-coordinator binary to start for each run");
 ABSL_FLAG(std::string, coordinator_args, "",
@@ -410,6 +411,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "psync-bench: release latency and cost of the psync coordinator (see bench/README.md)");
   absl::ParseCommandLine(argc, argv);
+  psync::server::UseReleaseMutexSettings();
   if (absl::GetFlag(FLAGS_serve_echo)) {
     return psync::bench::ServeEcho("127.0.0.1:0", absl::GetFlag(FLAGS_echo_port_file));
   }

@@ -13,6 +13,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "bench/workload.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
 
@@ -147,7 +148,13 @@ class Driver {
       : options_(options),
         total_steps_(options.warmup_steps + options.steps),
         records_(new ChunkRecord[total_steps_ * options.chunks]) {
-    for (uint32_t k = 0; k < options.optimizers; ++k) optimizers_.push_back(absl::StrCat("opt", k));
+    workload_.job_id = options.job_id;
+    workload_.ranks = options.ranks;
+    workload_.optimizers = options.optimizers;
+    workload_.chunks = options.chunks;
+    workload_.group_size = options.group_size;
+    workload_.seed = options.seed;
+    for (uint32_t k = 0; k < options.optimizers; ++k) optimizers_.push_back(OptimizerName(k));
   }
 
   absl::StatusOr<DriverResult> Run();
@@ -159,10 +166,7 @@ class Driver {
     return records_[step * options_.chunks + chunk];
   }
   Scheduler& scheduler() { return scheduler_; }
-  std::string GroupName(uint32_t rank) const {
-    const uint32_t g = options_.group_size;
-    return g == 0 || g >= options_.ranks ? "dp" : absl::StrCat("dp", rank / g);
-  }
+  const Workload& workload() const { return workload_; }
 
   void Fail(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
@@ -203,7 +207,6 @@ class Driver {
   std::atomic<uint64_t> acks{0};
 
  private:
-  v1::JoinRequest JoinRequestFor(uint32_t rank) const;
   void StartJoin(uint32_t rank);
   // Waits until `done` holds or a failure; DEADLINE_EXCEEDED naming `phase` after the timeout.
   absl::Status Await(const char* phase, const std::function<bool()>& done);
@@ -214,6 +217,7 @@ class Driver {
   const DriverOptions options_;
   const uint64_t total_steps_;
   std::unique_ptr<ChunkRecord[]> records_;
+  Workload workload_;
   std::vector<std::string> optimizers_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<v1::Coordinator::Stub>> stubs_;
@@ -355,14 +359,7 @@ void RankStream::OnTimer() {
 }
 
 v1::SyncDone RankStream::SyncDoneFor(uint64_t step, uint32_t chunk) const {
-  v1::SyncDone done;
-  done.set_step(step);
-  done.set_chunk(chunk);
-  v1::GroupChecksum* checksum = done.add_checksums();
-  checksum->set_group(driver_->GroupName(rank_));
-  checksum->set_checksum(step * 1000003 + chunk);  // every member gathered the same weights
-  done.set_executions(1);
-  return done;
+  return bench::SyncDoneFor(driver_->workload(), rank_, step, chunk);
 }
 
 void RankStream::HandleDirective(const v1::SyncDirective& d, int64_t now, bool* start_write,
@@ -524,30 +521,6 @@ void RankStream::OnDone(const grpc::Status& status) {
 // ---------------------------------------------------------------------------------------------
 // Driver
 
-v1::JoinRequest Driver::JoinRequestFor(uint32_t rank) const {
-  const DriverOptions& o = options_;
-  v1::JoinRequest req;
-  req.set_job_id(o.job_id);
-  req.set_world_size(o.ranks);
-  req.set_rank(rank);
-  req.set_num_chunks(o.chunks);
-  req.set_first_step(0);
-  req.set_incarnation(absl::StrCat("bench-", o.seed, "-", rank));
-  const uint32_t size = o.group_size == 0 || o.group_size >= o.ranks ? o.ranks : o.group_size;
-  const uint32_t first = rank / size * size;
-  const uint32_t end = std::min(o.ranks, first + size);
-  v1::SyncGroup group;
-  group.set_name(GroupName(rank));
-  for (uint32_t r = first; r < end; ++r) group.add_ranks(r);
-  for (uint32_t c = 0; c < o.chunks; ++c) {
-    v1::ChunkPlan* chunk = req.add_chunks();
-    chunk->set_chunk(c);
-    for (const std::string& name : optimizers_) chunk->add_optimizers(name);
-    *chunk->add_groups() = group;
-  }
-  return req;
-}
-
 void Driver::StartJoin(uint32_t rank) {
   struct Call {
     grpc::ClientContext context;
@@ -559,7 +532,7 @@ void Driver::StartJoin(uint32_t rank) {
   }
   auto* call = new Call;
   call->context.set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
-  call->request = JoinRequestFor(rank);
+  call->request = JoinRequestFor(workload_, rank);
   stubs_[rank_stub_[rank]]->async()->Join(
       &call->context, &call->request, &joined_[rank], [this, call, rank](grpc::Status status) {
         delete call;

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/agent_batch.h"
 #include "server/agent_down_queue.h"
+#include "server/arena_message.h"
 #include "server/convert.h"
 
 namespace psync::server {
@@ -188,7 +189,7 @@ class AgentStream final : public Reactor {
  public:
   explicit AgentStream(Coordinator* coordinator)
       : coordinator_(coordinator), outbox_(std::make_shared<AgentOutbox>(this)) {
-    StartRead(&request_);
+    StartRead(request_.get());
   }
 
   void OnReadDone(bool ok) override {
@@ -197,26 +198,26 @@ class AgentStream final : public Reactor {
       outbox_->Close(grpc::Status::OK);
       return;
     }
-    switch (request_.kind_case()) {
+    switch (request_->kind_case()) {
       case v1::AgentUp::kAttach:
-        HandleAttach(request_.request_id(), request_.attach().attach());
+        HandleAttach(request_->request_id(), request_->attach().attach());
         break;
       case v1::AgentUp::kDetach:
-        HandleDetach(request_.request_id(), request_.detach());
+        HandleDetach(request_->request_id(), request_->detach());
         break;
       case v1::AgentUp::kBatch:
-        HandleBatch(request_.request_id(), request_.batch());
+        HandleBatch(request_->request_id(), request_->batch());
         break;
       case v1::AgentUp::KIND_NOT_SET: {
         v1::AgentAck ack;
-        ack.set_request_id(request_.request_id());
+        ack.set_request_id(request_->request_id());
         SetStatus(absl::InvalidArgumentError("kind: one of attach, detach, batch must be set"),
                   &ack);
         outbox_->AddAck(std::move(ack));
         break;
       }
     }
-    StartRead(&request_);
+    StartRead(request_.Renew());
   }
 
   void OnWriteDone(bool ok) override { outbox_->WriteDone(ok); }
@@ -337,7 +338,7 @@ class AgentStream final : public Reactor {
 
   Coordinator* const coordinator_;
   const std::shared_ptr<AgentOutbox> outbox_;
-  v1::AgentUp request_;  // touched by the read reactions only, one at a time
+  ArenaMessage<v1::AgentUp> request_;  // touched by the read reactions only, one at a time
   // Written by the read reactions; emptied by OnCancel/OnDone, which may run concurrently.
   absl::Mutex mu_;
   absl::flat_hash_map<RankKey, std::shared_ptr<AgentRankSink>> ranks_ ABSL_GUARDED_BY(mu_);

@@ -13,16 +13,24 @@ namespace psync::server {
 using core::EventKind;
 
 Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
-    : options_(std::move(options)), clock_(clock) {}
+    : options_(std::move(options)), clock_(clock), events_(options_.event_log_capacity) {}
 
 void Coordinator::AppendEvent(core::Event event, Outgoing* out) {
-  event.index = events_dropped_ + events_.size();
-  out->events.push_back(event);
-  events_.push_back(std::move(event));
-  while (events_.size() > options_.event_log_capacity) {
-    events_.pop_front();
-    ++events_dropped_;
+  out->events.push_back(std::move(event));
+}
+
+void Coordinator::CommitEvents(Outgoing* out) {
+  if (out->events.empty()) return;
+  EventLog::Batch batch = events_.Append(std::move(out->events));
+  out->events.clear();
+  if (out->committed == nullptr) {
+    out->committed = std::move(batch);
+    return;
   }
+  // A second commit of the same Outgoing: the sinks get both batches, in order.
+  auto merged = std::make_shared<std::vector<core::Event>>(*out->committed);
+  merged->insert(merged->end(), batch->begin(), batch->end());
+  out->committed = std::move(merged);
 }
 
 void Coordinator::Record(Job& job, core::Decisions& decisions, Outgoing* out) {
@@ -72,17 +80,21 @@ void Coordinator::Deliver(Outgoing& out) {
   }
   for (auto& [sink, notice] : out.notices) sink->Send(notice);
   for (NoticeBatcher* batcher : corked) batcher->Uncork();
-  if (out.events.empty()) return;
+  if (!out.events.empty()) {  // decided on a path that did not commit under its lock
+    absl::MutexLock lock(&mu_);
+    CommitEvents(&out);
+  }
+  if (out.committed == nullptr) return;
   absl::MutexLock lock(&sinks_mu_);
-  for (EventSink* sink : event_sinks_) sink->OnEvents(out.events);
+  for (EventSink* sink : event_sinks_) sink->OnEvents(*out.committed);
 }
 
 uint64_t Coordinator::AddEventSink(EventSink* sink, std::vector<core::Event>* backlog) {
   absl::ReaderMutexLock lock(&mu_);
   absl::MutexLock sinks_lock(&sinks_mu_);
   event_sinks_.push_back(sink);
-  if (backlog != nullptr) backlog->assign(events_.begin(), events_.end());
-  return events_dropped_ + events_.size();
+  if (backlog != nullptr) *backlog = events_.Since(events_.first_index());
+  return events_.end_index();
 }
 
 void Coordinator::RemoveEventSink(EventSink* sink) {
@@ -126,6 +138,7 @@ absl::StatusOr<core::JoinResult> Coordinator::Join(const core::RankPlan& plan) {
         if (job.tracker->generation() == 0) jobs_.erase(it);  // a job whose first join failed
       }
     }
+    CommitEvents(&out);
   }
   Deliver(out);
   return result;
@@ -162,6 +175,7 @@ absl::StatusOr<std::vector<core::Notice>> Coordinator::Attach(const std::string&
       it->second->lost.erase(rank);
       pending = it->second->tracker->Pending(rank);
     }
+    CommitEvents(&out);
   }
   Deliver(out);
   if (!status.ok()) return status;
@@ -246,6 +260,7 @@ absl::Status Coordinator::Apply(
   if (it == jobs_.end()) {
     absl::Status s = absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
     RecordRejection(job_id, nullptr, s, now, out);
+    CommitEvents(out);
     return s;
   }
   Job& job = *it->second;
@@ -253,6 +268,7 @@ absl::Status Coordinator::Apply(
   absl::Status status = input(*job.tracker, now, &decisions);
   Record(job, decisions, out);
   if (!status.ok()) RecordRejection(job_id, &job, status, now, out);
+  CommitEvents(out);
   return status;
 }
 
@@ -308,10 +324,13 @@ std::vector<core::Event> Coordinator::Inspect() {
         AppendEvent(std::move(e), &out);
       }
     }
+    CommitEvents(&out);
   }
   std::vector<core::Event> found;
-  for (const core::Event& e : out.events) {
-    if (e.kind == EventKind::kStall || e.kind == EventKind::kRankLost) found.push_back(e);
+  if (out.committed != nullptr) {
+    for (const core::Event& e : *out.committed) {
+      if (e.kind == EventKind::kStall || e.kind == EventKind::kRankLost) found.push_back(e);
+    }
   }
   Deliver(out);
   return found;
@@ -363,9 +382,9 @@ absl::StatusOr<std::string> Coordinator::Trace(const std::string& job_id, core::
     if (!jobs_.contains(job_id)) {
       return absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
     }
-    for (const core::Event& e : events_) {
+    events_.ForEach([&](const core::Event& e) {
       if (e.job_id == job_id) events.push_back(e);
-    }
+    });
   }
   return observe::ExportChromeTrace(events, job_id, first, last);
 }
@@ -433,12 +452,8 @@ std::vector<JobStatusView> Coordinator::ListJobs() {
 
 std::vector<core::Event> Coordinator::EventsSince(uint64_t from, uint64_t* next) {
   absl::ReaderMutexLock lock(&mu_);
-  const uint64_t first = events_dropped_;
-  const uint64_t end = first + events_.size();
-  std::vector<core::Event> out;
-  for (uint64_t i = std::max(from, first); i < end; ++i) out.push_back(events_[i - first]);
-  *next = end;
-  return out;
+  *next = events_.end_index();
+  return events_.Since(from);
 }
 
 }  // namespace psync::server

@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "server/clock.h"
+#include "server/event_log.h"
 #include "server/core/job_tracker.h"
 #include "server/core/types.h"
 #include "server/observe/job_observer.h"
@@ -173,7 +174,8 @@ class Coordinator {
   };
   struct Outgoing {
     std::vector<std::pair<std::shared_ptr<SessionSink>, core::Notice>> notices;
-    std::vector<core::Event> events;  // for the event sinks
+    std::vector<core::Event> events;  // decided, not yet in the log (CommitEvents)
+    EventLog::Batch committed;        // the same events, numbered and logged: for the event sinks
   };
 
   // Runs `input` on the job's tracker; records events, counts, routes deliveries into `out`.
@@ -186,6 +188,9 @@ class Coordinator {
   void RecordRejection(const std::string& job_id, Job* job, const absl::Status& status,
                        absl::Time now, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AppendEvent(core::Event event, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves out->events into the log as one batch (out->committed); call before releasing mu_, so
+  // that the log's order is the order of decisions.
+  void CommitEvents(Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   JobStatusView View(const Job& job, absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // OK, PERMISSION_DENIED (job not configured) or UNAUTHENTICATED (wrong token).
   absl::Status CheckToken(const core::RankPlan& plan) const;
@@ -203,8 +208,7 @@ class Coordinator {
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
-  std::deque<core::Event> events_ ABSL_GUARDED_BY(mu_);
-  uint64_t events_dropped_ ABSL_GUARDED_BY(mu_) = 0;
+  EventLog events_ ABSL_GUARDED_BY(mu_);
   size_t sessions_ ABSL_GUARDED_BY(mu_) = 0;  // attached, over all jobs
   absl::Mutex secret_mu_ ABSL_ACQUIRED_AFTER(mu_);
   absl::BitGen bitgen_ ABSL_GUARDED_BY(secret_mu_);

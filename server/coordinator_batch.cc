@@ -40,6 +40,7 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
       if (!s.ok()) RecordRejection(job_id, job, s, now, &out);
       statuses.push_back(std::move(s));
     }
+    CommitEvents(&out);
   }
   Deliver(out);
   return statuses;

@@ -84,20 +84,39 @@ absl::Status CoordinatorMetrics::Register(metrics::Registry* r) {
 void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
   using core::EventKind;
   absl::MutexLock lock(&mu_);
+  // Events come in runs of one job; check-ins, the bulk, are counted per run and added once.
+  const std::string* run_job = nullptr;
+  std::vector<std::string> job;
+  metrics::Counter* checkins = nullptr;
+  double run_checkins = 0;
+  auto flush_checkins = [&] {
+    if (run_checkins > 0) checkins->Add(run_checkins);
+    run_checkins = 0;
+  };
   for (const core::Event& e : events) {
-    const std::vector<std::string> job = {e.job_id};
+    if (run_job == nullptr || *run_job != e.job_id) {
+      flush_checkins();
+      run_job = &e.job_id;
+      job = {e.job_id};
+      checkins = checkins_->WithLabels(job);
+    }
     switch (e.kind) {
-      case EventKind::kCheckin:
-        checkins_->WithLabels(job)->Increment();
-        if (open_checkins_.size() < kMaxOpenChunks) {
-          open_checkins_[{e.job_id, e.generation, *e.step, *e.chunk}].push_back(e.time);
+      case EventKind::kCheckin: {
+        ++run_checkins;
+        const OpenChunkView key(e.job_id, e.generation, *e.step, *e.chunk);
+        auto open = open_checkins_.find(key);
+        if (open != open_checkins_.end()) {
+          open->second.push_back(e.time);
+        } else if (open_checkins_.size() < kMaxOpenChunks) {
+          open_checkins_[OpenChunk{e.job_id, e.generation, *e.step, *e.chunk}].push_back(e.time);
         }
         break;
+      }
       case EventKind::kDuplicate: duplicates_->WithLabels(job)->Increment(); break;
       case EventKind::kRelease: {
         releases_->WithLabels(job)->Increment();
         release_wait_->WithLabels(job)->Observe(absl::ToDoubleSeconds(e.duration));
-        auto open = open_checkins_.find({e.job_id, e.generation, *e.step, *e.chunk});
+        auto open = open_checkins_.find(OpenChunkView(e.job_id, e.generation, *e.step, *e.chunk));
         if (open != open_checkins_.end()) {
           metrics::Histogram* h = stage_wait_->WithLabels(job);
           for (absl::Time t : open->second) h->Observe(absl::ToDoubleSeconds(e.time - t));
@@ -122,8 +141,8 @@ void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
       case EventKind::kGeneration:
         // Chunks of the old generation will never be released.
         for (auto it = open_checkins_.begin(); it != open_checkins_.end();) {
-          if (std::get<0>(it->first) == e.job_id) {
-            it = open_checkins_.erase(it);
+          if (it->first.job == e.job_id) {
+            open_checkins_.erase(it++);
           } else {
             ++it;
           }
@@ -134,6 +153,7 @@ void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
         break;
     }
   }
+  flush_checkins();
 }
 
 void CoordinatorMetrics::Collect() {

@@ -8,13 +8,14 @@
 #ifndef PSYNC_SERVER_COORDINATOR_METRICS_H_
 #define PSYNC_SERVER_COORDINATOR_METRICS_H_
 
-#include <map>
 #include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/coordinator.h"
@@ -60,9 +61,33 @@ class CoordinatorMetrics final : public EventSink {
   metrics::GaugeFamily* chunks_waiting_ = nullptr;
   metrics::GaugeFamily* top_straggler_ = nullptr;
 
+  // (job, generation, step, chunk) of a chunk not yet released; looked up by a view of the job id
+  // so that counting a check-in copies no string.
+  using OpenChunkView = std::tuple<absl::string_view, uint64_t, core::Step, core::ChunkId>;
+  struct OpenChunk {
+    std::string job;
+    uint64_t generation;
+    core::Step step;
+    core::ChunkId chunk;
+  };
+  struct OpenChunkHash {
+    using is_transparent = void;
+    size_t operator()(const OpenChunkView& k) const { return absl::Hash<OpenChunkView>()(k); }
+    size_t operator()(const OpenChunk& k) const {
+      return (*this)(OpenChunkView(k.job, k.generation, k.step, k.chunk));
+    }
+  };
+  struct OpenChunkEq {
+    using is_transparent = void;
+    static OpenChunkView View(const OpenChunk& k) { return {k.job, k.generation, k.step, k.chunk}; }
+    static const OpenChunkView& View(const OpenChunkView& k) { return k; }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const { return View(a) == View(b); }
+  };
+
   absl::Mutex mu_;
-  // Check-in times of chunks not yet released: (job, generation, step, chunk) -> times.
-  std::map<std::tuple<std::string, uint64_t, core::Step, core::ChunkId>, std::vector<absl::Time>>
+  // Check-in times of chunks not yet released.
+  absl::flat_hash_map<OpenChunk, std::vector<absl::Time>, OpenChunkHash, OpenChunkEq>
       open_checkins_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <fstream>
 
+#include "absl/synchronization/mutex.h"
+
 namespace psync::server {
 
 void WritePortFile(const std::string& path, int port) {
@@ -27,6 +29,10 @@ int WaitForStopSignal(const sigset_t& signals) {
   int signal = 0;
   sigwait(&signals, &signal);
   return signal;
+}
+
+void UseReleaseMutexSettings() {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 }
 
 }  // namespace psync::server

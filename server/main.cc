@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("psync coordinator: gates each chunk's param sync until every "
                                "declared contributor staged, exactly once.");
   absl::ParseCommandLine(argc, argv);
+  psync::server::UseReleaseMutexSettings();
 
   // Block the stop signals in every thread; one thread waits for them.
   const sigset_t stop_signals = psync::server::BlockStopSignals();

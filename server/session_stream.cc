@@ -9,6 +9,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "server/arena_message.h"
 #include "server/convert.h"
 
 namespace psync::server {
@@ -112,7 +113,7 @@ class SessionStream final : public Reactor {
  public:
   explicit SessionStream(Coordinator* coordinator)
       : coordinator_(coordinator), outbox_(std::make_shared<Outbox>(this)) {
-    StartRead(&request_);
+    StartRead(request_.get());
   }
 
   void OnReadDone(bool ok) override {
@@ -125,13 +126,13 @@ class SessionStream final : public Reactor {
       HandleAttach();
       return;
     }
-    absl::Status status = Dispatch(request_);
+    absl::Status status = Dispatch(*request_);
     v1::SessionDown ack;
-    ack.mutable_ack()->set_request_id(request_.request_id());
+    ack.mutable_ack()->set_request_id(request_->request_id());
     ack.mutable_ack()->set_code(static_cast<int>(status.code()));
     ack.mutable_ack()->set_message(std::string(status.message()));
     outbox_->Enqueue(std::move(ack));
-    StartRead(&request_);
+    StartRead(request_.Renew());
   }
 
   void OnWriteDone(bool ok) override { outbox_->WriteDone(ok); }
@@ -149,12 +150,12 @@ class SessionStream final : public Reactor {
 
  private:
   void HandleAttach() {
-    if (request_.kind_case() != v1::SessionUp::kAttach) {
+    if (request_->kind_case() != v1::SessionUp::kAttach) {
       outbox_->Close(absl::InvalidArgumentError(
           "attach: the first message of a Session must be attach"));
       return;
     }
-    const v1::Attach& a = request_.attach();
+    const v1::Attach& a = request_->attach();
     absl::StatusOr<std::vector<core::Notice>> pending;
     if (a.job_id().empty()) {
       pending = absl::InvalidArgumentError("attach.job_id must not be empty");
@@ -175,10 +176,10 @@ class SessionStream final : public Reactor {
       attached_ = true;
     }
     v1::SessionDown ack;
-    ack.mutable_ack()->set_request_id(request_.request_id());
+    ack.mutable_ack()->set_request_id(request_->request_id());
     outbox_->Enqueue(std::move(ack));
     for (const core::Notice& n : *pending) outbox_->Send(n);
-    StartRead(&request_);
+    StartRead(request_.Renew());
   }
 
   bool IsAttached() ABSL_LOCKS_EXCLUDED(attach_mu_) {
@@ -227,7 +228,7 @@ class SessionStream final : public Reactor {
 
   Coordinator* const coordinator_;
   const std::shared_ptr<Outbox> outbox_;
-  v1::SessionUp request_;  // touched by the read reactions only, one at a time
+  ArenaMessage<v1::SessionUp> request_;  // touched by the read reactions only, one at a time
   // Set once by the attach (a read reaction); read by OnCancel/OnDone, which may run concurrently.
   absl::Mutex attach_mu_;
   bool attached_ ABSL_GUARDED_BY(attach_mu_) = false;

@@ -4,10 +4,13 @@
 #include <set>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 
 namespace psync::core {
 namespace {
@@ -372,10 +375,11 @@ absl::Status JobTracker::Stage(RankId rank, uint64_t generation,
                                Decisions* out) {
   if (auto s = CheckBatch(rank, generation, items.size()); !s.ok()) return s;
   std::vector<bool> fresh(items.size(), false);
-  std::set<std::tuple<Step, ChunkId, std::string>> in_batch;
+  absl::flat_hash_set<std::tuple<Step, ChunkId, absl::string_view>> in_batch;
+  if (items.size() > 1) in_batch.reserve(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     const StagedItem& item = items[i];
-    if (!in_batch.emplace(item.step, item.chunk, item.optimizer).second) {
+    if (items.size() > 1 && !in_batch.emplace(item.step, item.chunk, item.optimizer).second) {
       return absl::InvalidArgumentError(absl::StrCat("items[", i, "] repeats an earlier item (step ",
                                                      item.step, " chunk ", item.chunk, " ",
                                                      item.optimizer, ")"));
@@ -400,7 +404,7 @@ absl::Status JobTracker::Stage(RankId rank, uint64_t generation,
     return absl::AbortedError(abort_reason_);
   }
 
-  std::set<ChunkId> touched;
+  absl::InlinedVector<ChunkId, 8> touched;
   for (size_t i = 0; i < items.size(); ++i) {
     const StagedItem& item = items[i];
     const Contributor who{rank, item.optimizer};
@@ -425,8 +429,10 @@ absl::Status JobTracker::Stage(RankId rank, uint64_t generation,
     e.rank = rank;
     e.optimizer = item.optimizer;
     out->events.push_back(std::move(e));
-    touched.insert(item.chunk);
+    touched.push_back(item.chunk);
   }
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
   for (ChunkId chunk : touched) MaybeRelease(current, chunk, now, out);
   return absl::OkStatus();
 }
