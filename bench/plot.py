@@ -17,7 +17,7 @@ import json
 import sys
 from collections import defaultdict
 
-SYSTEMS = ["psync", "psync+agents", "tcpstore", "etcd"]
+SYSTEMS = ["psync", "psync+agents", "psync+nodes", "tcpstore", "etcd"]
 
 
 def load(paths):
@@ -69,7 +69,8 @@ def table(runs):
         key = (r["ranks"], r["optimizers"], r["chunks"], r["spread_us"],
                float(r.get("step_period_ms", 0)))
         rows[key][r["system"]] = r
-    header = ("N", "K", "C", "spread", "period", "psync p50", "psync p99", "agents p99", "TCPStore p99",
+    header = ("N", "K", "C", "spread", "period", "psync p50", "psync p99", "agents p99",
+              "nodes p99", "TCPStore p99",
               "etcd p99", "floor p99", "TCPStore/psync", "etcd/psync", "psync/floor",
               "CPU s/1M: psync", "TCPStore", "etcd")
     lines = [header]
@@ -83,7 +84,8 @@ def table(runs):
         lines.append((str(key[0]), str(key[1]), str(key[2]), f"{key[3]} us",
                       f"{key[4]:g} ms" if key[4] else "-",
                       fmt_us(by["psync"]["release_latency"]["p50_us"]) if "psync" in by else "-",
-                      fmt_us(ps), fmt_us(p99.get("psync+agents")), fmt_us(p99.get("tcpstore")),
+                      fmt_us(ps), fmt_us(p99.get("psync+agents")), fmt_us(p99.get("psync+nodes")),
+                      fmt_us(p99.get("tcpstore")),
                       fmt_us(p99.get("etcd")), fmt_us(floor),
                       ratio(p99.get("tcpstore"), ps), ratio(p99.get("etcd"), ps), ratio(ps, floor),
                       *(f"{cpu[s]:.1f}" if cpu.get(s) is not None else "-"
@@ -125,7 +127,8 @@ def plot(runs, png):
     series = sorted({(r["chunks"], float(r.get("step_period_ms", 0)), r["spread_us"])
                      for r in latency})
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
-    colors = {"psync": "tab:blue", "psync+agents": "tab:cyan", "tcpstore": "tab:orange",
+    colors = {"psync": "tab:blue", "psync+agents": "tab:cyan", "psync+nodes": "tab:purple",
+              "tcpstore": "tab:orange",
               "etcd": "tab:green"}
     markers = ["o", "s", "^", "D", "v"]
     for system in SYSTEMS:

@@ -30,6 +30,7 @@
 #include "absl/time/clock.h"
 #include "bench/echo_floor.h"
 #include "bench/latency_summary.h"
+#include "bench/node_driver.h"
 #include "bench/proc_stats.h"
 #include "bench/rank_driver.h"
 #include "bench/subprocess.h"
@@ -73,6 +74,11 @@ ABSL_FLAG(std::string, agent_args,
           "--target={coordinator} --listen=127.0.0.1:0 --port_file={port_file}",
           "flags of each agent; {coordinator} is the coordinator's host:port, {port_file} a file "
           "the agent writes its bound port to, {index} the agent's number");
+ABSL_FLAG(uint32_t, simulated_nodes, 0,
+          "ranks per simulated node agent: the benchmark speaks AgentSession for nodes of this "
+          "many ranks itself (bench/node_driver.h; needs --step_period_ms, no --agents); 0: off");
+ABSL_FLAG(int64_t, node_tick_us, 1000,
+          "with --simulated_nodes: how often each node sends what became due (its flush window)");
 ABSL_FLAG(std::string, log_dir, "/tmp", "where the coordinator's and agents' logs go");
 ABSL_FLAG(bool, serve_echo, false, "internal: serve the echo floor service (see echo_floor.h)");
 ABSL_FLAG(std::string, echo_port_file, "", "internal: with --serve_echo, where to write the port");
@@ -162,6 +168,9 @@ absl::StatusOr<Processes> StartProcesses(const RunConfig& run, int index) {
     p.coordinator_pid = absl::GetFlag(FLAGS_coordinator_pid);
   }
   const uint32_t agents = absl::GetFlag(FLAGS_agents);
+  if (agents > 0 && absl::GetFlag(FLAGS_simulated_nodes) > 0) {
+    return absl::InvalidArgumentError("--simulated_nodes and --agents exclude each other");
+  }
   if (agents == 0) {
     p.rank_targets = {p.coordinator_target};
     return p;
@@ -265,7 +274,26 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
     self_end = Sample(getpid());
   };
   const auto load = LoadAverage();
-  absl::StatusOr<DriverResult> r = RunRanks(o);
+  const uint32_t ranks_per_node = absl::GetFlag(FLAGS_simulated_nodes);
+  absl::StatusOr<DriverResult> r;
+  if (ranks_per_node > 0) {
+    NodeOptions n;
+    n.target = o.targets.front();
+    n.workload = {o.job_id, o.ranks, o.optimizers, o.chunks, o.group_size, o.seed};
+    n.ranks_per_node = ranks_per_node;
+    n.warmup_steps = o.warmup_steps;
+    n.steps = o.steps;
+    n.spread = o.spread;
+    n.step_period = o.step_period;
+    n.tick = absl::Microseconds(absl::GetFlag(FLAGS_node_tick_us));
+    n.join_concurrency = o.join_concurrency;
+    n.timeout = o.timeout;
+    n.on_measure_start = o.on_measure_start;
+    n.on_measure_end = o.on_measure_end;
+    r = RunNodes(n);
+  } else {
+    r = RunRanks(o);
+  }
   for (auto& a : procs->agents) a->Stop();
   if (procs->coordinator) procs->coordinator->Stop();
   if (!r.ok()) return r.status();
@@ -279,7 +307,9 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
                   r->distinct_sequences == r->releases_expected && r->duplicate_directives == 0 &&
                   r->unexpected_directives == 0 && r->sequence_mismatches == 0;
   std::string system = absl::GetFlag(FLAGS_label);
-  if (system.empty()) system = procs->agents.empty() ? "psync" : "psync+agents";
+  if (system.empty()) {
+    system = ranks_per_node > 0 ? "psync+nodes" : procs->agents.empty() ? "psync" : "psync+agents";
+  }
   std::string json = absl::StrCat(
       "{\"system\":\"", system, "\",\"mode\":\"", throughput ? "throughput" : "latency", "\"",
       ",\"ranks\":", o.ranks, ",\"optimizers\":", o.optimizers, ",\"chunks\":", o.chunks,
@@ -289,7 +319,9 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
       ",\"max_batch_items\":", o.max_batch_items,
       ",\"batch_sync_done\":", o.batch_sync_done ? "true" : "false",
       ",\"connections\":", o.connections, ",\"group_size\":", o.group_size,
-      ",\"agents\":", procs->agents.size(), ",\"ok\":", ok ? "true" : "false",
+      ",\"agents\":", procs->agents.size(), ",\"ranks_per_node\":", ranks_per_node,
+      ",\"node_tick_us\":", ranks_per_node > 0 ? absl::GetFlag(FLAGS_node_tick_us) : 0,
+      ",\"ok\":", ok ? "true" : "false",
       ",\"release_latency\":", latency.Json(), ",\"releases_expected\":", r->releases_expected,
       ",\"releases_complete\":", r->releases_complete,
       ",\"distinct_sequences\":", r->distinct_sequences,

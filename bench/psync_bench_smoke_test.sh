@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Smoke test of psync-bench: 8 ranks x 2 optimizers x 2 chunks x 3 steps against a coordinator it
-# starts, and a short gRPC floor. Checks the counts in the JSON (every (step, chunk) released once
+# starts, and a short gRPC floor; the throughput mode; simulated node agents. Checks the counts in the JSON (every (step, chunk) released once
 # to every rank, no duplicate or unexpected directive), never timings.
 #   psync_bench_smoke_test.sh PSYNC_BENCH PSYNC_COORDINATOR
 set -euo pipefail
@@ -39,4 +39,28 @@ expect '"ok":true'
 expect '"mode":"throughput"'
 expect '"releases_complete":8,'
 expect '"checkins":96,'
+
+# Simulated node agents: 10 ranks on nodes of 4, 4 and 2, one AgentSession each.
+out=$("$bench" --coordinator="$coordinator" --simulated_nodes=4 --ranks=10 --optimizers=2 \
+  --chunks=2 --steps=3 --warmup_steps=1 --step_period_ms=50 --spread_us=5000 --floor=false \
+  --json --log_dir="$tmp")
+echo "$out"
+expect '"system":"psync+nodes"'
+expect '"ranks_per_node":4,'
+expect '"ok":true'
+expect '"releases_expected":8,'
+expect '"releases_complete":8,'
+expect '"distinct_sequences":8,'
+expect '"duplicate_directives":0,'
+expect '"unexpected_directives":0,'
+expect '"checkins":120,'     # 10 ranks x 2 optimizers x 2 chunks x 3 measured steps
+expect '"directives":80,'    # 10 ranks x 2 chunks x 4 steps, warmup included
+expect '"release_latency":{"count":6,'
+
+# Bad input names the flag and runs nothing.
+if out=$("$bench" --coordinator="$coordinator" --simulated_nodes=4 --ranks=8 --floor=false \
+    --json --log_dir="$tmp" 2>&1); then
+  echo "FAIL: --simulated_nodes without --step_period_ms must fail"; exit 1
+fi
+grep -q "step_period must be positive" <<<"$out" || { echo "FAIL: $out"; exit 1; }
 echo "PASS"

@@ -130,9 +130,10 @@ absl::StatusOr<core::JoinResult> Coordinator::Join(const core::RankPlan& plan) {
       }
       Job& job = *it->second;
       core::Decisions decisions;
+      const uint64_t generation_before = job.tracker->generation();
       result = job.tracker->Join(plan, now, &decisions, NewSecret());
       Record(job, decisions, &out);
-      if (result.ok()) TrackDetached(job, now);
+      if (result.ok()) TrackDetached(job, plan.rank, generation_before, now);
       if (!result.ok()) {
         RecordRejection(plan.job_id, &job, result.status(), now, &out);
         if (job.tracker->generation() == 0) jobs_.erase(it);  // a job whose first join failed
@@ -195,13 +196,16 @@ void Coordinator::Detach(const std::string& job_id, core::RankId rank, const Ses
   if (s == job.sessions.end() || s->second.get() != sink) return;
   job.sessions.erase(s);
   --sessions_;
-  const std::vector<core::RankId> joined = job.tracker->JoinedRanks();
-  if (std::binary_search(joined.begin(), joined.end(), rank)) {
-    job.detached_since.emplace(rank, clock_->Now());
-  }
+  if (job.tracker->IsJoined(rank)) job.detached_since.emplace(rank, clock_->Now());
 }
 
-void Coordinator::TrackDetached(Job& job, absl::Time now) {
+void Coordinator::TrackDetached(Job& job, core::RankId rank, uint64_t generation_before,
+                                absl::Time now) {
+  if (job.tracker->generation() == generation_before) {
+    // The same generation: only the joining rank changed (O(1) instead of O(ranks) per join).
+    if (!job.sessions.contains(rank)) job.detached_since.try_emplace(rank, now);
+    return;
+  }
   const std::vector<core::RankId> joined = job.tracker->JoinedRanks();
   for (auto it = job.detached_since.begin(); it != job.detached_since.end();) {
     if (!std::binary_search(joined.begin(), joined.end(), it->first)) {
@@ -320,7 +324,13 @@ std::vector<core::Event> Coordinator::Inspect() {
     for (auto& [id, job] : jobs_) {
       InspectLiveness(*job, now, &out);
       if (job->tracker->state() != core::JobState::kRunning) continue;
-      for (core::Event& e : job->observer.Inspect(now, job->tracker->Snapshot(now))) {
+      // Only chunks past their deadline need the (O(ranks)) lists of who is missing.
+      absl::Duration shortest = absl::InfiniteDuration();
+      for (core::ChunkId c = 0; c < job->tracker->plan().num_chunks(); ++c) {
+        shortest = std::min(shortest, job->observer.Deadline(c));
+      }
+      for (core::Event& e :
+           job->observer.Inspect(now, job->tracker->Snapshot(now, shortest))) {
         AppendEvent(std::move(e), &out);
       }
     }

@@ -196,8 +196,9 @@ class Coordinator {
   absl::Status CheckToken(const core::RankPlan& plan) const;
   // Random bytes (hex) that make session ids unguessable.
   std::string NewSecret() ABSL_LOCKS_EXCLUDED(secret_mu_);
-  // Brings detached_since in line with the tracker's joined ranks after a Join.
-  static void TrackDetached(Job& job, absl::Time now);
+  // Brings detached_since in line with the tracker's joined ranks after `rank` joined (all of them
+  // when the join started a new generation).
+  static void TrackDetached(Job& job, core::RankId rank, uint64_t generation_before, absl::Time now);
   void InspectLiveness(Job& job, absl::Time now, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands notices to sessions and events to event sinks; call without holding mu_.
   void Deliver(Outgoing& out) ABSL_LOCKS_EXCLUDED(mu_);

@@ -63,6 +63,16 @@ Step JobTracker::rank_step(RankId rank) const {
   return it == ranks_.end() ? plan_.first_step() : it->second.step;
 }
 
+void JobTracker::SetRankStep(RankState& state, Step step) {
+  if (state.counted) {
+    auto it = step_census_.find(state.step);
+    if (--it->second == 0) step_census_.erase(it);
+  }
+  state.step = step;
+  state.counted = true;
+  ++step_census_[step];
+}
+
 std::vector<RankId> JobTracker::JoinedRanks() const {
   std::vector<RankId> out;
   out.reserve(ranks_.size());
@@ -87,6 +97,7 @@ void JobTracker::StartGeneration(absl::Time now, absl::string_view reason, Decis
   abort_reason_.clear();
   plan_ = JobPlan();
   ranks_.clear();
+  step_census_.clear();
   steps_.clear();
   Event e = MakeEvent(EventKind::kGeneration, now);
   e.detail = std::string(reason);
@@ -139,7 +150,7 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
   state.incarnation = plan.incarnation;
   state.session_id = absl::StrCat("g", generation_, "-r", plan.rank, "-s", ++sessions_issued_,
                                   secret.empty() ? "" : "-", secret);
-  state.step = plan_.first_step();
+  SetRankStep(state, plan_.first_step());
   if (plan.resume.has_value()) ApplyResume(plan.rank, *plan.resume, now, out);
   Event e = MakeEvent(EventKind::kJoin, now);
   e.rank = plan.rank;
@@ -156,7 +167,7 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
 
 void JobTracker::ApplyResume(RankId rank, const ResumeState& resume, absl::Time now,
                              Decisions* out) {
-  ranks_[rank].step = resume.step;
+  SetRankStep(ranks_[rank], resume.step);
   for (const auto& [chunk, optimizer] : resume.staged) {
     ChunkStep& cs = steps_[resume.step].chunks[chunk];
     const Contributor who{rank, optimizer};
@@ -182,7 +193,7 @@ void JobTracker::ApplyResume(RankId rank, const ResumeState& resume, absl::Time 
         return std::find(resume.synced_chunks.begin(), resume.synced_chunks.end(), chunk) !=
                resume.synced_chunks.end();
       });
-  if (finished) ranks_[rank].step = resume.step + 1;
+  if (finished) SetRankStep(ranks_[rank], resume.step + 1);
   Event e = MakeEvent(EventKind::kJoin, now);
   e.rank = rank;
   e.step = resume.step;
@@ -541,7 +552,7 @@ void JobTracker::MaybeSkip(Step step, absl::Time now, Decisions* out) {
   st->second.skipped = true;
   for (RankId rank : JoinedRanks()) {
     out->deliveries.push_back({rank, StepSkipped{generation_, step}});
-    ranks_[rank].step = step + 1;
+    SetRankStep(ranks_[rank], step + 1);
   }
   Event e = MakeEvent(EventKind::kStepSkipped, now);
   e.step = step;
@@ -561,12 +572,7 @@ void JobTracker::AbortGeneration(Step step, std::string reason, absl::Time now, 
 
 void JobTracker::Abort(std::string reason, absl::Time now, Decisions* out) {
   if (state_ == JobState::kAborted || generation_ == 0) return;
-  Step step = plan_.first_step();
-  if (!ranks_.empty()) {
-    step = ~Step{0};
-    for (const auto& [rank, state] : ranks_) step = std::min(step, state.step);
-  }
-  AbortAt(step, std::move(reason), now, out);
+  AbortAt(LowestRankStep(plan_.first_step()), std::move(reason), now, out);
 }
 
 void JobTracker::AbortAt(Step step, std::string reason, absl::Time now, Decisions* out) {
@@ -770,15 +776,14 @@ void JobTracker::MaybeAdvance(RankId rank, absl::Time now, Decisions* out) {
         return;
       }
     }
-    ++state.step;
+    SetRankStep(state, state.step + 1);
     advanced = true;
   }
   if (advanced) Trim();
 }
 
 void JobTracker::Trim() {
-  Step lowest = ~Step{0};
-  for (const auto& [rank, state] : ranks_) lowest = std::min(lowest, state.step);
+  Step lowest = LowestRankStep(~Step{0});
   if (!plan_.complete()) lowest = std::min(lowest, plan_.first_step());
   const Step keep_from = lowest > options_.history_steps ? lowest - options_.history_steps : 0;
   while (!steps_.empty() && steps_.begin()->first < keep_from) steps_.erase(steps_.begin());
@@ -823,7 +828,7 @@ bool JobTracker::ChunkFinished(Step step, ChunkId chunk) const {
          cs->second.done.size() == plan_.chunk(chunk).members.size();
 }
 
-JobSnapshot JobTracker::Snapshot(absl::Time now) const {
+JobSnapshot JobTracker::Snapshot(absl::Time now, absl::Duration lists_after) const {
   JobSnapshot snap;
   snap.job_id = job_id_;
   snap.generation = generation_;
@@ -832,31 +837,23 @@ JobSnapshot JobTracker::Snapshot(absl::Time now) const {
   snap.num_chunks = plan_.num_chunks();
   snap.ranks_joined = static_cast<uint32_t>(plan_.ranks_joined());
   snap.abort_reason = abort_reason_;
-  Step lowest = plan_.first_step();
-  if (!ranks_.empty()) {
-    lowest = ~Step{0};
-    for (const auto& [rank, state] : ranks_) lowest = std::min(lowest, state.step);
-  }
+  const Step lowest = LowestRankStep(plan_.first_step());
   snap.min_rank_step = lowest;
   for (ChunkId c = 0; c < plan_.num_chunks(); ++c) {
     const ChunkInfo& info = plan_.chunk(c);
     ChunkSnapshot chunk;
     chunk.chunk = c;
     Step step = ~Step{0};
-    for (RankId m : info.members) step = std::min(step, rank_step(m));
-    if (info.members.empty()) step = lowest;
+    if (info.members.empty() || (plan_.complete() && info.members.size() == ranks_.size())) {
+      step = lowest;  // the whole job has joined and every rank is a member
+    } else {
+      for (RankId m : info.members) step = std::min(step, rank_step(m));
+    }
     while (ChunkFinished(step, c)) ++step;
     chunk.step = step;
     const ChunkStep* cs = nullptr;
     if (auto st = steps_.find(step); st != steps_.end()) {
       if (auto f = st->second.chunks.find(c); f != st->second.chunks.end()) cs = &f->second;
-    }
-    for (const Contributor& who : info.contributors) {
-      if (cs != nullptr && cs->staged.contains(who)) {
-        chunk.staged.push_back(who);
-      } else {
-        chunk.missing.push_back(who);
-      }
     }
     if (cs == nullptr || cs->staged.empty()) {
       chunk.state = "IDLE";
@@ -866,8 +863,19 @@ JobSnapshot JobTracker::Snapshot(absl::Time now) const {
     } else {
       chunk.state = "RELEASED";
       chunk.waiting = now - cs->released_at;
-      for (RankId m : info.members) {
-        if (!cs->done.contains(m)) chunk.sync_pending.push_back(m);
+    }
+    if (chunk.waiting > lists_after) {
+      for (const Contributor& who : info.contributors) {
+        if (cs != nullptr && cs->staged.contains(who)) {
+          chunk.staged.push_back(who);
+        } else {
+          chunk.missing.push_back(who);
+        }
+      }
+      if (chunk.state == "RELEASED") {
+        for (RankId m : info.members) {
+          if (!cs->done.contains(m)) chunk.sync_pending.push_back(m);
+        }
       }
     }
     snap.chunks.push_back(std::move(chunk));
@@ -887,11 +895,8 @@ absl::StatusOr<ChunkSnapshot> JobTracker::ChunkAt(Step step, ChunkId chunk, absl
   auto st = steps_.find(step);
   if (st == steps_.end()) {
     // The lowest step a rank still runs (first_step while the job forms), as in Trim().
-    Step lowest = plan_.first_step();
-    if (plan_.complete()) {
-      lowest = ~Step{0};
-      for (const auto& [rank, state] : ranks_) lowest = std::min(lowest, state.step);
-    }
+    const Step lowest =
+        plan_.complete() ? LowestRankStep(~Step{0}) : plan_.first_step();
     const Step oldest = steps_.empty() ? lowest : std::min(lowest, steps_.begin()->first);
     if (step < oldest) {
       return absl::OutOfRangeError(

@@ -120,8 +120,13 @@ class JobTracker {
 
   // Ranks that joined the current generation.
   std::vector<RankId> JoinedRanks() const;
+  bool IsJoined(RankId rank) const { return ranks_.contains(rank); }
 
-  JobSnapshot Snapshot(absl::Time now) const;
+  // Every chunk's oldest unfinished step, its state and waiting time; the contributor and rank
+  // lists (staged, missing, sync_pending) only for chunks waiting longer than `lists_after` (a
+  // stall inspector asks for them only past the smallest deadline: building them is O(ranks)).
+  JobSnapshot Snapshot(absl::Time now,
+                       absl::Duration lists_after = -absl::InfiniteDuration()) const;
 
   // The state of one (step, chunk). INVALID_ARGUMENT for a chunk out of range, OUT_OF_RANGE for a
   // step no longer retained; a step not started yet is IDLE with every contributor missing.
@@ -138,8 +143,17 @@ class JobTracker {
   struct RankState {
     std::string incarnation;
     std::string session_id;
-    Step step = 0;
+    Step step = 0;  // changed only through SetRankStep (it keeps step_census_)
+    bool counted = false;  // step is counted in step_census_
   };
+
+  // Moves `state` to `step`, keeping step_census_ (how many ranks are at each step) exact, so that
+  // the lowest step of any rank is O(1) instead of a scan of every rank on every advance.
+  void SetRankStep(RankState& state, Step step);
+  // The lowest step of any joined rank; `if_none` when no rank joined.
+  Step LowestRankStep(Step if_none) const {
+    return step_census_.empty() ? if_none : step_census_.begin()->first;
+  }
 
   absl::Status CheckSender(RankId rank, uint64_t generation) const;
   // CheckSender, then 1..max_batch_items items.
@@ -188,6 +202,7 @@ class JobTracker {
   Step abort_step_ = 0;
   JobPlan plan_;
   absl::flat_hash_map<RankId, RankState> ranks_;
+  std::map<Step, uint32_t> step_census_;  // step -> joined ranks at it
   std::map<Step, StepState> steps_;
 };
 

@@ -1077,6 +1077,42 @@ TEST(JobTrackerTest, PendingRelistsDirectivesUntilSyncDone) {
   EXPECT_THAT(pending(9), IsEmpty());
 }
 
+TEST(JobTrackerTest, SnapshotListsContributorsOnlyForChunksWaitingLongerThanAsked) {
+  Harness h(TwoRankPlans(), TwoRankExpected());
+  h.JoinAll();
+  ASSERT_TRUE(h.Stage(0, {Item(0, 0, "dense")}).ok());
+  h.Tick(absl::Seconds(2));
+  // Waiting 2 s: no lists past a 5 s threshold, state and waiting time still there.
+  JobSnapshot snap = h.tracker().Snapshot(h.now(), absl::Seconds(5));
+  ASSERT_EQ(snap.chunks.size(), 1u);
+  EXPECT_EQ(snap.chunks[0].state, "WAITING");
+  EXPECT_EQ(snap.chunks[0].waiting, absl::Seconds(2));
+  EXPECT_THAT(snap.chunks[0].staged, IsEmpty());
+  EXPECT_THAT(snap.chunks[0].missing, IsEmpty());
+  h.Tick(absl::Seconds(4));
+  snap = h.tracker().Snapshot(h.now(), absl::Seconds(5));
+  EXPECT_THAT(snap.chunks[0].staged, ElementsAre(Contributor{0, "dense"}));
+  EXPECT_EQ(snap.chunks[0].missing.size(), 3u);
+}
+
+TEST(JobTrackerTest, LowestRankStepFollowsAdvancesAndSkips) {
+  Harness h(TwoRankPlans(), TwoRankExpected());
+  h.JoinAll();
+  EXPECT_EQ(h.tracker().Snapshot(h.now()).min_rank_step, 0u);
+  for (RankId r : {0u, 1u}) {
+    ASSERT_TRUE(h.Stage(r, {Item(0, 0, "dense"), Item(0, 0, "expert")}).ok());
+  }
+  ASSERT_TRUE(h.SyncDone(0, {Done(0, 0)}).ok());
+  EXPECT_EQ(h.tracker().Snapshot(h.now()).min_rank_step, 0u);  // rank 1 still at step 0
+  ASSERT_TRUE(h.SyncDone(1, {Done(0, 0)}).ok());
+  EXPECT_EQ(h.tracker().Snapshot(h.now()).min_rank_step, 1u);
+  ASSERT_TRUE(h.Skip(0, 1).ok());
+  ASSERT_TRUE(h.Skip(1, 1).ok());
+  EXPECT_EQ(h.tracker().Snapshot(h.now()).min_rank_step, 2u);
+  EXPECT_EQ(h.tracker().rank_step(0), 2u);
+  EXPECT_EQ(h.tracker().rank_step(1), 2u);
+}
+
 TEST(JobTrackerTest, SnapshotShowsMissingContributorsAndWaitingTime) {
   Harness h(TwoRankPlans(), TwoRankExpected());
   h.JoinAll();

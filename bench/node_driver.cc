@@ -1,0 +1,643 @@
+#include "bench/node_driver.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <random>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/psync/v1/coordinator.grpc.pb.h"
+
+namespace psync::bench {
+namespace {
+
+namespace v1 = ::psync::v1;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void AtomicMax(std::atomic<int64_t>& target, int64_t value) {
+  int64_t current = target.load(std::memory_order_relaxed);
+  while (value > current &&
+         !target.compare_exchange_weak(current, value, std::memory_order_relaxed)) {
+  }
+}
+
+// What the nodes saw of one (step, chunk).
+struct ChunkRecord {
+  std::atomic<int64_t> last_send_ns{0};
+  std::atomic<int64_t> last_directive_ns{0};
+  std::atomic<uint32_t> ranks_released{0};
+  std::atomic<uint64_t> sequence{0};
+};
+
+// One check-in of a rank of a node, due at due_ns.
+struct DueCheckin {
+  int64_t due_ns;
+  uint32_t local;  // rank - first rank of the node
+  uint32_t chunk;
+  uint32_t optimizer;
+  bool operator<(const DueCheckin& o) const { return due_ns < o.due_ns; }
+};
+
+class NodeDriver;
+
+constexpr char kStreamsNotEnded[] = "node streams did not end within the timeout";
+
+// One simulated node agent: its AgentSession stream and its ranks' steps. Reactions may run
+// concurrently with the pump thread; mu_ guards the state.
+class NodeStream final : public grpc::ClientBidiReactor<v1::AgentUp, v1::AgentDown> {
+ public:
+  NodeStream(NodeDriver* driver, uint32_t first_rank, uint32_t count, v1::Coordinator::Stub* stub)
+      : driver_(driver), first_rank_(first_rank), count_(count), stub_(stub),
+        rank_step_(count, 0), held_(count, 0) {}
+
+  // Attaches every rank of the node with its Join answer and starts the call.
+  void Start(const std::vector<v1::JoinResponse>& joined);
+  // Adds the check-ins of `step` for every rank of the node, due from start_ns on.
+  void PlanStep(uint64_t step, int64_t start_ns, std::mt19937_64& rng) ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes what is due at `now` as one AgentBatch, unless a write is in flight.
+  void Pump(int64_t now) ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends the stream once nothing is queued (WritesDone).
+  void Close(bool cancel) ABSL_LOCKS_EXCLUDED(mu_);
+  bool Answered() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return acked_ == sent_;
+  }
+
+  void OnWriteDone(bool ok) override;
+  void OnReadDone(bool ok) override;
+  void OnWritesDoneDone(bool /*ok*/) override {}
+  void OnDone(const grpc::Status& status) override;
+
+ private:
+  void WriteLocked(v1::AgentUp up) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartNextWriteLocked(bool* start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleDown(const v1::AgentDown& down, int64_t now);
+
+  NodeDriver* const driver_;
+  const uint32_t first_rank_;
+  const uint32_t count_;
+  v1::Coordinator::Stub* const stub_;
+  grpc::ClientContext context_;
+  v1::AgentDown in_;  // touched by the read reactions only, one at a time
+
+  absl::Mutex mu_;
+  std::string job_id_ ABSL_GUARDED_BY(mu_);
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<v1::AgentUp> queue_ ABSL_GUARDED_BY(mu_);  // attaches, written before batches
+  size_t queue_next_ ABSL_GUARDED_BY(mu_) = 0;
+  v1::AgentUp current_;  // the message being written; touched by the single writer
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool writes_done_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t sent_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t acked_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<DueCheckin> due_ ABSL_GUARDED_BY(mu_);  // sorted by due_ns, not yet sent
+  std::vector<uint64_t> due_step_ ABSL_GUARDED_BY(mu_);  // step of due_[i]
+  std::vector<uint64_t> rank_step_ ABSL_GUARDED_BY(mu_);  // step each rank is staging
+  std::vector<uint32_t> held_ ABSL_GUARDED_BY(mu_);  // directives of rank_step_ held, per rank
+  std::vector<std::pair<uint32_t, v1::SyncDone>> sync_dones_ ABSL_GUARDED_BY(mu_);
+  // Check-ins of the batch Pump is writing, for the latency records. Pump only.
+  struct Sent {
+    uint64_t step;
+    uint32_t chunk;
+    int64_t due_ns;
+  };
+  std::vector<Sent> in_write_;
+};
+
+class NodeDriver {
+ public:
+  explicit NodeDriver(const NodeOptions& options)
+      : options_(options),
+        total_steps_(options.warmup_steps + options.steps),
+        records_(new ChunkRecord[total_steps_ * options.workload.chunks]) {}
+
+  absl::StatusOr<DriverResult> Run();
+
+  const NodeOptions& options() const { return options_; }
+  ChunkRecord& record(uint64_t step, uint32_t chunk) {
+    return records_[step * options_.workload.chunks + chunk];
+  }
+  bool measured(uint64_t step) const { return step >= options_.warmup_steps; }
+  void Fail(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (failure_.ok()) failure_ = std::move(status);
+  }
+  void OnAttached(uint32_t n) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    attached_ += n;
+  }
+  void OnStreamDone() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    ++streams_done_;
+  }
+
+  std::atomic<uint64_t> directives{0};
+  std::atomic<uint64_t> duplicate_directives{0};
+  std::atomic<uint64_t> unexpected_directives{0};
+  std::atomic<uint64_t> sequence_mismatches{0};
+  std::atomic<uint64_t> checkins_measured{0};
+  std::atomic<uint64_t> messages_up{0};
+  std::atomic<uint64_t> acks{0};
+
+ private:
+  // Waits until `done` holds or a failure; DEADLINE_EXCEEDED naming `phase` after the timeout.
+  absl::Status Await(const char* phase, const std::function<bool()>& done);
+  absl::Status JoinAll(std::vector<v1::JoinResponse>* joined);
+  // Plans `steps` steps from `first`, one every step_period from start_ns, pumping every tick until
+  // every (step, chunk) of them reached every rank.
+  absl::Status RunSteps(uint64_t first, uint64_t steps, const char* phase);
+  bool Released(uint64_t step) {
+    for (uint32_t c = 0; c < options_.workload.chunks; ++c) {
+      if (record(step, c).ranks_released.load() < options_.workload.ranks) return false;
+    }
+    return true;
+  }
+
+  const NodeOptions options_;
+  const uint64_t total_steps_;
+  std::unique_ptr<ChunkRecord[]> records_;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  std::vector<std::unique_ptr<v1::Coordinator::Stub>> stubs_;
+  std::vector<std::unique_ptr<NodeStream>> nodes_;
+  std::mt19937_64 rng_{options_.workload.seed};
+
+  absl::Mutex mu_;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  uint32_t attached_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t streams_done_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// NodeStream
+
+void NodeStream::Start(const std::vector<v1::JoinResponse>& joined) {
+  {
+    absl::MutexLock lock(&mu_);
+    job_id_ = driver_->options().workload.job_id;
+    generation_ = joined[first_rank_].generation();
+    for (uint32_t i = 0; i < count_; ++i) {
+      v1::AgentUp up;
+      v1::Attach* a = up.mutable_attach()->mutable_attach();
+      a->set_job_id(job_id_);
+      a->set_rank(first_rank_ + i);
+      a->set_generation(joined[first_rank_ + i].generation());
+      a->set_session_id(joined[first_rank_ + i].session_id());
+      up.set_request_id(next_request_id_++);
+      queue_.push_back(std::move(up));
+    }
+  }
+  stub_->async()->AgentSession(&context_, this);
+  StartRead(&in_);
+  bool start = false;
+  {
+    absl::MutexLock lock(&mu_);
+    StartNextWriteLocked(&start);
+  }
+  if (start) StartWrite(&current_);
+  StartCall();
+}
+
+void NodeStream::PlanStep(uint64_t step, int64_t start_ns, std::mt19937_64& rng) {
+  const Workload& w = driver_->options().workload;
+  const int64_t spread = absl::ToInt64Nanoseconds(driver_->options().spread);
+  std::uniform_int_distribution<int64_t> delay(0, std::max<int64_t>(spread, 0));
+  std::vector<DueCheckin> planned;
+  planned.reserve(static_cast<size_t>(count_) * w.chunks * w.optimizers);
+  for (uint32_t i = 0; i < count_; ++i) {
+    for (uint32_t c = 0; c < w.chunks; ++c) {
+      for (uint32_t k = 0; k < w.optimizers; ++k) {
+        planned.push_back({start_ns + delay(rng), i, c, k});
+      }
+    }
+  }
+  std::sort(planned.begin(), planned.end());
+  absl::MutexLock lock(&mu_);
+  // Steps are planned in order, each after the previous one's due times: appending keeps due_
+  // sorted by step first, which is the order they may be sent in.
+  for (const DueCheckin& d : planned) {
+    due_.push_back(d);
+    due_step_.push_back(step);
+  }
+}
+
+void NodeStream::Pump(int64_t now) {
+  const Workload& w = driver_->options().workload;
+  bool start = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (writing_ || closing_) return;
+    v1::AgentUp up;
+    v1::AgentBatch* batch = up.mutable_batch();
+    // SyncDones first: they move their ranks to the next step before its check-ins.
+    for (auto& [local, done] : sync_dones_) {
+      v1::IndexedSyncDone* s = batch->add_sync_dones();
+      s->set_message(static_cast<uint32_t>(batch->ranks_size()));
+      *s->add_items() = std::move(done);
+      batch->add_ranks(first_rank_ + local);
+    }
+    sync_dones_.clear();
+    // Due check-ins of ranks that are at their step, merged per (step, chunk, optimizer). due_ is
+    // sorted by time (steps do not overlap: spread < step_period).
+    absl::flat_hash_map<std::pair<uint64_t, uint32_t>, v1::MergedStaged*> merged;
+    in_write_.clear();
+    size_t kept = 0;
+    size_t i = 0;
+    for (; i < due_.size() && due_[i].due_ns <= now; ++i) {
+      const DueCheckin& d = due_[i];
+      const uint64_t step = due_step_[i];
+      if (rank_step_[d.local] != step) {  // the rank still waits for directives of its step
+        due_[kept] = d;
+        due_step_[kept] = step;
+        ++kept;
+        continue;
+      }
+      const uint32_t message = static_cast<uint32_t>(batch->ranks_size());
+      batch->add_ranks(first_rank_ + d.local);
+      v1::MergedStaged*& m = merged[{step, d.chunk * w.optimizers + d.optimizer}];
+      if (m == nullptr) {
+        m = batch->add_staged();
+        m->set_step(step);
+        m->set_chunk(d.chunk);
+        m->set_optimizer(OptimizerName(d.optimizer));
+      }
+      m->add_messages(message);
+      in_write_.push_back({step, d.chunk, d.due_ns});
+    }
+    for (; i < due_.size(); ++i, ++kept) {
+      due_[kept] = due_[i];
+      due_step_[kept] = due_step_[i];
+    }
+    due_.resize(kept);
+    due_step_.resize(kept);
+    if (batch->ranks_size() == 0) return;
+    batch->set_job_id(job_id_);
+    batch->set_generation(generation_);
+    up.set_request_id(next_request_id_++);
+    ++sent_;
+    current_ = std::move(up);
+    writing_ = true;
+    start = true;
+  }
+  if (start) {
+    // A check-in counts from when its rank handed it to the agent (its due time), so that the
+    // time it waited for the node's next batch is part of the release latency.
+    for (const Sent& c : in_write_) {
+      AtomicMax(driver_->record(c.step, c.chunk).last_send_ns, c.due_ns);
+      if (driver_->measured(c.step)) driver_->checkins_measured.fetch_add(1);
+    }
+    driver_->messages_up.fetch_add(1);
+    StartWrite(&current_);
+  }
+}
+
+void NodeStream::StartNextWriteLocked(bool* start) {
+  *start = false;
+  if (writing_ || queue_next_ >= queue_.size()) return;
+  current_ = std::move(queue_[queue_next_++]);
+  if (queue_next_ == queue_.size()) {
+    queue_.clear();
+    queue_next_ = 0;
+  }
+  ++sent_;
+  writing_ = true;
+  *start = true;
+  driver_->messages_up.fetch_add(1);
+}
+
+void NodeStream::OnWriteDone(bool ok) {
+  if (!ok) {
+    driver_->Fail(absl::UnavailableError(absl::StrCat("node of ranks ", first_rank_, "..",
+                                                      first_rank_ + count_ - 1,
+                                                      ": a write failed")));
+    return;
+  }
+  bool start = false;
+  bool writes_done = false;
+  {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    StartNextWriteLocked(&start);
+    if (!start && closing_ && !writes_done_) writes_done = writes_done_ = true;
+  }
+  if (start) StartWrite(&current_);
+  if (writes_done) StartWritesDone();
+}
+
+void NodeStream::Close(bool cancel) {
+  if (cancel) {
+    context_.TryCancel();
+    return;
+  }
+  bool writes_done = false;
+  {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+    if (!writing_ && !writes_done_) writes_done = writes_done_ = true;
+  }
+  if (writes_done) StartWritesDone();
+}
+
+void NodeStream::OnReadDone(bool ok) {
+  if (!ok) return;  // the call ended; OnDone follows
+  HandleDown(in_, NowNs());
+  StartRead(&in_);
+}
+
+void NodeStream::HandleDown(const v1::AgentDown& down, int64_t now) {
+  const Workload& w = driver_->options().workload;
+  for (const v1::AgentAck& ack : down.acks()) {
+    driver_->acks.fetch_add(1);
+    if (ack.code() != 0 || ack.rejected_size() > 0) {
+      const std::string what =
+          ack.code() != 0 ? ack.message()
+                          : absl::StrCat("message ", ack.rejected(0).index(), " of the batch: ",
+                                         ack.rejected(0).message());
+      driver_->Fail(absl::InternalError(absl::StrCat(
+          "node of ranks ", first_rank_, "..", first_rank_ + count_ - 1, ": request ",
+          ack.request_id(), " refused: ", what)));
+    }
+  }
+  uint32_t attached = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const v1::AgentAck& ack : down.acks()) {
+      ++acked_;
+      if (ack.request_id() <= count_) ++attached;  // the attaches are requests 1..count_
+    }
+  }
+  if (attached > 0) driver_->OnAttached(attached);
+  for (const v1::AgentNotice& n : down.notices()) {
+    switch (n.notice().kind_case()) {
+      case v1::SessionDown::kDirective: break;
+      case v1::SessionDown::kAbort:
+        driver_->Fail(absl::AbortedError(
+            absl::StrCat("job aborted: ", n.notice().abort().reason())));
+        continue;
+      default:
+        driver_->Fail(absl::InternalError(absl::StrCat(
+            "node of ranks ", first_rank_, "..: unexpected notice ", n.notice().DebugString())));
+        continue;
+    }
+    const v1::SyncDirective& d = n.notice().directive();
+    if (d.step() >= driver_->options().warmup_steps + driver_->options().steps ||
+        d.chunk() >= w.chunks) {
+      driver_->unexpected_directives.fetch_add(n.ranks_size());
+      continue;
+    }
+    ChunkRecord& r = driver_->record(d.step(), d.chunk());
+    uint64_t expected = 0;
+    if (!r.sequence.compare_exchange_strong(expected, d.sequence()) &&
+        expected != d.sequence()) {
+      driver_->sequence_mismatches.fetch_add(1);
+    }
+    absl::MutexLock lock(&mu_);
+    for (uint32_t rank : n.ranks()) {
+      driver_->directives.fetch_add(1);
+      if (rank < first_rank_ || rank >= first_rank_ + count_) {
+        driver_->unexpected_directives.fetch_add(1);
+        continue;
+      }
+      const uint32_t local = rank - first_rank_;
+      if (d.step() != rank_step_[local]) {  // a repeat of an earlier step, or a future one
+        driver_->duplicate_directives.fetch_add(1);
+        continue;
+      }
+      ++held_[local];
+      r.ranks_released.fetch_add(1);
+      sync_dones_.emplace_back(local, SyncDoneFor(w, rank, d.step(), d.chunk()));
+      if (held_[local] == w.chunks) {
+        held_[local] = 0;
+        ++rank_step_[local];
+      }
+    }
+    AtomicMax(r.last_directive_ns, now);
+  }
+  if (!down.closed().empty()) {
+    driver_->Fail(absl::InternalError(
+        absl::StrCat("rank ", down.closed(0).rank(), " closed: ", down.closed(0).message())));
+  }
+}
+
+void NodeStream::OnDone(const grpc::Status& status) {
+  bool expected = false;
+  {
+    absl::MutexLock lock(&mu_);
+    expected = writes_done_;
+  }
+  if (!expected) {
+    driver_->Fail(absl::UnavailableError(absl::StrCat(
+        "node of ranks ", first_rank_, "..", first_rank_ + count_ - 1,
+        ": AgentSession ended early: ", status.error_code(), " ", status.error_message())));
+  }
+  driver_->OnStreamDone();
+}
+
+// ---------------------------------------------------------------------------------------------
+// NodeDriver
+
+absl::Status NodeDriver::Await(const char* phase, const std::function<bool()>& done) {
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!failure_.ok()) return failure_;
+    }
+    if (done()) return absl::OkStatus();
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          phase, " did not finish within ", absl::FormatDuration(options_.timeout)));
+    }
+    absl::SleepFor(options_.tick);
+  }
+}
+
+absl::Status NodeDriver::JoinAll(std::vector<v1::JoinResponse>* joined) {
+  const Workload& w = options_.workload;
+  joined->assign(w.ranks, v1::JoinResponse());
+  std::atomic<uint32_t> next{0};
+  std::vector<std::thread> threads;
+  const uint32_t workers = std::max<uint32_t>(1, std::min(options_.join_concurrency, w.ranks));
+  for (uint32_t t = 0; t < workers; ++t) {
+    threads.emplace_back([&, t] {
+      v1::Coordinator::Stub* stub = stubs_[t % stubs_.size()].get();
+      for (uint32_t r = next.fetch_add(1); r < w.ranks; r = next.fetch_add(1)) {
+        grpc::ClientContext context;
+        context.set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
+        grpc::Status s = stub->Join(&context, JoinRequestFor(w, r), &(*joined)[r]);
+        if (!s.ok()) {
+          Fail(absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                            absl::StrCat("Join of rank ", r, ": ", s.error_message())));
+          return;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  absl::MutexLock lock(&mu_);
+  return failure_;
+}
+
+absl::Status NodeDriver::RunSteps(uint64_t first, uint64_t steps, const char* phase) {
+  const int64_t period = absl::ToInt64Nanoseconds(options_.step_period);
+  const int64_t start = NowNs();
+  uint64_t planned = 0;
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  while (true) {
+    const int64_t now = NowNs();
+    // Plan each step a tick before it starts (so that its first check-ins go out on time).
+    while (planned < steps &&
+           start + static_cast<int64_t>(planned) * period <=
+               now + absl::ToInt64Nanoseconds(options_.tick)) {
+      for (auto& node : nodes_) {
+        node->PlanStep(first + planned, start + static_cast<int64_t>(planned) * period, rng_);
+      }
+      ++planned;
+    }
+    for (auto& node : nodes_) node->Pump(now);
+    {
+      absl::MutexLock lock(&mu_);
+      if (!failure_.ok()) return failure_;
+    }
+    if (planned == steps && Released(first + steps - 1)) {
+      bool all = true;
+      for (uint64_t s = first; s < first + steps && all; ++s) all = Released(s);
+      if (all) break;
+    }
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          phase, " did not finish within ", absl::FormatDuration(options_.timeout)));
+    }
+    absl::SleepFor(options_.tick);
+  }
+  // The SyncDones of the last step go out too, so that the coordinator finishes it.
+  return Await(phase, [&] {
+    const int64_t now = NowNs();
+    bool answered = true;
+    for (auto& node : nodes_) {
+      node->Pump(now);
+      answered = answered && node->Answered();
+    }
+    return answered;
+  });
+}
+
+absl::StatusOr<DriverResult> NodeDriver::Run() {
+  const NodeOptions& o = options_;
+  const Workload& w = o.workload;
+  if (o.target.empty()) return absl::InvalidArgumentError("target must not be empty");
+  if (w.ranks == 0) return absl::InvalidArgumentError("ranks must be positive");
+  if (o.ranks_per_node == 0) return absl::InvalidArgumentError("ranks_per_node must be positive");
+  if (w.chunks == 0 || w.optimizers == 0) {
+    return absl::InvalidArgumentError("chunks and optimizers must be positive");
+  }
+  if (o.step_period <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("step_period must be positive");
+  }
+  if (o.spread < absl::ZeroDuration() || o.spread >= o.step_period) {
+    return absl::InvalidArgumentError("spread must be in [0, step_period)");
+  }
+  if (o.tick <= absl::ZeroDuration()) return absl::InvalidArgumentError("tick must be positive");
+  if (o.steps == 0) return absl::InvalidArgumentError("steps must be positive");
+  const uint32_t nodes = (w.ranks + o.ranks_per_node - 1) / o.ranks_per_node;
+  for (uint32_t n = 0; n < nodes; ++n) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetInt("psync.bench.node", static_cast<int>(n));
+    auto channel = grpc::CreateCustomChannel(o.target, grpc::InsecureChannelCredentials(), args);
+    stubs_.push_back(v1::Coordinator::NewStub(channel));
+    channels_.push_back(std::move(channel));
+  }
+  DriverResult result;
+  result.releases_expected = total_steps_ * w.chunks;
+
+  absl::Time t = absl::Now();
+  std::vector<v1::JoinResponse> joined;
+  absl::Status status = JoinAll(&joined);
+  result.join_seconds = absl::ToDoubleSeconds(absl::Now() - t);
+
+  if (status.ok()) {
+    t = absl::Now();
+    for (uint32_t n = 0; n < nodes; ++n) {
+      const uint32_t first = n * o.ranks_per_node;
+      const uint32_t count = std::min(o.ranks_per_node, w.ranks - first);
+      nodes_.push_back(std::make_unique<NodeStream>(this, first, count, stubs_[n].get()));
+    }
+    for (auto& node : nodes_) node->Start(joined);
+    status = Await("attaches", [&] {
+      absl::MutexLock lock(&mu_);
+      return attached_ == w.ranks;
+    });
+    result.attach_seconds = absl::ToDoubleSeconds(absl::Now() - t);
+  }
+  if (status.ok() && o.warmup_steps > 0) status = RunSteps(0, o.warmup_steps, "warmup steps");
+  int64_t measure_start = 0;
+  if (status.ok()) {
+    if (o.on_measure_start) o.on_measure_start();
+    measure_start = NowNs();
+    status = RunSteps(o.warmup_steps, o.steps, "measured steps");
+    result.measured_seconds = static_cast<double>(NowNs() - measure_start) * 1e-9;
+    if (status.ok() && o.on_measure_end) o.on_measure_end();
+  }
+  for (auto& node : nodes_) node->Close(/*cancel=*/!status.ok());
+  const uint32_t started = static_cast<uint32_t>(nodes_.size());
+  {
+    absl::MutexLock lock(&mu_);
+    auto all_done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return streams_done_ >= started; };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&all_done), o.timeout)) {
+      // gRPC still holds streams that never reported back: RunNodes keeps this driver alive.
+      return absl::DeadlineExceededError(kStreamsNotEnded);
+    }
+  }
+  if (!status.ok()) return status;
+
+  absl::flat_hash_map<uint64_t, int> sequences;
+  for (uint64_t s = 0; s < total_steps_; ++s) {
+    for (uint32_t c = 0; c < w.chunks; ++c) {
+      ChunkRecord& r = record(s, c);
+      if (r.ranks_released.load() != w.ranks) continue;
+      ++result.releases_complete;
+      ++sequences[r.sequence.load()];
+      if (s >= o.warmup_steps) {
+        result.release_latency_ns.push_back(r.last_directive_ns.load() - r.last_send_ns.load());
+      }
+    }
+  }
+  result.distinct_sequences = sequences.size();
+  result.directives = directives.load();
+  result.duplicate_directives = duplicate_directives.load();
+  result.unexpected_directives = unexpected_directives.load();
+  result.sequence_mismatches = sequence_mismatches.load();
+  result.checkins_measured = checkins_measured.load();
+  result.messages_up = messages_up.load();
+  result.acks = acks.load();
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<DriverResult> RunNodes(const NodeOptions& options) {
+  auto driver = std::make_unique<NodeDriver>(options);
+  absl::StatusOr<DriverResult> result = driver->Run();
+  if (result.status().code() == absl::StatusCode::kDeadlineExceeded &&
+      result.status().message() == kStreamsNotEnded) {
+    driver.release();  // gRPC may still call into it
+  }
+  return result;
+}
+
+}  // namespace psync::bench

@@ -1,0 +1,60 @@
+// RunNodes: the coordinator's side of a job whose ranks sit behind node agents, without the ranks:
+// each simulated node speaks the AgentSession protocol exactly as psync-agent does for its local
+// ranks, so that the coordinator sees the traffic of `ranks` ranks on `ranks / ranks_per_node`
+// nodes while the simulation costs this machine one stream per node instead of one per rank.
+//
+// Every rank joins (Join, `join_concurrency` calls in flight), its node attaches it (one AgentAttach
+// per rank). Steps start every `step_period`; each (chunk, optimizer) check-in of a rank is due
+// after a delay uniform in [0, spread] from the step's start, and each is one rank message, as a
+// rank's StagedBatch of one item would be. Every `tick` each node sends what became due as one
+// AgentBatch: SyncDones first, then check-ins merged per (step, chunk, optimizer) into one entry
+// naming every message that carries it; while a node's previous write is in flight it keeps
+// collecting (as the agent's writer does). A rank's check-ins of step s+1 wait until its node holds the
+// rank's directives of step s. Warmup steps run first; the measured steps start once every warmup
+// release reached every rank.
+//
+// Release latency of a (step, chunk): the last check-in handed by its rank to its node (its due
+// time; the wait for the node's next batch counts) -> the last node received the directive for its
+// ranks (the agent's hop to its local ranks is not part of it). Correctness
+// counts as in RunRanks: every (step, chunk) released exactly once to every rank, no duplicate,
+// unexpected or disagreeing directive.
+//
+// Errors: INVALID_ARGUMENT for bad options (naming the field); a refused Join, a non-OK AgentAck or
+// a rejected message, an Abort, a closed rank or a phase past `timeout` ends the run with a status
+// naming the first failure. Blocks the caller; independent calls may run concurrently.
+#ifndef PSYNC_BENCH_NODE_DRIVER_H_
+#define PSYNC_BENCH_NODE_DRIVER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "bench/rank_driver.h"
+#include "bench/workload.h"
+
+namespace psync::bench {
+
+struct NodeOptions {
+  std::string target;  // host:port of the coordinator
+  Workload workload;
+  uint32_t ranks_per_node = 8;
+  uint64_t warmup_steps = 2;
+  uint64_t steps = 20;
+  absl::Duration spread = absl::Milliseconds(100);
+  absl::Duration step_period = absl::Milliseconds(500);  // must be positive
+  absl::Duration tick = absl::Milliseconds(1);
+  uint32_t join_concurrency = 64;
+  absl::Duration timeout = absl::Seconds(120);
+  std::function<void()> on_measure_start;
+  std::function<void()> on_measure_end;
+};
+
+// Fills the fields of DriverResult that RunRanks fills; messages_up counts AgentUp messages and
+// acks AgentAcks.
+absl::StatusOr<DriverResult> RunNodes(const NodeOptions& options);
+
+}  // namespace psync::bench
+
+#endif  // PSYNC_BENCH_NODE_DRIVER_H_
