@@ -324,13 +324,14 @@ std::vector<core::Event> Coordinator::Inspect() {
     for (auto& [id, job] : jobs_) {
       InspectLiveness(*job, now, &out);
       if (job->tracker->state() != core::JobState::kRunning) continue;
-      // Only chunks past their deadline need the (O(ranks)) lists of who is missing.
-      absl::Duration shortest = absl::InfiniteDuration();
-      for (core::ChunkId c = 0; c < job->tracker->plan().num_chunks(); ++c) {
-        shortest = std::min(shortest, job->observer.Deadline(c));
-      }
-      for (core::Event& e :
-           job->observer.Inspect(now, job->tracker->Snapshot(now, shortest))) {
+      // The (O(ranks)) lists of who is missing are built only for a chunk reported stalled.
+      const core::JobTracker& tracker = *job->tracker;
+      auto lists_of = [&](const core::ChunkSnapshot& brief) {
+        absl::StatusOr<core::ChunkSnapshot> full = tracker.ChunkAt(brief.step, brief.chunk, now);
+        return full.ok() ? *std::move(full) : brief;
+      };
+      for (core::Event& e : job->observer.Inspect(
+               now, tracker.Snapshot(now, /*lists_after=*/absl::InfiniteDuration()), lists_of)) {
         AppendEvent(std::move(e), &out);
       }
     }

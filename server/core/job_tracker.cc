@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace psync::core {
 namespace {
@@ -21,7 +22,7 @@ std::string ChecksumText(const std::optional<uint64_t>& checksum) {
   return checksum ? absl::StrFormat("%#x", *checksum) : "none";
 }
 
-std::string ChecksumsText(const std::vector<GroupChecksum>& checksums) {
+std::string ChecksumsText(absl::Span<const GroupChecksum> checksums) {
   return absl::StrCat(
       "{", absl::StrJoin(checksums, ",", [](std::string* out, const GroupChecksum& g) {
         absl::StrAppend(out, g.group, ":", absl::StrFormat("%#x", g.checksum));
@@ -29,10 +30,11 @@ std::string ChecksumsText(const std::vector<GroupChecksum>& checksums) {
 }
 
 // Checksums compare regardless of the order the rank listed its groups in.
-std::vector<GroupChecksum> SortedByGroup(std::vector<GroupChecksum> checksums) {
-  std::sort(checksums.begin(), checksums.end(),
+GroupChecksums SortedByGroup(absl::Span<const GroupChecksum> checksums) {
+  GroupChecksums sorted(checksums.begin(), checksums.end());
+  std::sort(sorted.begin(), sorted.end(),
             [](const GroupChecksum& a, const GroupChecksum& b) { return a.group < b.group; });
-  return checksums;
+  return sorted;
 }
 
 }  // namespace
@@ -61,6 +63,17 @@ Event JobTracker::MakeEvent(EventKind kind, absl::Time now) const {
 Step JobTracker::rank_step(RankId rank) const {
   auto it = ranks_.find(rank);
   return it == ranks_.end() ? plan_.first_step() : it->second.step;
+}
+
+ChunkStep& JobTracker::ChunkStepFor(Step step, ChunkId chunk) {
+  auto [it, created] = steps_[step].chunks.try_emplace(chunk);
+  if (created && plan_.complete()) {
+    // Sized once for everyone who will check in and sync: no rehash cascade as they arrive.
+    const ChunkInfo& info = plan_.chunk(chunk);
+    it->second.staged.reserve(info.contributors.size());
+    it->second.done.reserve(info.members.size());
+  }
+  return it->second;
 }
 
 void JobTracker::SetRankStep(RankState& state, Step step) {
@@ -171,15 +184,14 @@ void JobTracker::ApplyResume(RankId rank, const ResumeState& resume, absl::Time 
   for (const auto& [chunk, optimizer] : resume.staged) {
     ChunkStep& cs = steps_[resume.step].chunks[chunk];
     const Contributor who{rank, optimizer};
-    cs.staged.emplace(who, std::nullopt);
-    cs.staged_at.emplace(who, now);
+    cs.staged.emplace(who, StagedMark{std::nullopt, now});
     if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
     cs.last_checkin = now;
     cs.last = who;
   }
   for (ChunkId chunk : resume.synced_chunks) {
     ChunkStep& cs = steps_[resume.step].chunks[chunk];
-    cs.done.emplace(rank, std::vector<GroupChecksum>());
+    cs.done.emplace(rank, GroupChecksums());
     cs.synced_before = true;
   }
   for (ChunkId chunk : resume.released_chunks) {
@@ -218,13 +230,12 @@ void JobTracker::Reconcile(absl::Time now, Decisions* out) {
       ChunkStep& cs = st->second.chunks[chunk];
       const ChunkInfo& info = plan_.chunk(chunk);
       for (const Contributor& who : info.contributors) {
-        if (rank_step(who.rank) > step && cs.staged.emplace(who, std::nullopt).second) {
-          cs.staged_at.emplace(who, now);
+        if (rank_step(who.rank) > step && cs.staged.emplace(who, StagedMark{std::nullopt, now}).second) {
           if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
         }
       }
       for (RankId member : info.members) {
-        if (rank_step(member) > step) cs.done.emplace(member, std::vector<GroupChecksum>());
+        if (rank_step(member) > step) cs.done.emplace(member, GroupChecksums());
       }
       MaybeRelease(step, chunk, now, out);
     }
@@ -353,7 +364,7 @@ absl::Status JobTracker::CheckStaged(RankId rank, size_t i, const StagedItem& it
     if (cs != st->second.chunks.end()) {
       auto found = cs->second.staged.find(who);
       if (found != cs->second.staged.end()) {
-        if (found->second == item.checksum) {
+        if (found->second.checksum == item.checksum) {
           *duplicate = true;
           return absl::OkStatus();
         }
@@ -364,11 +375,11 @@ absl::Status JobTracker::CheckStaged(RankId rank, size_t i, const StagedItem& it
         v.optimizer = item.optimizer;
         v.detail = absl::StrCat("conflicting duplicate check-in: shard_checksum ",
                                 ChecksumText(item.checksum), " after ",
-                                ChecksumText(found->second));
+                                ChecksumText(found->second.checksum));
         out->events.push_back(std::move(v));
         return absl::AlreadyExistsError(absl::StrCat(
             where, ": step ", item.step, " chunk ", item.chunk, " ", Describe(who),
-            " already staged with shard_checksum ", ChecksumText(found->second), ", now ",
+            " already staged with shard_checksum ", ChecksumText(found->second.checksum), ", now ",
             ChecksumText(item.checksum)));
       }
     }
@@ -428,9 +439,8 @@ absl::Status JobTracker::Stage(RankId rank, uint64_t generation,
       out->events.push_back(std::move(e));
       continue;
     }
-    ChunkStep& cs = steps_[item.step].chunks[item.chunk];
-    cs.staged.emplace(who, item.checksum);
-    cs.staged_at.emplace(who, now);
+    ChunkStep& cs = ChunkStepFor(item.step, item.chunk);
+    cs.staged.emplace(who, StagedMark{item.checksum, now});
     if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
     cs.last_checkin = now;
     cs.last = who;
@@ -517,7 +527,7 @@ absl::Status JobTracker::Skip(RankId rank, uint64_t generation, Step step,
   if (st != steps_.end()) {
     std::vector<std::string> stagers;
     for (const auto& [chunk, cs] : st->second.chunks) {
-      for (const auto& [who, checksum] : cs.staged) {
+      for (const auto& [who, mark] : cs.staged) {
         stagers.push_back(absl::StrCat("rank ", who.rank, " ", who.optimizer, " chunk ", chunk));
       }
     }
@@ -763,7 +773,9 @@ std::vector<ChunkId> JobTracker::ChunksSyncedBy(RankId rank) const {
 }
 
 void JobTracker::MaybeAdvance(RankId rank, absl::Time now, Decisions* out) {
-  const std::vector<ChunkId> mine = ChunksSyncedBy(rank);
+  std::vector<ChunkId> own;  // while the plan forms; once complete the plan's list is used as is
+  const std::vector<ChunkId>& mine =
+      plan_.complete() ? plan_.synced_chunks(rank) : (own = ChunksSyncedBy(rank));
   if (mine.empty()) return;
   RankState& state = ranks_[rank];
   // SyncDones reported ahead (see CheckSyncDone) may finish several steps at once.
@@ -914,9 +926,9 @@ absl::StatusOr<ChunkSnapshot> JobTracker::ChunkAt(Step step, ChunkId chunk, absl
   if (auto f = st->second.chunks.find(chunk); f != st->second.chunks.end()) cs = &f->second;
   for (const Contributor& who : info.contributors) {
     if (cs != nullptr) {
-      if (auto found = cs->staged_at.find(who); found != cs->staged_at.end()) {
+      if (auto found = cs->staged.find(who); found != cs->staged.end()) {
         snap.staged.push_back(who);
-        snap.staged_after.push_back(found->second - cs->first_checkin);
+        snap.staged_after.push_back(found->second.at - cs->first_checkin);
         continue;
       }
     }

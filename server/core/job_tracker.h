@@ -147,6 +147,8 @@ class JobTracker {
     bool counted = false;  // step is counted in step_census_
   };
 
+  // The (step, chunk)'s state, created (and sized for the chunk's contributors) on first use.
+  ChunkStep& ChunkStepFor(Step step, ChunkId chunk);
   // Moves `state` to `step`, keeping step_census_ (how many ranks are at each step) exact, so that
   // the lowest step of any rank is O(1) instead of a scan of every rank on every advance.
   void SetRankStep(RankState& state, Step step);

@@ -12,21 +12,30 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/time/time.h"
 #include "server/core/types.h"
 
 namespace psync::core {
 
+using GroupChecksums = absl::InlinedVector<GroupChecksum, 1>;
+
+// One contributor's check-in: its shard checksum (if sent) and when it arrived.
+struct StagedMark {
+  std::optional<uint64_t> checksum;
+  absl::Time at;
+};
+
 struct ChunkStep {
-  absl::flat_hash_map<Contributor, std::optional<uint64_t>> staged;  // -> shard checksum
-  absl::flat_hash_map<Contributor, absl::Time> staged_at;
+  absl::flat_hash_map<Contributor, StagedMark> staged;
   absl::Time first_checkin = absl::InfinitePast();
   absl::Time last_checkin = absl::InfinitePast();
   bool released = false;
   uint64_t sequence = 0;
   absl::Time released_at = absl::InfinitePast();
   Contributor last;
-  absl::flat_hash_map<RankId, std::vector<GroupChecksum>> done;  // rank -> reported checksums
+  // rank -> reported checksums (one per sync group of the chunk, nearly always one: kept inline)
+  absl::flat_hash_map<RankId, GroupChecksums> done;
   // A rank re-announced (after a coordinator restart) that it executed this sync: the chunk was
   // released before, whatever the new coordinator has seen.
   bool synced_before = false;

@@ -79,7 +79,8 @@ void JobObserver::OnEvent(const core::Event& e) {
   while (open_checkins_.size() > options_.audit_capacity) open_checkins_.erase(open_checkins_.begin());
 }
 
-std::vector<core::Event> JobObserver::Inspect(absl::Time now, const core::JobSnapshot& snapshot) {
+std::vector<core::Event> JobObserver::Inspect(absl::Time now, const core::JobSnapshot& snapshot,
+                                              const ListsOf& lists_of) {
   std::vector<core::Event> out;
   for (const core::ChunkSnapshot& c : snapshot.chunks) {
     const bool waiting = c.state == "WAITING";
@@ -89,6 +90,8 @@ std::vector<core::Event> JobObserver::Inspect(absl::Time now, const core::JobSna
     if (c.waiting <= deadline) continue;
     if (!reported_stalls_.insert({snapshot.generation, c.step, c.chunk, syncing}).second) continue;
     ++stalls_;
+    const core::ChunkSnapshot full = lists_of ? lists_of(c) : core::ChunkSnapshot();
+    const core::ChunkSnapshot& lists = lists_of ? full : c;
     core::Event e;
     e.kind = core::EventKind::kStall;
     e.time = now;
@@ -98,19 +101,19 @@ std::vector<core::Event> JobObserver::Inspect(absl::Time now, const core::JobSna
     e.chunk = c.chunk;
     e.duration = c.waiting;
     if (waiting) {
-      e.contributors = c.missing;
+      e.contributors = lists.missing;
       e.detail = absl::StrCat(
           "chunk ", c.chunk, " step ", c.step, " waited ", absl::FormatDuration(c.waiting),
           " (deadline ", absl::FormatDuration(deadline), ") for ",
-          absl::StrJoin(c.missing, ", ", [](std::string* s, const core::Contributor& who) {
+          absl::StrJoin(lists.missing, ", ", [](std::string* s, const core::Contributor& who) {
             absl::StrAppend(s, "rank ", who.rank, " ", who.optimizer);
           }));
     } else {
-      e.ranks = c.sync_pending;
+      e.ranks = lists.sync_pending;
       e.detail = absl::StrCat("chunk ", c.chunk, " step ", c.step, " released ",
                               absl::FormatDuration(c.waiting), " ago (deadline ",
                               absl::FormatDuration(deadline), "); no SyncDone from ranks [",
-                              absl::StrJoin(c.sync_pending, ","), "]");
+                              absl::StrJoin(lists.sync_pending, ","), "]");
     }
     out.push_back(std::move(e));
   }

@@ -8,6 +8,7 @@
 #ifndef PSYNC_SERVER_OBSERVE_JOB_OBSERVER_H_
 #define PSYNC_SERVER_OBSERVE_JOB_OBSERVER_H_
 
+#include <functional>
 #include <map>
 #include <tuple>
 #include <vector>
@@ -59,8 +60,13 @@ class JobObserver {
   explicit JobObserver(ObserverOptions options = {});
 
   void OnEvent(const core::Event& event);
-  // Stall events for chunks that waited past their deadline, each reported once.
-  std::vector<core::Event> Inspect(absl::Time now, const core::JobSnapshot& snapshot);
+  // Gives a chunk's snapshot with its contributor lists (missing, sync_pending) filled in.
+  using ListsOf = std::function<core::ChunkSnapshot(const core::ChunkSnapshot&)>;
+  // Stall events for chunks that waited past their deadline, each reported once. The lists of a
+  // stalled chunk come from `lists_of` when given (then `snapshot` may carry none: building them
+  // is O(ranks) per chunk, needed only for a new report), else from `snapshot`.
+  std::vector<core::Event> Inspect(absl::Time now, const core::JobSnapshot& snapshot,
+                                   const ListsOf& lists_of = nullptr);
 
   absl::Duration Deadline(core::ChunkId chunk) const { return deadlines_.Deadline(chunk); }
   std::vector<StragglerScore> TopStragglers(size_t k) const { return stragglers_.Top(k); }
