@@ -69,14 +69,10 @@ void Coordinator::RecordRejection(const std::string& job_id, Job* job, const abs
 void Coordinator::Deliver(Outgoing& out) {
   // Sinks that share a transport (a node agent's stream) are corked meanwhile, so that the notices
   // of one decision for several of its ranks leave as one message.
-  std::vector<NoticeBatcher*> corked;
+  absl::flat_hash_set<NoticeBatcher*> corked;  // a release to 16k ranks names 2k agents
   for (auto& [sink, notice] : out.notices) {
     NoticeBatcher* batcher = sink->batcher();
-    if (batcher == nullptr || std::find(corked.begin(), corked.end(), batcher) != corked.end()) {
-      continue;
-    }
-    batcher->Cork();
-    corked.push_back(batcher);
+    if (batcher != nullptr && corked.insert(batcher).second) batcher->Cork();
   }
   for (auto& [sink, notice] : out.notices) sink->Send(notice);
   for (NoticeBatcher* batcher : corked) batcher->Uncork();
