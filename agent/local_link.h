@@ -4,14 +4,13 @@
 // directives the rank already received on this Session (re-sent by the coordinator after the
 // agent reconnected) are dropped, so the rank sees each directive once.
 //
-// Writes to the local stream one message at a time and never blocks; holds no lock across
-// StartWrite or Finish. Thread-safe. Outlives the reactor: once the stream is done (DetachReactor),
+// Writes to the local stream through a server::SessionWriter (one message at a time, never
+// blocking). Thread-safe. Outlives the reactor: once the stream is done (DetachReactor),
 // everything is dropped.
 #ifndef PSYNC_AGENT_LOCAL_LINK_H_
 #define PSYNC_AGENT_LOCAL_LINK_H_
 
 #include <cstdint>
-#include <deque>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/stats.h"
+#include "server/session_writer.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
 
@@ -32,7 +32,7 @@ class LocalLink {
   using Reactor = grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>;
 
   // Neither is owned; `counters` must outlive the link.
-  LocalLink(Reactor* reactor, AgentCounters* counters) : counters_(counters), reactor_(reactor) {}
+  LocalLink(Reactor* reactor, AgentCounters* counters) : counters_(counters), writer_(reactor) {}
   LocalLink(const LocalLink&) = delete;
   LocalLink& operator=(const LocalLink&) = delete;
 
@@ -54,7 +54,7 @@ class LocalLink {
   // A directive, StepSkipped or Abort for this rank; a directive already sent is dropped.
   void Notice(const v1::SessionDown& notice) ABSL_LOCKS_EXCLUDED(mu_);
   // Ends the Session with `status` once what is queued is written.
-  void Close(const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  void Close(const grpc::Status& status);
 
   // Skip votes (see agent/skip_recovery.h). The rank sent SkipStep(`step`) as `request_id`: the
   // vote is kept until its StepSkipped is handed to the rank, or its Ack refuses it.
@@ -63,8 +63,8 @@ class LocalLink {
   std::vector<uint64_t> SkipVotes() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // From the reactor.
-  void WriteDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_);
-  void DetachReactor() ABSL_LOCKS_EXCLUDED(mu_);
+  void WriteDone(bool ok);
+  void DetachReactor();
 
  private:
   // (generation, step, chunk) of a directive.
@@ -72,26 +72,19 @@ class LocalLink {
   // Directives this far behind the newest step are forgotten.
   static constexpr uint64_t kDirectiveWindowSteps = 1024;
 
-  void Enqueue(v1::SessionDown message) ABSL_LOCKS_EXCLUDED(mu_);
+  void Enqueue(v1::SessionDown message);
 
   AgentCounters* const counters_;
   // Written once by SetAttach before the link is shared; read-only afterwards.
   v1::Attach attach_;
   uint64_t attach_request_id_ = 0;
 
+  server::SessionWriter writer_;
   mutable absl::Mutex mu_;
-  Reactor* reactor_ ABSL_GUARDED_BY(mu_);
-  std::deque<v1::SessionDown> queue_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool closing_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
   absl::btree_set<DirectiveKey> directives_ ABSL_GUARDED_BY(mu_);
   absl::btree_set<uint64_t> skip_votes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, uint64_t> skip_requests_ ABSL_GUARDED_BY(mu_);  // id -> step
   uint64_t newest_step_ ABSL_GUARDED_BY(mu_) = 0;
-  // The message being written; touched only by the single writer (writing_ == true).
-  v1::SessionDown current_;
 };
 
 }  // namespace psync::agent

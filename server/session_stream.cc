@@ -1,6 +1,5 @@
 #include "server/session_stream.h"
 
-#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -11,102 +10,26 @@
 #include "absl/synchronization/mutex.h"
 #include "server/arena_message.h"
 #include "server/convert.h"
+#include "server/session_writer.h"
 
 namespace psync::server {
 namespace {
 
 using Reactor = grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>;
 
-// Queues messages for one stream and writes them one at a time. Outlives the reactor: once the
-// stream is done, everything sent is dropped.
+// The coordinator's sink for one rank's notices: converts them and queues them on the stream's
+// writer. Outlives the reactor: once the stream is done, everything sent is dropped.
 class Outbox final : public SessionSink {
  public:
-  explicit Outbox(Reactor* reactor) : reactor_(reactor) {}
+  explicit Outbox(Reactor* reactor) : writer_(reactor) {}
 
-  void Send(const core::Notice& notice) override { Enqueue(NoticeToProto(notice)); }
+  void Send(const core::Notice& notice) override { writer_.Enqueue(NoticeToProto(notice)); }
+  void Close(const absl::Status& status) override { writer_.Close(ToGrpcStatus(status)); }
 
-  void Enqueue(v1::SessionDown message) ABSL_LOCKS_EXCLUDED(mu_) {
-    Reactor* reactor = nullptr;
-    {
-      absl::MutexLock lock(&mu_);
-      if (reactor_ == nullptr || closing_) return;
-      queue_.push_back(std::move(message));
-      if (writing_) return;
-      writing_ = true;
-      current_ = std::move(queue_.front());
-      queue_.pop_front();
-      reactor = reactor_;
-    }
-    reactor->StartWrite(&current_);
-  }
-
-  void Close(const absl::Status& status) override ABSL_LOCKS_EXCLUDED(mu_) {
-    Reactor* reactor = nullptr;
-    grpc::Status finish;
-    {
-      absl::MutexLock lock(&mu_);
-      if (reactor_ == nullptr || closing_) return;
-      closing_ = true;
-      finish_status_ = ToGrpcStatus(status);
-      if (writing_ || !queue_.empty()) return;  // finished when the queue drains
-      finished_ = true;
-      reactor = reactor_;
-      finish = finish_status_;
-    }
-    reactor->Finish(finish);
-  }
-
-  // Called from the reactor's OnWriteDone.
-  void WriteDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
-    Reactor* reactor = nullptr;
-    bool finish = false;
-    grpc::Status finish_status;
-    {
-      absl::MutexLock lock(&mu_);
-      if (reactor_ == nullptr) return;
-      reactor = reactor_;
-      if (!ok) {
-        // The peer is gone: drop what is queued and end the call.
-        queue_.clear();
-        if (!closing_) {
-          closing_ = true;
-          finish_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "write failed: peer gone");
-        }
-      }
-      if (ok && !queue_.empty()) {
-        current_ = std::move(queue_.front());
-        queue_.pop_front();
-      } else {
-        writing_ = false;
-        if (closing_ && !finished_) finish = finished_ = true;
-        if (!finish) return;
-        finish_status = finish_status_;
-      }
-    }
-    if (finish) {
-      reactor->Finish(finish_status);
-    } else {
-      reactor->StartWrite(&current_);
-    }
-  }
-
-  // Called from the reactor's OnDone: nothing is written after this.
-  void Detach() ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    reactor_ = nullptr;
-    queue_.clear();
-  }
+  SessionWriter& writer() { return writer_; }
 
  private:
-  absl::Mutex mu_;
-  Reactor* reactor_ ABSL_GUARDED_BY(mu_);
-  std::deque<v1::SessionDown> queue_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool closing_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
-  // The message being written; touched only by the single writer (writing_ == true).
-  v1::SessionDown current_;
+  SessionWriter writer_;
 };
 
 class SessionStream final : public Reactor {
@@ -131,11 +54,11 @@ class SessionStream final : public Reactor {
     ack.mutable_ack()->set_request_id(request_->request_id());
     ack.mutable_ack()->set_code(static_cast<int>(status.code()));
     ack.mutable_ack()->set_message(std::string(status.message()));
-    outbox_->Enqueue(std::move(ack));
+    outbox_->writer().Enqueue(std::move(ack));
     StartRead(request_.Renew());
   }
 
-  void OnWriteDone(bool ok) override { outbox_->WriteDone(ok); }
+  void OnWriteDone(bool ok) override { outbox_->writer().WriteDone(ok); }
 
   void OnCancel() override {
     DetachFromCoordinator();
@@ -144,7 +67,7 @@ class SessionStream final : public Reactor {
 
   void OnDone() override {
     DetachFromCoordinator();
-    outbox_->Detach();
+    outbox_->writer().Detach();
     delete this;
   }
 
@@ -177,7 +100,7 @@ class SessionStream final : public Reactor {
     }
     v1::SessionDown ack;
     ack.mutable_ack()->set_request_id(request_->request_id());
-    outbox_->Enqueue(std::move(ack));
+    outbox_->writer().Enqueue(std::move(ack));
     for (const core::Notice& n : *pending) outbox_->Send(n);
     StartRead(request_.Renew());
   }
