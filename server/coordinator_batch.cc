@@ -16,6 +16,7 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
     const absl::Time now = clock_->Now();
     auto it = jobs_.find(job_id);
     Job* job = it == jobs_.end() ? nullptr : it->second.get();
+    core::Decisions decisions;  // reused: its vectors keep their capacity from message to message
     for (const RankMessage& m : messages) {
       if (job == nullptr) {
         absl::Status s = absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
@@ -23,7 +24,8 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
         statuses.push_back(std::move(s));
         continue;
       }
-      core::Decisions decisions;
+      decisions.deliveries.clear();
+      decisions.events.clear();
       absl::Status s;
       switch (m.kind) {
         case RankMessage::Kind::kStaged:

@@ -742,6 +742,18 @@ absl::Status JobTracker::SyncDone(RankId rank, uint64_t generation,
 
 void JobTracker::CheckChecksums(Step step, ChunkId chunk, const ChunkStep& cs, absl::Time now,
                                 Decisions* out) const {
+  // One pass, no allocation per rank: the first checksum seen per group. Only a group that
+  // disagrees needs the per-checksum rank lists of the report below.
+  absl::flat_hash_map<absl::string_view, uint64_t> first;
+  first.reserve(plan_.chunk(chunk).groups.size());
+  bool mismatch = false;
+  for (const auto& [rank, checksums] : cs.done) {
+    for (const GroupChecksum& g : checksums) {
+      auto [it, inserted] = first.try_emplace(g.group, g.checksum);
+      mismatch |= !inserted && it->second != g.checksum;
+    }
+  }
+  if (!mismatch) return;
   // group -> checksum -> ranks
   std::map<std::string, std::map<uint64_t, std::vector<RankId>>> by_group;
   for (const auto& [rank, checksums] : cs.done) {
