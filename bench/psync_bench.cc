@@ -111,6 +111,29 @@ std::string TempPath(const std::string& what) {
   return absl::StrCat(absl::GetFlag(FLAGS_log_dir), "/psync-bench-", getpid(), "-", what);
 }
 
+// --simulated_nodes runs paced steps of arrivals spread within the period, with no agents.
+absl::Status CheckSimulatedNodeFlags() {
+  if (absl::GetFlag(FLAGS_simulated_nodes) == 0) return absl::OkStatus();
+  if (absl::GetFlag(FLAGS_agents) > 0) {
+    return absl::InvalidArgumentError("--simulated_nodes and --agents exclude each other");
+  }
+  if (absl::GetFlag(FLAGS_throughput)) {
+    return absl::InvalidArgumentError("--simulated_nodes and --throughput exclude each other");
+  }
+  const double period_ms = absl::GetFlag(FLAGS_step_period_ms);
+  if (!(period_ms > 0)) {
+    return absl::InvalidArgumentError("--simulated_nodes needs --step_period_ms > 0");
+  }
+  if (absl::GetFlag(FLAGS_spread_us) < 0 || absl::GetFlag(FLAGS_spread_us) >= period_ms * 1000) {
+    return absl::InvalidArgumentError(
+        "--simulated_nodes needs --spread_us in [0, step_period_ms x 1000)");
+  }
+  if (absl::GetFlag(FLAGS_node_tick_us) <= 0) {
+    return absl::InvalidArgumentError("--node_tick_us must be positive");
+  }
+  return absl::OkStatus();
+}
+
 double Mib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
 // The gRPC floor: an echo server in a child process (this binary) and one ping-pong stream.
@@ -168,9 +191,6 @@ absl::StatusOr<Processes> StartProcesses(const RunConfig& run, int index) {
     p.coordinator_pid = absl::GetFlag(FLAGS_coordinator_pid);
   }
   const uint32_t agents = absl::GetFlag(FLAGS_agents);
-  if (agents > 0 && absl::GetFlag(FLAGS_simulated_nodes) > 0) {
-    return absl::InvalidArgumentError("--simulated_nodes and --agents exclude each other");
-  }
   if (agents == 0) {
     p.rank_targets = {p.coordinator_target};
     return p;
@@ -378,6 +398,10 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
 int Main(const std::string& self) {
   if (absl::GetFlag(FLAGS_coordinator).empty() == absl::GetFlag(FLAGS_target).empty()) {
     std::cerr << "psync-bench: give exactly one of --coordinator and --target\n";
+    return 2;
+  }
+  if (absl::Status s = CheckSimulatedNodeFlags(); !s.ok()) {
+    std::cerr << "psync-bench: " << s.message() << "\n";
     return 2;
   }
   // Thousands of connections: raise the open-file limit to the hard limit.
