@@ -469,13 +469,18 @@ absl::Status NodeDriver::Await(const char* phase, const std::function<bool()>& d
 absl::Status NodeDriver::JoinAll(std::vector<v1::JoinResponse>* joined) {
   const Workload& w = options_.workload;
   joined->assign(w.ranks, v1::JoinResponse());
+  // Ranks of a real job join in no particular order.
+  std::vector<uint32_t> order(w.ranks);
+  for (uint32_t r = 0; r < w.ranks; ++r) order[r] = r;
+  std::shuffle(order.begin(), order.end(), rng_);
   std::atomic<uint32_t> next{0};
   std::vector<std::thread> threads;
   const uint32_t workers = std::max<uint32_t>(1, std::min(options_.join_concurrency, w.ranks));
   for (uint32_t t = 0; t < workers; ++t) {
     threads.emplace_back([&, t] {
       v1::Coordinator::Stub* stub = stubs_[t % stubs_.size()].get();
-      for (uint32_t r = next.fetch_add(1); r < w.ranks; r = next.fetch_add(1)) {
+      for (uint32_t i = next.fetch_add(1); i < w.ranks; i = next.fetch_add(1)) {
+        const uint32_t r = order[i];
         grpc::ClientContext context;
         context.set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
         grpc::Status s = stub->Join(&context, JoinRequestFor(w, r), &(*joined)[r]);

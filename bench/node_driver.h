@@ -3,7 +3,8 @@
 // ranks, so that the coordinator sees the traffic of `ranks` ranks on `ranks / ranks_per_node`
 // nodes while the simulation costs this machine one stream per node instead of one per rank.
 //
-// Every rank joins (Join, `join_concurrency` calls in flight), its node attaches it (one AgentAttach
+// Every rank joins (Join, `join_concurrency` calls in flight, ranks in a random order as in a real
+// job), its node attaches it (one AgentAttach
 // per rank). Steps start every `step_period`; each (chunk, optimizer) check-in of a rank is due
 // after a delay uniform in [0, spread] from the step's start, and each is one rank message, as a
 // rank's StagedBatch of one item would be. Every `tick` each node sends what became due as one

@@ -122,7 +122,7 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
   auto existing = ranks_.find(plan.rank);
   if (existing != ranks_.end() && state_ != JobState::kAborted &&
       existing->second.incarnation == plan.incarnation) {
-    if (!SamePlan(*plan_.rank_plan(plan.rank), plan)) {
+    if (!plan_.SameAsJoined(plan)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "rank ", plan.rank, " joined again with incarnation '", plan.incarnation,
           "' but a different plan; a changed plan needs a new incarnation"));
@@ -927,7 +927,7 @@ absl::StatusOr<ChunkSnapshot> JobTracker::ChunkAt(Step step, ChunkId chunk, absl
           absl::StrCat("step ", step, " is before the oldest retained step ", oldest));
     }
     snap.state = "IDLE";
-    snap.missing = info.contributors;
+    snap.missing.assign(info.contributors.begin(), info.contributors.end());
     return snap;
   }
   if (st->second.skipped) {

@@ -978,6 +978,17 @@ TEST(JobTrackerTest, ReconnectWithTheSameIncarnationKeepsGenerationAndSession) {
             "rank 0 joined again with incarnation 'i0' but a different plan; a changed plan needs "
             "a new incarnation");
   EXPECT_EQ(h.State(), before);
+  // So is another membership of one of its groups (the plan keeps group members once per chunk).
+  RankPlan regrouped = h.plan(0);
+  ASSERT_FALSE(regrouped.chunks[0].groups.empty());
+  regrouped.chunks[0].groups[0].ranks = {0};
+  EXPECT_EQ(h.Join(regrouped).status().code(), absl::StatusCode::kFailedPrecondition);
+  // Members listed in another order are the same plan.
+  RankPlan reordered = h.plan(0);
+  std::reverse(reordered.chunks[0].groups[0].ranks.begin(),
+               reordered.chunks[0].groups[0].ranks.end());
+  ASSERT_TRUE(h.Join(reordered).ok());
+  EXPECT_EQ(h.State(), before);
 }
 
 TEST(JobTrackerTest, NewIncarnationStartsANewGenerationAndAbortsTheOldOne) {

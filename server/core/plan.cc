@@ -21,7 +21,8 @@ absl::Status CheckLength(absl::string_view field, const std::string& value, size
 }
 
 std::vector<RankId> Sorted(std::vector<RankId> ranks) {
-  std::sort(ranks.begin(), ranks.end());
+  // Clients list group members in order nearly always; a world-wide group is checked on every join.
+  if (!std::is_sorted(ranks.begin(), ranks.end())) std::sort(ranks.begin(), ranks.end());
   return ranks;
 }
 
@@ -166,6 +167,23 @@ bool SamePlan(const RankPlan& a, const RankPlan& b) {
   return true;
 }
 
+bool JobPlan::SameAsJoined(const RankPlan& plan) const {
+  const RankPlan* joined = rank_plan(plan.rank);
+  if (joined == nullptr) return false;
+  RankPlan names_only = plan;
+  for (ChunkPart& part : names_only.chunks) {
+    for (GroupDecl& group : part.groups) {
+      if (part.chunk >= chunks_.size()) return false;
+      auto known = chunks_[part.chunk].groups.find(group.name);
+      if (known == chunks_[part.chunk].groups.end() || known->second != Sorted(group.ranks)) {
+        return false;
+      }
+      group.ranks.clear();
+    }
+  }
+  return SamePlan(*joined, names_only);
+}
+
 const RankPlan* JobPlan::rank_plan(RankId rank) const {
   auto it = ranks_.find(rank);
   return it == ranks_.end() ? nullptr : &it->second;
@@ -206,16 +224,18 @@ absl::Status JobPlan::CheckGroups(const RankPlan& plan) const {
             other, ", but rank ", other, " joined without that group"));
       }
     }
-    // Groups that earlier ranks declared with this rank as a member must be declared by it too.
-    for (const auto& [name, ranks] : info.groups) {
-      if (!std::binary_search(ranks.begin(), ranks.end(), plan.rank)) continue;
+    // Groups that earlier ranks declared with this rank as a member must be declared by it too
+    // (the first such group by name is reported).
+    const std::string* missing = nullptr;
+    for (const std::string& name : info.GroupsListing(plan.rank)) {
       const bool declared = std::any_of(part.groups.begin(), part.groups.end(),
-                                        [&n = name](const GroupDecl& g) { return g.name == n; });
-      if (!declared) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "chunk ", part.chunk, " group '", name, "' ", RankList(ranks), " includes rank ",
-            plan.rank, ", but rank ", plan.rank, " did not declare it"));
-      }
+                                        [&](const GroupDecl& g) { return g.name == name; });
+      if (!declared && (missing == nullptr || name < *missing)) missing = &name;
+    }
+    if (missing != nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "chunk ", part.chunk, " group '", *missing, "' ", RankList(info.groups.at(*missing)),
+          " includes rank ", plan.rank, ", but rank ", plan.rank, " did not declare it"));
     }
   }
   // Chunks this rank does not take part in at all, where others listed it.
@@ -223,13 +243,12 @@ absl::Status JobPlan::CheckGroups(const RankPlan& plan) const {
     const bool listed = std::any_of(plan.chunks.begin(), plan.chunks.end(),
                                     [&](const ChunkPart& p) { return p.chunk == c; });
     if (listed) continue;
-    for (const auto& [name, ranks] : chunks_[c].groups) {
-      if (std::binary_search(ranks.begin(), ranks.end(), plan.rank)) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "chunk ", c, " group '", name, "' ", RankList(ranks), " includes rank ", plan.rank,
-            ", but rank ", plan.rank, " did not declare chunk ", c));
-      }
-    }
+    const std::vector<std::string>& names = chunks_[c].GroupsListing(plan.rank);
+    if (names.empty()) continue;
+    const std::string& name = *std::min_element(names.begin(), names.end());
+    return absl::FailedPreconditionError(absl::StrCat(
+        "chunk ", c, " group '", name, "' ", RankList(chunks_[c].groups.at(name)),
+        " includes rank ", plan.rank, ", but rank ", plan.rank, " did not declare chunk ", c));
   }
   return absl::OkStatus();
 }
@@ -256,17 +275,20 @@ absl::Status JobPlan::Merge(const RankPlan& plan) {
     first_rank_ = plan.rank;
     chunks_.assign(num_chunks_, ChunkInfo{});
   }
-  ranks_.emplace(plan.rank, plan);
+  RankPlan& kept = ranks_.emplace(plan.rank, plan).first->second;
+  for (ChunkPart& part : kept.chunks) {
+    for (GroupDecl& group : part.groups) std::vector<RankId>().swap(group.ranks);  // see rank_plan
+  }
   for (const ChunkPart& part : plan.chunks) {
     ChunkInfo& info = chunks_[part.chunk];
     for (const std::string& opt : part.optimizers) {
-      Contributor c{plan.rank, opt};
-      info.contributors.insert(std::upper_bound(info.contributors.begin(), info.contributors.end(), c),
-                               c);
+      info.contributors.insert(Contributor{plan.rank, opt});
     }
     for (const GroupDecl& group : part.groups) {
-      info.groups.emplace(group.name, Sorted(group.ranks));
-      for (RankId r : group.ranks) {
+      auto [declared, added] = info.groups.emplace(group.name, Sorted(group.ranks));
+      if (!added) continue;  // declared before with the same members (CheckGroups)
+      for (RankId r : declared->second) {
+        info.groups_listing[r].push_back(group.name);
         auto at = std::lower_bound(info.members.begin(), info.members.end(), r);
         if (at == info.members.end() || *at != r) info.members.insert(at, r);
       }

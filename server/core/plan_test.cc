@@ -198,7 +198,7 @@ RankPlan MoePlan(RankId rank) {
                Part(2, {"expert"}, {Group(edp, edp_ranks)})});
 }
 
-std::string ContributorsText(const std::vector<Contributor>& cs) {
+std::string ContributorsText(const absl::btree_set<Contributor>& cs) {
   return absl::StrJoin(cs, ",", [](std::string* out, const Contributor& c) {
     absl::StrAppend(out, c.rank, "/", c.optimizer);
   });
