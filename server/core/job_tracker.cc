@@ -67,6 +67,7 @@ Step JobTracker::rank_step(RankId rank) const {
 
 ChunkStep& JobTracker::ChunkStepFor(Step step, ChunkId chunk) {
   auto [it, created] = steps_[step].chunks.try_emplace(chunk);
+  if (created) it->second.staged.set_ids(&optimizer_ids_);
   if (created && plan_.complete()) {
     // Sized once for everyone who will check in and sync: no rehash cascade as they arrive.
     const ChunkInfo& info = plan_.chunk(chunk);
@@ -182,20 +183,20 @@ void JobTracker::ApplyResume(RankId rank, const ResumeState& resume, absl::Time 
                              Decisions* out) {
   SetRankStep(ranks_[rank], resume.step);
   for (const auto& [chunk, optimizer] : resume.staged) {
-    ChunkStep& cs = steps_[resume.step].chunks[chunk];
+    ChunkStep& cs = ChunkStepFor(resume.step, chunk);
     const Contributor who{rank, optimizer};
-    cs.staged.emplace(who, StagedMark{std::nullopt, now});
+    cs.staged.Insert(who, StagedMark(std::nullopt, now));
     if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
     cs.last_checkin = now;
     cs.last = who;
   }
   for (ChunkId chunk : resume.synced_chunks) {
-    ChunkStep& cs = steps_[resume.step].chunks[chunk];
+    ChunkStep& cs = ChunkStepFor(resume.step, chunk);
     cs.done.emplace(rank, GroupChecksums());
     cs.synced_before = true;
   }
   for (ChunkId chunk : resume.released_chunks) {
-    steps_[resume.step].chunks[chunk].synced_before = true;
+    ChunkStepFor(resume.step, chunk).synced_before = true;
   }
   // A rank that synced every chunk it takes part in has finished the step: it may check in for
   // the next one while the other ranks are still re-joining.
@@ -227,10 +228,10 @@ void JobTracker::Reconcile(absl::Time now, Decisions* out) {
     if (st == steps_.end()) continue;
     for (ChunkId chunk : chunks) {
       // A rank already past `step` staged and synced everything it had there (resumed ranks).
-      ChunkStep& cs = st->second.chunks[chunk];
+      ChunkStep& cs = ChunkStepFor(step, chunk);
       const ChunkInfo& info = plan_.chunk(chunk);
       for (const Contributor& who : info.contributors) {
-        if (rank_step(who.rank) > step && cs.staged.emplace(who, StagedMark{std::nullopt, now}).second) {
+        if (rank_step(who.rank) > step && cs.staged.Insert(who, StagedMark(std::nullopt, now))) {
           if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
         }
       }
@@ -362,9 +363,9 @@ absl::Status JobTracker::CheckStaged(RankId rank, size_t i, const StagedItem& it
   if (st != steps_.end()) {
     auto cs = st->second.chunks.find(item.chunk);
     if (cs != st->second.chunks.end()) {
-      auto found = cs->second.staged.find(who);
-      if (found != cs->second.staged.end()) {
-        if (found->second.checksum == item.checksum) {
+      const StagedMark* found = cs->second.staged.Find(who);
+      if (found != nullptr) {
+        if (found->checksum() == item.checksum) {
           *duplicate = true;
           return absl::OkStatus();
         }
@@ -375,11 +376,11 @@ absl::Status JobTracker::CheckStaged(RankId rank, size_t i, const StagedItem& it
         v.optimizer = item.optimizer;
         v.detail = absl::StrCat("conflicting duplicate check-in: shard_checksum ",
                                 ChecksumText(item.checksum), " after ",
-                                ChecksumText(found->second.checksum));
+                                ChecksumText(found->checksum()));
         out->events.push_back(std::move(v));
         return absl::AlreadyExistsError(absl::StrCat(
             where, ": step ", item.step, " chunk ", item.chunk, " ", Describe(who),
-            " already staged with shard_checksum ", ChecksumText(found->second.checksum), ", now ",
+            " already staged with shard_checksum ", ChecksumText(found->checksum()), ", now ",
             ChecksumText(item.checksum)));
       }
     }
@@ -440,7 +441,7 @@ absl::Status JobTracker::Stage(RankId rank, uint64_t generation,
       continue;
     }
     ChunkStep& cs = ChunkStepFor(item.step, item.chunk);
-    cs.staged.emplace(who, StagedMark{item.checksum, now});
+    cs.staged.Insert(who, StagedMark(item.checksum, now));
     if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
     cs.last_checkin = now;
     cs.last = who;
@@ -460,7 +461,7 @@ absl::Status JobTracker::Stage(RankId rank, uint64_t generation,
 
 void JobTracker::MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decisions* out) {
   if (!plan_.complete()) return;
-  ChunkStep& cs = steps_[step].chunks[chunk];
+  ChunkStep& cs = ChunkStepFor(step, chunk);
   if (cs.released) return;
   const ChunkInfo& info = plan_.chunk(chunk);
   if (info.contributors.empty()) return;
@@ -527,9 +528,9 @@ absl::Status JobTracker::Skip(RankId rank, uint64_t generation, Step step,
   if (st != steps_.end()) {
     std::vector<std::string> stagers;
     for (const auto& [chunk, cs] : st->second.chunks) {
-      for (const auto& [who, mark] : cs.staged) {
-        stagers.push_back(absl::StrCat("rank ", who.rank, " ", who.optimizer, " chunk ", chunk));
-      }
+      cs.staged.ForEach([&, c = chunk](const Contributor& who, const StagedMark&) {
+        stagers.push_back(absl::StrCat("rank ", who.rank, " ", who.optimizer, " chunk ", c));
+      });
     }
     if (!stagers.empty()) {
       std::sort(stagers.begin(), stagers.end());
@@ -703,7 +704,7 @@ absl::Status JobTracker::SyncDone(RankId rank, uint64_t generation,
   for (size_t i = 0; i < items.size(); ++i) {
     const SyncDoneItem& item = items[i];
     if (!fresh[i]) continue;
-    ChunkStep& cs = steps_[item.step].chunks[item.chunk];
+    ChunkStep& cs = ChunkStepFor(item.step, item.chunk);
     cs.done.emplace(rank, SortedByGroup(item.checksums));
     if (item.executions > 1) {
       Event v = MakeEvent(EventKind::kViolation, now);
@@ -938,9 +939,9 @@ absl::StatusOr<ChunkSnapshot> JobTracker::ChunkAt(Step step, ChunkId chunk, absl
   if (auto f = st->second.chunks.find(chunk); f != st->second.chunks.end()) cs = &f->second;
   for (const Contributor& who : info.contributors) {
     if (cs != nullptr) {
-      if (auto found = cs->staged.find(who); found != cs->staged.end()) {
+      if (const StagedMark* found = cs->staged.Find(who); found != nullptr) {
         snap.staged.push_back(who);
-        snap.staged_after.push_back(found->second.at - cs->first_checkin);
+        snap.staged_after.push_back(found->at() - cs->first_checkin);
         continue;
       }
     }

@@ -89,6 +89,9 @@ struct JobSnapshot {
 class JobTracker {
  public:
   JobTracker(std::string job_id, TrackerOptions options);
+  // Chunk steps point into the tracker (optimizer_ids_): neither copied nor moved.
+  JobTracker(const JobTracker&) = delete;
+  JobTracker& operator=(const JobTracker&) = delete;
 
   // Joins `plan.rank` (plan already validated with ValidateRankPlan, plan.job_id == job_id()).
   // Same incarnation again: a reconnect, answered with the same generation and session (the plan
@@ -205,6 +208,7 @@ class JobTracker {
   JobPlan plan_;
   absl::flat_hash_map<RankId, RankState> ranks_;
   std::map<Step, uint32_t> step_census_;  // step -> joined ranks at it
+  OptimizerIds optimizer_ids_;  // keys of every ChunkStep's StagedSet (they point here)
   std::map<Step, StepState> steps_;
 };
 
