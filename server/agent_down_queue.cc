@@ -19,19 +19,23 @@ void AgentDownQueue::AddAck(v1::AgentAck ack) {
   *m.down.add_acks() = std::move(ack);
 }
 
-void AgentDownQueue::AddNotice(const std::string& job_id, core::RankId rank,
-                               const v1::SessionDown& notice) {
+std::string AgentDownQueue::NoticeKey(const std::string& job_id, const v1::SessionDown& notice) {
   std::string key = job_id;
   key.push_back('\0');
   key += notice.SerializeAsString();
+  return key;
+}
+
+void AgentDownQueue::AddNotice(const std::string& job_id, core::RankId rank,
+                               const v1::SessionDown& notice, const std::string& key) {
   Message& m = Open(1);
-  auto rank_key = std::make_pair(job_id, rank);
-  auto last = m.last_notice.find(rank_key);
+  auto job = m.last_notice.find(job_id);
+  if (job == m.last_notice.end()) job = m.last_notice.try_emplace(job_id).first;
+  auto last = job->second.try_emplace(rank, -1).first;  // -1: no notice of this rank yet
   auto same = m.notice_index.find(key);
-  if (same != m.notice_index.end() &&
-      (last == m.last_notice.end() || last->second < same->second)) {
+  if (same != m.notice_index.end() && last->second < same->second) {
     m.down.mutable_notices(same->second)->add_ranks(rank);
-    m.last_notice[rank_key] = same->second;
+    last->second = same->second;
     return;
   }
   const int index = m.down.notices_size();
@@ -40,8 +44,8 @@ void AgentDownQueue::AddNotice(const std::string& job_id, core::RankId rank,
   n->add_ranks(rank);
   *n->mutable_notice() = notice;
   m.items += 1;  // the entry itself, besides its first rank
-  m.notice_index[std::move(key)] = index;  // later equal notices merge into the newest entry
-  m.last_notice[std::move(rank_key)] = index;
+  m.notice_index[key] = index;  // later equal notices merge into the newest entry
+  last->second = index;
 }
 
 void AgentDownQueue::AddClosed(v1::AgentRankClosed closed) {

@@ -26,7 +26,15 @@ class AgentDownQueue {
 
   void AddAck(v1::AgentAck ack);
   // `notice` is a directive, StepSkipped or Abort for (job_id, rank).
-  void AddNotice(const std::string& job_id, core::RankId rank, const v1::SessionDown& notice);
+  void AddNotice(const std::string& job_id, core::RankId rank, const v1::SessionDown& notice) {
+    AddNotice(job_id, rank, notice, NoticeKey(job_id, notice));
+  }
+  // The same, with `key` = NoticeKey(job_id, notice) computed by the caller (once for the many
+  // ranks of one release).
+  void AddNotice(const std::string& job_id, core::RankId rank, const v1::SessionDown& notice,
+                 const std::string& key);
+  // What makes two notices mergeable: the job and the notice's content.
+  static std::string NoticeKey(const std::string& job_id, const v1::SessionDown& notice);
   void AddClosed(v1::AgentRankClosed closed);
 
   bool empty() const { return messages_.empty(); }
@@ -42,8 +50,8 @@ class AgentDownQueue {
     size_t items = 0;
     // Notice content (job, serialized SessionDown) -> index in down.notices.
     absl::flat_hash_map<std::string, int> notice_index;
-    // (job, rank) -> index of its last notice in down.notices.
-    absl::flat_hash_map<std::pair<std::string, core::RankId>, int> last_notice;
+    // job -> rank -> index of its last notice in down.notices.
+    absl::flat_hash_map<std::string, absl::flat_hash_map<core::RankId, int>> last_notice;
   };
 
   // The open message, with room for `items` more (a new one opens if needed).

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,9 +32,19 @@ class AgentOutbox final : public NoticeBatcher {
   void AddAck(v1::AgentAck ack) ABSL_LOCKS_EXCLUDED(mu_) {
     Add([&](AgentDownQueue& q) { q.AddAck(std::move(ack)); });
   }
-  void AddNotice(const std::string& job_id, core::RankId rank, const v1::SessionDown& notice)
+  // A release reaches the sinks of its ranks one after the other with the same notice: it is
+  // converted and keyed once, not once per rank.
+  void AddNotice(const std::string& job_id, core::RankId rank, const core::Notice& notice)
       ABSL_LOCKS_EXCLUDED(mu_) {
-    Add([&](AgentDownQueue& q) { q.AddNotice(job_id, rank, notice); });
+    Add([&](AgentDownQueue& q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      if (!last_notice_.has_value() || !(*last_notice_ == notice) || last_job_ != job_id) {
+        last_notice_ = notice;
+        last_job_ = job_id;
+        last_proto_ = NoticeToProto(notice);
+        last_key_ = AgentDownQueue::NoticeKey(job_id, last_proto_);
+      }
+      q.AddNotice(job_id, rank, last_proto_, last_key_);
+    });
   }
   void AddClosed(v1::AgentRankClosed closed) ABSL_LOCKS_EXCLUDED(mu_) {
     Add([&](AgentDownQueue& q) { q.AddClosed(std::move(closed)); });
@@ -134,6 +145,11 @@ class AgentOutbox final : public NoticeBatcher {
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
+  // The last notice added, converted and keyed (AddNotice).
+  std::optional<core::Notice> last_notice_ ABSL_GUARDED_BY(mu_);
+  std::string last_job_ ABSL_GUARDED_BY(mu_);
+  v1::SessionDown last_proto_ ABSL_GUARDED_BY(mu_);
+  std::string last_key_ ABSL_GUARDED_BY(mu_);
   // The message being written; touched only by the single writer (writing_ == true).
   v1::AgentDown current_;
 };
@@ -151,7 +167,7 @@ class AgentRankSink final : public SessionSink {
 
   void Send(const core::Notice& notice) override {
     if (closed_.load()) return;
-    outbox_->AddNotice(job_id_, rank_, NoticeToProto(notice));
+    outbox_->AddNotice(job_id_, rank_, notice);
   }
 
   void Close(const absl::Status& status) override {

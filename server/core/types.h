@@ -107,17 +107,27 @@ struct SyncDirective {
   uint64_t sequence = 0;
   Contributor last;
   absl::Duration wait;
+  friend bool operator==(const SyncDirective& a, const SyncDirective& b) {
+    return a.generation == b.generation && a.step == b.step && a.chunk == b.chunk &&
+           a.sequence == b.sequence && a.last == b.last && a.wait == b.wait;
+  }
 };
 
 struct StepSkipped {
   uint64_t generation = 0;
   Step step = 0;
+  friend bool operator==(const StepSkipped& a, const StepSkipped& b) {
+    return a.generation == b.generation && a.step == b.step;
+  }
 };
 
 struct AbortNotice {
   uint64_t generation = 0;
   Step step = 0;
   std::string reason;
+  friend bool operator==(const AbortNotice& a, const AbortNotice& b) {
+    return a.generation == b.generation && a.step == b.step && a.reason == b.reason;
+  }
 };
 
 using Notice = std::variant<SyncDirective, StepSkipped, AbortNotice>;
