@@ -96,19 +96,20 @@ void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
   for (const core::Event& e : events) {
     if (run_job == nullptr || *run_job != e.job_id) {
       flush_checkins();
-      run_job = &e.job_id;
-      job = {e.job_id};
+      run_job = &e.job_id.str();
+      job = {e.job_id.str()};
       checkins = checkins_->WithLabels(job);
     }
     switch (e.kind) {
       case EventKind::kCheckin: {
         ++run_checkins;
-        const OpenChunkView key(e.job_id, e.generation, *e.step, *e.chunk);
+        const OpenChunkView key(e.job_id.str(), e.generation, *e.step, *e.chunk);
         auto open = open_checkins_.find(key);
         if (open != open_checkins_.end()) {
           open->second.push_back(e.time);
         } else if (open_checkins_.size() < kMaxOpenChunks) {
-          open_checkins_[OpenChunk{e.job_id, e.generation, *e.step, *e.chunk}].push_back(e.time);
+          open_checkins_[OpenChunk{e.job_id.str(), e.generation, *e.step, *e.chunk}].push_back(
+              e.time);
         }
         break;
       }
@@ -116,7 +117,8 @@ void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
       case EventKind::kRelease: {
         releases_->WithLabels(job)->Increment();
         release_wait_->WithLabels(job)->Observe(absl::ToDoubleSeconds(e.duration));
-        auto open = open_checkins_.find(OpenChunkView(e.job_id, e.generation, *e.step, *e.chunk));
+        auto open =
+            open_checkins_.find(OpenChunkView(e.job_id.str(), e.generation, *e.step, *e.chunk));
         if (open != open_checkins_.end()) {
           metrics::Histogram* h = stage_wait_->WithLabels(job);
           for (absl::Time t : open->second) h->Observe(absl::ToDoubleSeconds(e.time - t));

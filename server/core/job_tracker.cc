@@ -248,11 +248,11 @@ void JobTracker::Reconcile(absl::Time now, Decisions* out) {
 absl::Status JobTracker::CheckSender(RankId rank, uint64_t generation) const {
   if (generation != generation_) {
     return absl::FailedPreconditionError(absl::StrCat("generation ", generation, " is stale: job '",
-                                                      job_id_, "' is at generation ", generation_,
+                                                      job_id_.str(), "' is at generation ", generation_,
                                                       "; join again"));
   }
   if (state_ == JobState::kAborted) {
-    return absl::AbortedError(absl::StrCat("job '", job_id_, "' generation ", generation_,
+    return absl::AbortedError(absl::StrCat("job '", job_id_.str(), "' generation ", generation_,
                                            " was aborted at step ", abort_step_, ": ",
                                            abort_reason_, "; join again"));
   }
@@ -280,7 +280,7 @@ absl::Status JobTracker::CheckAttach(RankId rank, uint64_t generation,
   }
   if (generation != generation_) {
     return absl::FailedPreconditionError(absl::StrCat("generation ", generation, " is stale: job '",
-                                                      job_id_, "' is at generation ", generation_,
+                                                      job_id_.str(), "' is at generation ", generation_,
                                                       "; join again"));
   }
   auto it = ranks_.find(rank);
@@ -855,7 +855,7 @@ bool JobTracker::ChunkFinished(Step step, ChunkId chunk) const {
 
 JobSnapshot JobTracker::Snapshot(absl::Time now, absl::Duration lists_after) const {
   JobSnapshot snap;
-  snap.job_id = job_id_;
+  snap.job_id = job_id_.str();
   snap.generation = generation_;
   snap.state = state_;
   snap.world_size = plan_.world_size();

@@ -135,7 +135,7 @@ class JobTracker {
   // step no longer retained; a step not started yet is IDLE with every contributor missing.
   absl::StatusOr<ChunkSnapshot> ChunkAt(Step step, ChunkId chunk, absl::Time now) const;
 
-  const std::string& job_id() const { return job_id_; }
+  const std::string& job_id() const { return job_id_.str(); }
   uint64_t generation() const { return generation_; }
   JobState state() const { return state_; }
   const JobPlan& plan() const { return plan_; }
@@ -196,7 +196,7 @@ class JobTracker {
   bool ChunkFinished(Step step, ChunkId chunk) const;
 
   // Constant after construction.
-  const std::string job_id_;
+  const SharedJobId job_id_;  // shared with every event of the job
   const TrackerOptions options_;
 
   uint64_t generation_ = 0;

@@ -6,6 +6,8 @@
 #define PSYNC_SERVER_CORE_TYPES_H_
 
 #include <cstdint>
+#include <memory>
+#include <ostream>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -159,11 +161,43 @@ enum class EventKind {
 
 const char* EventKindName(EventKind kind);
 
+// A job id shared by the many events of one job: copying it copies a pointer, not the text (a
+// long id copied into every check-in's event cost about 9% of the coordinator's CPU per check-in).
+// Immutable; thread-safe to copy and read.
+class SharedJobId {
+ public:
+  SharedJobId() = default;
+  SharedJobId(std::string text)  // NOLINT: implicit, an id is a string
+      : text_(std::make_shared<const std::string>(std::move(text))) {}
+  SharedJobId(const char* text) : SharedJobId(std::string(text)) {}  // NOLINT
+  const std::string& str() const { return text_ ? *text_ : Empty(); }
+  operator const std::string&() const { return str(); }  // NOLINT
+  bool empty() const { return str().empty(); }
+  friend bool operator==(const SharedJobId& a, const SharedJobId& b) {
+    return a.text_ == b.text_ || a.str() == b.str();
+  }
+  friend bool operator!=(const SharedJobId& a, const SharedJobId& b) { return !(a == b); }
+  friend bool operator==(const SharedJobId& a, const std::string& b) { return a.str() == b; }
+  friend bool operator!=(const SharedJobId& a, const std::string& b) { return a.str() != b; }
+  friend bool operator==(const std::string& a, const SharedJobId& b) { return a == b.str(); }
+  friend bool operator!=(const std::string& a, const SharedJobId& b) { return a != b.str(); }
+  friend std::ostream& operator<<(std::ostream& out, const SharedJobId& id) {
+    return out << id.str();
+  }
+
+ private:
+  static const std::string& Empty() {
+    static const std::string* const kEmpty = new std::string();
+    return *kEmpty;
+  }
+  std::shared_ptr<const std::string> text_;
+};
+
 struct Event {
   uint64_t index = 0;  // position in the coordinator's event log (set by the owner)
   EventKind kind = EventKind::kCheckin;
   absl::Time time;
-  std::string job_id;
+  SharedJobId job_id;
   uint64_t generation = 0;
   std::optional<Step> step;
   std::optional<ChunkId> chunk;
