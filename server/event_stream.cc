@@ -1,6 +1,7 @@
 #include "server/event_stream.h"
 
 #include <deque>
+#include <optional>
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
@@ -21,33 +22,47 @@ class EventStream final : public grpc::ServerWriteReactor<v1::Event>, public Eve
     std::vector<core::Event> backlog;
     const uint64_t first_live =
         coordinator_->AddEventSink(this, request.replay() ? &backlog : nullptr);
-    absl::MutexLock lock(&mu_);
-    first_live_ = first_live;
-    for (const core::Event& e : backlog) QueueLocked(e);
-    MaybeWriteLocked();
+    Next next;
+    {
+      absl::MutexLock lock(&mu_);
+      first_live_ = first_live;
+      for (const core::Event& e : backlog) QueueLocked(e);
+      next = NextLocked();
+    }
+    Do(next);
   }
 
   void OnEvents(const std::vector<core::Event>& events) override ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    for (const core::Event& e : events) {
-      if (e.index >= first_live_) QueueLocked(e);
+    Next next;
+    {
+      absl::MutexLock lock(&mu_);
+      for (const core::Event& e : events) {
+        if (e.index >= first_live_) QueueLocked(e);
+      }
+      next = NextLocked();
     }
-    MaybeWriteLocked();
+    Do(next);
   }
 
   void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    writing_ = false;
-    if (!ok) {
-      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "write failed"));
-      return;
+    Next next;
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      if (!ok) FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "write failed"));
+      next = NextLocked();
     }
-    MaybeWriteLocked();
+    Do(next);
   }
 
   void OnCancel() override ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled"));
+    Next next;
+    {
+      absl::MutexLock lock(&mu_);
+      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled"));
+      next = NextLocked();
+    }
+    Do(next);
   }
 
   void OnDone() override {
@@ -72,20 +87,34 @@ class EventStream final : public grpc::ServerWriteReactor<v1::Event>, public Eve
     queue_.push_back(e);
   }
 
-  void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (writing_ || finished_) return;
+  // What to start once mu_ is released: Finish may lead gRPC to run OnDone (which deletes this
+  // stream) on another thread at once, so no gRPC call is made while holding a member mutex.
+  struct Next {
+    bool write = false;
+    std::optional<grpc::Status> finish;
+  };
+
+  Next NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Next next;
+    if (writing_ || finished_) return next;
     if (queue_.empty()) {
       if (finishing_) {
         finished_ = true;
-        Finish(finish_status_);
+        next.finish = finish_status_;
       }
-      return;
+      return next;
     }
     current_.Clear();
     EventToProto(queue_.front(), &current_);
     queue_.pop_front();
     writing_ = true;
-    StartWrite(&current_);
+    next.write = true;
+    return next;
+  }
+
+  void Do(const Next& next) ABSL_LOCKS_EXCLUDED(mu_) {
+    if (next.write) StartWrite(&current_);
+    if (next.finish.has_value()) Finish(*next.finish);
   }
 
   void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -93,7 +122,6 @@ class EventStream final : public grpc::ServerWriteReactor<v1::Event>, public Eve
     finishing_ = true;
     finish_status_ = std::move(status);
     queue_.clear();
-    MaybeWriteLocked();
   }
 
   Coordinator* const coordinator_;
@@ -107,7 +135,9 @@ class EventStream final : public grpc::ServerWriteReactor<v1::Event>, public Eve
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
-  v1::Event current_ ABSL_GUARDED_BY(mu_);
+  // The event being written; filled under mu_ by NextLocked, then read by gRPC until
+  // OnWriteDone (writing_ keeps NextLocked from touching it meanwhile).
+  v1::Event current_;
 };
 
 }  // namespace
