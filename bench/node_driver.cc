@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <memory>
 #include <random>
 #include <thread>
@@ -13,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "bench/release_records.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
 
@@ -20,27 +20,6 @@ namespace psync::bench {
 namespace {
 
 namespace v1 = ::psync::v1;
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-void AtomicMax(std::atomic<int64_t>& target, int64_t value) {
-  int64_t current = target.load(std::memory_order_relaxed);
-  while (value > current &&
-         !target.compare_exchange_weak(current, value, std::memory_order_relaxed)) {
-  }
-}
-
-// What the nodes saw of one (step, chunk).
-struct ChunkRecord {
-  std::atomic<int64_t> last_send_ns{0};
-  std::atomic<int64_t> last_directive_ns{0};
-  std::atomic<uint32_t> ranks_released{0};
-  std::atomic<uint64_t> sequence{0};
-};
 
 // One check-in of a rank of a node, due at due_ns.
 struct DueCheckin {
@@ -124,14 +103,12 @@ class NodeDriver {
   explicit NodeDriver(const NodeOptions& options)
       : options_(options),
         total_steps_(options.warmup_steps + options.steps),
-        records_(new ChunkRecord[total_steps_ * options.workload.chunks]) {}
+        records_(total_steps_, options.workload.chunks) {}
 
   absl::StatusOr<DriverResult> Run();
 
   const NodeOptions& options() const { return options_; }
-  ChunkRecord& record(uint64_t step, uint32_t chunk) {
-    return records_[step * options_.workload.chunks + chunk];
-  }
+  ChunkRecord& record(uint64_t step, uint32_t chunk) { return records_.at(step, chunk); }
   bool measured(uint64_t step) const { return step >= options_.warmup_steps; }
   void Fail(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
@@ -170,7 +147,7 @@ class NodeDriver {
 
   const NodeOptions options_;
   const uint64_t total_steps_;
-  std::unique_ptr<ChunkRecord[]> records_;
+  ReleaseRecords records_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<v1::Coordinator::Stub>> stubs_;
   std::vector<std::unique_ptr<NodeStream>> nodes_;
@@ -400,11 +377,7 @@ void NodeStream::HandleDown(const v1::AgentDown& down, int64_t now) {
       continue;
     }
     ChunkRecord& r = driver_->record(d.step(), d.chunk());
-    uint64_t expected = 0;
-    if (!r.sequence.compare_exchange_strong(expected, d.sequence()) &&
-        expected != d.sequence()) {
-      driver_->sequence_mismatches.fetch_add(1);
-    }
+    if (!r.NoteSequence(d.sequence())) driver_->sequence_mismatches.fetch_add(1);
     absl::MutexLock lock(&mu_);
     for (uint32_t rank : n.ranks()) {
       driver_->directives.fetch_add(1);
@@ -610,19 +583,10 @@ absl::StatusOr<DriverResult> NodeDriver::Run() {
   }
   if (!status.ok()) return status;
 
-  absl::flat_hash_map<uint64_t, int> sequences;
-  for (uint64_t s = 0; s < total_steps_; ++s) {
-    for (uint32_t c = 0; c < w.chunks; ++c) {
-      ChunkRecord& r = record(s, c);
-      if (r.ranks_released.load() != w.ranks) continue;
-      ++result.releases_complete;
-      ++sequences[r.sequence.load()];
-      if (s >= o.warmup_steps) {
-        result.release_latency_ns.push_back(r.last_directive_ns.load() - r.last_send_ns.load());
-      }
-    }
-  }
-  result.distinct_sequences = sequences.size();
+  ReleaseSummary summary = records_.Summarize(w.ranks, o.warmup_steps);
+  result.releases_complete = summary.complete;
+  result.distinct_sequences = summary.distinct_sequences;
+  result.release_latency_ns = std::move(summary.latency_ns);
   result.directives = directives.load();
   result.duplicate_directives = duplicate_directives.load();
   result.unexpected_directives = unexpected_directives.load();

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <deque>
 #include <memory>
 #include <queue>
@@ -13,6 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "bench/release_records.h"
 #include "bench/workload.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
@@ -21,27 +21,6 @@ namespace psync::bench {
 namespace {
 
 namespace v1 = ::psync::v1;
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-void AtomicMax(std::atomic<int64_t>& target, int64_t value) {
-  int64_t current = target.load(std::memory_order_relaxed);
-  while (value > current &&
-         !target.compare_exchange_weak(current, value, std::memory_order_relaxed)) {
-  }
-}
-
-// What the ranks saw of one (step, chunk).
-struct ChunkRecord {
-  std::atomic<int64_t> last_send_ns{0};
-  std::atomic<int64_t> last_directive_ns{0};
-  std::atomic<uint32_t> directives{0};
-  std::atomic<uint64_t> sequence{0};
-};
 
 class RankStream;
 
@@ -147,7 +126,7 @@ class Driver {
   explicit Driver(const DriverOptions& options)
       : options_(options),
         total_steps_(options.warmup_steps + options.steps),
-        records_(new ChunkRecord[total_steps_ * options.chunks]) {
+        records_(total_steps_, options.chunks) {
     workload_.job_id = options.job_id;
     workload_.ranks = options.ranks;
     workload_.optimizers = options.optimizers;
@@ -162,9 +141,7 @@ class Driver {
   const DriverOptions& options() const { return options_; }
   uint64_t total_steps() const { return total_steps_; }
   const std::string& optimizer(uint32_t k) const { return optimizers_[k]; }
-  ChunkRecord& record(uint64_t step, uint32_t chunk) {
-    return records_[step * options_.chunks + chunk];
-  }
+  ChunkRecord& record(uint64_t step, uint32_t chunk) { return records_.at(step, chunk); }
   Scheduler& scheduler() { return scheduler_; }
   const Workload& workload() const { return workload_; }
 
@@ -216,7 +193,7 @@ class Driver {
 
   const DriverOptions options_;
   const uint64_t total_steps_;
-  std::unique_ptr<ChunkRecord[]> records_;
+  ReleaseRecords records_;
   Workload workload_;
   std::vector<std::string> optimizers_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
@@ -376,9 +353,8 @@ void RankStream::HandleDirective(const v1::SyncDirective& d, int64_t now, bool* 
   driver_->directives.fetch_add(1, std::memory_order_relaxed);
   ChunkRecord& record = driver_->record(d.step(), d.chunk());
   AtomicMax(record.last_directive_ns, now);
-  record.directives.fetch_add(1, std::memory_order_relaxed);
-  uint64_t seen = 0;
-  if (!record.sequence.compare_exchange_strong(seen, d.sequence()) && seen != d.sequence()) {
+  record.ranks_released.fetch_add(1, std::memory_order_relaxed);
+  if (!record.NoteSequence(d.sequence())) {
     driver_->sequence_mismatches.fetch_add(1, std::memory_order_relaxed);
   }
   if (!o.batch_sync_done) {
@@ -696,22 +672,10 @@ absl::StatusOr<DriverResult> Driver::Run() {
   }
 
   result.releases_expected = total_steps_ * o.chunks;
-  std::vector<uint64_t> sequences;
-  for (uint64_t step = 0; step < total_steps_; ++step) {
-    for (uint32_t c = 0; c < o.chunks; ++c) {
-      const ChunkRecord& rec = record(step, c);
-      if (rec.directives.load() != o.ranks) continue;
-      ++result.releases_complete;
-      sequences.push_back(rec.sequence.load());
-      if (step >= o.warmup_steps) {
-        result.release_latency_ns.push_back(rec.last_directive_ns.load() -
-                                            rec.last_send_ns.load());
-      }
-    }
-  }
-  std::sort(sequences.begin(), sequences.end());
-  result.distinct_sequences =
-      std::unique(sequences.begin(), sequences.end()) - sequences.begin();
+  ReleaseSummary summary = records_.Summarize(o.ranks, o.warmup_steps);
+  result.releases_complete = summary.complete;
+  result.distinct_sequences = summary.distinct_sequences;
+  result.release_latency_ns = std::move(summary.latency_ns);
   result.directives = directives.load();
   result.duplicate_directives = duplicate_directives.load();
   result.unexpected_directives = unexpected_directives.load();

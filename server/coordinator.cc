@@ -20,17 +20,8 @@ void Coordinator::AppendEvent(core::Event event, Outgoing* out) {
 }
 
 void Coordinator::CommitEvents(Outgoing* out) {
-  if (out->events.empty()) return;
-  EventLog::Batch batch = events_.Append(std::move(out->events));
+  out->committed = events_.Append(std::move(out->events));
   out->events.clear();
-  if (out->committed == nullptr) {
-    out->committed = std::move(batch);
-    return;
-  }
-  // A second commit of the same Outgoing: the sinks get both batches, in order.
-  auto merged = std::make_shared<std::vector<core::Event>>(*out->committed);
-  merged->insert(merged->end(), batch->begin(), batch->end());
-  out->committed = std::move(merged);
 }
 
 void Coordinator::Record(Job& job, core::Decisions& decisions, Outgoing* out) {
@@ -76,10 +67,6 @@ void Coordinator::Deliver(Outgoing& out) {
   }
   for (auto& [sink, notice] : out.notices) sink->Send(notice);
   for (NoticeBatcher* batcher : corked) batcher->Uncork();
-  if (!out.events.empty()) {  // decided on a path that did not commit under its lock
-    absl::MutexLock lock(&mu_);
-    CommitEvents(&out);
-  }
   if (out.committed == nullptr) return;
   absl::MutexLock lock(&sinks_mu_);
   for (EventSink* sink : event_sinks_) sink->OnEvents(*out.committed);

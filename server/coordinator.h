@@ -188,8 +188,8 @@ class Coordinator {
   void RecordRejection(const std::string& job_id, Job* job, const absl::Status& status,
                        absl::Time now, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AppendEvent(core::Event event, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Moves out->events into the log as one batch (out->committed); call before releasing mu_, so
-  // that the log's order is the order of decisions.
+  // Moves out->events into the log as one batch (out->committed); call once per Outgoing, at the
+  // end of the locked scope that decided it, so that the log's order is the order of decisions.
   void CommitEvents(Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   JobStatusView View(const Job& job, absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // OK, PERMISSION_DENIED (job not configured) or UNAUTHENTICATED (wrong token).
