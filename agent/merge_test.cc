@@ -50,13 +50,14 @@ TEST(MergeTest, EightRanksCheckingInOneChunkShareOneEntry) {
   ASSERT_EQ(batch.staged_size(), 1);
   EXPECT_EQ(batch.staged(0).messages_size(), 8);
 
-  auto expanded = server::ExpandAgentBatch(batch);
-  ASSERT_TRUE(expanded.ok()) << expanded.status();
-  ASSERT_EQ(expanded->size(), 8u);
+  server::ExpandedBatch expanded_batch;
+  ASSERT_TRUE(server::ExpandAgentBatch(batch, &expanded_batch).ok());
+  const std::vector<server::RankMessage>& expanded = expanded_batch.messages;
+  ASSERT_EQ(expanded.size(), 8u);
   for (uint32_t r = 0; r < 8; ++r) {
-    EXPECT_EQ((*expanded)[r].rank, r);
-    EXPECT_EQ((*expanded)[r].kind, server::RankMessage::Kind::kStaged);
-    EXPECT_EQ(ItemsOf((*expanded)[r]), std::vector<std::string>{"5/2/dense"});
+    EXPECT_EQ(expanded[r].rank, r);
+    EXPECT_EQ(expanded[r].kind, server::RankMessage::Kind::kStaged);
+    EXPECT_EQ(ItemsOf(expanded[r]), std::vector<std::string>{"5/2/dense"});
   }
 }
 
@@ -69,12 +70,13 @@ TEST(MergeTest, EachMessageKeepsItsItemsInOrder) {
   const std::vector<MergeInput> inputs = {{0, &a_b}, {1, &b_a}, {2, &a_a}, {3, &with_sum}};
 
   const v1::AgentBatch batch = MergeMessages("job", 3, inputs);
-  auto expanded = server::ExpandAgentBatch(batch);
-  ASSERT_TRUE(expanded.ok()) << expanded.status();
-  EXPECT_EQ(ItemsOf((*expanded)[0]), (std::vector<std::string>{"1/0/dense", "1/0/expert"}));
-  EXPECT_EQ(ItemsOf((*expanded)[1]), (std::vector<std::string>{"1/0/expert", "1/0/dense"}));
-  EXPECT_EQ(ItemsOf((*expanded)[2]), (std::vector<std::string>{"1/0/dense", "1/0/dense"}));
-  EXPECT_EQ(ItemsOf((*expanded)[3]), (std::vector<std::string>{"1/0/dense#77"}));
+  server::ExpandedBatch expanded_batch;
+  ASSERT_TRUE(server::ExpandAgentBatch(batch, &expanded_batch).ok());
+  const std::vector<server::RankMessage>& expanded = expanded_batch.messages;
+  EXPECT_EQ(ItemsOf(expanded[0]), (std::vector<std::string>{"1/0/dense", "1/0/expert"}));
+  EXPECT_EQ(ItemsOf(expanded[1]), (std::vector<std::string>{"1/0/expert", "1/0/dense"}));
+  EXPECT_EQ(ItemsOf(expanded[2]), (std::vector<std::string>{"1/0/dense", "1/0/dense"}));
+  EXPECT_EQ(ItemsOf(expanded[3]), (std::vector<std::string>{"1/0/dense#77"}));
   // dense(0), expert(0,1), dense(1,2), dense(2), dense#77(3).
   EXPECT_EQ(batch.staged_size(), 5);
 }
@@ -97,24 +99,55 @@ TEST(MergeTest, SkipsAndSyncDonesStayPerMessage) {
   const v1::SessionUp staged = Staged({{9, 1, "dense"}});
   const std::vector<MergeInput> inputs = {{4, &skip}, {5, &done}, {6, &empty}, {7, &staged}};
 
-  auto expanded = server::ExpandAgentBatch(MergeMessages("job", 3, inputs));
-  ASSERT_TRUE(expanded.ok()) << expanded.status();
-  ASSERT_EQ(expanded->size(), 4u);
-  const server::RankMessage& s = (*expanded)[0];
+  const v1::AgentBatch batch = MergeMessages("job", 3, inputs);
+  server::ExpandedBatch expanded_batch;
+  ASSERT_TRUE(server::ExpandAgentBatch(batch, &expanded_batch).ok());
+  const std::vector<server::RankMessage>& expanded = expanded_batch.messages;
+  ASSERT_EQ(expanded.size(), 4u);
+  const server::RankMessage& s = expanded[0];
   EXPECT_EQ(s.rank, 4u);
   EXPECT_EQ(s.kind, server::RankMessage::Kind::kSkip);
   EXPECT_EQ(s.skip_step, 9u);
   EXPECT_EQ(s.skip_reason, "found_inf");
-  const server::RankMessage& sd = (*expanded)[1];
+  const server::RankMessage& sd = expanded[1];
   EXPECT_EQ(sd.kind, server::RankMessage::Kind::kSyncDone);
   ASSERT_EQ(sd.sync_done.size(), 1u);
   EXPECT_EQ(sd.sync_done[0].step, 8u);
   EXPECT_EQ(sd.sync_done[0].executions, 2u);
   ASSERT_EQ(sd.sync_done[0].checksums.size(), 1u);
   EXPECT_EQ(sd.sync_done[0].checksums[0].checksum, 42u);
-  EXPECT_EQ((*expanded)[2].kind, server::RankMessage::Kind::kStaged);
-  EXPECT_TRUE((*expanded)[2].staged.empty());
-  EXPECT_EQ(ItemsOf((*expanded)[3]), std::vector<std::string>{"9/1/dense"});
+  EXPECT_EQ(expanded[2].kind, server::RankMessage::Kind::kStaged);
+  EXPECT_TRUE(expanded[2].staged.empty());
+  EXPECT_EQ(ItemsOf(expanded[3]), std::vector<std::string>{"9/1/dense"});
+}
+
+TEST(MergeTest, AReusedExpansionHoldsOnlyTheLatestBatch) {
+  // A large batch with checksums, then a smaller one without: nothing of the first may show.
+  std::vector<v1::SessionUp> ups;
+  for (int r = 0; r < 6; ++r) ups.push_back(Staged({{2, 0, "dense"}, {2, 1, "expert"}}, 5));
+  std::vector<MergeInput> first;
+  for (uint32_t r = 0; r < 6; ++r) first.push_back({r, &ups[r]});
+  const v1::AgentBatch large = MergeMessages("job", 3, first);
+  const v1::SessionUp plain = Staged({{3, 1, "dense"}});
+  const v1::SessionUp two = Staged({{3, 0, "dense"}, {3, 1, "dense"}});
+  const v1::AgentBatch small = MergeMessages("job", 3, {{9, &plain}, {4, &two}});
+
+  server::ExpandedBatch expanded;
+  ASSERT_TRUE(server::ExpandAgentBatch(large, &expanded).ok());
+  ASSERT_EQ(expanded.messages.size(), 6u);
+  EXPECT_EQ(ItemsOf(expanded.messages[5]), (std::vector<std::string>{"2/0/dense#5", "2/1/expert#5"}));
+  ASSERT_TRUE(server::ExpandAgentBatch(small, &expanded).ok());
+  ASSERT_EQ(expanded.messages.size(), 2u);
+  EXPECT_EQ(expanded.messages[0].rank, 9u);
+  EXPECT_EQ(ItemsOf(expanded.messages[0]), std::vector<std::string>{"3/1/dense"});
+  EXPECT_EQ(expanded.messages[1].rank, 4u);
+  EXPECT_EQ(ItemsOf(expanded.messages[1]), (std::vector<std::string>{"3/0/dense", "3/1/dense"}));
+
+  v1::AgentBatch malformed = small;
+  malformed.add_staged();  // no messages
+  EXPECT_EQ(server::ExpandAgentBatch(malformed, &expanded).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(expanded.messages.empty());
 }
 
 }  // namespace

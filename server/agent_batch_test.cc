@@ -21,41 +21,48 @@ v1::AgentBatch TwoMessages() {
   return b;
 }
 
+absl::Status Expand(const v1::AgentBatch& b) {
+  ExpandedBatch expanded;
+  absl::Status s = ExpandAgentBatch(b, &expanded);
+  EXPECT_EQ(s.ok(), !expanded.messages.empty());
+  return s;
+}
+
 TEST(ExpandAgentBatchTest, RefusesMalformedBatches) {
   v1::AgentBatch b = TwoMessages();
   b.clear_job_id();
-  EXPECT_THAT(ExpandAgentBatch(b).status().message(), HasSubstr("batch.job_id"));
+  EXPECT_THAT(Expand(b).message(), HasSubstr("batch.job_id"));
 
   b = TwoMessages();
   b.clear_ranks();
-  EXPECT_EQ(ExpandAgentBatch(b).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Expand(b).code(), absl::StatusCode::kInvalidArgument);
 
   b = TwoMessages();
   b.add_staged()->add_messages(2);
-  EXPECT_EQ(ExpandAgentBatch(b).status().message(),
+  EXPECT_EQ(Expand(b).message(),
             "batch.staged[0].messages[0]: 2 is out of range [0, 2)");
 
   b = TwoMessages();
   v1::MergedStaged* m = b.add_staged();
   m->add_messages(1);
   m->add_messages(1);
-  EXPECT_THAT(ExpandAgentBatch(b).status().message(),
+  EXPECT_THAT(Expand(b).message(),
               HasSubstr("batch.staged[0].messages[1]: 1 must be above the previous index 1"));
 
   b = TwoMessages();
   b.add_staged();
-  EXPECT_THAT(ExpandAgentBatch(b).status().message(), HasSubstr("messages must not be empty"));
+  EXPECT_THAT(Expand(b).message(), HasSubstr("messages must not be empty"));
 
   b = TwoMessages();
   b.add_staged()->add_messages(0);
   b.add_skips()->set_message(0);
-  EXPECT_THAT(ExpandAgentBatch(b).status().message(),
+  EXPECT_THAT(Expand(b).message(),
               HasSubstr("batch.skips[0].message: message 0 is already named in staged"));
 
   b = TwoMessages();
   b.add_sync_dones()->set_message(1);
   b.add_sync_dones()->set_message(1);
-  EXPECT_THAT(ExpandAgentBatch(b).status().message(),
+  EXPECT_THAT(Expand(b).message(),
               HasSubstr("batch.sync_dones[1].message: message 1 is already named in sync_dones"));
 }
 

@@ -300,22 +300,24 @@ class AgentStream final : public Reactor {
   void HandleBatch(uint64_t request_id, const v1::AgentBatch& batch) {
     v1::AgentAck ack;
     ack.set_request_id(request_id);
-    absl::StatusOr<std::vector<RankMessage>> messages = ExpandAgentBatch(batch);
-    if (!messages.ok()) {
-      SetStatus(messages.status(), &ack);
+    if (absl::Status s = ExpandAgentBatch(batch, &expanded_); !s.ok()) {
+      SetStatus(s, &ack);
       outbox_->AddAck(std::move(ack));
       return;
     }
     // Only ranks attached on this stream may send through it.
+    std::vector<RankMessage>& messages = expanded_.messages;
     std::vector<RankMessage> apply;
     std::vector<uint32_t> index_of;
-    apply.reserve(messages->size());
-    index_of.reserve(messages->size());
+    apply.reserve(messages.size());
+    index_of.reserve(messages.size());
     {
       absl::MutexLock lock(&mu_);
-      for (size_t i = 0; i < messages->size(); ++i) {
-        RankMessage& m = (*messages)[i];
-        auto it = ranks_.find(RankKey(batch.job_id(), m.rank));
+      RankKey key(batch.job_id(), 0);
+      for (size_t i = 0; i < messages.size(); ++i) {
+        const RankMessage& m = messages[i];
+        key.second = m.rank;
+        auto it = ranks_.find(key);
         if (it == ranks_.end() || it->second->closed()) {
           v1::MessageStatus* r = ack.add_rejected();
           r->set_index(static_cast<uint32_t>(i));
@@ -325,7 +327,7 @@ class AgentStream final : public Reactor {
           continue;
         }
         index_of.push_back(static_cast<uint32_t>(i));
-        apply.push_back(std::move(m));
+        apply.push_back(m);
       }
     }
     if (!apply.empty()) {
@@ -355,6 +357,7 @@ class AgentStream final : public Reactor {
   Coordinator* const coordinator_;
   const std::shared_ptr<AgentOutbox> outbox_;
   ArenaMessage<v1::AgentUp> request_;  // touched by the read reactions only, one at a time
+  ExpandedBatch expanded_;  // the same: the last AgentBatch in the core's types, reused
   // Written by the read reactions; emptied by OnCancel/OnDone, which may run concurrently.
   absl::Mutex mu_;
   absl::flat_hash_map<RankKey, std::shared_ptr<AgentRankSink>> ranks_ ABSL_GUARDED_BY(mu_);

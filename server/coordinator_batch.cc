@@ -11,6 +11,11 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
   std::vector<absl::Status> statuses;
   statuses.reserve(messages.size());
   Outgoing out;
+  // An item makes one event (a release or a skip a few more): reserved so that events are moved
+  // once, and not more, since the event log keeps the vector's capacity.
+  size_t items = 1;
+  for (const RankMessage& m : messages) items += m.staged.size() + m.sync_done.size();
+  out.events.reserve(items);
   {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();

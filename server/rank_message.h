@@ -1,12 +1,14 @@
 // RankMessage: one Session message of one rank (a StagedBatch, a SkipStep or a SyncDoneBatch) in
 // the core's types, for applying several ranks' messages at once (Coordinator::ApplyBatch, fed by
-// node agents). A plain value type. Thread-compatible.
+// node agents).
+//
+// A view: its items live in the ExpandedBatch (server/agent_batch.h) it came from and are valid as
+// long as that batch is neither changed nor destroyed. Thread-compatible.
 #ifndef PSYNC_SERVER_RANK_MESSAGE_H_
 #define PSYNC_SERVER_RANK_MESSAGE_H_
 
-#include <string>
-#include <vector>
-
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "server/core/types.h"
 
 namespace psync::server {
@@ -16,10 +18,10 @@ struct RankMessage {
 
   core::RankId rank = 0;
   Kind kind = Kind::kStaged;
-  std::vector<core::StagedItem> staged;      // kStaged
-  core::Step skip_step = 0;                  // kSkip
-  std::string skip_reason;                   // kSkip
-  std::vector<core::SyncDoneItem> sync_done;  // kSyncDone
+  absl::Span<const core::StagedItem> staged;      // kStaged
+  core::Step skip_step = 0;                       // kSkip
+  absl::string_view skip_reason;                  // kSkip
+  absl::Span<const core::SyncDoneItem> sync_done;  // kSyncDone
 };
 
 }  // namespace psync::server

@@ -286,8 +286,8 @@ class Simulation {
     }
   }
 
-  std::vector<GroupChecksum> Checksums(RankId r, Step step, ChunkId chunk) const {
-    std::vector<GroupChecksum> sums;
+  GroupChecksums Checksums(RankId r, Step step, ChunkId chunk) const {
+    GroupChecksums sums;
     for (const ChunkPart& part : plan_.plans[r].chunks) {
       if (part.chunk != chunk) continue;
       for (const GroupDecl& g : part.groups) {

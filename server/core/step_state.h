@@ -18,8 +18,6 @@
 
 namespace psync::core {
 
-using GroupChecksums = absl::InlinedVector<GroupChecksum, 1>;
-
 // The optimizer names of a job, numbered in order of first use; never shrinks (names come only
 // from declared plans, which are bounded). Not thread-safe; owned by the JobTracker.
 class OptimizerIds {

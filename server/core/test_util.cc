@@ -45,7 +45,7 @@ StagedItem Item(Step step, ChunkId chunk, std::string optimizer, std::optional<u
 }
 
 SyncDoneItem Done(Step step, ChunkId chunk, std::vector<GroupChecksum> checksums) {
-  return SyncDoneItem{step, chunk, std::move(checksums)};
+  return SyncDoneItem{step, chunk, GroupChecksums(checksums.begin(), checksums.end())};
 }
 
 std::string NoticeText(const Notice& notice) {

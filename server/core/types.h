@@ -15,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/time/time.h"
 
 namespace psync::core {
@@ -93,10 +94,13 @@ struct GroupChecksum {
   }
 };
 
+// A rank's checksums of one sync, one per sync group of the chunk: nearly always one, kept inline.
+using GroupChecksums = absl::InlinedVector<GroupChecksum, 1>;
+
 struct SyncDoneItem {
   Step step = 0;
   ChunkId chunk = 0;
-  std::vector<GroupChecksum> checksums;
+  GroupChecksums checksums;
   uint32_t executions = 1;  // times the rank executed this sync; > 1 is a violation
 };
 

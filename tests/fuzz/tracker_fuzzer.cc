@@ -331,9 +331,9 @@ class Driver {
     harness_.Stage(last_stage_rank_, last_stage_generation_, items).IgnoreError();
   }
 
-  std::vector<core::GroupChecksum> Checksums(const Client& client, uint64_t generation, Step step,
-                                             ChunkId chunk) const {
-    std::vector<core::GroupChecksum> sums;
+  core::GroupChecksums Checksums(const Client& client, uint64_t generation, Step step,
+                                 ChunkId chunk) const {
+    core::GroupChecksums sums;
     for (const ChunkPart& part : client.plan.chunks) {
       if (part.chunk != chunk) continue;
       for (const GroupDecl& g : part.groups) {
