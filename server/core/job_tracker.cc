@@ -67,13 +67,12 @@ Step JobTracker::rank_step(RankId rank) const {
 
 ChunkStep& JobTracker::ChunkStepFor(Step step, ChunkId chunk) {
   auto [it, created] = steps_[step].chunks.try_emplace(chunk);
-  if (created) it->second.staged.set_ids(&optimizer_ids_);
-  if (created && plan_.complete()) {
-    // Sized once for everyone who will check in and sync: no rehash cascade as they arrive.
-    const ChunkInfo& info = plan_.chunk(chunk);
-    it->second.staged.reserve(info.contributors.size());
-    it->second.done.reserve(info.members.size());
-  }
+  if (!created) return it->second;
+  // Once the plan is complete: one array slot per contributor and member (the plan's ChunkSlots
+  // outlive the step: both are dropped together when a generation starts).
+  const ChunkSlots* slots = plan_.complete() ? &plan_.chunk(chunk).slots : nullptr;
+  it->second.staged.Init(&optimizer_ids_, slots);
+  it->second.done.Init(slots);
   return it->second;
 }
 
@@ -192,7 +191,7 @@ void JobTracker::ApplyResume(RankId rank, const ResumeState& resume, absl::Time 
   }
   for (ChunkId chunk : resume.synced_chunks) {
     ChunkStep& cs = ChunkStepFor(resume.step, chunk);
-    cs.done.emplace(rank, GroupChecksums());
+    cs.done.Insert(rank, GroupChecksums());
     cs.synced_before = true;
   }
   for (ChunkId chunk : resume.released_chunks) {
@@ -236,7 +235,7 @@ void JobTracker::Reconcile(absl::Time now, Decisions* out) {
         }
       }
       for (RankId member : info.members) {
-        if (rank_step(member) > step) cs.done.emplace(member, GroupChecksums());
+        if (rank_step(member) > step) cs.done.Insert(member, GroupChecksums());
       }
       MaybeRelease(step, chunk, now, out);
     }
@@ -666,9 +665,8 @@ absl::Status JobTracker::CheckSyncDone(RankId rank, size_t i, const SyncDoneItem
         where, ": SyncDone before the directive: step ", item.step, " chunk ", item.chunk,
         " has not been released"));
   }
-  auto done = cs->done.find(rank);
-  if (done != cs->done.end()) {
-    if (done->second == SortedByGroup(item.checksums)) {
+  if (const GroupChecksums* done = cs->done.Find(rank); done != nullptr) {
+    if (*done == SortedByGroup(item.checksums)) {
       *duplicate = true;
       return absl::OkStatus();
     }
@@ -677,11 +675,11 @@ absl::Status JobTracker::CheckSyncDone(RankId rank, size_t i, const SyncDoneItem
     v.chunk = item.chunk;
     v.rank = rank;
     v.detail = absl::StrCat("conflicting duplicate SyncDone: checksums ",
-                            ChecksumsText(item.checksums), " after ", ChecksumsText(done->second));
+                            ChecksumsText(item.checksums), " after ", ChecksumsText(*done));
     out->events.push_back(std::move(v));
     return absl::AlreadyExistsError(absl::StrCat(where, ": rank ", rank, " already reported SyncDone for step ",
                                                  item.step, " chunk ", item.chunk, " with checksums ",
-                                                 ChecksumsText(done->second)));
+                                                 ChecksumsText(*done)));
   }
   return absl::OkStatus();
 }
@@ -705,7 +703,7 @@ absl::Status JobTracker::SyncDone(RankId rank, uint64_t generation,
     const SyncDoneItem& item = items[i];
     if (!fresh[i]) continue;
     ChunkStep& cs = ChunkStepFor(item.step, item.chunk);
-    cs.done.emplace(rank, SortedByGroup(item.checksums));
+    cs.done.Insert(rank, SortedByGroup(item.checksums));
     if (item.executions > 1) {
       Event v = MakeEvent(EventKind::kViolation, now);
       v.step = item.step;
@@ -748,18 +746,18 @@ void JobTracker::CheckChecksums(Step step, ChunkId chunk, const ChunkStep& cs, a
   absl::flat_hash_map<absl::string_view, uint64_t> first;
   first.reserve(plan_.chunk(chunk).groups.size());
   bool mismatch = false;
-  for (const auto& [rank, checksums] : cs.done) {
+  cs.done.ForEach([&](RankId, const GroupChecksums& checksums) {
     for (const GroupChecksum& g : checksums) {
       auto [it, inserted] = first.try_emplace(g.group, g.checksum);
       mismatch |= !inserted && it->second != g.checksum;
     }
-  }
+  });
   if (!mismatch) return;
   // group -> checksum -> ranks
   std::map<std::string, std::map<uint64_t, std::vector<RankId>>> by_group;
-  for (const auto& [rank, checksums] : cs.done) {
+  cs.done.ForEach([&](RankId rank, const GroupChecksums& checksums) {
     for (const GroupChecksum& g : checksums) by_group[g.group][g.checksum].push_back(rank);
-  }
+  });
   for (auto& [group, values] : by_group) {
     if (values.size() <= 1) continue;
     std::vector<std::string> parts;

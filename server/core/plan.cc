@@ -297,8 +297,10 @@ absl::Status JobPlan::Merge(const RankPlan& plan) {
   if (complete()) {
     synced_chunks_.assign(world_size_, {});
     for (ChunkId c = 0; c < num_chunks_; ++c) {
-      if (chunks_[c].contributors.empty()) continue;
-      for (RankId r : chunks_[c].members) synced_chunks_[r].push_back(c);
+      ChunkInfo& info = chunks_[c];
+      info.slots = ChunkSlots(info.contributors, info.members);
+      if (info.contributors.empty()) continue;
+      for (RankId r : info.members) synced_chunks_[r].push_back(c);
     }
   }
   return absl::OkStatus();

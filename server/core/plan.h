@@ -15,6 +15,7 @@
 #include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "server/core/chunk_slots.h"
 #include "server/core/types.h"
 
 namespace psync::core {
@@ -44,6 +45,9 @@ struct ChunkInfo {
   // of the chunk's: thousands of groups of 8 made every join O(groups)).
   absl::flat_hash_map<RankId, std::vector<std::string>> groups_listing;
   std::vector<RankId> members;                       // sorted union of all groups
+  // Positions of the contributors and members above, built once the plan is complete (empty
+  // before): per-step state is kept in arrays indexed by them (step_state.h).
+  ChunkSlots slots;
 
   const std::vector<std::string>& GroupsListing(RankId rank) const {
     static const std::vector<std::string> kNone;

@@ -1,0 +1,46 @@
+#include "server/core/chunk_slots.h"
+
+
+namespace psync::core {
+namespace {
+
+// A prefix array over the ranks' span costs 4 bytes per rank of the span; beyond this many per
+// listed position, a hash map is smaller.
+constexpr size_t kDenseSpanPerPosition = 4;
+
+}  // namespace
+
+RankRuns::RankRuns(absl::Span<const RankId> sorted_ranks) {
+  if (sorted_ranks.empty()) return;
+  first_ = sorted_ranks.front();
+  const size_t span = static_cast<size_t>(sorted_ranks.back()) - first_ + 1;
+  dense_ = span <= kDenseSpanPerPosition * sorted_ranks.size() + 64;
+  if (dense_) {
+    starts_.assign(span + 1, 0);
+    for (RankId r : sorted_ranks) ++starts_[r - first_ + 1];
+    for (size_t i = 1; i < starts_.size(); ++i) starts_[i] += starts_[i - 1];
+    return;
+  }
+  for (uint32_t i = 0; i < sorted_ranks.size(); ++i) {
+    auto [it, added] = sparse_.try_emplace(sorted_ranks[i], i, i + 1);
+    if (!added) it->second.second = i + 1;
+  }
+}
+
+ChunkSlots::ChunkSlots(const absl::btree_set<Contributor>& contributors,
+                       absl::Span<const RankId> members)
+    : members_(members.begin(), members.end()), num_members_(members.size()),
+      member_runs_(members) {
+  contributor_rank_.reserve(contributors.size());
+  contributor_optimizer_.reserve(contributors.size());
+  absl::flat_hash_map<absl::string_view, uint32_t> index;  // views contributors' names
+  for (const Contributor& c : contributors) {
+    auto [it, added] = index.try_emplace(c.optimizer, static_cast<uint32_t>(optimizers_.size()));
+    if (added) optimizers_.push_back(c.optimizer);
+    contributor_rank_.push_back(c.rank);
+    contributor_optimizer_.push_back(it->second);
+  }
+  contributor_runs_ = RankRuns(contributor_rank_);
+}
+
+}  // namespace psync::core

@@ -1,0 +1,89 @@
+// ChunkSlots: the positions of a chunk's contributors and members once a job's plan is complete,
+// so that per-step state can live in arrays indexed by position instead of hash maps keyed by
+// (rank, optimizer) and rank: a chunk-step of 32,768 contributors then costs one array of marks,
+// and a check-in is an index computation instead of a hash-map insert.
+//
+// RankRuns maps a rank to the run of positions it holds in a sorted list of ranks: a prefix array
+// over the ranks' span when the list covers it densely (the usual layouts: every rank, a pipeline
+// stage, an expert group), a hash map otherwise.
+//
+// Immutable once built; thread-compatible. Owned by the JobPlan's ChunkInfo.
+#ifndef PSYNC_SERVER_CORE_CHUNK_SLOTS_H_
+#define PSYNC_SERVER_CORE_CHUNK_SLOTS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/btree_set.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "server/core/types.h"
+
+namespace psync::core {
+
+class RankRuns {
+ public:
+  // `sorted_ranks` ascending; a rank may repeat (one position per repeat).
+  explicit RankRuns(absl::Span<const RankId> sorted_ranks = {});
+
+  // [begin, end) of `rank`'s positions; begin == end when it holds none.
+  std::pair<uint32_t, uint32_t> Find(RankId rank) const {
+    if (dense_) {
+      if (rank < first_ || rank - first_ + 1 >= starts_.size()) return {0, 0};
+      return {starts_[rank - first_], starts_[rank - first_ + 1]};
+    }
+    auto it = sparse_.find(rank);
+    return it == sparse_.end() ? std::pair<uint32_t, uint32_t>{0, 0} : it->second;
+  }
+
+ private:
+  bool dense_ = true;
+  RankId first_ = 0;
+  std::vector<uint32_t> starts_;  // dense: the run of first_ + i is [starts_[i], starts_[i + 1])
+  absl::flat_hash_map<RankId, std::pair<uint32_t, uint32_t>> sparse_;
+};
+
+class ChunkSlots {
+ public:
+  ChunkSlots() = default;
+  ChunkSlots(const absl::btree_set<Contributor>& contributors, absl::Span<const RankId> members);
+
+  size_t num_contributors() const { return contributor_rank_.size(); }
+  size_t num_members() const { return num_members_; }
+
+  // The slot of `who`, or nullopt when it is not a contributor of the chunk.
+  std::optional<uint32_t> ContributorSlot(RankId rank, absl::string_view optimizer) const {
+    const auto [begin, end] = contributor_runs_.Find(rank);
+    for (uint32_t s = begin; s < end; ++s) {
+      if (optimizers_[contributor_optimizer_[s]] == optimizer) return s;
+    }
+    return std::nullopt;
+  }
+  Contributor ContributorAt(uint32_t slot) const {
+    return Contributor{contributor_rank_[slot], optimizers_[contributor_optimizer_[slot]]};
+  }
+
+  // The slot of member `rank`, or nullopt when it is not a member of the chunk's sync groups.
+  std::optional<uint32_t> MemberSlot(RankId rank) const {
+    const auto [begin, end] = member_runs_.Find(rank);
+    return begin == end ? std::nullopt : std::optional<uint32_t>(begin);
+  }
+  RankId MemberAt(uint32_t slot) const { return members_[slot]; }
+
+ private:
+  std::vector<std::string> optimizers_;             // the chunk's optimizer names
+  std::vector<RankId> contributor_rank_;            // per slot, in contributor order
+  std::vector<uint32_t> contributor_optimizer_;     // per slot: index into optimizers_
+  RankRuns contributor_runs_;
+  std::vector<RankId> members_;
+  size_t num_members_ = 0;
+  RankRuns member_runs_;
+};
+
+}  // namespace psync::core
+
+#endif  // PSYNC_SERVER_CORE_CHUNK_SLOTS_H_
