@@ -37,6 +37,32 @@ GroupChecksums SortedByGroup(absl::Span<const GroupChecksum> checksums) {
   return sorted;
 }
 
+bool IsDeclared(const ChunkPart* part, absl::string_view optimizer) {
+  return part != nullptr && std::find(part->optimizers.begin(), part->optimizers.end(),
+                                      optimizer) != part->optimizers.end();
+}
+
+// The index of the first item whose key an earlier item has, or -1. Batches of a few items (what
+// node agents send) compare pairwise, without allocating; larger ones use a hash set.
+template <typename Item, typename KeyFn>
+ptrdiff_t FirstRepeat(absl::Span<const Item> items, KeyFn key) {
+  constexpr size_t kPairwise = 16;
+  if (items.size() <= kPairwise) {
+    for (size_t i = 1; i < items.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (key(items[i]) == key(items[j])) return static_cast<ptrdiff_t>(i);
+      }
+    }
+    return -1;
+  }
+  absl::flat_hash_set<decltype(key(items[0]))> seen;
+  seen.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!seen.insert(key(items[i])).second) return static_cast<ptrdiff_t>(i);
+  }
+  return -1;
+}
+
 }  // namespace
 
 const char* JobStateName(JobState state) {
@@ -330,33 +356,35 @@ absl::Status JobTracker::CheckNotAhead(RankId rank, absl::string_view field, Ste
 absl::Status JobTracker::CheckStaged(RankId rank, size_t i, const StagedItem& item,
                                      bool* duplicate, Decisions* out, absl::Time now) const {
   *duplicate = false;
-  const std::string where = absl::StrCat("items[", i, "]");
+  // The field an error names; built only for an error.
+  const auto where = [i] { return absl::StrCat("items[", i, "]"); };
   if (item.chunk >= plan_.num_chunks()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ".chunk ", item.chunk,
+    return absl::InvalidArgumentError(absl::StrCat(where(), ".chunk ", item.chunk,
                                                    " out of range [0, ", plan_.num_chunks(), ")"));
   }
-  const ChunkPart* part = plan_.part(rank, item.chunk);
+  // Declared contributors are the chunk's slots once the plan is complete (no plan lookup).
   const bool declared =
-      part != nullptr &&
-      std::find(part->optimizers.begin(), part->optimizers.end(), item.optimizer) !=
-          part->optimizers.end();
+      plan_.complete()
+          ? plan_.chunk(item.chunk).slots.ContributorSlot(rank, item.optimizer).has_value()
+          : IsDeclared(plan_.part(rank, item.chunk), item.optimizer);
   if (!declared) {
+    const ChunkPart* part = plan_.part(rank, item.chunk);
     return absl::InvalidArgumentError(absl::StrCat(
-        where, ".optimizer '", item.optimizer, "' is not declared by rank ", rank, " for chunk ",
+        where(), ".optimizer '", item.optimizer, "' is not declared by rank ", rank, " for chunk ",
         item.chunk, " (declared: [",
         part == nullptr ? "" : absl::StrJoin(part->optimizers, ","), "])"));
   }
   const Step current = rank_step(rank);
-  if (item.step > current) return CheckNotAhead(rank, absl::StrCat(where, ".step"), item.step);
+  if (item.step > current) return CheckNotAhead(rank, absl::StrCat(where(), ".step"), item.step);
   auto st = steps_.find(item.step);
   if (item.step < current && st == steps_.end()) {
     const Step oldest = steps_.empty() ? current : steps_.begin()->first;
-    return absl::OutOfRangeError(absl::StrCat(where, ".step ", item.step,
+    return absl::OutOfRangeError(absl::StrCat(where(), ".step ", item.step,
                                               " is before the oldest retained step ", oldest));
   }
   if (st != steps_.end() && st->second.skipped) {
     return absl::FailedPreconditionError(
-        absl::StrCat(where, ".step ", item.step, " was skipped by every rank"));
+        absl::StrCat(where(), ".step ", item.step, " was skipped by every rank"));
   }
   const Contributor who{rank, item.optimizer};
   if (st != steps_.end()) {
@@ -378,14 +406,14 @@ absl::Status JobTracker::CheckStaged(RankId rank, size_t i, const StagedItem& it
                                 ChecksumText(found->checksum()));
         out->events.push_back(std::move(v));
         return absl::AlreadyExistsError(absl::StrCat(
-            where, ": step ", item.step, " chunk ", item.chunk, " ", Describe(who),
+            where(), ": step ", item.step, " chunk ", item.chunk, " ", Describe(who),
             " already staged with shard_checksum ", ChecksumText(found->checksum()), ", now ",
             ChecksumText(item.checksum)));
       }
     }
   }
   if (item.step < current) {
-    return absl::FailedPreconditionError(absl::StrCat(where, ".step ", item.step,
+    return absl::FailedPreconditionError(absl::StrCat(where(), ".step ", item.step,
                                                       " is already finished for rank ", rank,
                                                       " (it is at step ", current, ")"));
   }
@@ -396,12 +424,14 @@ absl::Status JobTracker::Stage(RankId rank, uint64_t generation,
                                absl::Span<const StagedItem> items, absl::Time now,
                                Decisions* out) {
   if (auto s = CheckBatch(rank, generation, items.size()); !s.ok()) return s;
-  std::vector<bool> fresh(items.size(), false);
-  absl::flat_hash_set<std::tuple<Step, ChunkId, absl::string_view>> in_batch;
-  if (items.size() > 1) in_batch.reserve(items.size());
+  // Items are judged in order: the first bad one names the error.
+  const ptrdiff_t repeat = FirstRepeat(items, [](const StagedItem& item) {
+    return std::tuple<Step, ChunkId, absl::string_view>(item.step, item.chunk, item.optimizer);
+  });
+  absl::InlinedVector<bool, 16> fresh(items.size(), false);
   for (size_t i = 0; i < items.size(); ++i) {
     const StagedItem& item = items[i];
-    if (items.size() > 1 && !in_batch.emplace(item.step, item.chunk, item.optimizer).second) {
+    if (static_cast<ptrdiff_t>(i) == repeat) {
       return absl::InvalidArgumentError(absl::StrCat("items[", i, "] repeats an earlier item (step ",
                                                      item.step, " chunk ", item.chunk, " ",
                                                      item.optimizer, ")"));
@@ -604,24 +634,27 @@ void JobTracker::AbortAt(Step step, std::string reason, absl::Time now, Decision
 absl::Status JobTracker::CheckSyncDone(RankId rank, size_t i, const SyncDoneItem& item,
                                        bool* duplicate, Decisions* out, absl::Time now) const {
   *duplicate = false;
-  const std::string where = absl::StrCat("items[", i, "]");
+  // The field an error names; built only for an error.
+  const auto where = [i] { return absl::StrCat("items[", i, "]"); };
   if (item.chunk >= plan_.num_chunks()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ".chunk ", item.chunk,
+    return absl::InvalidArgumentError(absl::StrCat(where(), ".chunk ", item.chunk,
                                                    " out of range [0, ", plan_.num_chunks(), ")"));
   }
   const ChunkPart* part = plan_.part(rank, item.chunk);
   if (part == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ".chunk ", item.chunk, ": rank ", rank,
+    return absl::InvalidArgumentError(absl::StrCat(where(), ".chunk ", item.chunk, ": rank ", rank,
                                                    " is in no sync group of chunk ", item.chunk));
   }
-  std::set<std::string> seen;
   for (size_t j = 0; j < item.checksums.size(); ++j) {
     const std::string& group = item.checksums[j].group;
     const bool member = std::any_of(part->groups.begin(), part->groups.end(),
                                     [&](const GroupDecl& g) { return g.name == group; });
-    if (!member || !seen.insert(group).second) {
+    // At most max_groups_per_chunk checksums: compared pairwise.
+    const bool repeated = std::any_of(item.checksums.begin(), item.checksums.begin() + j,
+                                      [&](const GroupChecksum& g) { return g.group == group; });
+    if (!member || repeated) {
       return absl::InvalidArgumentError(absl::StrCat(
-          where, ".checksums[", j, "].group '", group, "' is ",
+          where(), ".checksums[", j, "].group '", group, "' is ",
           member ? "listed twice" : absl::StrCat("not a sync group of rank ", rank, " in chunk ",
                                                  item.chunk)));
     }
@@ -639,11 +672,11 @@ absl::Status JobTracker::CheckSyncDone(RankId rank, size_t i, const SyncDoneItem
   const bool released = cs != nullptr && (cs->released || cs->synced_before);
   if (item.step > current && !released) {
     return absl::FailedPreconditionError(absl::StrCat(
-        where, ": SyncDone before the directive: step ", item.step, " chunk ", item.chunk,
+        where(), ": SyncDone before the directive: step ", item.step, " chunk ", item.chunk,
         " has not been released (rank ", rank, " is at step ", current, ")"));
   }
   if (st == steps_.end() && item.step < current) {
-    return absl::OutOfRangeError(absl::StrCat(where, ".step ", item.step,
+    return absl::OutOfRangeError(absl::StrCat(where(), ".step ", item.step,
                                               " is before the oldest retained step ",
                                               steps_.empty() ? current : steps_.begin()->first));
   }
@@ -662,7 +695,7 @@ absl::Status JobTracker::CheckSyncDone(RankId rank, size_t i, const SyncDoneItem
                             missing.empty() ? "(plan incomplete)" : absl::StrJoin(missing, ", "));
     out->events.push_back(std::move(v));
     return absl::FailedPreconditionError(absl::StrCat(
-        where, ": SyncDone before the directive: step ", item.step, " chunk ", item.chunk,
+        where(), ": SyncDone before the directive: step ", item.step, " chunk ", item.chunk,
         " has not been released"));
   }
   if (const GroupChecksums* done = cs->done.Find(rank); done != nullptr) {
@@ -677,7 +710,7 @@ absl::Status JobTracker::CheckSyncDone(RankId rank, size_t i, const SyncDoneItem
     v.detail = absl::StrCat("conflicting duplicate SyncDone: checksums ",
                             ChecksumsText(item.checksums), " after ", ChecksumsText(*done));
     out->events.push_back(std::move(v));
-    return absl::AlreadyExistsError(absl::StrCat(where, ": rank ", rank, " already reported SyncDone for step ",
+    return absl::AlreadyExistsError(absl::StrCat(where(), ": rank ", rank, " already reported SyncDone for step ",
                                                  item.step, " chunk ", item.chunk, " with checksums ",
                                                  ChecksumsText(*done)));
   }
@@ -688,10 +721,13 @@ absl::Status JobTracker::SyncDone(RankId rank, uint64_t generation,
                                   absl::Span<const SyncDoneItem> items, absl::Time now,
                                   Decisions* out) {
   if (auto s = CheckBatch(rank, generation, items.size()); !s.ok()) return s;
-  std::vector<bool> fresh(items.size(), false);
-  std::set<std::pair<Step, ChunkId>> in_batch;
+  // Items are judged in order: the first bad one names the error.
+  const ptrdiff_t repeat = FirstRepeat(items, [](const SyncDoneItem& item) {
+    return std::pair<Step, ChunkId>(item.step, item.chunk);
+  });
+  absl::InlinedVector<bool, 16> fresh(items.size(), false);
   for (size_t i = 0; i < items.size(); ++i) {
-    if (!in_batch.emplace(items[i].step, items[i].chunk).second) {
+    if (static_cast<ptrdiff_t>(i) == repeat) {
       return absl::InvalidArgumentError(absl::StrCat("items[", i, "] repeats an earlier item (step ",
                                                      items[i].step, " chunk ", items[i].chunk, ")"));
     }

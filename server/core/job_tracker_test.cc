@@ -594,6 +594,33 @@ TEST(JobTrackerTest, BatchWithOneBadItemAppliesNothing) {
   }
 }
 
+TEST(JobTrackerTest, RepeatedItemIsFoundInSmallAndLargeBatches) {
+  // One rank, 20 chunks: a batch of 20 distinct valid check-ins plus one repeat is compared
+  // through a hash set, a batch of 3 pairwise; both name the repeat and apply nothing.
+  constexpr ChunkId kChunks = 20;
+  std::vector<ChunkPart> parts;
+  std::vector<ExpectedChunk> expected;
+  for (ChunkId c = 0; c < kChunks; ++c) {
+    parts.push_back(Part(c, {"dense"}, {Group("dp", {0})}));
+    expected.push_back({{{0, "dense"}}, {0}});
+  }
+  Harness h({Plan(0, 1, kChunks, parts)}, expected);
+  h.JoinAll();
+  std::vector<StagedItem> large;
+  for (ChunkId c = 0; c < kChunks; ++c) large.push_back(Item(0, c, "dense"));
+  large.push_back(Item(0, 3, "dense"));
+  h.ExpectRefused([&] { return h.Stage(0, large); }, absl::StatusCode::kInvalidArgument,
+                  "items[20] repeats an earlier item (step 0 chunk 3 dense)");
+  h.ExpectRefused([&] { return h.Stage(0, {Item(0, 1, "dense"), Item(0, 2, "dense"),
+                                            Item(0, 1, "dense")}); },
+                  absl::StatusCode::kInvalidArgument,
+                  "items[2] repeats an earlier item (step 0 chunk 1 dense)");
+  EXPECT_THAT(h.events(), IsEmpty());
+  large.pop_back();
+  ASSERT_TRUE(h.Stage(0, large).ok());
+  EXPECT_EQ(h.deliveries().size(), kChunks);
+}
+
 TEST(JobTrackerTest, BatchSizeIsBounded) {
   TrackerOptions options;
   options.max_batch_items = 1;
