@@ -300,13 +300,16 @@ class AgentStream final : public Reactor {
   void HandleBatch(uint64_t request_id, const v1::AgentBatch& batch) {
     v1::AgentAck ack;
     ack.set_request_id(request_id);
-    if (absl::Status s = ExpandAgentBatch(batch, &expanded_); !s.ok()) {
+    // Per call, not kept per stream: a stream's largest batch held for its lifetime cost about
+    // 19 KB a stream (40 MB with 2,048 node streams).
+    ExpandedBatch expanded;
+    if (absl::Status s = ExpandAgentBatch(batch, &expanded); !s.ok()) {
       SetStatus(s, &ack);
       outbox_->AddAck(std::move(ack));
       return;
     }
     // Only ranks attached on this stream may send through it.
-    std::vector<RankMessage>& messages = expanded_.messages;
+    const std::vector<RankMessage>& messages = expanded.messages;
     std::vector<RankMessage> apply;
     std::vector<uint32_t> index_of;
     apply.reserve(messages.size());
@@ -357,7 +360,6 @@ class AgentStream final : public Reactor {
   Coordinator* const coordinator_;
   const std::shared_ptr<AgentOutbox> outbox_;
   ArenaMessage<v1::AgentUp> request_;  // touched by the read reactions only, one at a time
-  ExpandedBatch expanded_;  // the same: the last AgentBatch in the core's types, reused
   // Written by the read reactions; emptied by OnCancel/OnDone, which may run concurrently.
   absl::Mutex mu_;
   absl::flat_hash_map<RankKey, std::shared_ptr<AgentRankSink>> ranks_ ABSL_GUARDED_BY(mu_);

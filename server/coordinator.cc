@@ -38,6 +38,8 @@ void Coordinator::Record(Job& job, core::Decisions& decisions, Outgoing* out) {
     job.observer.OnEvent(e);
     AppendEvent(std::move(e), out);
   }
+  // A release names every member (16,384 notices): grown once, not by doubling.
+  out->notices.reserve(out->notices.size() + decisions.deliveries.size());
   for (core::Delivery& d : decisions.deliveries) {
     auto it = job.sessions.find(d.rank);
     // A rank without a session gets its pending notices when it attaches.
