@@ -18,6 +18,7 @@
 #include "server/coordinator_server.h"
 #include "server/daemon.h"
 #include "server/dashboard/assets.h"
+#include "server/heap_releaser.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:7070", "host:port to serve gRPC on (port 0: any free port)");
 ABSL_FLAG(std::string, port_file, "", "if set, write the bound port to this file once serving");
@@ -45,6 +46,8 @@ ABSL_FLAG(absl::Duration, stall_ceiling, absl::Seconds(30), "largest stall deadl
 ABSL_FLAG(absl::Duration, stall_initial, absl::Seconds(1),
           "stall deadline before a chunk has enough history");
 ABSL_FLAG(int, max_receive_message_bytes, 1 << 20, "largest accepted client message");
+ABSL_FLAG(absl::Duration, heap_release_interval, absl::Seconds(1),
+          "how often freed heap pages go back to the system (0: never; see heap_releaser.h)");
 ABSL_FLAG(uint32_t, history_steps, 16, "finished steps kept per job to answer late duplicates");
 ABSL_FLAG(uint32_t, max_jobs, 1024, "jobs held at once");
 
@@ -139,6 +142,7 @@ int main(int argc, char** argv) {
   }
   psync::server::WritePortFile(absl::GetFlag(FLAGS_port_file), (*server)->port());
   psync::server::WritePortFile(absl::GetFlag(FLAGS_http_port_file), (*server)->http_port());
+  const psync::server::HeapReleaser heap_releaser(absl::GetFlag(FLAGS_heap_release_interval));
   std::thread stopper([&] {
     const int signal = psync::server::WaitForStopSignal(stop_signals);
     std::cerr << "psync-coordinator: stopping on signal " << signal << "\n";
