@@ -28,9 +28,26 @@ RankRuns::RankRuns(absl::Span<const RankId> sorted_ranks) {
 }
 
 ChunkSlots::ChunkSlots(const absl::btree_set<Contributor>& contributors,
-                       absl::Span<const RankId> members)
+                       absl::Span<const RankId> members,
+                       const std::map<std::string, std::vector<RankId>>& groups)
     : members_(members.begin(), members.end()), num_members_(members.size()),
       member_runs_(members) {
+  constexpr uint32_t kNoGroup = kSeveralGroups - 1;
+  member_group_.assign(members.size(), kNoGroup);
+  group_names_.reserve(groups.size());
+  for (const auto& [name, ranks] : groups) {
+    const uint32_t g = static_cast<uint32_t>(group_names_.size());
+    group_names_.push_back(name);
+    for (RankId r : ranks) {
+      const std::optional<uint32_t> slot = MemberSlot(r);
+      if (!slot.has_value()) continue;  // members are the groups' union: not reached
+      uint32_t& only = member_group_[*slot];
+      only = only == kNoGroup ? g : kSeveralGroups;
+    }
+  }
+  for (uint32_t& only : member_group_) {
+    if (only == kNoGroup) only = kSeveralGroups;  // in no group: nothing to imply
+  }
   contributor_rank_.reserve(contributors.size());
   contributor_optimizer_.reserve(contributors.size());
   absl::flat_hash_map<absl::string_view, uint32_t> index;  // views contributors' names

@@ -12,6 +12,7 @@
 #define PSYNC_SERVER_CORE_CHUNK_SLOTS_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -50,7 +51,9 @@ class RankRuns {
 class ChunkSlots {
  public:
   ChunkSlots() = default;
-  ChunkSlots(const absl::btree_set<Contributor>& contributors, absl::Span<const RankId> members);
+  // `groups`: the chunk's sync groups (name -> ranks), whose union is `members`.
+  ChunkSlots(const absl::btree_set<Contributor>& contributors, absl::Span<const RankId> members,
+             const std::map<std::string, std::vector<RankId>>& groups);
 
   size_t num_contributors() const { return contributor_rank_.size(); }
   size_t num_members() const { return num_members_; }
@@ -73,15 +76,25 @@ class ChunkSlots {
     return begin == end ? std::nullopt : std::optional<uint32_t>(begin);
   }
   RankId MemberAt(uint32_t slot) const { return members_[slot]; }
+  // The name of the one sync group of the chunk that lists the member in `slot`, or nullptr when
+  // several do (a member of one group reports one checksum, whose group the slot then implies).
+  const std::string* OnlyGroupOf(uint32_t slot) const {
+    const uint32_t g = member_group_[slot];
+    return g == kSeveralGroups ? nullptr : &group_names_[g];
+  }
 
  private:
   std::vector<std::string> optimizers_;             // the chunk's optimizer names
   std::vector<RankId> contributor_rank_;            // per slot, in contributor order
   std::vector<uint32_t> contributor_optimizer_;     // per slot: index into optimizers_
   RankRuns contributor_runs_;
+  static constexpr uint32_t kSeveralGroups = ~uint32_t{0};
+
   std::vector<RankId> members_;
   size_t num_members_ = 0;
   RankRuns member_runs_;
+  std::vector<std::string> group_names_;
+  std::vector<uint32_t> member_group_;  // per member slot: into group_names_, or kSeveralGroups
 };
 
 }  // namespace psync::core

@@ -2,6 +2,9 @@
 // rank layouts; StagedSet and DoneSet keep marks by slot and anyone the slots do not list by key.
 #include "server/core/chunk_slots.h"
 
+#include <algorithm>
+#include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -35,17 +38,23 @@ TEST(RankRunsTest, SparseLayoutGivesTheSameRuns) {
   EXPECT_EQ(RankRuns().Find(0).first, RankRuns().Find(0).second);
 }
 
-ChunkSlots TwoOptimizersOnRanks(std::vector<RankId> ranks, std::vector<RankId> members) {
+// Contributors: "dense" and "expert" on each of `ranks`. Groups: `groups`; members: their union.
+ChunkSlots TwoOptimizersOnRanks(std::vector<RankId> ranks,
+                                std::map<std::string, std::vector<RankId>> groups) {
   absl::btree_set<Contributor> contributors;
   for (RankId r : ranks) {
     contributors.insert({r, "dense"});
     contributors.insert({r, "expert"});
   }
-  return ChunkSlots(contributors, members);
+  std::vector<RankId> members;
+  for (const auto& [name, group] : groups) members.insert(members.end(), group.begin(), group.end());
+  std::sort(members.begin(), members.end());
+  members.erase(std::unique(members.begin(), members.end()), members.end());
+  return ChunkSlots(contributors, members, groups);
 }
 
 TEST(ChunkSlotsTest, SlotsFollowContributorOrder) {
-  const ChunkSlots slots = TwoOptimizersOnRanks({2, 9}, {2, 9, 11});
+  const ChunkSlots slots = TwoOptimizersOnRanks({2, 9}, {{"dp", {2, 9, 11}}, {"tp", {9}}});
   EXPECT_EQ(slots.num_contributors(), 4u);
   EXPECT_EQ(slots.ContributorSlot(2, "dense"), 0u);
   EXPECT_EQ(slots.ContributorSlot(2, "expert"), 1u);
@@ -58,10 +67,14 @@ TEST(ChunkSlotsTest, SlotsFollowContributorOrder) {
   EXPECT_EQ(slots.MemberSlot(11), 2u);
   EXPECT_EQ(slots.MemberSlot(10), std::nullopt);
   EXPECT_EQ(slots.MemberAt(1), 9u);
+  ASSERT_NE(slots.OnlyGroupOf(0), nullptr);
+  EXPECT_EQ(*slots.OnlyGroupOf(0), "dp");
+  EXPECT_EQ(slots.OnlyGroupOf(1), nullptr);  // rank 9 is in dp and tp
+  EXPECT_EQ(*slots.OnlyGroupOf(2), "dp");
 }
 
 TEST(StagedSetTest, SlotsAndKeysTogether) {
-  const ChunkSlots slots = TwoOptimizersOnRanks({0, 1}, {0, 1});
+  const ChunkSlots slots = TwoOptimizersOnRanks({0, 1}, {{"dp", {0, 1}}});
   OptimizerIds ids;
   StagedSet staged;
   staged.Init(&ids, &slots);
@@ -71,14 +84,17 @@ TEST(StagedSetTest, SlotsAndKeysTogether) {
   EXPECT_TRUE(staged.Insert({5, "dense"}, StagedMark(std::nullopt, t)));  // not a slot: keyed
   EXPECT_FALSE(staged.Insert({5, "dense"}, StagedMark(std::nullopt, t)));
   EXPECT_EQ(staged.size(), 2u);
-  ASSERT_NE(staged.Find({1, "expert"}), nullptr);
+  ASSERT_TRUE(staged.Find({1, "expert"}).has_value());
   EXPECT_EQ(staged.Find({1, "expert"})->checksum(), 7u);
   EXPECT_EQ(staged.Find({1, "expert"})->at(), t);
-  EXPECT_EQ(staged.Find({1, "dense"}), nullptr);
+  EXPECT_FALSE(staged.Find({1, "dense"}).has_value());
+  EXPECT_TRUE(staged.Insert({0, "dense"}, StagedMark(std::nullopt, t + absl::Nanoseconds(3))));
+  EXPECT_EQ(staged.Find({0, "dense"})->checksum(), std::nullopt);
+  EXPECT_EQ(staged.Find({0, "dense"})->at(), t + absl::Nanoseconds(3));
   EXPECT_TRUE(staged.contains({5, "dense"}));
   std::vector<Contributor> seen;
   staged.ForEach([&](const Contributor& c, const StagedMark&) { seen.push_back(c); });
-  EXPECT_EQ(seen, (std::vector<Contributor>{{1, "expert"}, {5, "dense"}}));
+  EXPECT_EQ(seen, (std::vector<Contributor>{{0, "dense"}, {1, "expert"}, {5, "dense"}}));
 
   StagedSet keyed_only;  // a chunk-step started before the plan was complete
   keyed_only.Init(&ids, nullptr);
@@ -88,21 +104,39 @@ TEST(StagedSetTest, SlotsAndKeysTogether) {
   EXPECT_FALSE(keyed_only.contains({0, "expert"}));
 }
 
-TEST(DoneSetTest, SlotsAndKeysTogether) {
-  const ChunkSlots slots = TwoOptimizersOnRanks({0}, {0, 3});
+TEST(DoneSetTest, EveryShapeOfReportComesBackAsSent) {
+  // Ranks 0, 1, 2 are only in dp; rank 3 is in dp and tp.
+  const ChunkSlots slots = TwoOptimizersOnRanks({0}, {{"dp", {0, 1, 2, 3}}, {"tp", {3}}});
   DoneSet done;
   done.Init(&slots);
-  EXPECT_TRUE(done.Insert(3, GroupChecksums{{"dp", 42}}));
-  EXPECT_FALSE(done.Insert(3, GroupChecksums{{"dp", 43}}));
+  const GroupChecksums one = {{"dp", 42}};
+  const GroupChecksums other_group = {{"tp", 5}};
+  const GroupChecksums both = {{"dp", 42}, {"tp", 7}};
+  EXPECT_TRUE(done.Insert(0, one));          // the implied group: kept in the slot
+  EXPECT_FALSE(done.Insert(0, {{"dp", 43}}));  // already in: unchanged
+  EXPECT_TRUE(done.Insert(1, GroupChecksums()));
+  EXPECT_TRUE(done.Insert(2, other_group));  // not the implied group: kept keyed
+  EXPECT_FALSE(done.Insert(2, one));
+  EXPECT_TRUE(done.Insert(3, both));         // several groups: kept keyed
   EXPECT_TRUE(done.Insert(8, GroupChecksums()));  // not a member slot: keyed
-  EXPECT_EQ(done.size(), 2u);
-  ASSERT_NE(done.Find(3), nullptr);
-  EXPECT_EQ(done.Find(3)->at(0).checksum, 42u);
-  EXPECT_EQ(done.Find(0), nullptr);
+  EXPECT_EQ(done.size(), 5u);
+  EXPECT_EQ(done.Find(0), one);
+  EXPECT_EQ(done.Find(1), GroupChecksums());
+  EXPECT_EQ(done.Find(2), other_group);
+  EXPECT_EQ(done.Find(3), both);
+  EXPECT_EQ(done.Find(4), std::nullopt);
   EXPECT_TRUE(done.contains(8));
-  std::vector<RankId> seen;
-  done.ForEach([&](RankId r, const GroupChecksums&) { seen.push_back(r); });
-  EXPECT_EQ(seen, (std::vector<RankId>{3, 8}));
+  EXPECT_FALSE(done.contains(9));
+  std::map<RankId, GroupChecksums> seen;
+  done.ForEach([&](RankId r, const GroupChecksums& c) { seen.emplace(r, c); });
+  EXPECT_EQ(seen, (std::map<RankId, GroupChecksums>{
+                      {0, one}, {1, {}}, {2, other_group}, {3, both}, {8, {}}}));
+
+  DoneSet keyed_only;  // a chunk-step started before the plan was complete
+  keyed_only.Init(nullptr);
+  EXPECT_TRUE(keyed_only.Insert(0, one));
+  EXPECT_EQ(keyed_only.Find(0), one);
+  EXPECT_EQ(keyed_only.size(), 1u);
 }
 
 }  // namespace

@@ -390,8 +390,8 @@ absl::Status JobTracker::CheckStaged(RankId rank, size_t i, const StagedItem& it
   if (st != steps_.end()) {
     auto cs = st->second.chunks.find(item.chunk);
     if (cs != st->second.chunks.end()) {
-      const StagedMark* found = cs->second.staged.Find(who);
-      if (found != nullptr) {
+      const std::optional<StagedMark> found = cs->second.staged.Find(who);
+      if (found.has_value()) {
         if (found->checksum() == item.checksum) {
           *duplicate = true;
           return absl::OkStatus();
@@ -698,7 +698,7 @@ absl::Status JobTracker::CheckSyncDone(RankId rank, size_t i, const SyncDoneItem
         where(), ": SyncDone before the directive: step ", item.step, " chunk ", item.chunk,
         " has not been released"));
   }
-  if (const GroupChecksums* done = cs->done.Find(rank); done != nullptr) {
+  if (const std::optional<GroupChecksums> done = cs->done.Find(rank); done.has_value()) {
     if (*done == SortedByGroup(item.checksums)) {
       *duplicate = true;
       return absl::OkStatus();
@@ -973,7 +973,7 @@ absl::StatusOr<ChunkSnapshot> JobTracker::ChunkAt(Step step, ChunkId chunk, absl
   if (auto f = st->second.chunks.find(chunk); f != st->second.chunks.end()) cs = &f->second;
   for (const Contributor& who : info.contributors) {
     if (cs != nullptr) {
-      if (const StagedMark* found = cs->staged.Find(who); found != nullptr) {
+      if (const std::optional<StagedMark> found = cs->staged.Find(who); found.has_value()) {
         snap.staged.push_back(who);
         snap.staged_after.push_back(found->at() - cs->first_checkin);
         continue;

@@ -298,7 +298,7 @@ absl::Status JobPlan::Merge(const RankPlan& plan) {
     synced_chunks_.assign(world_size_, {});
     for (ChunkId c = 0; c < num_chunks_; ++c) {
       ChunkInfo& info = chunks_[c];
-      info.slots = ChunkSlots(info.contributors, info.members);
+      info.slots = ChunkSlots(info.contributors, info.members, info.groups);
       if (info.contributors.empty()) continue;
       for (RankId r : info.members) synced_chunks_[r].push_back(c);
     }

@@ -60,44 +60,46 @@ class StagedMark {
   bool present_ = false;
 };
 
-// Who staged one (step, chunk). Once the plan is complete (`slots` given) a mark per contributor
-// slot in one array: 24 bytes a contributor, a check-in an index computation. Before (a chunk-step
-// started while ranks were still joining), and for anyone the slots do not list, marks are keyed
-// by (rank, optimizer id) packed in 8 bytes. `Init` must be called before Insert.
+// Who staged one (step, chunk). Once the plan is complete (`slots` given) 17 bytes a contributor
+// slot in two arrays (time and checksum, and the flags), a check-in an index computation. Before
+// (a chunk-step started while ranks were still joining), and for anyone the slots do not list,
+// marks are keyed by (rank, optimizer id) packed in 8 bytes. `Init` must be called before Insert.
 class StagedSet {
  public:
   void Init(OptimizerIds* ids, const ChunkSlots* slots) {
     ids_ = ids;
     slots_ = slots;
-    if (slots_ != nullptr) by_slot_.resize(slots_->num_contributors());
+    if (slots_ != nullptr) {
+      by_slot_.resize(slots_->num_contributors());
+      flags_.resize(slots_->num_contributors());
+    }
   }
   // False (and nothing changes) when `who` is already in.
   bool Insert(const Contributor& who, StagedMark mark) {
     if (std::optional<uint32_t> slot = Slot(who); slot.has_value()) {
-      if (by_slot_[*slot].present()) return false;
-      by_slot_[*slot] = mark;
+      if (flags_[*slot] & kPresent) return false;
+      by_slot_[*slot] = {absl::ToUnixNanos(mark.at()), mark.checksum().value_or(0)};
+      flags_[*slot] = kPresent | (mark.checksum().has_value() ? kHasChecksum : 0);
       ++in_slots_;
       return true;
     }
     return keyed_.try_emplace(Key(who.rank, ids_->Intern(who.optimizer)), mark).second;
   }
-  const StagedMark* Find(const Contributor& who) const {
-    if (std::optional<uint32_t> slot = Slot(who); slot.has_value()) {
-      return by_slot_[*slot].present() ? &by_slot_[*slot] : nullptr;
-    }
+  std::optional<StagedMark> Find(const Contributor& who) const {
+    if (std::optional<uint32_t> slot = Slot(who); slot.has_value()) return AtSlot(*slot);
     std::optional<uint32_t> id = ids_ == nullptr ? std::nullopt : ids_->Find(who.optimizer);
-    if (!id.has_value()) return nullptr;
+    if (!id.has_value()) return std::nullopt;
     auto it = keyed_.find(Key(who.rank, *id));
-    return it == keyed_.end() ? nullptr : &it->second;
+    return it == keyed_.end() ? std::nullopt : std::optional<StagedMark>(it->second);
   }
-  bool contains(const Contributor& who) const { return Find(who) != nullptr; }
+  bool contains(const Contributor& who) const { return Find(who).has_value(); }
   size_t size() const { return in_slots_ + keyed_.size(); }
   bool empty() const { return size() == 0; }
   // fn(const Contributor&, const StagedMark&) for each, in no particular order.
   template <typename Fn>
   void ForEach(Fn fn) const {
     for (uint32_t s = 0; in_slots_ > 0 && s < by_slot_.size(); ++s) {
-      if (by_slot_[s].present()) fn(slots_->ContributorAt(s), by_slot_[s]);
+      if (flags_[s] & kPresent) fn(slots_->ContributorAt(s), *AtSlot(s));
     }
     for (const auto& [key, mark] : keyed_) {
       fn(Contributor{static_cast<RankId>(key >> 32), ids_->Name(static_cast<uint32_t>(key))},
@@ -106,69 +108,110 @@ class StagedSet {
   }
 
  private:
+  struct SlotMark {
+    int64_t at_ns = 0;
+    uint64_t checksum = 0;
+  };
+  static constexpr uint8_t kPresent = 1;
+  static constexpr uint8_t kHasChecksum = 2;
+
   static uint64_t Key(RankId rank, uint32_t optimizer) {
     return (static_cast<uint64_t>(rank) << 32) | optimizer;
   }
   std::optional<uint32_t> Slot(const Contributor& who) const {
     return slots_ == nullptr ? std::nullopt : slots_->ContributorSlot(who.rank, who.optimizer);
   }
+  std::optional<StagedMark> AtSlot(uint32_t slot) const {
+    if (!(flags_[slot] & kPresent)) return std::nullopt;
+    const SlotMark& m = by_slot_[slot];
+    return StagedMark(flags_[slot] & kHasChecksum ? std::optional<uint64_t>(m.checksum)
+                                                  : std::nullopt,
+                      absl::FromUnixNanos(m.at_ns));
+  }
 
   OptimizerIds* ids_ = nullptr;
   const ChunkSlots* slots_ = nullptr;
-  std::vector<StagedMark> by_slot_;
+  std::vector<SlotMark> by_slot_;
+  std::vector<uint8_t> flags_;
   size_t in_slots_ = 0;
   absl::flat_hash_map<uint64_t, StagedMark> keyed_;
 };
 
-// Who reported SyncDone for one (step, chunk), with their checksums: per member slot once the plan
-// is complete (`slots` given), keyed by rank before and for ranks the slots do not list.
+// Who reported SyncDone for one (step, chunk), with their checksums. Once the plan is complete
+// (`slots` given) 9 bytes a member slot: a member of one sync group reports one checksum, whose
+// group the slot implies, so a state byte and the checksum say it all. Reports of another shape
+// (several groups, a group the slot does not imply), members before the plan was complete and
+// ranks the slots do not list are kept keyed by rank.
 class DoneSet {
  public:
   void Init(const ChunkSlots* slots) {
     slots_ = slots;
     if (slots_ != nullptr) {
-      by_slot_.resize(slots_->num_members());
-      present_.resize(slots_->num_members());
+      checksum_.resize(slots_->num_members());
+      state_.resize(slots_->num_members());
     }
   }
   // False (and nothing changes) when `rank` is already in.
   bool Insert(RankId rank, GroupChecksums checksums) {
-    if (std::optional<uint32_t> slot = Slot(rank); slot.has_value()) {
-      if (present_[*slot]) return false;
-      present_[*slot] = true;
-      by_slot_[*slot] = std::move(checksums);
-      ++in_slots_;
+    const std::optional<uint32_t> slot = Slot(rank);
+    if (!slot.has_value()) return keyed_.try_emplace(rank, std::move(checksums)).second;
+    uint8_t& state = state_[*slot];
+    if (state != kAbsent) return false;
+    const std::string* only = slots_->OnlyGroupOf(*slot);
+    if (checksums.empty()) {
+      state = kNoChecksum;
+    } else if (checksums.size() == 1 && only != nullptr && checksums[0].group == *only) {
+      state = kOneChecksum;
+      checksum_[*slot] = checksums[0].checksum;
+    } else {
+      state = kKeyed;
+      keyed_.emplace(rank, std::move(checksums));
       return true;
     }
-    return keyed_.try_emplace(rank, std::move(checksums)).second;
+    ++in_slots_;
+    return true;
   }
-  // The checksums `rank` reported, or nullptr when it has not.
-  const GroupChecksums* Find(RankId rank) const {
-    if (std::optional<uint32_t> slot = Slot(rank); slot.has_value()) {
-      return present_[*slot] ? &by_slot_[*slot] : nullptr;
-    }
+  // The checksums `rank` reported, or nullopt when it has not.
+  std::optional<GroupChecksums> Find(RankId rank) const {
+    const std::optional<uint32_t> slot = Slot(rank);
+    if (slot.has_value() && state_[*slot] != kKeyed) return AtSlot(*slot);
     auto it = keyed_.find(rank);
-    return it == keyed_.end() ? nullptr : &it->second;
+    return it == keyed_.end() ? std::nullopt : std::optional<GroupChecksums>(it->second);
   }
-  bool contains(RankId rank) const { return Find(rank) != nullptr; }
+  bool contains(RankId rank) const {
+    const std::optional<uint32_t> slot = Slot(rank);
+    return slot.has_value() ? state_[*slot] != kAbsent : keyed_.contains(rank);
+  }
   size_t size() const { return in_slots_ + keyed_.size(); }
   // fn(RankId, const GroupChecksums&) for each, in no particular order.
   template <typename Fn>
   void ForEach(Fn fn) const {
-    for (uint32_t s = 0; in_slots_ > 0 && s < by_slot_.size(); ++s) {
-      if (present_[s]) fn(slots_->MemberAt(s), by_slot_[s]);
+    for (uint32_t s = 0; in_slots_ > 0 && s < state_.size(); ++s) {
+      if (state_[s] == kNoChecksum || state_[s] == kOneChecksum) {
+        fn(slots_->MemberAt(s), *AtSlot(s));
+      }
     }
     for (const auto& [rank, checksums] : keyed_) fn(rank, checksums);
   }
 
  private:
+  enum : uint8_t { kAbsent, kNoChecksum, kOneChecksum, kKeyed };
+
   std::optional<uint32_t> Slot(RankId rank) const {
     return slots_ == nullptr ? std::nullopt : slots_->MemberSlot(rank);
   }
+  // Requires state_[slot] != kKeyed.
+  std::optional<GroupChecksums> AtSlot(uint32_t slot) const {
+    switch (state_[slot]) {
+      case kNoChecksum: return GroupChecksums();
+      case kOneChecksum: return GroupChecksums{{*slots_->OnlyGroupOf(slot), checksum_[slot]}};
+      default: return std::nullopt;
+    }
+  }
 
   const ChunkSlots* slots_ = nullptr;
-  std::vector<GroupChecksums> by_slot_;
-  std::vector<bool> present_;
+  std::vector<uint64_t> checksum_;
+  std::vector<uint8_t> state_;
   size_t in_slots_ = 0;
   absl::flat_hash_map<RankId, GroupChecksums> keyed_;
 };
