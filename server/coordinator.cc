@@ -38,12 +38,18 @@ void Coordinator::Record(Job& job, core::Decisions& decisions, Outgoing* out) {
     job.observer.OnEvent(e);
     AppendEvent(std::move(e), out);
   }
-  // A release names every member (16,384 notices): grown once, not by doubling.
+  // A release names every member (16,384 notices): grown once, not by doubling, and a run of
+  // deliveries of the same notice (a release's directive to every member) shares one copy.
   out->notices.reserve(out->notices.size() + decisions.deliveries.size());
+  std::shared_ptr<const core::Notice> shared;
   for (core::Delivery& d : decisions.deliveries) {
     auto it = job.sessions.find(d.rank);
     // A rank without a session gets its pending notices when it attaches.
-    if (it != job.sessions.end()) out->notices.emplace_back(it->second, std::move(d.notice));
+    if (it == job.sessions.end()) continue;
+    if (shared == nullptr || !(*shared == d.notice)) {
+      shared = std::make_shared<const core::Notice>(std::move(d.notice));
+    }
+    out->notices.emplace_back(it->second, shared);
   }
 }
 
@@ -67,7 +73,7 @@ void Coordinator::Deliver(Outgoing& out) {
     NoticeBatcher* batcher = sink->batcher();
     if (batcher != nullptr && corked.insert(batcher).second) batcher->Cork();
   }
-  for (auto& [sink, notice] : out.notices) sink->Send(notice);
+  for (auto& [sink, notice] : out.notices) sink->Send(*notice);
   for (NoticeBatcher* batcher : corked) batcher->Uncork();
   if (out.committed == nullptr) return;
   absl::MutexLock lock(&sinks_mu_);

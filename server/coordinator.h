@@ -173,7 +173,9 @@ class Coordinator {
     absl::flat_hash_set<core::RankId> lost;
   };
   struct Outgoing {
-    std::vector<std::pair<std::shared_ptr<SessionSink>, core::Notice>> notices;
+    // Each addressed sink with its notice; deliveries of one notice share it (see Record).
+    std::vector<std::pair<std::shared_ptr<SessionSink>, std::shared_ptr<const core::Notice>>>
+        notices;
     std::vector<core::Event> events;  // decided, not yet in the log (CommitEvents)
     EventLog::Batch committed;        // the same events, numbered and logged: for the event sinks
   };
