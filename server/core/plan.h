@@ -9,6 +9,7 @@
 #define PSYNC_SERVER_CORE_PLAN_H_
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -92,7 +93,7 @@ class JobPlan {
   uint32_t num_chunks_ = 0;
   Step first_step_ = 0;
   RankId first_rank_ = 0;
-  absl::flat_hash_map<RankId, RankPlan> ranks_;
+  absl::flat_hash_map<RankId, std::unique_ptr<const RankPlan>> ranks_;
   std::vector<ChunkInfo> chunks_;
   std::vector<std::vector<ChunkId>> synced_chunks_;  // per rank; filled when complete
 };
