@@ -1,5 +1,6 @@
 // ChunkSlots and RankRuns give each contributor and member its exact position, for dense and sparse
-// rank layouts; StagedSet and DoneSet keep marks by slot and anyone the slots do not list by key.
+// rank layouts; StagedSet and DoneSet (chunk_sets.h) keep marks by slot and anyone the slots do not
+// list by key.
 #include "server/core/chunk_slots.h"
 
 #include <algorithm>
@@ -9,7 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "server/core/step_state.h"
+#include "server/core/chunk_sets.h"
 
 namespace psync::core {
 namespace {
