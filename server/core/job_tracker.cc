@@ -255,11 +255,11 @@ void JobTracker::Reconcile(absl::Time now, Decisions* out) {
       // A rank already past `step` staged and synced everything it had there (resumed ranks).
       ChunkStep& cs = ChunkStepFor(step, chunk);
       const ChunkInfo& info = plan_.chunk(chunk);
-      for (const Contributor& who : info.contributors) {
+      info.ForEachContributor([&](const Contributor& who) {
         if (rank_step(who.rank) > step && cs.staged.Insert(who, StagedMark(std::nullopt, now))) {
           if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
         }
-      }
+      });
       for (RankId member : info.members) {
         if (rank_step(member) > step) cs.done.Insert(member, GroupChecksums());
       }
@@ -493,11 +493,11 @@ void JobTracker::MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decision
   ChunkStep& cs = ChunkStepFor(step, chunk);
   if (cs.released) return;
   const ChunkInfo& info = plan_.chunk(chunk);
-  if (info.contributors.empty()) return;
+  if (info.num_contributors() == 0) return;
   // `staged` holds only declared contributors of the chunk (Stage, a resume and Reconcile admit
   // no others), so comparing sizes is the whole check: O(1) per check-in instead of a scan of
   // N x K contributors.
-  if (!cs.synced_before && cs.staged.size() != info.contributors.size()) return;
+  if (!cs.synced_before && cs.staged.size() != info.num_contributors()) return;
   if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
   cs.released = true;
   cs.sequence = ++sequence_;
@@ -514,7 +514,7 @@ void JobTracker::MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decision
   e.optimizer = cs.last.optimizer;
   e.sequence = cs.sequence;
   e.duration = now - cs.first_checkin;
-  e.detail = absl::StrCat("all ", info.contributors.size(), " contributors staged; last ",
+  e.detail = absl::StrCat("all ", info.num_contributors(), " contributors staged; last ",
                           Describe(cs.last), "; directive to ", info.members.size(), " ranks");
   out->events.push_back(std::move(e));
   if (cs.done.size() == info.members.size()) {
@@ -683,9 +683,9 @@ absl::Status JobTracker::CheckSyncDone(RankId rank, size_t i, const SyncDoneItem
   if (!released) {
     // A rank that executed a sync nobody released gathered buffers not every contributor staged.
     std::vector<std::string> missing;
-    for (const Contributor& who : plan_.chunk(item.chunk).contributors) {
+    plan_.chunk(item.chunk).ForEachContributor([&](const Contributor& who) {
       if (cs == nullptr || !cs->staged.contains(who)) missing.push_back(Describe(who));
-    }
+    });
     Event v = MakeEvent(EventKind::kViolation, now);
     v.step = item.step;
     v.chunk = item.chunk;
@@ -924,13 +924,13 @@ JobSnapshot JobTracker::Snapshot(absl::Time now, absl::Duration lists_after) con
       chunk.waiting = now - cs->released_at;
     }
     if (chunk.waiting > lists_after) {
-      for (const Contributor& who : info.contributors) {
+      info.ForEachContributor([&](const Contributor& who) {
         if (cs != nullptr && cs->staged.contains(who)) {
           chunk.staged.push_back(who);
         } else {
           chunk.missing.push_back(who);
         }
-      }
+      });
       if (chunk.state == "RELEASED") {
         for (RankId m : info.members) {
           if (!cs->done.contains(m)) chunk.sync_pending.push_back(m);
@@ -962,7 +962,7 @@ absl::StatusOr<ChunkSnapshot> JobTracker::ChunkAt(Step step, ChunkId chunk, absl
           absl::StrCat("step ", step, " is before the oldest retained step ", oldest));
     }
     snap.state = "IDLE";
-    snap.missing.assign(info.contributors.begin(), info.contributors.end());
+    info.ForEachContributor([&](const Contributor& who) { snap.missing.push_back(who); });
     return snap;
   }
   if (st->second.skipped) {
@@ -971,16 +971,16 @@ absl::StatusOr<ChunkSnapshot> JobTracker::ChunkAt(Step step, ChunkId chunk, absl
   }
   const ChunkStep* cs = nullptr;
   if (auto f = st->second.chunks.find(chunk); f != st->second.chunks.end()) cs = &f->second;
-  for (const Contributor& who : info.contributors) {
+  info.ForEachContributor([&](const Contributor& who) {
     if (cs != nullptr) {
       if (const std::optional<StagedMark> found = cs->staged.Find(who); found.has_value()) {
         snap.staged.push_back(who);
         snap.staged_after.push_back(found->at() - cs->first_checkin);
-        continue;
+        return;
       }
     }
     snap.missing.push_back(who);
-  }
+  });
   if (cs == nullptr || cs->staged.empty()) {
     snap.state = "IDLE";
   } else if (!cs->released) {

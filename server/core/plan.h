@@ -38,18 +38,33 @@ bool SamePlan(const RankPlan& a, const RankPlan& b);
 
 // Everything the coordinator knows about one chunk once ranks joined.
 struct ChunkInfo {
-  // Sorted; a B-tree so that ranks joining in any order insert in O(log n) (a sorted vector made
-  // 16,384 joins in random order quadratic).
-  absl::btree_set<Contributor> contributors;
+  // Sorted contributors while ranks join; a B-tree so that ranks joining in any order insert in
+  // O(log n) (a sorted vector made 16,384 joins in random order quadratic). Emptied once the plan
+  // is complete (`slots` holds them then): read them through ForEachContributor.
+  absl::btree_set<Contributor> contributors_while_joining;
   std::map<std::string, std::vector<RankId>> groups;  // name -> sorted ranks
   // rank -> names of the groups above that list it (so that a join checks its own groups, not all
-  // of the chunk's: thousands of groups of 8 made every join O(groups)).
+  // of the chunk's: thousands of groups of 8 made every join O(groups)). Only joins read it:
+  // emptied once the plan is complete.
   absl::flat_hash_map<RankId, std::vector<std::string>> groups_listing;
   std::vector<RankId> members;                       // sorted union of all groups
-  // Positions of the contributors and members above, built once the plan is complete (empty
-  // before): per-step state is kept in arrays indexed by them (step_state.h).
+  // Positions of the contributors and members, built once the plan is complete (empty before):
+  // per-step state is kept in arrays indexed by them (chunk_sets.h).
   ChunkSlots slots;
+  bool complete = false;  // slots are built, the joining-only structures above are emptied
 
+  size_t num_contributors() const {
+    return complete ? slots.num_contributors() : contributors_while_joining.size();
+  }
+  // fn(const Contributor&) for each contributor, in sorted order.
+  template <typename Fn>
+  void ForEachContributor(Fn fn) const {
+    if (!complete) {
+      for (const Contributor& c : contributors_while_joining) fn(c);
+      return;
+    }
+    for (uint32_t s = 0; s < slots.num_contributors(); ++s) fn(slots.ContributorAt(s));
+  }
   const std::vector<std::string>& GroupsListing(RankId rank) const {
     static const std::vector<std::string> kNone;
     auto it = groups_listing.find(rank);

@@ -198,7 +198,9 @@ RankPlan MoePlan(RankId rank) {
                Part(2, {"expert"}, {Group(edp, edp_ranks)})});
 }
 
-std::string ContributorsText(const absl::btree_set<Contributor>& cs) {
+std::string ContributorsText(const ChunkInfo& info) {
+  std::vector<Contributor> cs;
+  info.ForEachContributor([&](const Contributor& c) { cs.push_back(c); });
   return absl::StrJoin(cs, ",", [](std::string* out, const Contributor& c) {
     absl::StrAppend(out, c.rank, "/", c.optimizer);
   });
@@ -215,7 +217,7 @@ std::string PlanText(const JobPlan& plan) {
   }
   for (ChunkId c = 0; c < plan.num_chunks(); ++c) {
     const ChunkInfo& info = plan.chunk(c);
-    absl::StrAppend(&out, " chunk ", c, " contributors [", ContributorsText(info.contributors),
+    absl::StrAppend(&out, " chunk ", c, " contributors [", ContributorsText(info),
                     "] members [", absl::StrJoin(info.members, ","), "] groups");
     for (const auto& [name, ranks] : info.groups) {
       absl::StrAppend(&out, " ", name, "=[", absl::StrJoin(ranks, ","), "]");
@@ -272,7 +274,7 @@ TEST(JobPlanTest, ChunksWithoutContributorsOrMembershipAreNotSynced) {
   EXPECT_THAT(plan.synced_chunks(0), ElementsAre(0, 1));
   EXPECT_THAT(plan.synced_chunks(1), ElementsAre(0, 1));
   EXPECT_THAT(plan.synced_chunks(2), ElementsAre(0));
-  EXPECT_TRUE(plan.chunk(2).contributors.empty());
+  EXPECT_EQ(plan.chunk(2).num_contributors(), 0u);
   EXPECT_THAT(plan.chunk(1).members, ElementsAre(0, 1));
 }
 
@@ -360,10 +362,15 @@ TEST(JobPlanTest, RefusedMergeLeavesNoPartialContributorsOrGroups) {
   EXPECT_EQ(status.message(),
             "chunk 2 group 'edp0' declared by rank 2 as [2] but earlier as [0,2]");
   EXPECT_EQ(PlanText(plan), before);
-  EXPECT_THAT(plan.chunk(0).contributors,
-              ElementsAre(Contributor{0, "dense"}, Contributor{0, "expert"}));
+  EXPECT_EQ(ContributorsText(plan.chunk(0)), "0/dense,0/expert");
   for (RankId r : {1, 2, 3}) ASSERT_TRUE(plan.Merge(MoePlan(r)).ok()) << r;
   EXPECT_TRUE(plan.complete());
+  // Complete: the contributors come from the slots, in the same order; what only joins read is
+  // gone.
+  EXPECT_EQ(ContributorsText(plan.chunk(0)),
+            "0/dense,0/expert,1/dense,1/expert,2/dense,2/expert,3/dense,3/expert");
+  EXPECT_TRUE(plan.chunk(0).contributors_while_joining.empty());
+  EXPECT_TRUE(plan.chunk(0).groups_listing.empty());
 }
 
 }  // namespace
