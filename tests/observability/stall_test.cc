@@ -51,7 +51,9 @@ TEST_F(StallTest, HeldBackRankIsNamedRightAfterTheDeadline) {
   // Everyone but rank 2's expert optimizer stages step 0.
   for (uint32_t r = 0; r < 3; ++r) {
     ASSERT_TRUE(sessions_[r]->Stage(joined_[r].generation(), 0, 0, "dense").ok());
-    if (r != 2) ASSERT_TRUE(sessions_[r]->Stage(joined_[r].generation(), 0, 0, "expert").ok());
+    if (r != 2) {
+      ASSERT_TRUE(sessions_[r]->Stage(joined_[r].generation(), 0, 0, "expert").ok());
+    }
   }
   clock_.Advance(absl::Milliseconds(499));
   EXPECT_TRUE(server_->coordinator().Inspect().empty()) << "not yet past the deadline";
