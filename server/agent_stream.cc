@@ -15,143 +15,69 @@
 #include "server/agent_down_queue.h"
 #include "server/arena_message.h"
 #include "server/convert.h"
+#include "server/stream_writer.h"
 
 namespace psync::server {
 namespace {
 
 using Reactor = grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>;
 
+// What waits to go down one AgentSession: the merged messages, and the last notice added,
+// converted and keyed, since a release reaches the sinks of its ranks one after the other with
+// the same notice (converted and keyed once, not once per rank).
+struct AgentDownPending {
+  bool empty() const { return queue.empty(); }
+  size_t size() const { return queue.size(); }
+  void Clear() { queue.Clear(); }
+  v1::AgentDown Take() { return queue.Take(); }
+
+  void AddNotice(const std::string& job_id, core::RankId rank, const core::Notice& notice) {
+    if (!last_notice.has_value() || !(*last_notice == notice) || last_job != job_id) {
+      last_notice = notice;
+      last_job = job_id;
+      last_proto = NoticeToProto(notice);
+      last_key = AgentDownQueue::NoticeKey(job_id, last_proto);
+    }
+    queue.AddNotice(job_id, rank, last_proto, last_key);
+  }
+
+  AgentDownQueue queue;
+  std::optional<core::Notice> last_notice;
+  std::string last_job;
+  v1::SessionDown last_proto;
+  std::string last_key;
+};
+
 // Queues what goes down one AgentSession (merged by AgentDownQueue) and writes one message at a
-// time. Shared by the sinks of every rank of the stream; while corked (the coordinator hands out
-// one decision's notices) nothing new starts, so those notices leave together. Outlives the
-// reactor: once the stream is done, everything added is dropped.
+// time (StreamWriter). Shared by the sinks of every rank of the stream; while corked (the
+// coordinator hands out one decision's notices) nothing new starts, so those notices leave
+// together. Outlives the reactor: once the stream is done, everything added is dropped.
 class AgentOutbox final : public NoticeBatcher {
  public:
-  explicit AgentOutbox(Reactor* reactor) : reactor_(reactor) {}
+  explicit AgentOutbox(Reactor* reactor) : writer_(reactor, "agent") {}
 
-  void AddAck(v1::AgentAck ack) ABSL_LOCKS_EXCLUDED(mu_) {
-    Add([&](AgentDownQueue& q) { q.AddAck(std::move(ack)); });
+  void AddAck(v1::AgentAck ack) {
+    writer_.Add([&](AgentDownPending& p) { p.queue.AddAck(std::move(ack)); });
   }
-  // A release reaches the sinks of its ranks one after the other with the same notice: it is
-  // converted and keyed once, not once per rank.
-  void AddNotice(const std::string& job_id, core::RankId rank, const core::Notice& notice)
-      ABSL_LOCKS_EXCLUDED(mu_) {
-    Add([&](AgentDownQueue& q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      if (!last_notice_.has_value() || !(*last_notice_ == notice) || last_job_ != job_id) {
-        last_notice_ = notice;
-        last_job_ = job_id;
-        last_proto_ = NoticeToProto(notice);
-        last_key_ = AgentDownQueue::NoticeKey(job_id, last_proto_);
-      }
-      q.AddNotice(job_id, rank, last_proto_, last_key_);
-    });
+  void AddNotice(const std::string& job_id, core::RankId rank, const core::Notice& notice) {
+    writer_.Add([&](AgentDownPending& p) { p.AddNotice(job_id, rank, notice); });
   }
-  void AddClosed(v1::AgentRankClosed closed) ABSL_LOCKS_EXCLUDED(mu_) {
-    Add([&](AgentDownQueue& q) { q.AddClosed(std::move(closed)); });
+  void AddClosed(v1::AgentRankClosed closed) {
+    writer_.Add([&](AgentDownPending& p) { p.queue.AddClosed(std::move(closed)); });
   }
 
-  void Cork() override ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    ++corks_;
-  }
-  void Uncork() override ABSL_LOCKS_EXCLUDED(mu_) {
-    Reactor* start = nullptr;
-    {
-      absl::MutexLock lock(&mu_);
-      --corks_;
-      start = NextWriteLocked();
-    }
-    if (start != nullptr) start->StartWrite(&current_);
-  }
+  void Cork() override { writer_.Cork(); }
+  void Uncork() override { writer_.Uncork(); }
 
   // Ends the stream with `status` once what is queued is written.
-  void Close(const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_) {
-    Reactor* finish = nullptr;
-    {
-      absl::MutexLock lock(&mu_);
-      if (reactor_ == nullptr || closing_) return;
-      closing_ = true;
-      finish_status_ = status;
-      if (writing_ || !queue_.empty()) return;  // finished when the queue drains
-      finished_ = true;
-      finish = reactor_;
-    }
-    finish->Finish(status);
-  }
-
+  void Close(const grpc::Status& status) { writer_.Close(status); }
   // Called from the reactor's OnWriteDone.
-  void WriteDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
-    Reactor* start = nullptr;
-    Reactor* finish = nullptr;
-    grpc::Status finish_status;
-    {
-      absl::MutexLock lock(&mu_);
-      if (reactor_ == nullptr) return;
-      writing_ = false;
-      if (!ok) {
-        // The agent is gone: drop what is queued and end the call.
-        queue_.Clear();
-        if (!closing_) {
-          closing_ = true;
-          finish_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "write failed: agent gone");
-        }
-      }
-      start = NextWriteLocked();
-      if (start == nullptr && closing_ && queue_.empty() && !finished_) {
-        finished_ = true;
-        finish = reactor_;
-        finish_status = finish_status_;
-      }
-    }
-    if (start != nullptr) start->StartWrite(&current_);
-    if (finish != nullptr) finish->Finish(finish_status);
-  }
-
+  void WriteDone(bool ok) { writer_.WriteDone(ok); }
   // Called from the reactor's OnDone: nothing is written after this.
-  void Detach() ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    reactor_ = nullptr;
-    queue_.Clear();
-  }
+  void Detach() { writer_.Detach(); }
 
  private:
-  template <typename F>
-  void Add(F&& add) ABSL_LOCKS_EXCLUDED(mu_) {
-    Reactor* start = nullptr;
-    {
-      absl::MutexLock lock(&mu_);
-      if (reactor_ == nullptr || closing_) return;
-      add(queue_);
-      start = NextWriteLocked();
-    }
-    if (start != nullptr) start->StartWrite(&current_);
-  }
-
-  // Takes the next message into current_ when a write may start now; returns the reactor to
-  // start it on, or null. While corked only messages that are no longer open may go.
-  Reactor* NextWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (reactor_ == nullptr || writing_ || finished_ || queue_.empty()) return nullptr;
-    if (corks_ > 0 && queue_.size() < 2) return nullptr;
-    writing_ = true;
-    current_ = queue_.Take();
-    return reactor_;
-  }
-
-  absl::Mutex mu_;
-  Reactor* reactor_ ABSL_GUARDED_BY(mu_);
-  AgentDownQueue queue_ ABSL_GUARDED_BY(mu_);
-  int corks_ ABSL_GUARDED_BY(mu_) = 0;
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool closing_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
-  // The last notice added, converted and keyed (AddNotice).
-  std::optional<core::Notice> last_notice_ ABSL_GUARDED_BY(mu_);
-  std::string last_job_ ABSL_GUARDED_BY(mu_);
-  v1::SessionDown last_proto_ ABSL_GUARDED_BY(mu_);
-  std::string last_key_ ABSL_GUARDED_BY(mu_);
-  // The message being written; touched only by the single writer (writing_ == true).
-  v1::AgentDown current_;
+  StreamWriter<v1::AgentUp, v1::AgentDown, AgentDownPending> writer_;
 };
 
 // The session of one rank attached on an AgentSession: its notices go into the stream's outbox
