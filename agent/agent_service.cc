@@ -36,7 +36,13 @@ grpc::ServerUnaryReactor* AgentService::Join(grpc::CallbackServerContext* contex
                                              const v1::JoinRequest* request,
                                              v1::JoinResponse* response) {
   return new Forward(context, [this, request, response](grpc::ClientContext* c, auto done) {
-    coordinator_->async()->Join(c, request, response, std::move(done));
+    coordinator_->async()->Join(c, request, response,
+                                [this, request, done = std::move(done)](grpc::Status status) {
+                                  // The rank's declared chunks: when its node's check-ins of a
+                                  // chunk are complete (the upstream's completion flush).
+                                  if (status.ok()) upstream_->Declare(*request);
+                                  done(std::move(status));
+                                });
   });
 }
 

@@ -72,7 +72,14 @@ void Upstream::Submit(const std::shared_ptr<LocalLink>& link, v1::SessionUp up) 
     absl::MutexLock lock(&mu_);
     if (links_.contains(link.get())) {
       counters_->local_messages.fetch_add(1);
-      if (up.has_staged()) counters_->local_checkins.fetch_add(up.staged().items_size());
+      if (up.has_staged()) {
+        counters_->local_checkins.fetch_add(up.staged().items_size());
+        for (const v1::Staged& item : up.staged().items()) {
+          if (completion_.Checkin(link->job_id(), item.step(), item.chunk())) {
+            completes_chunk_ = true;
+          }
+        }
+      }
       Queued q;
       q.kind = Queued::Kind::kMessage;
       q.link = link;
@@ -133,7 +140,7 @@ bool Upstream::DueLocked(absl::Time now, absl::Time* deadline) const {
   *deadline = absl::InfiniteFuture();
   if (queued_controls_ > 0 || queued_messages_ >= options_.flush_messages) return true;
   if (queued_messages_ == 0) return false;
-  if (options_.flush_window <= absl::ZeroDuration()) return true;
+  if (options_.flush_window <= absl::ZeroDuration() || completes_chunk_) return true;
   // The oldest queued message (controls would have made it due already).
   const absl::Time due = queue_.front().at + options_.flush_window;
   if (now >= due) return true;
@@ -154,7 +161,13 @@ void Upstream::AttachUpLocked(Link& link) {
   outgoing_.push_back(std::move(up));
 }
 
+void Upstream::Declare(const v1::JoinRequest& join) {
+  absl::MutexLock lock(&mu_);
+  completion_.Declare(join);
+}
+
 void Upstream::BuildLocked() {
+  completes_chunk_ = false;  // every queued message leaves now
   std::vector<Queued> run;  // messages of one job and generation
   size_t run_bytes = 0;
   auto flush_run = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

@@ -10,7 +10,10 @@
 //    generation, capped by max_batch_messages and max_batch_bytes) and writes them. With
 //    flush_window 0 the writer takes whatever is queued as soon as it is free (no added latency
 //    when idle; merging happens under load); otherwise it waits up to flush_window after the
-//    oldest queued message, or until flush_messages are queued. Attach and detach are written at
+//    oldest queued message, or until flush_messages are queued, or until a queued check-in
+//    completes a (step, chunk) on this node (every local rank that declared the chunk in the Join
+//    the agent forwarded has checked in with each of its optimizers: agent/local_completion.h),
+//    so the window never delays the check-in a release waits for. Attach and detach are written at
 //    once, in order with the messages around them. Each message's Ack carries the coordinator's
 //    status for that message.
 //  * Detach: a local Session ended; the rank is detached upstream so the coordinator's liveness
@@ -47,6 +50,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "agent/local_completion.h"
 #include "agent/local_link.h"
 #include "agent/skip_recovery.h"
 #include "agent/stats.h"
@@ -85,6 +89,9 @@ class Upstream {
   void Submit(const std::shared_ptr<LocalLink>& link, v1::SessionUp up) ABSL_LOCKS_EXCLUDED(mu_);
   // Idempotent; a link never attached is ignored.
   void Detach(const std::shared_ptr<LocalLink>& link) ABSL_LOCKS_EXCLUDED(mu_);
+  // A local rank joined with `join` (forwarded by the agent): its declared chunks, for the
+  // completion flush.
+  void Declare(const v1::JoinRequest& join) ABSL_LOCKS_EXCLUDED(mu_);
 
   // True while a stream is open (from the moment it is opened: it may still fail to connect).
   bool connected() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -159,6 +166,8 @@ class Upstream {
   absl::flat_hash_map<uint64_t, LocalLink*> attach_ids_ ABSL_GUARDED_BY(mu_);
   std::deque<Queued> queue_ ABSL_GUARDED_BY(mu_);
   size_t queued_messages_ ABSL_GUARDED_BY(mu_) = 0;
+  LocalCompletion completion_ ABSL_GUARDED_BY(mu_);
+  bool completes_chunk_ ABSL_GUARDED_BY(mu_) = false;  // a queued check-in completes a chunk
   size_t queued_controls_ ABSL_GUARDED_BY(mu_) = 0;
   // Built for the current stream, in order.
   std::deque<v1::AgentUp> outgoing_ ABSL_GUARDED_BY(mu_);

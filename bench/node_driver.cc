@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <queue>
 #include <random>
 #include <thread>
 #include <utility>
@@ -44,9 +45,12 @@ class NodeStream final : public grpc::ClientBidiReactor<v1::AgentUp, v1::AgentDo
 
   // Attaches every rank of the node with its Join answer and starts the call.
   void Start(const std::vector<v1::JoinResponse>& joined);
-  // Adds the check-ins of `step` for every rank of the node, due from start_ns on.
-  void PlanStep(uint64_t step, int64_t start_ns, std::mt19937_64& rng) ABSL_LOCKS_EXCLUDED(mu_);
-  // Writes what is due at `now` as one AgentBatch, unless a write is in flight.
+  // Adds the check-ins of `step` for every rank of the node, due from start_ns on. Appends to
+  // `completions` the time each chunk's last local check-in of the step is due.
+  void PlanStep(uint64_t step, int64_t start_ns, std::mt19937_64& rng,
+                std::vector<int64_t>* completions) ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes what is due at `now` as one AgentBatch; while a write is in flight, remembers to write
+  // it as soon as that write is done.
   void Pump(int64_t now) ABSL_LOCKS_EXCLUDED(mu_);
   // Ends the stream once nothing is queued (WritesDone).
   void Close(bool cancel) ABSL_LOCKS_EXCLUDED(mu_);
@@ -64,6 +68,13 @@ class NodeStream final : public grpc::ClientBidiReactor<v1::AgentUp, v1::AgentDo
   void WriteLocked(v1::AgentUp up) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartNextWriteLocked(bool* start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleDown(const v1::AgentDown& down, int64_t now);
+  // Whether a check-in of rank `local` is due at `now` and not sent.
+  bool HoldsDueLocked(uint32_t local, int64_t now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (size_t i = 0; i < due_.size() && due_[i].due_ns <= now; ++i) {
+      if (due_[i].local == local) return true;
+    }
+    return false;
+  }
 
   NodeDriver* const driver_;
   const uint32_t first_rank_;
@@ -89,13 +100,7 @@ class NodeStream final : public grpc::ClientBidiReactor<v1::AgentUp, v1::AgentDo
   std::vector<uint64_t> rank_step_ ABSL_GUARDED_BY(mu_);  // step each rank is staging
   std::vector<uint32_t> held_ ABSL_GUARDED_BY(mu_);  // directives of rank_step_ held, per rank
   std::vector<std::pair<uint32_t, v1::SyncDone>> sync_dones_ ABSL_GUARDED_BY(mu_);
-  // Check-ins of the batch Pump is writing, for the latency records. Pump only.
-  struct Sent {
-    uint64_t step;
-    uint32_t chunk;
-    int64_t due_ns;
-  };
-  std::vector<Sent> in_write_;
+  bool pump_after_write_ ABSL_GUARDED_BY(mu_) = false;  // a flush came while writing
 };
 
 class NodeDriver {
@@ -189,7 +194,8 @@ void NodeStream::Start(const std::vector<v1::JoinResponse>& joined) {
   StartCall();
 }
 
-void NodeStream::PlanStep(uint64_t step, int64_t start_ns, std::mt19937_64& rng) {
+void NodeStream::PlanStep(uint64_t step, int64_t start_ns, std::mt19937_64& rng,
+                          std::vector<int64_t>* completions) {
   const Workload& w = driver_->options().workload;
   const int64_t spread = absl::ToInt64Nanoseconds(driver_->options().spread);
   std::uniform_int_distribution<int64_t> delay(0, std::max<int64_t>(spread, 0));
@@ -202,6 +208,9 @@ void NodeStream::PlanStep(uint64_t step, int64_t start_ns, std::mt19937_64& rng)
       }
     }
   }
+  std::vector<int64_t> last_due(w.chunks, start_ns);
+  for (const DueCheckin& d : planned) last_due[d.chunk] = std::max(last_due[d.chunk], d.due_ns);
+  completions->insert(completions->end(), last_due.begin(), last_due.end());
   std::sort(planned.begin(), planned.end());
   absl::MutexLock lock(&mu_);
   // Steps are planned in order, each after the previous one's due times: appending keeps due_
@@ -214,10 +223,21 @@ void NodeStream::PlanStep(uint64_t step, int64_t start_ns, std::mt19937_64& rng)
 
 void NodeStream::Pump(int64_t now) {
   const Workload& w = driver_->options().workload;
+  // Check-ins of the batch, for the latency records.
+  struct Sent {
+    uint64_t step;
+    uint32_t chunk;
+    int64_t due_ns;
+  };
+  std::vector<Sent> in_write;
   bool start = false;
   {
     absl::MutexLock lock(&mu_);
-    if (writing_ || closing_) return;
+    if (closing_) return;
+    if (writing_) {
+      pump_after_write_ = true;
+      return;
+    }
     v1::AgentUp up;
     v1::AgentBatch* batch = up.mutable_batch();
     // SyncDones first: they move their ranks to the next step before its check-ins.
@@ -231,7 +251,6 @@ void NodeStream::Pump(int64_t now) {
     // Due check-ins of ranks that are at their step, merged per (step, chunk, optimizer). due_ is
     // sorted by time (steps do not overlap: spread < step_period).
     absl::flat_hash_map<std::pair<uint64_t, uint32_t>, v1::MergedStaged*> merged;
-    in_write_.clear();
     size_t kept = 0;
     size_t i = 0;
     for (; i < due_.size() && due_[i].due_ns <= now; ++i) {
@@ -253,7 +272,7 @@ void NodeStream::Pump(int64_t now) {
         m->set_optimizer(OptimizerName(d.optimizer));
       }
       m->add_messages(message);
-      in_write_.push_back({step, d.chunk, d.due_ns});
+      in_write.push_back({step, d.chunk, d.due_ns});
     }
     for (; i < due_.size(); ++i, ++kept) {
       due_[kept] = due_[i];
@@ -273,7 +292,7 @@ void NodeStream::Pump(int64_t now) {
   if (start) {
     // A check-in counts from when its rank handed it to the agent (its due time), so that the
     // time it waited for the node's next batch is part of the release latency.
-    for (const Sent& c : in_write_) {
+    for (const Sent& c : in_write) {
       AtomicMax(driver_->record(c.step, c.chunk).last_send_ns, c.due_ns);
       if (driver_->measured(c.step)) driver_->checkins_measured.fetch_add(1);
     }
@@ -305,14 +324,20 @@ void NodeStream::OnWriteDone(bool ok) {
   }
   bool start = false;
   bool writes_done = false;
+  bool pump = false;
   {
     absl::MutexLock lock(&mu_);
     writing_ = false;
     StartNextWriteLocked(&start);
     if (!start && closing_ && !writes_done_) writes_done = writes_done_ = true;
+    if (!start && pump_after_write_) {
+      pump_after_write_ = false;
+      pump = true;
+    }
   }
   if (start) StartWrite(&current_);
   if (writes_done) StartWritesDone();
+  if (pump) Pump(NowNs());
 }
 
 void NodeStream::Close(bool cancel) {
@@ -350,6 +375,7 @@ void NodeStream::HandleDown(const v1::AgentDown& down, int64_t now) {
     }
   }
   uint32_t attached = 0;
+  bool pump = false;
   {
     absl::MutexLock lock(&mu_);
     for (const v1::AgentAck& ack : down.acks()) {
@@ -396,10 +422,13 @@ void NodeStream::HandleDown(const v1::AgentDown& down, int64_t now) {
       if (held_[local] == w.chunks) {
         held_[local] = 0;
         ++rank_step_[local];
+        // Check-ins of the rank's next step that became due while it waited go out now.
+        pump = pump || (driver_->options().flush_on_complete && HoldsDueLocked(local, now));
       }
     }
     AtomicMax(r.last_directive_ns, now);
   }
+  if (pump) Pump(now);
   if (!down.closed().empty()) {
     driver_->Fail(absl::InternalError(
         absl::StrCat("rank ", down.closed(0).rank(), " closed: ", down.closed(0).message())));
@@ -472,21 +501,46 @@ absl::Status NodeDriver::JoinAll(std::vector<v1::JoinResponse>* joined) {
 
 absl::Status NodeDriver::RunSteps(uint64_t first, uint64_t steps, const char* phase) {
   const int64_t period = absl::ToInt64Nanoseconds(options_.step_period);
+  const int64_t tick = absl::ToInt64Nanoseconds(options_.tick);
   const int64_t start = NowNs();
   uint64_t planned = 0;
+  // Node n ticks at start + n x tick / nodes + k x tick: the nodes' flushes are spread over the
+  // tick as independent agents' are, not one burst of every node at once.
+  const size_t nodes = nodes_.size();
+  int64_t round_start = start;
+  size_t cursor = 0;
+  auto tick_of = [&](size_t n) {
+    return round_start + static_cast<int64_t>(static_cast<double>(tick) * n / nodes);
+  };
+  // (due time of a chunk's last local check-in of a step, node): the node writes then.
+  using Completion = std::pair<int64_t, NodeStream*>;
+  std::priority_queue<Completion, std::vector<Completion>, std::greater<Completion>> completions;
+  std::vector<int64_t> times;
   const absl::Time deadline = absl::Now() + options_.timeout;
   while (true) {
-    const int64_t now = NowNs();
+    int64_t now = NowNs();
     // Plan each step a tick before it starts (so that its first check-ins go out on time).
-    while (planned < steps &&
-           start + static_cast<int64_t>(planned) * period <=
-               now + absl::ToInt64Nanoseconds(options_.tick)) {
+    while (planned < steps && start + static_cast<int64_t>(planned) * period <= now + tick) {
       for (auto& node : nodes_) {
-        node->PlanStep(first + planned, start + static_cast<int64_t>(planned) * period, rng_);
+        times.clear();
+        node->PlanStep(first + planned, start + static_cast<int64_t>(planned) * period, rng_,
+                       &times);
+        if (!options_.flush_on_complete) continue;
+        for (int64_t t : times) completions.emplace(t, node.get());
       }
       ++planned;
     }
-    for (auto& node : nodes_) node->Pump(now);
+    while (tick_of(cursor) <= now) {
+      nodes_[cursor]->Pump(now);
+      if (++cursor == nodes) {
+        cursor = 0;
+        round_start = std::max(round_start + tick, now - tick);
+      }
+    }
+    while (!completions.empty() && completions.top().first <= now) {
+      completions.top().second->Pump(now);
+      completions.pop();
+    }
     {
       absl::MutexLock lock(&mu_);
       if (!failure_.ok()) return failure_;
@@ -500,7 +554,10 @@ absl::Status NodeDriver::RunSteps(uint64_t first, uint64_t steps, const char* ph
       return absl::DeadlineExceededError(absl::StrCat(
           phase, " did not finish within ", absl::FormatDuration(options_.timeout)));
     }
-    absl::SleepFor(options_.tick);
+    int64_t wake = tick_of(cursor);
+    if (!completions.empty()) wake = std::min(wake, completions.top().first);
+    now = NowNs();
+    if (wake > now) absl::SleepFor(absl::Nanoseconds(wake - now));
   }
   // The SyncDones of the last step go out too, so that the coordinator finishes it.
   return Await(phase, [&] {

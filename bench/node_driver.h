@@ -7,7 +7,8 @@
 // job), its node attaches it (one AgentAttach
 // per rank). Steps start every `step_period`; each (chunk, optimizer) check-in of a rank is due
 // after a delay uniform in [0, spread] from the step's start, and each is one rank message, as a
-// rank's StagedBatch of one item would be. Every `tick` each node sends what became due as one
+// rank's StagedBatch of one item would be. Every `tick`, and with `flush_on_complete` also when the
+// last local check-in of a (step, chunk) becomes due, each node sends what became due as one
 // AgentBatch: SyncDones first, then check-ins merged per (step, chunk, optimizer) into one entry
 // naming every message that carries it; while a node's previous write is in flight it keeps
 // collecting (as the agent's writer does). A rank's check-ins of step s+1 wait until its node holds the
@@ -46,6 +47,10 @@ struct NodeOptions {
   absl::Duration spread = absl::Milliseconds(100);
   absl::Duration step_period = absl::Milliseconds(500);  // must be positive
   absl::Duration tick = absl::Milliseconds(1);
+  // Also write at once when a check-in completes a (step, chunk) on its node (every local
+  // contributor of the chunk handed its check-in), as psync-agent does with a flush window: the
+  // check-in that completes a chunk everywhere does not wait for the next tick.
+  bool flush_on_complete = true;
   uint32_t join_concurrency = 64;
   absl::Duration timeout = absl::Seconds(120);
   std::function<void()> on_measure_start;

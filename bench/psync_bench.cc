@@ -79,6 +79,9 @@ ABSL_FLAG(uint32_t, simulated_nodes, 0,
           "many ranks itself (bench/node_driver.h; needs --step_period_ms, no --agents); 0: off");
 ABSL_FLAG(int64_t, node_tick_us, 1000,
           "with --simulated_nodes: how often each node sends what became due (its flush window)");
+ABSL_FLAG(bool, node_flush_on_complete, true,
+          "with --simulated_nodes: a node also sends at once when a check-in completes a chunk's "
+          "step on the node (as psync-agent does), instead of waiting for the next tick");
 ABSL_FLAG(std::string, log_dir, "/tmp", "where the coordinator's and agents' logs go");
 ABSL_FLAG(bool, serve_echo, false, "internal: serve the echo floor service (see echo_floor.h)");
 ABSL_FLAG(std::string, echo_port_file, "", "internal: with --serve_echo, where to write the port");
@@ -306,6 +309,7 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
     n.spread = o.spread;
     n.step_period = o.step_period;
     n.tick = absl::Microseconds(absl::GetFlag(FLAGS_node_tick_us));
+    n.flush_on_complete = absl::GetFlag(FLAGS_node_flush_on_complete);
     n.join_concurrency = o.join_concurrency;
     n.timeout = o.timeout;
     n.on_measure_start = o.on_measure_start;
@@ -341,6 +345,8 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
       ",\"connections\":", o.connections, ",\"group_size\":", o.group_size,
       ",\"agents\":", procs->agents.size(), ",\"ranks_per_node\":", ranks_per_node,
       ",\"node_tick_us\":", ranks_per_node > 0 ? absl::GetFlag(FLAGS_node_tick_us) : 0,
+      ",\"node_flush_on_complete\":",
+      ranks_per_node > 0 && absl::GetFlag(FLAGS_node_flush_on_complete) ? "true" : "false",
       ",\"ok\":", ok ? "true" : "false",
       ",\"release_latency\":", latency.Json(), ",\"releases_expected\":", r->releases_expected,
       ",\"releases_complete\":", r->releases_complete,

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -161,6 +162,43 @@ TEST_F(AgentTest, ChecksInTogetherLeaveAsOneMessageAndTheDirectiveComesBackAsOne
   EXPECT_EQ(status.counters().releases(), 1u);
   EXPECT_EQ(status.counters().syncs_done(), 4u);
   EXPECT_EQ(status.audit().complete(), 1u);
+}
+
+TEST_F(AgentTest, TheCheckInThatCompletesTheNodesChunkLeavesWithoutWaitingForTheWindow) {
+  // A window of an hour, and more messages than the test sends before a write: only the
+  // completion flush can send them. Chunk 0 is declared by both local ranks, chunk 1 only by
+  // rank 0 (rank 1 has no optimizer there).
+  agent::AgentOptions options;
+  options.flush_window = absl::Hours(1);
+  options.flush_messages = 1024;
+  auto node = StartAgent(server_->target(), options);
+  ASSERT_NE(node, nullptr);
+  v1::JoinRequest plan0 = MakeJoin("complete", 2, 0, 2);
+  v1::JoinRequest plan1 = MakeJoin("complete", 2, 1, 2);
+  plan1.mutable_chunks(1)->clear_optimizers();
+  auto rank0 = ConnectRank(node->local_target(), plan0);
+  auto rank1 = ConnectRank(node->local_target(), plan1);
+  ASSERT_NE(rank0, nullptr);
+  ASSERT_NE(rank1, nullptr);
+
+  // Rank 0's check-in of chunk 0 completes nothing here: it waits (its call with it).
+  absl::Status first;
+  std::thread waiting([&] { first = rank0->ReportStaged(0, 0, "dense"); });
+  ASSERT_TRUE(WaitUntil([&] { return node->stats().local_checkins == 1; }));
+  EXPECT_EQ(node->stats().upstream_batches, 0u);
+  // Rank 1's completes chunk 0 on the node: both leave, as one message.
+  ASSERT_TRUE(rank1->ReportStaged(0, 0, "dense").ok());
+  waiting.join();
+  ASSERT_TRUE(first.ok()) << first;
+  EXPECT_EQ(node->stats().upstream_batches, 1u);
+  EXPECT_EQ(node->stats().merged_checkins, 1u);
+  // Chunk 1 has one local contributor: its check-in completes it alone.
+  ASSERT_TRUE(rank0->ReportStaged(0, 1, "dense").ok());
+  EXPECT_EQ(node->stats().upstream_batches, 2u);
+
+  const v1::JobStatus status = JobStatus(*coordinator_, "complete");
+  EXPECT_EQ(status.counters().checkins(), 3u);
+  EXPECT_EQ(status.counters().releases(), 2u);
 }
 
 TEST_F(AgentTest, OneRanksBadCheckInDoesNotRejectAnothersInTheSameMergedMessage) {

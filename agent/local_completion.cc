@@ -1,0 +1,41 @@
+#include "agent/local_completion.h"
+
+namespace psync::agent {
+
+void LocalCompletion::Declare(const v1::JoinRequest& join) {
+  Job& job = jobs_[join.job_id()];
+  RankChunks& declared = job.ranks[join.rank()];
+  for (const auto& [chunk, optimizers] : declared) job.expected[chunk] -= optimizers;
+  declared.clear();
+  for (const v1::ChunkPlan& part : join.chunks()) {
+    const uint32_t optimizers = static_cast<uint32_t>(part.optimizers_size());
+    if (optimizers == 0) continue;
+    declared[part.chunk()] += optimizers;
+    job.expected[part.chunk()] += optimizers;
+  }
+}
+
+uint32_t LocalCompletion::Expected(const std::string& job, uint32_t chunk) const {
+  auto j = jobs_.find(job);
+  if (j == jobs_.end()) return 0;
+  auto e = j->second.expected.find(chunk);
+  return e == j->second.expected.end() ? 0 : e->second;
+}
+
+bool LocalCompletion::Checkin(const std::string& job, uint64_t step, uint32_t chunk) {
+  const uint32_t expected = Expected(job, chunk);
+  if (expected == 0) return false;
+  Key key(step, job, chunk);
+  auto it = open_.find(key);
+  if (it == open_.end()) {
+    if (expected == 1) return true;
+    while (open_.size() >= max_open_) open_.erase(open_.begin());
+    open_.emplace(std::move(key), 1);
+    return false;
+  }
+  if (++it->second < expected) return false;
+  open_.erase(it);
+  return true;
+}
+
+}  // namespace psync::agent

@@ -1,0 +1,55 @@
+// LocalCompletion: tells a node agent when the check-ins it queued complete a (step, chunk) on
+// this node, i.e. every local rank that declared the chunk (in the Join it forwarded) has checked
+// in with every optimizer it declared there. The agent then writes at once instead of waiting for
+// its flush window: the check-in that completes a chunk everywhere is always the last local one
+// on its node, so a window trades no release latency for its merging.
+//
+// Only a hint: a wrong answer (a rank that joined elsewhere, a plan not seen, a repeated check-in)
+// makes a write early or leaves it to the window, never changes what the coordinator decides.
+// Counts are kept per (job, step, chunk) until complete; at most `max_open` of them, the oldest
+// steps dropped first.
+//
+// Thread-compatible (the upstream calls it under its lock).
+#ifndef PSYNC_AGENT_LOCAL_COMPLETION_H_
+#define PSYNC_AGENT_LOCAL_COMPLETION_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <tuple>
+
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
+#include "proto/psync/v1/coordinator.pb.h"
+
+namespace psync::agent {
+
+class LocalCompletion {
+ public:
+  explicit LocalCompletion(size_t max_open = 4096) : max_open_(max_open) {}
+
+  // A local rank joined with `join` (its latest plan replaces an earlier one of the rank).
+  void Declare(const v1::JoinRequest& join);
+  // One check-in of `job` queued; true when it completes (step, chunk) on this node.
+  bool Checkin(const std::string& job, uint64_t step, uint32_t chunk);
+
+  // Check-ins the node's ranks declared for `chunk` of `job` (0: none known).
+  uint32_t Expected(const std::string& job, uint32_t chunk) const;
+  size_t open() const { return open_.size(); }
+
+ private:
+  using RankChunks = absl::flat_hash_map<uint32_t, uint32_t>;  // chunk -> optimizers declared
+  struct Job {
+    absl::flat_hash_map<uint32_t, RankChunks> ranks;  // rank -> its declared chunks
+    absl::flat_hash_map<uint32_t, uint32_t> expected;  // chunk -> sum over ranks
+  };
+  using Key = std::tuple<uint64_t, std::string, uint32_t>;  // (step, job, chunk): oldest first
+
+  const size_t max_open_;
+  absl::flat_hash_map<std::string, Job> jobs_;
+  absl::btree_map<Key, uint32_t> open_;  // check-ins counted so far
+};
+
+}  // namespace psync::agent
+
+#endif  // PSYNC_AGENT_LOCAL_COMPLETION_H_

@@ -1,0 +1,204 @@
+// release_path_bench: the coordinator's own cost of a step, in process, without gRPC: a Coordinator
+// (with its Prometheus metrics as an event sink, as psync-coordinator runs it) and N ranks whose
+// sessions are counting sinks, grouped 8 to a node the way a node agent's stream groups them
+// (corked together while a decision's notices are handed out).
+//
+//   BM_Step/N/C: one step of N ranks x 2 optimizers x C chunks, one dp group of all N ranks per
+//     chunk: every node's check-ins as node batches (Coordinator::ApplyBatch, 8 x 2 messages of
+//     one item each), then every rank's SyncDones. Reported per check-in.
+//   BM_ReleasingBatch/N: the batch carrying a chunk's last check-in only (manual time: the last
+//     check-in applied, the release decided and its notices handed to all N sinks). This is the
+//     coordinator's share of the release latency that psync-bench measures end to end.
+//
+// bazel run -c opt //bench:release_path_bench -- --benchmark_counters_tabular=true
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "benchmark/benchmark.h"
+#include "server/clock.h"
+#include "server/coordinator.h"
+#include "server/coordinator_metrics.h"
+#include "server/metrics/registry.h"
+
+namespace psync::bench {
+namespace {
+
+using server::Coordinator;
+using server::RankMessage;
+
+constexpr uint32_t kRanksPerNode = 8;
+constexpr char kJob[] = "bench";
+const char* const kOptimizers[] = {"dense", "expert"};
+
+// Counts notices; corked like an agent stream (the count is what a write would carry).
+class NodeBatcher final : public server::NoticeBatcher {
+ public:
+  void Cork() override {}
+  void Uncork() override {}
+};
+
+class CountingSink final : public server::SessionSink {
+ public:
+  explicit CountingSink(server::NoticeBatcher* batcher) : batcher_(batcher) {}
+  void Send(const core::Notice& /*notice*/) override { ++notices; }
+  void Close(const absl::Status& /*status*/) override {}
+  server::NoticeBatcher* batcher() override { return batcher_; }
+  uint64_t notices = 0;  // written by the delivering thread only (the benchmark's)
+
+ private:
+  server::NoticeBatcher* const batcher_;
+};
+
+// A joined, attached job of `ranks` ranks in `chunks` chunks, and the messages of its steps.
+class Job {
+ public:
+  Job(uint32_t ranks, uint32_t chunks)
+      : ranks_(ranks), chunks_(chunks), coordinator_(server::CoordinatorOptions(), &clock_) {
+    metrics_ = *server::CoordinatorMetrics::Create(&coordinator_, &registry_);
+    core::GroupDecl dp{"dp", {}};
+    for (uint32_t r = 0; r < ranks; ++r) dp.ranks.push_back(r);
+    batchers_.resize((ranks + kRanksPerNode - 1) / kRanksPerNode);
+    for (uint32_t r = 0; r < ranks; ++r) {
+      core::RankPlan plan;
+      plan.job_id = kJob;
+      plan.world_size = ranks;
+      plan.rank = r;
+      plan.num_chunks = chunks;
+      plan.incarnation = absl::StrCat("i", r);
+      for (uint32_t c = 0; c < chunks; ++c) {
+        plan.chunks.push_back({c, {kOptimizers[0], kOptimizers[1]}, {dp}});
+      }
+      absl::StatusOr<core::JoinResult> joined = coordinator_.Join(plan);
+      if (!joined.ok()) abort();
+      generation_ = joined->generation;
+      sinks_.push_back(std::make_shared<CountingSink>(&batchers_[r / kRanksPerNode]));
+      if (!coordinator_.Attach(kJob, r, generation_, joined->session_id, sinks_.back()).ok()) {
+        abort();
+      }
+    }
+  }
+
+  // The node batches of chunk `c` of `step`: per node, one message per (rank, optimizer).
+  std::vector<std::vector<core::StagedItem>> CheckinItems(core::Step step, uint32_t c) const {
+    std::vector<std::vector<core::StagedItem>> items;
+    for (uint32_t r = 0; r < ranks_; ++r) {
+      for (const char* o : kOptimizers) items.push_back({{step, c, o, std::nullopt}});
+    }
+    return items;
+  }
+
+  // Applies the messages of ranks [first, first + count) from `items` (two per rank).
+  void ApplyCheckins(const std::vector<std::vector<core::StagedItem>>& items, uint32_t first,
+                     uint32_t count) {
+    std::vector<RankMessage> messages;
+    for (uint32_t r = first; r < first + count; ++r) {
+      for (int k = 0; k < 2; ++k) {
+        RankMessage m;
+        m.rank = r;
+        m.staged = items[2 * r + k];
+        messages.push_back(m);
+      }
+    }
+    Check(coordinator_.ApplyBatch(kJob, generation_, messages));
+  }
+
+  void ApplySyncDones(core::Step step) {
+    std::vector<core::SyncDoneItem> done(chunks_);
+    for (uint32_t c = 0; c < chunks_; ++c) done[c] = {step, c, {}, 1};
+    for (uint32_t first = 0; first < ranks_; first += kRanksPerNode) {
+      std::vector<RankMessage> messages;
+      for (uint32_t r = first; r < std::min(ranks_, first + kRanksPerNode); ++r) {
+        RankMessage m;
+        m.rank = r;
+        m.kind = RankMessage::Kind::kSyncDone;
+        m.sync_done = done;
+        messages.push_back(m);
+      }
+      Check(coordinator_.ApplyBatch(kJob, generation_, messages));
+    }
+  }
+
+  uint64_t notices() const {
+    uint64_t n = 0;
+    for (const auto& s : sinks_) n += s->notices;
+    return n;
+  }
+  uint32_t ranks() const { return ranks_; }
+  uint32_t chunks() const { return chunks_; }
+
+ private:
+  static void Check(const std::vector<absl::Status>& statuses) {
+    for (const absl::Status& s : statuses) {
+      if (!s.ok()) {
+        fprintf(stderr, "release_path_bench: %s\n", s.ToString().c_str());
+        abort();
+      }
+    }
+  }
+
+  const uint32_t ranks_;
+  const uint32_t chunks_;
+  server::RealClock clock_;
+  metrics::Registry registry_;
+  Coordinator coordinator_;
+  std::unique_ptr<server::CoordinatorMetrics> metrics_;
+  std::vector<NodeBatcher> batchers_;
+  std::vector<std::shared_ptr<CountingSink>> sinks_;
+  uint64_t generation_ = 0;
+};
+
+void BM_Step(benchmark::State& state) {
+  Job job(static_cast<uint32_t>(state.range(0)), static_cast<uint32_t>(state.range(1)));
+  core::Step step = 0;
+  for (auto _ : state) {
+    for (uint32_t c = 0; c < job.chunks(); ++c) {
+      const auto items = job.CheckinItems(step, c);
+      for (uint32_t first = 0; first < job.ranks(); first += kRanksPerNode) {
+        job.ApplyCheckins(items, first, std::min(kRanksPerNode, job.ranks() - first));
+      }
+    }
+    job.ApplySyncDones(step);
+    ++step;
+  }
+  const uint64_t checkins = step * job.ranks() * 2ull * job.chunks();
+  state.counters["checkins"] = benchmark::Counter(static_cast<double>(checkins),
+                                                  benchmark::Counter::kIsRate);
+  state.counters["ns_per_checkin"] = benchmark::Counter(
+      static_cast<double>(checkins), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  if (job.notices() != step * job.ranks() * job.chunks()) state.SkipWithError("notices lost");
+}
+BENCHMARK(BM_Step)->ArgsProduct({{64, 256, 1024, 4096}, {1, 8}})->Unit(benchmark::kMillisecond);
+
+void BM_ReleasingBatch(benchmark::State& state) {
+  Job job(static_cast<uint32_t>(state.range(0)), 1);
+  core::Step step = 0;
+  const uint32_t last_node = (job.ranks() - 1) / kRanksPerNode * kRanksPerNode;
+  for (auto _ : state) {
+    const auto items = job.CheckinItems(step, 0);
+    for (uint32_t first = 0; first < last_node; first += kRanksPerNode) {
+      job.ApplyCheckins(items, first, kRanksPerNode);
+    }
+    const uint64_t before = job.notices();
+    if (state.range(1) > 0) absl::SleepFor(absl::Milliseconds(state.range(1)));
+    const absl::Time start = absl::Now();
+    job.ApplyCheckins(items, last_node, job.ranks() - last_node);
+    state.SetIterationTime(absl::ToDoubleSeconds(absl::Now() - start));
+    if (job.notices() - before != job.ranks()) state.SkipWithError("release not handed out");
+    job.ApplySyncDones(step);
+    ++step;
+  }
+}
+BENCHMARK(BM_ReleasingBatch)
+    ->ArgsProduct({{64, 256, 1024, 4096, 16384}, {0, 100}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace psync::bench
+
+BENCHMARK_MAIN();
