@@ -6,12 +6,17 @@
 //   BM_Step/N/C: one step of N ranks x 2 optimizers x C chunks, one dp group of all N ranks per
 //     chunk: every node's check-ins as node batches (Coordinator::ApplyBatch, 8 x 2 messages of
 //     one item each), then every rank's SyncDones. Reported per check-in.
-//   BM_ReleasingBatch/N: the batch carrying a chunk's last check-in only (manual time: the last
-//     check-in applied, the release decided and its notices handed to all N sinks). This is the
-//     coordinator's share of the release latency that psync-bench measures end to end.
+//   BM_ReleasingBatch/N/idle_ms: the batch carrying a chunk's last check-in only (manual time: the
+//     last check-in applied, the release decided and its notices handed to all N sinks), back to
+//     back (idle_ms 0) or after the coordinator sat idle for idle_ms, as between a paced job's
+//     steps. This is the coordinator's share of the release latency that psync-bench measures end
+//     to end.
+//   BM_MemoryWalk/idle_ms: the machine's baseline for the idle variants (no psync code).
 //
 // bazel run -c opt //bench:release_path_bench -- --benchmark_counters_tabular=true
+#include <algorithm>
 #include <cstdint>
+#include <random>
 #include <memory>
 #include <string>
 #include <vector>
@@ -197,6 +202,28 @@ BENCHMARK(BM_ReleasingBatch)
     ->ArgsProduct({{64, 256, 1024, 4096, 16384}, {0, 100}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
+
+// The machine's own baseline for the idle variants above: 16,384 dependent loads chasing a random
+// cycle through 1 MiB (the pattern of the coordinator's per-rank lookups), timed right after
+// sleeping `idle_ms` (0: back to back). On a virtual machine whose core idles, the caches are cold
+// when work arrives; this says by how much, independent of psync.
+void BM_MemoryWalk(benchmark::State& state) {
+  std::vector<uint32_t> next(1 << 18);
+  std::vector<uint32_t> order(next.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::mt19937 rng(1);
+  std::shuffle(order.begin() + 1, order.end(), rng);
+  for (size_t i = 0; i < order.size(); ++i) next[order[i]] = order[(i + 1) % order.size()];
+  uint32_t at = 0;
+  for (auto _ : state) {
+    if (state.range(0) > 0) absl::SleepFor(absl::Milliseconds(state.range(0)));
+    const absl::Time start = absl::Now();
+    for (int i = 0; i < 16384; ++i) at = next[at];
+    benchmark::DoNotOptimize(at);
+    state.SetIterationTime(absl::ToDoubleSeconds(absl::Now() - start));
+  }
+}
+BENCHMARK(BM_MemoryWalk)->Arg(0)->Arg(10)->Arg(100)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace psync::bench
