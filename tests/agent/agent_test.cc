@@ -31,6 +31,15 @@ class AgentTest : public ::testing::Test {
         grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials()));
   }
 
+  // An agent whose window is an hour: it writes when `flush_messages` are queued, or when a
+  // queued check-in completes a chunk on it.
+  std::unique_ptr<agent::Agent> StartHoldingAgent(size_t flush_messages) {
+    agent::AgentOptions options;
+    options.flush_window = absl::Hours(1);
+    options.flush_messages = flush_messages;
+    return StartAgent(server_->target(), options);
+  }
+
   std::unique_ptr<server::TestServer> server_;
   std::unique_ptr<v1::Coordinator::Stub> coordinator_;
 };
@@ -129,10 +138,7 @@ TEST_F(AgentTest, EightRanksBehindTwoAgentsGetEveryDirectiveExactlyOnce) {
 TEST_F(AgentTest, ChecksInTogetherLeaveAsOneMessageAndTheDirectiveComesBackAsOne) {
   // The agent waits for 4 queued messages (the window is never reached), so the 4 ranks'
   // check-ins, sent together, are one upstream message.
-  agent::AgentOptions options;
-  options.flush_window = absl::Hours(1);
-  options.flush_messages = 4;
-  auto node = StartAgent(server_->target(), options);
+  auto node = StartHoldingAgent(4);
   ASSERT_NE(node, nullptr);
   std::vector<v1::JoinRequest> plans;
   std::vector<std::unique_ptr<Client>> ranks;
@@ -168,10 +174,7 @@ TEST_F(AgentTest, TheCheckInThatCompletesTheNodesChunkLeavesWithoutWaitingForThe
   // A window of an hour, and more messages than the test sends before a write: only the
   // completion flush can send them. Chunk 0 is declared by both local ranks, chunk 1 only by
   // rank 0 (rank 1 has no optimizer there).
-  agent::AgentOptions options;
-  options.flush_window = absl::Hours(1);
-  options.flush_messages = 1024;
-  auto node = StartAgent(server_->target(), options);
+  auto node = StartHoldingAgent(1024);
   ASSERT_NE(node, nullptr);
   v1::JoinRequest plan0 = MakeJoin("complete", 2, 0, 2);
   v1::JoinRequest plan1 = MakeJoin("complete", 2, 1, 2);
@@ -218,10 +221,7 @@ TEST_F(AgentTest, OneRanksBadCheckInDoesNotRejectAnothersInTheSameMergedMessage)
     ASSERT_EQ(direct.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   }
 
-  agent::AgentOptions options;
-  options.flush_window = absl::Hours(1);
-  options.flush_messages = 2;
-  auto node = StartAgent(server_->target(), options);
+  auto node = StartHoldingAgent(2);
   ASSERT_NE(node, nullptr);
   auto rank0 = ConnectRank(node->local_target(), MakeJoin("bad", 2, 0, 1));
   auto rank1 = ConnectRank(node->local_target(), MakeJoin("bad", 2, 1, 1));
