@@ -3,7 +3,16 @@
 namespace psync::agent {
 
 void LocalCompletion::Declare(const v1::JoinRequest& join) {
+  if (!jobs_.contains(join.job_id()) && jobs_.size() >= max_jobs_) {
+    // Forget the job declared longest ago (its ranks have long joined again or left).
+    auto oldest = jobs_.begin();
+    for (auto it = jobs_.begin(); it != jobs_.end(); ++it) {
+      if (it->second.declared < oldest->second.declared) oldest = it;
+    }
+    jobs_.erase(oldest);
+  }
   Job& job = jobs_[join.job_id()];
+  job.declared = ++declares_;
   RankChunks& declared = job.ranks[join.rank()];
   for (const auto& [chunk, optimizers] : declared) job.expected[chunk] -= optimizers;
   declared.clear();

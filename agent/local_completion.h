@@ -7,7 +7,7 @@
 // Only a hint: a wrong answer (a rank that joined elsewhere, a plan not seen, a repeated check-in)
 // makes a write early or leaves it to the window, never changes what the coordinator decides.
 // Counts are kept per (job, step, chunk) until complete; at most `max_open` of them, the oldest
-// steps dropped first.
+// steps dropped first. Plans are kept for the `max_jobs` jobs declared most recently.
 //
 // Thread-compatible (the upstream calls it under its lock).
 #ifndef PSYNC_AGENT_LOCAL_COMPLETION_H_
@@ -26,7 +26,8 @@ namespace psync::agent {
 
 class LocalCompletion {
  public:
-  explicit LocalCompletion(size_t max_open = 4096) : max_open_(max_open) {}
+  explicit LocalCompletion(size_t max_open = 4096, size_t max_jobs = 64)
+      : max_open_(max_open), max_jobs_(max_jobs) {}
 
   // A local rank joined with `join` (its latest plan replaces an earlier one of the rank).
   void Declare(const v1::JoinRequest& join);
@@ -36,16 +37,20 @@ class LocalCompletion {
   // Check-ins the node's ranks declared for `chunk` of `job` (0: none known).
   uint32_t Expected(const std::string& job, uint32_t chunk) const;
   size_t open() const { return open_.size(); }
+  size_t jobs() const { return jobs_.size(); }
 
  private:
   using RankChunks = absl::flat_hash_map<uint32_t, uint32_t>;  // chunk -> optimizers declared
   struct Job {
     absl::flat_hash_map<uint32_t, RankChunks> ranks;  // rank -> its declared chunks
     absl::flat_hash_map<uint32_t, uint32_t> expected;  // chunk -> sum over ranks
+    uint64_t declared = 0;  // order of its latest Declare
   };
   using Key = std::tuple<uint64_t, std::string, uint32_t>;  // (step, job, chunk): oldest first
 
   const size_t max_open_;
+  const size_t max_jobs_;
+  uint64_t declares_ = 0;
   absl::flat_hash_map<std::string, Job> jobs_;
   absl::btree_map<Key, uint32_t> open_;  // check-ins counted so far
 };

@@ -75,5 +75,19 @@ TEST(LocalCompletionTest, KeepsAtMostMaxOpenCountsDroppingTheOldestSteps) {
   EXPECT_TRUE(c.Checkin("job", 3, 0));
 }
 
+TEST(LocalCompletionTest, KeepsThePlansOfTheMostRecentlyDeclaredJobs) {
+  LocalCompletion c(/*max_open=*/16, /*max_jobs=*/2);
+  c.Declare(Join("a", 0, {{0, {"dense"}}}));
+  c.Declare(Join("b", 0, {{0, {"dense"}}}));
+  c.Declare(Join("a", 1, {{0, {"dense"}}}));  // a is now the more recent
+  c.Declare(Join("c", 0, {{0, {"dense"}}}));  // b is forgotten
+  EXPECT_EQ(c.jobs(), 2u);
+  EXPECT_EQ(c.Expected("a", 0), 2u);
+  EXPECT_EQ(c.Expected("b", 0), 0u);
+  EXPECT_EQ(c.Expected("c", 0), 1u);
+  EXPECT_FALSE(c.Checkin("b", 0, 0));
+  EXPECT_TRUE(c.Checkin("c", 0, 0));
+}
+
 }  // namespace
 }  // namespace psync::agent
