@@ -6,35 +6,52 @@ namespace psync::observe {
 
 void StragglerScores::OnRelease(const std::vector<std::pair<core::RankId, absl::Time>>& checkins) {
   if (checkins.empty()) return;
+  const uint64_t release = ++release_;
   absl::Time first = absl::InfiniteFuture();
   absl::Time last = absl::InfinitePast();
-  absl::flat_hash_map<core::RankId, absl::Time> latest;
+  // Pass 1: each rank's latest check-in in this release.
   for (const auto& [rank, time] : checkins) {
     first = std::min(first, time);
     last = std::max(last, time);
-    auto [it, inserted] = latest.emplace(rank, time);
-    if (!inserted) it->second = std::max(it->second, time);
+    if (rank >= scores_.size()) scores_.resize(static_cast<size_t>(rank) + 1);
+    Entry& e = scores_[rank];
+    if (e.release != release) {
+      e.release = release;
+      e.latest = time;
+    } else {
+      e.latest = std::max(e.latest, time);
+    }
   }
-  for (const auto& [rank, time] : latest) {
-    const double lateness = absl::ToDoubleSeconds(time - first);
-    StragglerScore& s = scores_[rank];
+  // Pass 2: one sample per rank (its first appearance here; `release` is then cleared).
+  for (const auto& [rank, time] : checkins) {
+    Entry& e = scores_[rank];
+    if (e.release != release) continue;
+    e.release = 0;
+    const double lateness = absl::ToDoubleSeconds(e.latest - first);
+    StragglerScore& s = e.score;
     s.rank = rank;
     s.score_seconds = s.samples == 0 ? lateness : alpha_ * lateness + (1 - alpha_) * s.score_seconds;
     s.last_seconds = lateness;
     ++s.samples;
-    if (time == last && last > first) ++s.times_last;  // a tie at the first instant is nobody's fault
+    if (e.latest == last && last > first) ++s.times_last;  // a tie at the first instant is nobody's fault
   }
 }
 
 std::vector<StragglerScore> StragglerScores::Top(size_t k) const {
   std::vector<StragglerScore> all;
-  all.reserve(scores_.size());
-  for (const auto& [rank, s] : scores_) all.push_back(s);
-  std::sort(all.begin(), all.end(), [](const StragglerScore& a, const StragglerScore& b) {
+  for (const Entry& e : scores_) {
+    if (e.score.samples > 0) all.push_back(e.score);
+  }
+  const auto higher = [](const StragglerScore& a, const StragglerScore& b) {
     if (a.score_seconds != b.score_seconds) return a.score_seconds > b.score_seconds;
     return a.rank < b.rank;
-  });
-  if (all.size() > k) all.resize(k);
+  };
+  if (all.size() > k) {
+    std::partial_sort(all.begin(), all.begin() + k, all.end(), higher);
+    all.resize(k);
+  } else {
+    std::sort(all.begin(), all.end(), higher);
+  }
   return all;
 }
 

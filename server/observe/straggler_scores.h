@@ -2,12 +2,15 @@
 // contributor's lateness is the time from the chunk's first check-in to its own check-in; a rank's
 // score is an exponentially weighted moving average of its lateness (in seconds) over the chunks
 // it contributes to. The slowest ranks have the highest scores. Pure; thread-compatible.
+//
+// Scores are kept in a vector indexed by rank (ranks are below the job's world size), so that a
+// release of N contributors costs two passes over its check-ins and no allocation: it runs on the
+// coordinator's release path.
 #ifndef PSYNC_SERVER_OBSERVE_STRAGGLER_SCORES_H_
 #define PSYNC_SERVER_OBSERVE_STRAGGLER_SCORES_H_
 
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 #include "server/core/types.h"
 
@@ -35,8 +38,17 @@ class StragglerScores {
   std::vector<StragglerScore> All() const { return Top(scores_.size()); }
 
  private:
+  struct Entry {
+    StragglerScore score;  // samples == 0: the rank has not contributed yet
+    // The release being scored (release_ when it is this one) and the rank's latest check-in
+    // in it: a rank with two optimizers appears twice in one release.
+    uint64_t release = 0;
+    absl::Time latest;
+  };
+
   double alpha_;
-  absl::flat_hash_map<core::RankId, StragglerScore> scores_;
+  uint64_t release_ = 0;  // releases scored so far
+  std::vector<Entry> scores_;  // indexed by rank
 };
 
 }  // namespace psync::observe

@@ -45,5 +45,22 @@ TEST(StragglerScoresTest, TiesOrderByRankAndTopTruncates) {
   EXPECT_EQ(top[0].times_last, 0u) << "a tie is nobody's fault";
 }
 
+TEST(StragglerScoresTest, OnlyRanksThatContributedHaveScores) {
+  StragglerScores scores(0.5);
+  scores.OnRelease({{1000, At(0)}, {7, At(30)}});
+  scores.OnRelease({{7, At(100)}, {7, At(150)}, {1000, At(120)}});
+  auto all = scores.All();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].rank, 7u);
+  EXPECT_DOUBLE_EQ(all[0].score_seconds, 0.5 * 0.030 + 0.5 * 0.050);
+  EXPECT_EQ(all[0].samples, 2u);
+  EXPECT_EQ(all[0].times_last, 2u);
+  EXPECT_EQ(all[1].rank, 1000u);
+  EXPECT_DOUBLE_EQ(all[1].score_seconds, 0.5 * 0.0 + 0.5 * 0.020);
+  EXPECT_DOUBLE_EQ(all[1].last_seconds, 0.020);
+  EXPECT_EQ(all[1].samples, 2u);
+  EXPECT_EQ(all[1].times_last, 0u);
+}
+
 }  // namespace
 }  // namespace psync::observe
