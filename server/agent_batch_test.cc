@@ -109,5 +109,47 @@ TEST(AgentDownQueueTest, OpensANewMessageWhenFull) {
   EXPECT_EQ(q.Take().acks_size(), 1);
 }
 
+TEST(AgentDownQueueTest, ManyRanksAtOnceFillMessagesAsOneAtATimeWould) {
+  // Three items short of full: two ranks fit, the third opens the next message.
+  AgentDownQueue at_once;
+  AgentDownQueue one_by_one;
+  for (size_t i = 0; i + 3 < AgentDownQueue::kMaxItems; ++i) {
+    at_once.AddAck(v1::AgentAck());
+    one_by_one.AddAck(v1::AgentAck());
+  }
+  const v1::SessionDown notice = Directive(4, 2);
+  const std::string key = AgentDownQueue::NoticeKey("job", notice);
+  const std::vector<core::RankId> ranks = {0, 1, 2, 3, 4};
+  at_once.AddNotice("job", ranks, notice, key);
+  for (core::RankId r : ranks) one_by_one.AddNotice("job", r, notice);
+  ASSERT_EQ(at_once.size(), 2u);
+  ASSERT_EQ(one_by_one.size(), 2u);
+  const v1::AgentDown first = at_once.Take();
+  const v1::AgentDown second = at_once.Take();
+  ASSERT_EQ(first.notices_size(), 1);
+  EXPECT_THAT(first.notices(0).ranks(), ElementsAre(0, 1));
+  ASSERT_EQ(second.notices_size(), 1);
+  EXPECT_THAT(second.notices(0).ranks(), ElementsAre(2, 3, 4));
+  EXPECT_EQ(second.notices(0).notice().directive().chunk(), 2u);
+  EXPECT_EQ(first.SerializeAsString(), one_by_one.Take().SerializeAsString());
+  EXPECT_EQ(second.SerializeAsString(), one_by_one.Take().SerializeAsString());
+}
+
+TEST(AgentDownQueueTest, ManyRanksAtOnceKeepEachRanksOrder) {
+  AgentDownQueue q;
+  q.AddNotice("job", 0, Directive(1, 0));
+  q.AddNotice("job", 1, Directive(1, 1));
+  // Rank 1 already has a later notice than the entry of (1, 0): from rank 1 on, a new entry.
+  const v1::SessionDown notice = Directive(1, 0);
+  const std::vector<core::RankId> ranks = {2, 1, 3};
+  q.AddNotice("job", ranks, notice, AgentDownQueue::NoticeKey("job", notice));
+  const v1::AgentDown down = q.Take();
+  ASSERT_EQ(down.notices_size(), 3);
+  EXPECT_THAT(down.notices(0).ranks(), ElementsAre(0, 2));
+  EXPECT_THAT(down.notices(1).ranks(), ElementsAre(1));
+  EXPECT_THAT(down.notices(2).ranks(), ElementsAre(1, 3));
+  EXPECT_EQ(down.notices(2).notice().directive().chunk(), 0u);
+}
+
 }  // namespace
 }  // namespace psync::server

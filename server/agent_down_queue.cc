@@ -26,26 +26,38 @@ std::string AgentDownQueue::NoticeKey(const std::string& job_id, const v1::Sessi
   return key;
 }
 
-void AgentDownQueue::AddNotice(const std::string& job_id, core::RankId rank,
+void AgentDownQueue::AddNotice(const std::string& job_id, absl::Span<const core::RankId> ranks,
                                const v1::SessionDown& notice, const std::string& key) {
-  Message& m = Open(1);
-  auto job = m.last_notice.find(job_id);
-  if (job == m.last_notice.end()) job = m.last_notice.try_emplace(job_id).first;
-  auto last = job->second.try_emplace(rank, -1).first;  // -1: no notice of this rank yet
-  auto same = m.notice_index.find(key);
-  if (same != m.notice_index.end() && last->second < same->second) {
-    m.down.mutable_notices(same->second)->add_ranks(rank);
-    last->second = same->second;
-    return;
+  // Looked up once per message the ranks go into (a new one opens past kMaxItems).
+  Message* looked_up = nullptr;
+  absl::flat_hash_map<core::RankId, int>* last_of_job = nullptr;
+  int same = -1;  // index of the entry equal notices merge into, -1 if none
+  for (core::RankId rank : ranks) {
+    Message& m = Open(1);
+    if (&m != looked_up) {
+      looked_up = &m;
+      auto job = m.last_notice.find(job_id);
+      if (job == m.last_notice.end()) job = m.last_notice.try_emplace(job_id).first;
+      last_of_job = &job->second;
+      auto found = m.notice_index.find(key);
+      same = found == m.notice_index.end() ? -1 : found->second;
+    }
+    auto last = last_of_job->try_emplace(rank, -1).first;  // -1: no notice of this rank yet
+    if (same >= 0 && last->second < same) {
+      m.down.mutable_notices(same)->add_ranks(rank);
+      last->second = same;
+      continue;
+    }
+    const int index = m.down.notices_size();
+    v1::AgentNotice* n = m.down.add_notices();
+    n->set_job_id(job_id);
+    n->add_ranks(rank);
+    *n->mutable_notice() = notice;
+    m.items += 1;  // the entry itself, besides its first rank
+    m.notice_index[key] = index;  // later equal notices merge into the newest entry
+    same = index;
+    last->second = index;
   }
-  const int index = m.down.notices_size();
-  v1::AgentNotice* n = m.down.add_notices();
-  n->set_job_id(job_id);
-  n->add_ranks(rank);
-  *n->mutable_notice() = notice;
-  m.items += 1;  // the entry itself, besides its first rank
-  m.notice_index[key] = index;  // later equal notices merge into the newest entry
-  last->second = index;
 }
 
 void AgentDownQueue::AddClosed(v1::AgentRankClosed closed) {

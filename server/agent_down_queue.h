@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/types/span.h"
 #include "proto/psync/v1/coordinator.pb.h"
 #include "server/core/types.h"
 
@@ -32,7 +33,12 @@ class AgentDownQueue {
   // The same, with `key` = NoticeKey(job_id, notice) computed by the caller (once for the many
   // ranks of one release).
   void AddNotice(const std::string& job_id, core::RankId rank, const v1::SessionDown& notice,
-                 const std::string& key);
+                 const std::string& key) {
+    AddNotice(job_id, absl::MakeConstSpan(&rank, 1), notice, key);
+  }
+  // The same for each of `ranks` in order, with the lookups shared.
+  void AddNotice(const std::string& job_id, absl::Span<const core::RankId> ranks,
+                 const v1::SessionDown& notice, const std::string& key);
   // What makes two notices mergeable: the job and the notice's content.
   static std::string NoticeKey(const std::string& job_id, const v1::SessionDown& notice);
   void AddClosed(v1::AgentRankClosed closed);

@@ -9,8 +9,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "server/agent_batch.h"
 #include "server/agent_down_queue.h"
 #include "server/arena_message.h"
@@ -31,14 +33,15 @@ struct AgentDownPending {
   void Clear() { queue.Clear(); }
   v1::AgentDown Take() { return queue.Take(); }
 
-  void AddNotice(const std::string& job_id, core::RankId rank, const core::Notice& notice) {
+  void AddNotice(const std::string& job_id, absl::Span<const core::RankId> ranks,
+                 const core::Notice& notice) {
     if (!last_notice.has_value() || !(*last_notice == notice) || last_job != job_id) {
       last_notice = notice;
       last_job = job_id;
       last_proto = NoticeToProto(notice);
       last_key = AgentDownQueue::NoticeKey(job_id, last_proto);
     }
-    queue.AddNotice(job_id, rank, last_proto, last_key);
+    queue.AddNotice(job_id, ranks, last_proto, last_key);
   }
 
   AgentDownQueue queue;
@@ -60,8 +63,10 @@ class AgentOutbox final : public NoticeBatcher {
     writer_.Add([&](AgentDownPending& p) { p.queue.AddAck(std::move(ack)); });
   }
   void AddNotice(const std::string& job_id, core::RankId rank, const core::Notice& notice) {
-    writer_.Add([&](AgentDownPending& p) { p.AddNotice(job_id, rank, notice); });
+    writer_.Add([&](AgentDownPending& p) { p.AddNotice(job_id, {rank}, notice); });
   }
+  // Every sink of this outbox is an AgentRankSink (defined below).
+  void SendToEach(absl::Span<SessionSink* const> sinks, const core::Notice& notice) override;
   void AddClosed(v1::AgentRankClosed closed) {
     writer_.Add([&](AgentDownPending& p) { p.queue.AddClosed(std::move(closed)); });
   }
@@ -111,6 +116,8 @@ class AgentRankSink final : public SessionSink {
 
   bool closed() const { return closed_.load(); }
   uint64_t attach_request_id() const { return attach_request_id_; }
+  const std::string& job_id() const { return job_id_; }
+  core::RankId rank() const { return rank_; }
 
  private:
   const std::shared_ptr<AgentOutbox> outbox_;
@@ -119,6 +126,25 @@ class AgentRankSink final : public SessionSink {
   const uint64_t attach_request_id_;
   std::atomic<bool> closed_{false};
 };
+
+void AgentOutbox::SendToEach(absl::Span<SessionSink* const> sinks, const core::Notice& notice) {
+  // One lock and one conversion of the notice per run of ranks of one job.
+  absl::InlinedVector<core::RankId, 16> ranks;
+  writer_.Add([&](AgentDownPending& p) {
+    const std::string* job = nullptr;
+    for (SessionSink* s : sinks) {
+      const auto* sink = static_cast<const AgentRankSink*>(s);
+      if (sink->closed()) continue;
+      if (job != nullptr && *job != sink->job_id()) {
+        p.AddNotice(*job, ranks, notice);
+        ranks.clear();
+      }
+      job = &sink->job_id();
+      ranks.push_back(sink->rank());
+    }
+    if (job != nullptr) p.AddNotice(*job, ranks, notice);
+  });
+}
 
 using RankKey = std::pair<std::string, core::RankId>;
 

@@ -69,11 +69,32 @@ void Coordinator::Deliver(Outgoing& out) {
   // Sinks that share a transport (a node agent's stream) are corked meanwhile, so that the notices
   // of one decision for several of its ranks leave as one message.
   absl::flat_hash_set<NoticeBatcher*> corked;  // a release to 16k ranks names 2k agents
+  NoticeBatcher* previous = nullptr;
   for (auto& [sink, notice] : out.notices) {
     NoticeBatcher* batcher = sink->batcher();
-    if (batcher != nullptr && corked.insert(batcher).second) batcher->Cork();
+    if (batcher != nullptr && batcher != previous && corked.insert(batcher).second) batcher->Cork();
+    previous = batcher;
   }
-  for (auto& [sink, notice] : out.notices) sink->Send(*notice);
+  // A run of one notice to sinks of one batcher (a release's members on one node) goes to the
+  // batcher at once.
+  std::vector<SessionSink*> run;
+  for (size_t i = 0; i < out.notices.size();) {
+    SessionSink* sink = out.notices[i].first.get();
+    const core::Notice* notice = out.notices[i].second.get();
+    NoticeBatcher* batcher = sink->batcher();
+    if (batcher == nullptr) {
+      sink->Send(*notice);
+      ++i;
+      continue;
+    }
+    run.clear();
+    for (; i < out.notices.size() && out.notices[i].second.get() == notice &&
+           out.notices[i].first->batcher() == batcher;
+         ++i) {
+      run.push_back(out.notices[i].first.get());
+    }
+    batcher->SendToEach(run, *notice);
+  }
   for (NoticeBatcher* batcher : corked) batcher->Uncork();
   if (out.committed == nullptr) return;
   absl::MutexLock lock(&sinks_mu_);

@@ -7,6 +7,7 @@
 #define PSYNC_SERVER_SESSION_SINK_H_
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "server/core/types.h"
 
 namespace psync::server {
@@ -15,11 +16,17 @@ namespace psync::server {
 // ranks). The coordinator corks it while it hands out the notices of one decision, so that the
 // transport can write them as one message. Cork and Uncork nest: what is queued meanwhile goes
 // out once every Cork has had its Uncork. Never blocks. Thread-safe.
+class SessionSink;
+
 class NoticeBatcher {
  public:
   virtual ~NoticeBatcher() = default;
   virtual void Cork() = 0;
   virtual void Uncork() = 0;
+  // The same as sink->Send(notice) for each of `sinks` in order, each of which has this batcher
+  // as its batcher(); a transport overrides it to do the per-notice work (conversion, locking)
+  // once for the many ranks of a release.
+  virtual void SendToEach(absl::Span<SessionSink* const> sinks, const core::Notice& notice);
 };
 
 class SessionSink {
@@ -33,6 +40,11 @@ class SessionSink {
   // Lives as long as the sink.
   virtual NoticeBatcher* batcher() { return nullptr; }
 };
+
+inline void NoticeBatcher::SendToEach(absl::Span<SessionSink* const> sinks,
+                                      const core::Notice& notice) {
+  for (SessionSink* sink : sinks) sink->Send(notice);
+}
 
 }  // namespace psync::server
 
