@@ -5,7 +5,8 @@
 //
 // Scores are kept in a vector indexed by rank (ranks are below the job's world size), so that a
 // release of N contributors costs two passes over its check-ins and no allocation: it runs on the
-// coordinator's release path.
+// coordinator's release path. Memory: 64 bytes per rank up to the highest rank scored (a release
+// needs the job's plan complete, so every rank below the world size has joined by then).
 #ifndef PSYNC_SERVER_OBSERVE_STRAGGLER_SCORES_H_
 #define PSYNC_SERVER_OBSERVE_STRAGGLER_SCORES_H_
 
