@@ -68,15 +68,9 @@ void Coordinator::RecordRejection(const std::string& job_id, Job* job, const abs
 void Coordinator::Deliver(Outgoing& out) {
   // Sinks that share a transport (a node agent's stream) are corked meanwhile, so that the notices
   // of one decision for several of its ranks leave as one message.
-  absl::flat_hash_set<NoticeBatcher*> corked;  // a release to 16k ranks names 2k agents
-  NoticeBatcher* previous = nullptr;
-  for (auto& [sink, notice] : out.notices) {
-    NoticeBatcher* batcher = sink->batcher();
-    if (batcher != nullptr && batcher != previous && corked.insert(batcher).second) batcher->Cork();
-    previous = batcher;
-  }
   // A run of one notice to sinks of one batcher (a release's members on one node) goes to the
-  // batcher at once.
+  // batcher at once; a batcher is corked before its first run, so its later runs join it.
+  absl::flat_hash_set<NoticeBatcher*> corked;  // a release to 16k ranks names 2k agents
   std::vector<SessionSink*> run;
   for (size_t i = 0; i < out.notices.size();) {
     SessionSink* sink = out.notices[i].first.get();
@@ -93,6 +87,7 @@ void Coordinator::Deliver(Outgoing& out) {
          ++i) {
       run.push_back(out.notices[i].first.get());
     }
+    if (corked.insert(batcher).second) batcher->Cork();
     batcher->SendToEach(run, *notice);
   }
   for (NoticeBatcher* batcher : corked) batcher->Uncork();
