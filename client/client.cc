@@ -7,36 +7,25 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
 #include "client/resume_tracker.h"
 
 namespace psync {
 namespace {
 
+using psync::v1::SessionDown;
+using psync::v1::SessionUp;
+
 // How long Close() waits for the coordinator to end a half-closed Session before cancelling it.
 constexpr absl::Duration kCloseGrace = absl::Seconds(1);
-
-absl::Status FromGrpc(const grpc::Status& status, absl::string_view what) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat(what, ": ", status.error_message()));
-}
-
-// Failures after which the client reconnects rather than giving up.
-bool IsTransient(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
-    case absl::StatusCode::kCancelled:
-    case absl::StatusCode::kUnknown:
-      return true;
-    default:
-      return false;
-  }
-}
 
 std::string RandomIncarnation() {
   absl::BitGen gen;
   return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
+}
+
+void Complete(std::vector<AckCallback>& calls, const absl::Status& status) {
+  for (AckCallback& done : calls) done(status);
 }
 
 }  // namespace
@@ -59,9 +48,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
 
   const absl::Time deadline = absl::Now() + options.call_timeout;
   std::unique_ptr<Client> client = absl::WrapUnique(new Client(std::move(options)));
-  client->reader_ = std::thread([c = client.get()] { c->SessionLoop(); });
-  client->writer_ = std::thread([c = client.get()] { c->WriteLoop(); });
-
+  client->stream_->Start();
   absl::Status status = client->AwaitFirstAttach(deadline);
   if (status.ok()) return client;
   client->Close();
@@ -85,33 +72,52 @@ absl::Status Client::AwaitFirstAttach(absl::Time deadline) {
 Client::Client(ClientOptions options) : options_(std::move(options)) {
   channel_ = options_.channel;
   if (channel_ == nullptr) {
-    // gRPC's own reconnect backoff (1 s doubling to 120 s by default) gates fail-fast calls while
-    // the channel is down; align it with ours so a coordinator that is back is found in time.
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
-                static_cast<int>(absl::ToInt64Milliseconds(options_.backoff.initial)));
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
-                static_cast<int>(absl::ToInt64Milliseconds(options_.backoff.initial)));
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
-                static_cast<int>(absl::ToInt64Milliseconds(options_.backoff.max)));
-    if (options_.keepalive > absl::ZeroDuration()) {
-      const int ms = static_cast<int>(absl::ToInt64Milliseconds(options_.keepalive));
-      args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, ms);
-      args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms);
-      args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-    }
     channel_ = grpc::CreateCustomChannel(
         options_.target,
         options_.credentials != nullptr ? options_.credentials : grpc::InsecureChannelCredentials(),
-        args);
+        ReconnectingChannelArguments(options_.backoff, options_.keepalive));
   }
   stub_ = psync::v1::Coordinator::NewStub(channel_);
+  ReconnectingStreamOptions stream_options;
+  stream_options.backoff = options_.backoff;
+  stream_options.handshake_timeout = options_.call_timeout;
+  stream_ = std::make_unique<ReconnectingStream<SessionUp, SessionDown>>(
+      stream_options,
+      [stub = stub_.get()](grpc::ClientContext* context) { return stub->Session(context); },
+      static_cast<StreamProtocol<SessionUp, SessionDown>*>(this));
 }
 
 Client::~Client() { Close(); }
 
 // ---------------------------------------------------------------------------------------------
 // Calls
+
+void Client::ReportStagedAsync(std::vector<psync::v1::Staged> items, AckCallback done) {
+  SessionUp up;
+  psync::v1::StagedBatch* batch = up.mutable_staged();
+  for (psync::v1::Staged& item : items) *batch->add_items() = std::move(item);
+  SendAsync(std::move(up), std::move(done));
+}
+
+void Client::SkipStepAsync(uint64_t step, absl::string_view reason, AckCallback done) {
+  SessionUp up;
+  psync::v1::SkipStep* skip = up.mutable_skip();
+  skip->set_step(step);
+  skip->set_reason(std::string(reason));
+  SendAsync(std::move(up), std::move(done));
+}
+
+void Client::ReportSyncDoneAsync(uint64_t step, uint32_t chunk,
+                                 std::vector<psync::v1::GroupChecksum> checksums,
+                                 uint32_t executions, AckCallback done) {
+  SessionUp up;
+  psync::v1::SyncDone* item = up.mutable_sync_done()->add_items();
+  item->set_step(step);
+  item->set_chunk(chunk);
+  item->set_executions(executions);
+  for (psync::v1::GroupChecksum& c : checksums) *item->add_checksums() = std::move(c);
+  SendAsync(std::move(up), std::move(done));
+}
 
 absl::Status Client::ReportStaged(uint64_t step, uint32_t chunk, absl::string_view optimizer,
                                   std::optional<uint64_t> checksum) {
@@ -126,40 +132,25 @@ absl::Status Client::ReportStaged(uint64_t step, uint32_t chunk, absl::string_vi
 }
 
 absl::Status Client::ReportStagedBatch(std::vector<psync::v1::Staged> items) {
-  psync::v1::SessionUp up;
+  SessionUp up;
   psync::v1::StagedBatch* batch = up.mutable_staged();
   for (psync::v1::Staged& item : items) *batch->add_items() = std::move(item);
   return SendAndWait(std::move(up));
 }
 
 absl::Status Client::SkipStep(uint64_t step, absl::string_view reason) {
-  bool new_vote = false;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!notices_.HasStepSkipped(step)) new_vote = skip_votes_.insert(step).second;
-  }
-  psync::v1::SessionUp up;
+  SessionUp up;
   psync::v1::SkipStep* skip = up.mutable_skip();
   skip->set_step(step);
   skip->set_reason(std::string(reason));
-  absl::Status status = SendAndWait(std::move(up));
-  // A refused vote was not counted; one that got no answer may have been.
-  const bool maybe_counted = status.ok() || status.code() == absl::StatusCode::kUnavailable ||
-                             status.code() == absl::StatusCode::kDeadlineExceeded ||
-                             status.code() == absl::StatusCode::kCancelled;
-  if (new_vote && !maybe_counted) {
-    absl::MutexLock lock(&mu_);
-    skip_votes_.erase(step);
-  }
-  return status;
+  return SendAndWait(std::move(up));
 }
 
 absl::Status Client::ReportSyncDone(uint64_t step, uint32_t chunk,
                                     std::vector<psync::v1::GroupChecksum> checksums,
                                     uint32_t executions) {
-  psync::v1::SessionUp up;
-  psync::v1::SyncDoneBatch* batch = up.mutable_sync_done();
-  psync::v1::SyncDone* item = batch->add_items();
+  SessionUp up;
+  psync::v1::SyncDone* item = up.mutable_sync_done()->add_items();
   item->set_step(step);
   item->set_chunk(chunk);
   item->set_executions(executions);
@@ -167,27 +158,51 @@ absl::Status Client::ReportSyncDone(uint64_t step, uint32_t chunk,
   return SendAndWait(std::move(up));
 }
 
-absl::Status Client::SendAndWait(psync::v1::SessionUp up) {
-  PendingCall call;
-  absl::MutexLock lock(&mu_);
-  if (state_ == State::kFailed) return final_status_;
-  if (closing_) return absl::FailedPreconditionError("the client is closed");
-  const uint64_t id = next_request_id_++;
-  call.up = std::move(up);
-  call.up.set_request_id(id);
-  SetMessageGeneration(&call.up, generation_);
-  calls_.emplace(id, &call);
-  auto settled = [this, &call]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return call.done || state_ == State::kFailed || closing_;
-  };
-  mu_.AwaitWithDeadline(absl::Condition(&settled), absl::Now() + options_.call_timeout);
-  calls_.erase(id);
-  if (call.done) return call.status;
-  if (state_ == State::kFailed) return final_status_;
-  if (closing_) {
-    return absl::CancelledError(
-        absl::StrCat("the client was closed while request_id ", id, " waited for its Ack"));
+uint64_t Client::SendAsync(SessionUp up, AckCallback done) {
+  absl::Status refused;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ == State::kFailed) {
+      refused = final_status_;
+    } else if (closing_) {
+      refused = absl::FailedPreconditionError("the client is closed");
+    } else {
+      const uint64_t id = next_request_id_++;
+      up.set_request_id(id);
+      SetMessageGeneration(&up, generation_);
+      calls_.emplace(id, PendingCall{up, std::move(done)});
+      // Queued under mu_, so the stream's ledger holds request ids in rising order.
+      stream_->Send(id, std::move(up), Delivery::kTracked);
+      return id;
+    }
   }
+  done(refused);
+  return 0;
+}
+
+bool Client::GiveUp(uint64_t request_id) {
+  absl::MutexLock lock(&mu_);
+  if (calls_.erase(request_id) == 0) return false;
+  stream_->Abandon(request_id);
+  return true;
+}
+
+absl::Status Client::SendAndWait(SessionUp up) {
+  struct Answer {
+    absl::Notification done;
+    absl::Status status;
+  };
+  auto answer = std::make_shared<Answer>();
+  const uint64_t id = SendAsync(std::move(up), [answer](absl::Status status) {
+    answer->status = std::move(status);
+    answer->done.Notify();
+  });
+  if (id == 0 || answer->done.WaitForNotificationWithTimeout(options_.call_timeout) ||
+      !GiveUp(id)) {
+    answer->done.WaitForNotification();  // the callback was taken: it is running
+    return answer->status;
+  }
+  absl::MutexLock lock(&mu_);
   if (state_ != State::kConnected) {
     return absl::UnavailableError(absl::StrCat(
         "no Ack for request_id ", id, " within ", absl::FormatDuration(options_.call_timeout),
@@ -210,9 +225,9 @@ absl::Status Client::WaitForStepSkipped(uint64_t step, absl::Duration timeout) {
   return notices_.WaitForStepSkipped(step, absl::Now() + timeout);
 }
 
-void Client::SetNoticeHandler(std::function<void(const psync::v1::SessionDown&)> handler) {
+void Client::SetNoticeHandler(std::function<void(const SessionDown&)> handler) {
   auto shared = handler
-                    ? std::make_shared<const std::function<void(const psync::v1::SessionDown&)>>(
+                    ? std::make_shared<const std::function<void(const SessionDown&)>>(
                           std::move(handler))
                     : nullptr;
   absl::MutexLock lock(&mu_);
@@ -226,57 +241,30 @@ bool Client::connected() const {
 
 ClientStats Client::stats() const {
   const NoticeQueue::Counters counters = notices_.counters();
+  const uint64_t resent = stream_->resent();
   absl::MutexLock lock(&mu_);
   ClientStats stats = stats_;
   stats.directives_received = counters.directives_received;
   stats.duplicate_directives_dropped = counters.duplicate_directives;
   stats.stale_notices_dropped = counters.stale_notices;
+  stats.messages_resent = resent;
   return stats;
 }
 
 // ---------------------------------------------------------------------------------------------
-// Reader thread
-
-void Client::SessionLoop() {
-  Backoff backoff(options_.backoff);
-  while (true) {
-    bool retry = false;
-    bool attached = false;
-    absl::Status why = OpenSession(&retry);
-    if (why.ok()) why = ReadSession(&retry, &attached);
-    if (attached) backoff.Reset();
-
-    absl::MutexLock lock(&mu_);
-    if (closing_) break;
-    if (!retry) {
-      state_ = State::kFailed;
-      final_status_ = why;
-      notices_.Fail(why);
-      break;
-    }
-    last_error_ = why;
-    state_ = State::kDisconnected;
-    const absl::Duration delay = backoff.NextDelay();
-    if (mu_.AwaitWithTimeout(absl::Condition(&closing_), delay)) break;
-  }
-  absl::MutexLock lock(&mu_);
-  reader_done_ = true;
-}
+// The Session protocol (reader thread)
 
 absl::StatusOr<psync::v1::JoinResponse> Client::Join() {
   psync::v1::JoinResponse response;
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.call_timeout));
+  psync::v1::JoinRequest request = options_.plan;
   {
     absl::MutexLock lock(&mu_);
     if (closing_) return absl::CancelledError("the client is closing");
-    unary_context_ = &context;
-  }
-  psync::v1::JoinRequest request = options_.plan;
-  {
+    join_context_ = &context;
     // A rank that was running re-announces its step: if the coordinator restarted and lost the
     // job, it rebuilds the same decisions from the ranks' resumes; otherwise it ignores it.
-    absl::MutexLock lock(&mu_);
     if (joined_) {
       std::optional<psync::v1::Resume> resume = progress_.Build(generation_);
       if (resume.has_value()) *request.mutable_resume() = std::move(*resume);
@@ -285,17 +273,20 @@ absl::StatusOr<psync::v1::JoinResponse> Client::Join() {
   const grpc::Status status = stub_->Join(&context, request, &response);
   {
     absl::MutexLock lock(&mu_);
-    unary_context_ = nullptr;
+    join_context_ = nullptr;
   }
-  if (!status.ok()) return FromGrpc(status, "Join");
+  if (!status.ok()) return StatusFromGrpc(status, "Join");
   return response;
 }
 
-absl::Status Client::OpenSession(bool* retry) {
+absl::Status Client::Prepare(bool* retry) {
   *retry = true;
   absl::StatusOr<psync::v1::JoinResponse> joined = Join();
   if (!joined.ok()) {
-    *retry = IsTransient(joined.status());
+    *retry = IsTransientFailure(joined.status());
+    if (!*retry) Fail(joined.status());
+    absl::MutexLock lock(&mu_);
+    last_error_ = joined.status();
     return joined.status();
   }
   const psync::v1::JoinResponse& response = *joined;
@@ -320,266 +311,136 @@ absl::Status Client::OpenSession(bool* retry) {
     absl::MutexLock lock(&mu_);
     generation_ = response.generation();
     session_id_ = response.session_id();
-    for (auto& [id, call] : calls_) SetMessageGeneration(&call->up, generation_);
+    const uint64_t generation = generation_;
+    stream_->EditTracked([generation](SessionUp* up) { SetMessageGeneration(up, generation); });
     ++stats_.resumes;
   } else if (response.generation() != generation()) {
     *retry = false;
-    return absl::AbortedError(absl::StrCat(
+    absl::Status moved_on = absl::AbortedError(absl::StrCat(
         "rank ", rank(), " of job '", job_id(), "' joined again after its Session broke and got ",
         "generation ", response.generation(), ", but this client belongs to generation ",
         generation(), ": the job moved on; connect a new client and restage"));
+    Fail(moved_on);
+    return moved_on;
   }
-
-  session_context_ = std::make_unique<grpc::ClientContext>();
-  psync::v1::SessionUp attach;
-  {
-    absl::MutexLock lock(&mu_);
-    if (closing_) {
-      session_context_.reset();
-      return absl::CancelledError("the client is closing");
-    }
-    stream_context_ = session_context_.get();
-    attach.set_request_id(next_request_id_++);
-    attach_request_id_ = attach.request_id();
-  }
-  psync::v1::Attach* a = attach.mutable_attach();
-  a->set_job_id(job_id());
-  a->set_rank(rank());
-  a->set_generation(response.generation());
-  a->set_session_id(response.session_id());
-
-  // Starting the call may wait for the channel; Close() cancels it through stream_context_.
-  std::shared_ptr<Stream> stream = stub_->Session(session_context_.get());
-  {
-    absl::MutexLock lock(&mu_);
-    stream_ = stream;
-    ++epoch_;
-    state_ = State::kAttaching;
-    attach_deadline_ = absl::Now() + options_.call_timeout;
-    attach_timed_out_ = false;
-    attach_status_ = absl::OkStatus();
-  }
-  // A failed write means the stream broke: ReadSession() then sees it end and reports why.
-  absl::MutexLock write_lock(&write_mu_);
-  stream->Write(attach);
   return absl::OkStatus();
 }
 
-absl::Status Client::ReadSession(bool* retry, bool* attached) {
-  std::shared_ptr<Stream> stream;
-  {
-    absl::MutexLock lock(&mu_);
-    stream = stream_;
-  }
-  psync::v1::SessionDown down;
-  while (stream->Read(&down)) {
-    if (!down.has_ack()) {
-      Notify(down);
-      continue;
-    }
-    switch (HandleAck(down.ack())) {
-      case AckKind::kAttached:
-        *attached = true;
-        break;
-      case AckKind::kReattached:
-        *attached = true;
-        RecoverSkips();
-        break;
-      default:
-        break;
-    }
-  }
-  stream.reset();
-  const absl::Status finished = TearDown();
-
+std::vector<SessionUp> Client::OnOpen(bool* handshake) {
+  *handshake = true;
+  SessionUp attach;
   absl::MutexLock lock(&mu_);
-  if (!attach_status_.ok()) {
-    *retry = attach_status_.code() == absl::StatusCode::kUnavailable;
-    return attach_status_;
-  }
-  if (attach_timed_out_) {
-    *retry = true;
-    return absl::DeadlineExceededError(absl::StrCat("attach was not acknowledged within ",
-                                                    absl::FormatDuration(options_.call_timeout)));
-  }
-  if (finished.ok()) {
-    *retry = true;
-    return absl::UnavailableError("the coordinator ended the Session");
-  }
-  *retry = IsTransient(finished);
-  return finished;
+  attach.set_request_id(next_request_id_++);
+  attach_request_id_ = attach.request_id();
+  attach_status_ = absl::OkStatus();
+  if (state_ != State::kFailed) state_ = State::kAttaching;
+  psync::v1::Attach* a = attach.mutable_attach();
+  a->set_job_id(job_id());
+  a->set_rank(rank());
+  a->set_generation(generation_);
+  a->set_session_id(session_id_);
+  std::vector<SessionUp> first;
+  first.push_back(std::move(attach));
+  return first;
 }
 
-Client::AckKind Client::HandleAck(const psync::v1::Ack& ack) {
+void Client::OnRead(const SessionDown& down) {
+  if (down.has_ack()) {
+    HandleAck(down.ack());
+  } else {
+    Notify(down);
+  }
+}
+
+void Client::HandleAck(const psync::v1::Ack& ack) {
   const absl::Status status(static_cast<absl::StatusCode>(ack.code()), ack.message());
-  absl::MutexLock lock(&mu_);
-  if (ack.request_id() == attach_request_id_ && state_ == State::kAttaching) {
-    if (!status.ok()) {
-      attach_status_ = absl::Status(status.code(), absl::StrCat("attach: ", status.message()));
-      if (stream_context_ != nullptr) stream_context_->TryCancel();
-      return AckKind::kAttachRefused;
-    }
-    state_ = State::kConnected;
-    const bool reattached = attached_once_;
-    if (reattached) ++stats_.reconnects;
-    attached_once_ = true;
-    return reattached ? AckKind::kReattached : AckKind::kAttached;
-  }
-  auto it = calls_.find(ack.request_id());
-  if (it != calls_.end() && !it->second->done) {
-    it->second->done = true;
-    it->second->status = status;
-    if (status.ok()) progress_.OnAcknowledged(it->second->up);
-  }
-  return AckKind::kCall;
-}
-
-void Client::Notify(const psync::v1::SessionDown& down) {
-  if (notices_.Add(down) != NoticeQueue::AddResult::kAccepted) return;
-  std::shared_ptr<const std::function<void(const psync::v1::SessionDown&)>> handler;
+  AckCallback done;
   {
     absl::MutexLock lock(&mu_);
-    if (down.has_step_skipped()) {
-      skip_votes_.erase(down.step_skipped().step());
-      progress_.OnStepSkipped(down.step_skipped().step());
+    if (ack.request_id() == attach_request_id_ && state_ == State::kAttaching) {
+      if (!status.ok()) {
+        attach_status_ = absl::Status(status.code(), absl::StrCat("attach: ", status.message()));
+        stream_->CancelStream();
+        return;
+      }
+      state_ = State::kConnected;
+      if (attached_once_) ++stats_.reconnects;
+      attached_once_ = true;
+      stream_->Established();
+      return;
     }
+    auto it = calls_.find(ack.request_id());
+    if (it == calls_.end()) return;
+    stream_->Acknowledge(ack.request_id());
+    if (status.ok()) progress_.OnAcknowledged(it->second.up);
+    done = std::move(it->second.done);
+    calls_.erase(it);
+  }
+  done(status);
+}
+
+void Client::Notify(const SessionDown& down) {
+  if (notices_.Add(down) != NoticeQueue::AddResult::kAccepted) return;
+  std::shared_ptr<const std::function<void(const SessionDown&)>> handler;
+  {
+    absl::MutexLock lock(&mu_);
+    if (down.has_step_skipped()) progress_.OnStepSkipped(down.step_skipped().step());
     if (down.has_directive()) progress_.OnDirective(down.directive().step(), down.directive().chunk());
     handler = handler_;
   }
   if (handler != nullptr) (*handler)(down);
 }
 
-void Client::RecoverSkips() {
+absl::Status Client::OnClosed(const StreamEnd& end, bool* retry) {
+  absl::Status why;
   {
     absl::MutexLock lock(&mu_);
-    for (auto it = skip_votes_.begin(); it != skip_votes_.end();) {
-      it = notices_.HasStepSkipped(*it) ? skip_votes_.erase(it) : std::next(it);
-    }
-    if (skip_votes_.empty()) return;
-  }
-  // The Session is attached now, so a skip decided from here on reaches it. A skip moves every
-  // rank past the step at once, and a rank that voted to skip a step leaves it only that way; so
-  // a voted step below the job's lowest rank step was skipped while this rank was away.
-  psync::v1::GetJobStatusRequest request;
-  request.set_job_id(job_id());
-  psync::v1::JobStatus status;
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.call_timeout));
-  {
-    absl::MutexLock lock(&mu_);
-    if (closing_) return;
-    unary_context_ = &context;
-  }
-  const grpc::Status rpc = stub_->GetJobStatus(&context, request, &status);
-  {
-    absl::MutexLock lock(&mu_);
-    unary_context_ = nullptr;
-  }
-  // An aborted generation's Abort notice is on its way (the coordinator sends it on attach).
-  if (!rpc.ok() || status.generation() != generation() || status.state() == "ABORTED") return;
-  std::vector<uint64_t> settled;
-  {
-    absl::MutexLock lock(&mu_);
-    for (uint64_t step : skip_votes_) {
-      if (step < status.min_rank_step()) settled.push_back(step);
-    }
-  }
-  for (uint64_t step : settled) {
-    {
-      absl::MutexLock lock(&mu_);
-      skip_votes_.erase(step);
-      ++stats_.skips_recovered;  // before the waiters wake
-    }
-    psync::v1::SessionDown down;
-    down.mutable_step_skipped()->set_generation(generation());
-    down.mutable_step_skipped()->set_step(step);
-    Notify(down);
-  }
-}
-
-absl::Status Client::TearDown() {
-  std::shared_ptr<Stream> stream;
-  {
-    absl::MutexLock lock(&mu_);
-    stream = std::move(stream_);
     if (state_ == State::kAttaching || state_ == State::kConnected) {
       state_ = State::kDisconnected;
     }
+    if (!attach_status_.ok()) {
+      *retry = attach_status_.code() == absl::StatusCode::kUnavailable;
+      why = attach_status_;
+    } else if (end.handshake_timed_out) {
+      *retry = true;
+      why = absl::DeadlineExceededError(absl::StrCat(
+          "attach was not acknowledged within ", absl::FormatDuration(options_.call_timeout)));
+    } else if (end.finished.ok()) {
+      *retry = true;
+      why = absl::UnavailableError("the coordinator ended the Session");
+    } else {
+      *retry = IsTransientFailure(end.finished);
+      why = end.finished;
+    }
+    if (closing_) return why;
+    if (*retry) last_error_ = why;
   }
-  grpc::Status status;
-  {
-    // No write is in flight once write_mu_ is ours, and none starts: stream_ is gone.
-    absl::MutexLock write_lock(&write_mu_);
-    status = stream->Finish();
-  }
-  stream.reset();
-  {
-    absl::MutexLock lock(&mu_);
-    stream_context_ = nullptr;
-  }
-  session_context_.reset();
-  return FromGrpc(status, "Session");
+  if (!*retry) Fail(why);
+  return why;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Writer thread
-
-bool Client::HasUnsent() const {
-  for (const auto& [id, call] : calls_) {
-    if (!call->done && call->sent_epoch != epoch_) return true;
+std::vector<AckCallback> Client::TakeCallsLocked() {
+  std::vector<AckCallback> taken;
+  for (auto& [id, call] : calls_) {
+    stream_->Abandon(id);
+    taken.push_back(std::move(call.done));
   }
-  return false;
+  calls_.clear();
+  return taken;
 }
 
-void Client::WriteLoop() {
-  while (true) {
-    {
-      absl::MutexLock lock(&mu_);
-      const uint64_t epoch = epoch_;
-      const bool watch_attach = state_ == State::kAttaching && !attach_timed_out_;
-      auto ready = [this, epoch, watch_attach]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return closing_ || state_ == State::kFailed || epoch_ != epoch ||
-               (watch_attach && state_ != State::kAttaching) ||
-               (state_ == State::kConnected && HasUnsent());
-      };
-      mu_.AwaitWithDeadline(absl::Condition(&ready),
-                            watch_attach ? attach_deadline_ : absl::InfiniteFuture());
-      if (closing_ || state_ == State::kFailed) break;
-      if (state_ == State::kAttaching && !attach_timed_out_ && absl::Now() >= attach_deadline_) {
-        attach_timed_out_ = true;
-        if (stream_context_ != nullptr) stream_context_->TryCancel();
-        continue;
-      }
-      if (state_ != State::kConnected || !HasUnsent()) continue;
-    }
-    absl::MutexLock write_lock(&write_mu_);
-    std::shared_ptr<Stream> stream;
-    psync::v1::SessionUp up;
-    {
-      absl::MutexLock lock(&mu_);
-      if (state_ != State::kConnected || closing_) continue;
-      for (auto& [id, call] : calls_) {
-        if (call->done || call->sent_epoch == epoch_) continue;
-        if (call->sent_epoch != 0) ++stats_.messages_resent;
-        call->sent_epoch = epoch_;
-        up = call->up;
-        stream = stream_;
-        break;
-      }
-    }
-    // A failed write means the stream broke; the reader thread reconnects and the message is
-    // written again on the next stream.
-    if (stream != nullptr) stream->Write(up);
-  }
-
-  // Half-close the Session so the coordinator ends it.
-  absl::MutexLock write_lock(&write_mu_);
-  std::shared_ptr<Stream> stream;
+void Client::Fail(absl::Status status) {
+  std::vector<AckCallback> calls;
   {
     absl::MutexLock lock(&mu_);
-    if (state_ == State::kConnected || state_ == State::kAttaching) stream = stream_;
+    if (state_ == State::kFailed || closing_) return;
+    state_ = State::kFailed;
+    final_status_ = status;
+    calls = TakeCallsLocked();
   }
-  if (stream != nullptr) stream->WritesDone();
+  notices_.Fail(status);
+  Complete(calls, status);
+  // No more streams: the cycle stops once this callback returns (retry is false).
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -588,30 +449,25 @@ void Client::WriteLoop() {
 void Client::Close() {
   {
     absl::MutexLock lock(&mu_);
-    if (closing_) {
-      // Another call closes: return once it is done.
-      mu_.Await(absl::Condition(&closed_));
-      return;
+    if (!closing_) {
+      closing_ = true;
+      // A Join in progress is pointless now.
+      if (join_context_ != nullptr) join_context_->TryCancel();
     }
-    closing_ = true;
-    // A Join in progress is pointless now. Not attached: nothing to half-close; stop the attach.
-    if (unary_context_ != nullptr) unary_context_->TryCancel();
-    if (state_ != State::kConnected && stream_context_ != nullptr) stream_context_->TryCancel();
   }
   notices_.Fail(absl::CancelledError("the client is closed"));
-  if (writer_.joinable()) writer_.join();
+  stream_->Close(std::min(kCloseGrace, options_.call_timeout));
+  std::vector<std::pair<uint64_t, AckCallback>> calls;
   {
     absl::MutexLock lock(&mu_);
-    const absl::Duration grace = std::min(kCloseGrace, options_.call_timeout);
-    if (!mu_.AwaitWithTimeout(absl::Condition(&reader_done_), grace)) {
-      if (unary_context_ != nullptr) unary_context_->TryCancel();
-      if (stream_context_ != nullptr) stream_context_->TryCancel();
-    }
+    if (state_ != State::kFailed) state_ = State::kClosed;
+    for (auto& [id, call] : calls_) calls.emplace_back(id, std::move(call.done));
+    calls_.clear();
   }
-  if (reader_.joinable()) reader_.join();
-  absl::MutexLock lock(&mu_);
-  if (state_ != State::kFailed) state_ = State::kClosed;
-  closed_ = true;
+  for (auto& [id, done] : calls) {
+    done(absl::CancelledError(
+        absl::StrCat("the client was closed while request_id ", id, " waited for its Ack")));
+  }
 }
 
 }  // namespace psync

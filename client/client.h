@@ -6,36 +6,46 @@
 // (SkipStep); it waits for the chunk's sync directive (WaitForDirective), runs the chunk's param
 // sync once, and reports it (ReportSyncDone).
 //
-// Calls. Every Report*/SkipStep call sends one SessionUp message with a fresh request_id and blocks
-// until the coordinator's Ack for it, then returns the Ack as a status:
-// absl::Status(static_cast<absl::StatusCode>(ack.code), ack.message). A rejected message changed
-// nothing on the coordinator; the codes (see server/core/job_tracker.h) tell the caller what to do:
-// INVALID_ARGUMENT fix the input, FAILED_PRECONDITION fix the order (e.g. the step is not reached),
-// ABORTED the generation is over (join again: connect a new Client with the same plan and
-// incarnation(), which the coordinator places in the next generation), ALREADY_EXISTS a conflicting
-// duplicate. On no Ack within `call_timeout`: UNAVAILABLE when the Session was down for the end of
-// the wait (reconnecting did not succeed in time), DEADLINE_EXCEEDED otherwise. Client-side errors:
-// FAILED_PRECONDITION after Close(); CANCELLED for calls still waiting when Close() runs.
+// Calls. Each report exists in two forms. The asynchronous form (Report*Async, SkipStepAsync)
+// queues one SessionUp message with a fresh request_id and returns at once; its callback runs
+// exactly once with the Ack as a status: absl::Status(static_cast<absl::StatusCode>(ack.code),
+// ack.message). The blocking form (ReportStaged, SkipStep, ...) is the asynchronous one plus a
+// wait of at most `call_timeout`. A rejected message changed nothing on the coordinator; the codes
+// (see server/core/job_tracker.h) tell the caller what to do: INVALID_ARGUMENT fix the input,
+// FAILED_PRECONDITION fix the order (e.g. the step is not reached), ABORTED the generation is over
+// (join again: connect a new Client with the same plan and incarnation(), which the coordinator
+// places in the next generation), ALREADY_EXISTS a conflicting duplicate. Blocking calls with no
+// Ack within `call_timeout`: UNAVAILABLE when the Session was down for the end of the wait
+// (reconnecting did not succeed in time), DEADLINE_EXCEEDED otherwise; the message is then no
+// longer re-sent. Client-side errors: FAILED_PRECONDITION after Close(); CANCELLED for calls still
+// waiting when Close() runs; the client's final status once it failed.
 //
-// Notices. A reader thread reads the Session. Acks complete the waiting call by request_id.
+// Callbacks. An AckCallback runs on the client's reader thread when the Ack arrives, on the
+// thread that calls Close() (CANCELLED) or on the reader thread when the client fails for good
+// (its final status); on the calling thread, before the call returns, when the client was already
+// closed or failed. It must not block nor call the blocking methods of this client (their Acks
+// are delivered by the reader thread); it may call the asynchronous ones. An asynchronous call has
+// no timeout of its own: it is re-sent across reconnects until answered, the client fails, or
+// Close().
+//
+// Notices. The reader thread reads the Session. Acks complete calls by request_id.
 // SyncDirective, StepSkipped and Abort are kept (see client/notice_queue.h): directives are
 // de-duplicated by (generation, step, chunk), because a reconnect makes the coordinator re-send the
 // directives this rank has not reported SyncDone for; WaitForDirective() hands each one out once.
 // stats() counts directives received and duplicates dropped.
 //
-// Reconnect. When the Session breaks (UNAVAILABLE, CANCELLED by the peer, DEADLINE_EXCEEDED,
-// UNKNOWN, or the coordinator ending it with OK while the client did not close) the client
-// reconnects in the background: it waits a backoff delay (client/backoff.h: 50 ms doubling to 2 s,
-// +-20% jitter), Joins again with the same incarnation and plan (a reconnect for the coordinator:
-// same generation and session) and attaches a new Session.
+// Reconnect (client/reconnecting_stream.h, shared with the node agent). When the Session breaks
+// (UNAVAILABLE, CANCELLED by the peer, DEADLINE_EXCEEDED, UNKNOWN, or the coordinator ending it
+// with OK while the client did not close) the client reconnects in the background: it waits a
+// backoff delay (client/backoff.h: 50 ms doubling to 2 s, +-20% jitter), Joins again with the same
+// incarnation and plan (a reconnect for the coordinator: same generation and session) and attaches
+// a new Session.
 //  * Messages not acknowledged on the broken stream are sent again on the new one, with the same
 //    request_id; the coordinator answers an identical repeat with the decision already made, so
-//    each check-in counts once. A waiting call fails (UNAVAILABLE) only if no Ack arrives within
-//    its timeout.
-//  * On attach the coordinator re-sends the directives this rank has not reported SyncDone for
-//    (dropped here when already seen), but not StepSkipped. So after a re-attach, while a SkipStep
-//    vote still waits for its StepSkipped, the client asks GetJobStatus and, once every rank is
-//    past the step (min_rank_step), queues the StepSkipped notice itself (stats().skips_recovered).
+//    each check-in counts once.
+//  * On attach the coordinator re-sends the directives this rank has not reported SyncDone for,
+//    and the StepSkipped of every retained step this rank voted to skip (dropped here when
+//    already seen), so a skip decided while the Session was down still arrives.
 //  * Not retried; the client fails for good and every call and wait returns the status: the
 //    Session finished with ABORTED (a newer Session of the same rank superseded this one); any
 //    other error ending the Session or answering the re-Join or the attach (e.g.
@@ -56,12 +66,12 @@
 //    timeout).
 //
 // Thread-safety. All methods are thread-safe; several threads (e.g. the dense and the expert
-// optimizer) may report concurrently; messages are written one at a time by the client's writer
-// thread. The notice handler runs on the reader thread and must not block nor call the blocking
-// methods of this client (they wait for Acks that the reader thread delivers).
+// optimizer) may report concurrently; messages are written one at a time by the stream's writer
+// thread, in the order they were sent. The notice handler runs on the reader thread with the same
+// rules as an AckCallback.
 //
 // Ownership. Connect() returns the only owner. The client owns its gRPC channel (unless one is
-// passed in ClientOptions::channel, which it shares), its stream and its two threads. Close() (also
+// passed in ClientOptions::channel, which it shares) and its ReconnectingStream (two threads). Close() (also
 // run by the destructor) half-closes the stream (WritesDone), waits a short grace for the
 // coordinator to end it, cancels it otherwise, and joins the threads: it never hangs.
 #ifndef PSYNC_CLIENT_CLIENT_H_
@@ -72,9 +82,7 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -85,6 +93,7 @@
 #include "absl/time/time.h"
 #include "client/backoff.h"
 #include "client/notice_queue.h"
+#include "client/reconnecting_stream.h"
 #include "client/resume_tracker.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
@@ -104,8 +113,9 @@ struct ClientOptions {
   // This rank's part of the plan, sent with every Join. An empty incarnation is replaced by a
   // random 32-hex-digit id (see Client::incarnation()).
   psync::v1::JoinRequest plan;
-  // Per call: the time a Report*/SkipStep call waits for its Ack, the deadline of each Join, and
-  // the time Connect() has to join and attach (retrying transient failures with backoff).
+  // Per call: the time a blocking call waits for its Ack, the deadline of each Join, the time an
+  // attach may wait for its Ack, and the time Connect() has to join and attach (retrying
+  // transient failures with backoff).
   absl::Duration call_timeout = absl::Seconds(30);
   // Delays between reconnect attempts (also the reconnect backoff of a channel the client creates).
   BackoffOptions backoff;
@@ -122,11 +132,13 @@ struct ClientStats {
   uint64_t stale_notices_dropped = 0;         // notices of another generation
   uint64_t reconnects = 0;                    // successful attaches after the first one
   uint64_t messages_resent = 0;               // messages sent again on a new stream
-  uint64_t skips_recovered = 0;               // StepSkipped settled after a re-attach
   uint64_t resumes = 0;  // re-joins a restarted coordinator answered with `resumed`
 };
 
-class Client {
+// Runs once with the coordinator's answer to one message (see "Callbacks" above).
+using AckCallback = std::function<void(absl::Status)>;
+
+class Client final : private StreamProtocol<psync::v1::SessionUp, psync::v1::SessionDown> {
  public:
   // Joins, opens the Session and attaches, retrying transient failures (UNAVAILABLE, deadline)
   // with backoff until options.call_timeout has passed. Errors: INVALID_ARGUMENT for bad options
@@ -135,20 +147,30 @@ class Client {
   // attempt succeeded in time.
   static absl::StatusOr<std::unique_ptr<Client>> Connect(ClientOptions options);
 
-  ~Client();
+  ~Client() override;
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // One check-in: `optimizer` of this rank staged `chunk` for `step`.
-  absl::Status ReportStaged(uint64_t step, uint32_t chunk, absl::string_view optimizer,
-                            std::optional<uint64_t> checksum = std::nullopt);
+  // Asynchronous calls: queue the message and return at once; `done` runs once with the Ack.
   // Several check-ins in one message; the coordinator applies all or none.
-  absl::Status ReportStagedBatch(std::vector<psync::v1::Staged> items);
+  void ReportStagedAsync(std::vector<psync::v1::Staged> items, AckCallback done)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // This rank skips `step` (every rank must skip it before staging anything for it).
-  absl::Status SkipStep(uint64_t step, absl::string_view reason);
+  void SkipStepAsync(uint64_t step, absl::string_view reason, AckCallback done)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // This rank ran the sync directive of (step, chunk); one checksum per sync group it belongs to.
   // `executions`: how many times this rank has run that sync, this one included (above 1 the
   // coordinator records a repeated-sync violation).
+  void ReportSyncDoneAsync(uint64_t step, uint32_t chunk,
+                           std::vector<psync::v1::GroupChecksum> checksums, uint32_t executions,
+                           AckCallback done) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Blocking forms: the asynchronous call, then a wait of at most call_timeout for its Ack.
+  // One check-in: `optimizer` of this rank staged `chunk` for `step`.
+  absl::Status ReportStaged(uint64_t step, uint32_t chunk, absl::string_view optimizer,
+                            std::optional<uint64_t> checksum = std::nullopt);
+  absl::Status ReportStagedBatch(std::vector<psync::v1::Staged> items);
+  absl::Status SkipStep(uint64_t step, absl::string_view reason);
   absl::Status ReportSyncDone(uint64_t step, uint32_t chunk,
                               std::vector<psync::v1::GroupChecksum> checksums,
                               uint32_t executions = 1);
@@ -169,8 +191,9 @@ class Client {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Half-closes the Session, waits up to a short grace (1 s, at most call_timeout) for the
-  // coordinator to end it, cancels it otherwise, and joins the threads. Idempotent; a call made
-  // while another closes returns when that one is done.
+  // coordinator to end it, cancels it otherwise, and joins the threads. Calls still waiting for
+  // an Ack complete with CANCELLED. Idempotent; a call made while another closes returns when
+  // that one is done.
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
 
   // The generation of the current Join (changes only when a restarted coordinator resumed the
@@ -194,16 +217,12 @@ class Client {
   ClientStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  using Stream = grpc::ClientReaderWriter<psync::v1::SessionUp, psync::v1::SessionDown>;
-
   enum class State { kDisconnected, kAttaching, kConnected, kFailed, kClosed };
 
   // One message waiting for its Ack.
   struct PendingCall {
-    psync::v1::SessionUp up;
-    uint64_t sent_epoch = 0;  // the stream epoch it was last written on (0: not yet)
-    bool done = false;
-    absl::Status status;
+    psync::v1::SessionUp up;  // for the resume's record of acknowledged messages
+    AckCallback done;
   };
 
   explicit Client(ClientOptions options);
@@ -211,37 +230,29 @@ class Client {
   // Waits until the first attach succeeded (OK) or the client failed (its status); UNAVAILABLE
   // with the last error at `deadline`.
   absl::Status AwaitFirstAttach(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
-
-  // Sends `up` with a fresh request_id and waits for its Ack.
+  // Stamps `up` with a fresh request_id and the generation and queues it; returns the id, or 0
+  // when the client refused it at once (closed, failed: `done` has run).
+  uint64_t SendAsync(psync::v1::SessionUp up, AckCallback done) ABSL_LOCKS_EXCLUDED(mu_);
+  // SendAsync, then waits up to call_timeout for the Ack.
   absl::Status SendAndWait(psync::v1::SessionUp up) ABSL_LOCKS_EXCLUDED(mu_);
+  // Removes a call that got no Ack in time; false if its callback was already taken.
+  bool GiveUp(uint64_t request_id) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Reader thread: connect, read until the stream ends, reconnect with backoff; returns when
-  // closed or failed.
-  void SessionLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // StreamProtocol, on the stream's reader thread.
+  absl::Status Prepare(bool* retry) override ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<psync::v1::SessionUp> OnOpen(bool* handshake) override ABSL_LOCKS_EXCLUDED(mu_);
+  void OnRead(const psync::v1::SessionDown& down) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status OnClosed(const StreamEnd& end, bool* retry) override ABSL_LOCKS_EXCLUDED(mu_);
+
   // One Join RPC with the plan (deadline: call_timeout); Close() cancels it.
   absl::StatusOr<psync::v1::JoinResponse> Join() ABSL_LOCKS_EXCLUDED(mu_);
-  // Joins (again), opens a stream and writes `attach` on it. On a non-OK return no stream is
-  // open and `retry` says whether the failure is transient.
-  absl::Status OpenSession(bool* retry) ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
-  // Reads the stream until it ends, then finishes it; returns why it ended and whether that is
-  // transient. Sets `attached` when the coordinator acknowledged the attach.
-  absl::Status ReadSession(bool* retry, bool* attached) ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
-  // Ends the current stream: no more writes, Finish(), forget it. Returns Finish()'s status.
-  absl::Status TearDown() ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
-  enum class AckKind { kCall, kAttached, kReattached, kAttachRefused };
-  AckKind HandleAck(const psync::v1::Ack& ack) ABSL_LOCKS_EXCLUDED(mu_);
+  void HandleAck(const psync::v1::Ack& ack) ABSL_LOCKS_EXCLUDED(mu_);
   // Keeps a notice (de-duplicated) and passes it to the handler.
   void Notify(const psync::v1::SessionDown& down) ABSL_LOCKS_EXCLUDED(mu_);
-  // After a re-attach: StepSkipped notices sent while no Session was attached are not sent again
-  // by the coordinator, so the skip votes still waiting are settled from GetJobStatus: a step this
-  // rank voted to skip that is below the job's min_rank_step was skipped.
-  void RecoverSkips() ABSL_LOCKS_EXCLUDED(mu_);
-  // Fails the client for good with `status`.
+  // Fails the client for good with `status`; completes every waiting call with it.
   void Fail(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
-
-  // Writer thread: writes calls not yet written on the current stream; half-closes on Close().
-  void WriteLoop() ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
-  bool HasUnsent() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes every waiting call (to complete them after unlocking).
+  std::vector<AckCallback> TakeCallsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction (next_step_ is set by the first join, before Connect() returns
   // the client).
@@ -252,10 +263,6 @@ class Client {
 
   NoticeQueue notices_;
 
-  // Held by whoever writes to the stream (writer thread; reader thread for `attach`), and by the
-  // reader thread while it finishes a stream. Order: write_mu_ before mu_.
-  absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-
   mutable absl::Mutex mu_;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::string session_id_ ABSL_GUARDED_BY(mu_);
@@ -263,35 +270,22 @@ class Client {
   ResumeTracker progress_ ABSL_GUARDED_BY(mu_);
   State state_ ABSL_GUARDED_BY(mu_) = State::kDisconnected;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;  // Close() finished
   bool joined_ ABSL_GUARDED_BY(mu_) = false;  // the first Join succeeded
   bool attached_once_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);  // why the client failed (kFailed)
   absl::Status last_error_ ABSL_GUARDED_BY(mu_);    // last reason the Session was down
   uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
-  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;  // rises with every stream opened
   uint64_t attach_request_id_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time attach_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
-  bool attach_timed_out_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status attach_status_ ABSL_GUARDED_BY(mu_);              // non-OK: the attach was refused
-  std::map<uint64_t, PendingCall*> calls_ ABSL_GUARDED_BY(mu_);  // by request_id
-  // The stream being attached or attached; null otherwise.
-  std::shared_ptr<Stream> stream_ ABSL_GUARDED_BY(mu_);
-  // The context of stream_; created and destroyed by the reader thread only.
-  std::unique_ptr<grpc::ClientContext> session_context_;
-  // The contexts of the reader thread's unary call in progress (Join, GetJobStatus) and of
-  // stream_, for cancelling them.
-  grpc::ClientContext* unary_context_ ABSL_GUARDED_BY(mu_) = nullptr;
-  grpc::ClientContext* stream_context_ ABSL_GUARDED_BY(mu_) = nullptr;
-  // Steps this rank voted to skip whose StepSkipped has not arrived.
-  std::set<uint64_t> skip_votes_ ABSL_GUARDED_BY(mu_);
+  absl::Status attach_status_ ABSL_GUARDED_BY(mu_);  // non-OK: the attach was refused
+  std::map<uint64_t, PendingCall> calls_ ABSL_GUARDED_BY(mu_);  // by request_id
+  // The context of the reader thread's Join in progress, for cancelling it.
+  grpc::ClientContext* join_context_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::shared_ptr<const std::function<void(const psync::v1::SessionDown&)>> handler_
       ABSL_GUARDED_BY(mu_);
-  bool reader_done_ ABSL_GUARDED_BY(mu_) = false;
   ClientStats stats_ ABSL_GUARDED_BY(mu_);
 
-  std::thread reader_;
-  std::thread writer_;
+  // Last: destroyed (its threads joined) first.
+  std::unique_ptr<ReconnectingStream<psync::v1::SessionUp, psync::v1::SessionDown>> stream_;
 };
 
 }  // namespace psync
