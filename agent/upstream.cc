@@ -20,8 +20,15 @@ absl::Status FromAck(int32_t code, const std::string& message) {
 Upstream::Upstream(UpstreamOptions options, AgentCounters* counters)
     : options_(std::move(options)),
       counters_(counters),
-      stub_(v1::Coordinator::NewStub(options_.channel)),
-      skip_recovery_(stub_.get()) {}
+      stub_(v1::Coordinator::NewStub(options_.channel)) {
+  ReconnectingStreamOptions stream_options;
+  stream_options.backoff = options_.backoff;
+  stream_options.cancel_before_finish = true;  // a write blocked on a dead connection ends
+  stream_ = std::make_unique<ReconnectingStream<v1::AgentUp, v1::AgentDown>>(
+      stream_options,
+      [stub = stub_.get()](grpc::ClientContext* context) { return stub->AgentSession(context); },
+      static_cast<StreamProtocol<v1::AgentUp, v1::AgentDown>*>(this));
+}
 
 Upstream::~Upstream() { Shutdown(); }
 
@@ -31,24 +38,12 @@ void Upstream::Start() {
     if (started_) return;
     started_ = true;
   }
-  reader_ = std::thread([this] { ReadLoop(); });
-  writer_ = std::thread([this] { WriteLoop(); });
+  stream_->Start();
 }
 
-void Upstream::Shutdown() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-    if (context_ != nullptr) context_->TryCancel();
-  }
-  if (reader_.joinable()) reader_.join();
-  if (writer_.joinable()) writer_.join();
-}
+void Upstream::Shutdown() { stream_->Close(absl::ZeroDuration()); }
 
-bool Upstream::connected() const {
-  absl::MutexLock lock(&mu_);
-  return connected_;
-}
+bool Upstream::connected() const { return stream_->open(); }
 
 // ---------------------------------------------------------------------------------------------
 // Local side
@@ -65,6 +60,7 @@ void Upstream::Attach(std::shared_ptr<LocalLink> link) {
   ++queued_controls_;
   links_[key] = Link{std::move(link), 0, false};
   counters_->local_sessions.fetch_add(1);
+  stream_->Wake();
 }
 
 void Upstream::Submit(const std::shared_ptr<LocalLink>& link, v1::SessionUp up) {
@@ -88,6 +84,7 @@ void Upstream::Submit(const std::shared_ptr<LocalLink>& link, v1::SessionUp up) 
       q.at = absl::Now();
       queue_.push_back(std::move(q));
       ++queued_messages_;
+      stream_->Wake();
       return;
     }
   }
@@ -112,6 +109,7 @@ void Upstream::Detach(const std::shared_ptr<LocalLink>& link) {
   q.at = absl::Now();
   queue_.push_back(std::move(q));
   ++queued_controls_;
+  stream_->Wake();
 }
 
 void Upstream::ForgetLocked(LocalLink* link) {
@@ -148,7 +146,7 @@ bool Upstream::DueLocked(absl::Time now, absl::Time* deadline) const {
   return false;
 }
 
-void Upstream::AttachUpLocked(Link& link) {
+v1::AgentUp Upstream::AttachUpLocked(Link& link) {
   const uint64_t id = next_request_id_++;
   link.attach_id = id;
   attach_ids_[id] = link.link.get();
@@ -158,7 +156,7 @@ void Upstream::AttachUpLocked(Link& link) {
   v1::AgentUp up;
   up.set_request_id(id);
   *up.mutable_attach()->mutable_attach() = link.link->attach();
-  outgoing_.push_back(std::move(up));
+  return up;
 }
 
 void Upstream::Declare(const v1::JoinRequest& join) {
@@ -181,11 +179,12 @@ void Upstream::BuildLocked() {
       p.origins.emplace_back(q.link, q.up.request_id());
     }
     const uint64_t id = next_request_id_++;
-    p.up.set_request_id(id);
-    *p.up.mutable_batch() =
+    v1::AgentUp up;
+    up.set_request_id(id);
+    *up.mutable_batch() =
         MergeMessages(run.front().link->job_id(), GenerationOf(run.front().up), inputs);
-    outgoing_.push_back(p.up);
     pending_.emplace(id, std::move(p));
+    stream_->Send(id, std::move(up), Delivery::kTracked);
     run.clear();
     run_bytes = 0;
   };
@@ -197,7 +196,11 @@ void Upstream::BuildLocked() {
       flush_run();
       if (q.kind == Queued::Kind::kAttach) {
         auto it = links_.find(q.link.get());
-        if (it != links_.end() && it->second.attach_id == 0) AttachUpLocked(it->second);
+        if (it != links_.end() && it->second.attach_id == 0) {
+          v1::AgentUp up = AttachUpLocked(it->second);
+          const uint64_t id = up.request_id();
+          stream_->Send(id, std::move(up), Delivery::kOnce);
+        }
       } else {
         const uint64_t id = next_request_id_++;
         Pending p;
@@ -206,7 +209,7 @@ void Upstream::BuildLocked() {
         v1::AgentUp up;
         up.set_request_id(id);
         *up.mutable_detach() = std::move(q.detach);
-        outgoing_.push_back(std::move(up));
+        stream_->Send(id, std::move(up), Delivery::kOnce);
       }
       continue;
     }
@@ -226,58 +229,36 @@ void Upstream::BuildLocked() {
   flush_run();
 }
 
-void Upstream::WriteLoop() {
-  while (true) {
-    v1::AgentUp up;
-    std::shared_ptr<Stream> stream;
-    uint64_t epoch = 0;
-    {
-      absl::MutexLock lock(&mu_);
-      absl::Time deadline = absl::InfiniteFuture();
-      auto ready = [this, &deadline]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        if (stopping_) return true;
-        if (!connected_) return false;
-        if (!outgoing_.empty()) return true;
-        absl::Time d;
-        // Due now, or newly timed (the deadline must be recomputed).
-        return DueLocked(absl::Now(), &d) || d != deadline;
-      };
-      DueLocked(absl::Now(), &deadline);
-      mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
-      if (stopping_) break;
-      if (!connected_) continue;
-      if (outgoing_.empty()) {
-        absl::Time unused;
-        if (!DueLocked(absl::Now(), &unused)) continue;
-        BuildLocked();
-        if (outgoing_.empty()) continue;
-      }
-      up = std::move(outgoing_.front());
-      outgoing_.pop_front();
-      stream = stream_;
-      epoch = epoch_;
-    }
-    absl::MutexLock write_lock(&write_mu_);
-    {
-      absl::MutexLock lock(&mu_);
-      // A stream that ended meanwhile: what was built for it is rebuilt for the next one.
-      if (epoch != epoch_ || !connected_) continue;
-    }
-    counters_->upstream_messages.fetch_add(1);
-    if (up.has_batch()) {
-      counters_->upstream_batches.fetch_add(1);
-      counters_->merged_checkins.fetch_add(up.batch().staged_size());
-    }
-    // A failed write means the stream broke; the reader reconnects and writes it again.
-    stream->Write(up);
+absl::Time Upstream::Produce(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  absl::Time deadline;
+  if (DueLocked(now, &deadline)) {
+    BuildLocked();
+    return absl::InfiniteFuture();  // until the next Wake()
+  }
+  return deadline;
+}
+
+void Upstream::OnWrite(const v1::AgentUp& up) {
+  counters_->upstream_messages.fetch_add(1);
+  if (up.has_batch()) {
+    counters_->upstream_batches.fetch_add(1);
+    counters_->merged_checkins.fetch_add(up.batch().staged_size());
   }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Reader
 
-void Upstream::OnConnectedLocked() {
-  outgoing_.clear();
+absl::Status Upstream::Prepare(bool* retry) {
+  *retry = true;  // nothing to do before a stream: the ranks joined through the agent already
+  return absl::OkStatus();
+}
+
+std::vector<v1::AgentUp> Upstream::OnOpen(bool* handshake) {
+  *handshake = false;
+  absl::MutexLock lock(&mu_);
+  answered_ = false;
   // The coordinator detached every rank of the ended stream: queued detaches are moot.
   for (auto it = queue_.begin(); it != queue_.end();) {
     if (it->kind == Queued::Kind::kDetach) {
@@ -288,7 +269,12 @@ void Upstream::OnConnectedLocked() {
     }
   }
   for (auto it = pending_.begin(); it != pending_.end();) {
-    it = it->second.kind == Pending::Kind::kBatch ? std::next(it) : pending_.erase(it);
+    if (it->second.kind == Pending::Kind::kBatch) {
+      counters_->batches_resent.fetch_add(1);  // the stream writes it again
+      ++it;
+    } else {
+      it = pending_.erase(it);
+    }
   }
   attach_ids_.clear();
   // Re-attach, oldest attach first.
@@ -298,84 +284,39 @@ void Upstream::OnConnectedLocked() {
   }
   std::sort(attached.begin(), attached.end(),
             [](const Link* a, const Link* b) { return a->attach_id < b->attach_id; });
-  for (Link* link : attached) AttachUpLocked(*link);
-  for (const auto& [id, p] : pending_) {
-    if (p.kind != Pending::Kind::kBatch) continue;
-    outgoing_.push_back(p.up);
-    counters_->batches_resent.fetch_add(1);
-  }
+  std::vector<v1::AgentUp> first;
+  first.reserve(attached.size());
+  for (Link* link : attached) first.push_back(AttachUpLocked(*link));
+  return first;
 }
 
-void Upstream::ReadLoop() {
-  Backoff backoff(options_.backoff);
-  while (true) {
-    auto context = std::make_unique<grpc::ClientContext>();
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopping_) break;
-      context_ = context.get();
-    }
-    std::shared_ptr<Stream> stream = stub_->AgentSession(context.get());
-    const absl::Time opened = absl::Now();
-    {
-      absl::MutexLock lock(&mu_);
-      stream_ = stream;
-      ++epoch_;
-      connected_ = true;
-      OnConnectedLocked();
-    }
-    bool answered = false;
-    v1::AgentDown down;
-    while (stream->Read(&down)) {
-      if (!answered) {
-        answered = true;
-        absl::MutexLock lock(&mu_);
-        if (answered_once_) counters_->reconnects.fetch_add(1);
-        answered_once_ = true;
-      }
-      Handle(down);
-    }
-    {
-      absl::MutexLock lock(&mu_);
-      connected_ = false;
-      stream_ = nullptr;
-    }
-    context->TryCancel();  // ends a write blocked on a dead connection
-    grpc::Status status;
-    {
-      absl::MutexLock write_lock(&write_mu_);
-      status = stream->Finish();
-    }
-    stream.reset();
-    {
-      absl::MutexLock lock(&mu_);
-      context_ = nullptr;
-    }
-    context.reset();
-    if (answered || absl::Now() - opened > options_.backoff.max) backoff.Reset();
-
-    absl::MutexLock lock(&mu_);
-    if (stopping_) break;
-    std::cerr << "psync-agent: coordinator stream ended (" << status.error_code() << ": "
-              << status.error_message() << "); reconnecting\n";
-    if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), backoff.NextDelay())) break;
+absl::Status Upstream::OnClosed(const StreamEnd& end, bool* retry) {
+  *retry = true;
+  if (!stream_->closing()) {
+    std::cerr << "psync-agent: coordinator stream ended (" << end.finished << "); reconnecting\n";
   }
+  return end.finished;
 }
 
-void Upstream::Handle(const v1::AgentDown& down) {
+void Upstream::OnRead(const v1::AgentDown& down) {
   // Callbacks collected under the lock, run after it.
   std::vector<std::pair<std::shared_ptr<LocalLink>, absl::Status>> attach_results;
   std::vector<std::pair<std::shared_ptr<LocalLink>, grpc::Status>> closes;
   std::vector<std::tuple<std::shared_ptr<LocalLink>, uint64_t, absl::Status>> acks;
   std::vector<std::pair<std::shared_ptr<LocalLink>, const v1::SessionDown*>> notices;
-  absl::flat_hash_map<std::string, std::vector<std::shared_ptr<LocalLink>>> reattached;
   {
     absl::MutexLock lock(&mu_);
+    if (!answered_) {
+      answered_ = true;
+      if (answered_once_) counters_->reconnects.fetch_add(1);
+      answered_once_ = true;
+    }
     for (const v1::AgentAck& ack : down.acks()) {
       auto it = pending_.find(ack.request_id());
       if (it == pending_.end()) continue;
       Pending p = std::move(it->second);
       pending_.erase(it);
+      if (p.kind == Pending::Kind::kBatch) stream_->Acknowledge(ack.request_id());
       const absl::Status status = FromAck(ack.code(), ack.message());
       if (p.kind == Pending::Kind::kAttach) {
         auto a = attach_ids_.find(ack.request_id());
@@ -386,11 +327,7 @@ void Upstream::Handle(const v1::AgentDown& down) {
         link.answered = true;
         std::shared_ptr<LocalLink> local = link.link;
         if (status.ok()) {
-          if (first) {
-            attach_results.emplace_back(std::move(local), status);
-          } else {
-            reattached[local->job_id()].push_back(std::move(local));
-          }
+          if (first) attach_results.emplace_back(std::move(local), status);
           continue;
         }
         ForgetLocked(key);
@@ -445,7 +382,6 @@ void Upstream::Handle(const v1::AgentDown& down) {
   for (auto& [link, request_id, status] : acks) link->Ack(request_id, status);
   for (auto& [link, notice] : notices) link->Notice(*notice);
   for (auto& [link, status] : closes) link->Close(status);
-  for (auto& [job_id, links] : reattached) skip_recovery_.Recover(job_id, std::move(links));
 }
 
 }  // namespace psync::agent

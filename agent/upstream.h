@@ -21,19 +21,20 @@
 //  * Notices (AgentNotice: one notice, several ranks) are fanned out to the local Sessions; a
 //    closure (a newer Session superseded the rank) ends the rank's local Session with its status.
 //
-// Reconnect. When the stream breaks, a reader thread reconnects with backoff (client/backoff.h),
-// re-attaches every local rank it had attached (with the same attach), then writes again every
-// batch not acknowledged (same request id: the coordinator answers an identical repeat with the
-// decision already made), then what was queued meanwhile. Directives the coordinator re-sends on
-// re-attach are dropped by each LocalLink when already delivered; StepSkipped notices sent while
-// the stream was down are settled from the job's status (agent/skip_recovery.h). A re-attach the
-// coordinator refuses ends that rank's local Session with UNAVAILABLE, so its client joins again.
-// Detaches not yet written when the stream broke are dropped (the coordinator detached every rank
-// of the ended stream). The upstream never gives up; Shutdown() stops it.
+// Reconnect (client/reconnecting_stream.h, shared with psync::Client). When the stream breaks, it
+// is opened again after a backoff delay (client/backoff.h); every local rank it had attached is
+// re-attached (with the same attach), then every batch not acknowledged is written again (same
+// request id: the coordinator answers an identical repeat with the decision already made), then
+// what was queued meanwhile. Directives the coordinator re-sends on re-attach are dropped by each
+// LocalLink when already delivered; StepSkipped notices it re-sends reach the rank's client, which
+// drops those it already has. A re-attach the coordinator refuses ends that rank's local Session
+// with UNAVAILABLE, so its client joins again. Detaches not yet written when the stream broke are
+// dropped (the coordinator detached every rank of the ended stream). The upstream never gives up;
+// Shutdown() stops it.
 //
 // Thread-safety: all methods are thread-safe and never block on I/O (Attach, Submit, Detach only
-// queue), so reactors may call them. LocalLink callbacks run on the reader thread without locks
-// held. Ownership: owns its two threads and its stream; shares the channel.
+// queue), so reactors may call them. LocalLink callbacks run on the stream's reader thread
+// without locks held. Ownership: owns its ReconnectingStream (two threads); shares the channel.
 #ifndef PSYNC_AGENT_UPSTREAM_H_
 #define PSYNC_AGENT_UPSTREAM_H_
 
@@ -52,9 +53,9 @@
 #include "absl/time/time.h"
 #include "agent/local_completion.h"
 #include "agent/local_link.h"
-#include "agent/skip_recovery.h"
 #include "agent/stats.h"
 #include "client/backoff.h"
+#include "client/reconnecting_stream.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
 
@@ -70,18 +71,18 @@ struct UpstreamOptions {
   size_t max_batch_bytes = 512 << 10;
 };
 
-class Upstream {
+class Upstream final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
  public:
   // `counters` is not owned and must outlive the upstream. Requires options.channel.
   Upstream(UpstreamOptions options, AgentCounters* counters);
-  ~Upstream();
+  ~Upstream() override;
   Upstream(const Upstream&) = delete;
   Upstream& operator=(const Upstream&) = delete;
 
-  // Starts the reader and writer threads (connects).
-  void Start();
-  // Cancels the stream and joins the threads. Idempotent.
-  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
+  // Starts the stream's threads (connects). Once; later calls do nothing.
+  void Start() ABSL_LOCKS_EXCLUDED(mu_);
+  // Cancels the stream and joins its threads. Idempotent.
+  void Shutdown();
 
   // `link` carries its attach (LocalLink::SetAttach) already.
   void Attach(std::shared_ptr<LocalLink> link) ABSL_LOCKS_EXCLUDED(mu_);
@@ -97,7 +98,6 @@ class Upstream {
   bool connected() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  using Stream = grpc::ClientReaderWriter<v1::AgentUp, v1::AgentDown>;
   using RankKey = std::pair<std::string, uint32_t>;
 
   // One local Session known upstream.
@@ -120,24 +120,24 @@ class Upstream {
   struct Pending {
     enum class Kind { kAttach, kDetach, kBatch };
     Kind kind = Kind::kBatch;
-    v1::AgentUp up;  // kBatch: written again after a reconnect
     // kBatch: per message of the batch, its local Session and request id.
     std::vector<std::pair<std::weak_ptr<LocalLink>, uint64_t>> origins;
   };
 
-  // Reader thread: connect, read until the stream ends, reconnect with backoff.
-  void ReadLoop() ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
-  // Writer thread: writes what is due.
-  void WriteLoop() ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
-  // A new stream is open: re-attach, re-send what is unacknowledged.
-  void OnConnectedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // StreamProtocol: a new stream re-attaches what was attached; what is due is merged and sent.
+  absl::Status Prepare(bool* retry) override;
+  std::vector<v1::AgentUp> OnOpen(bool* handshake) override ABSL_LOCKS_EXCLUDED(mu_);
+  void OnRead(const v1::AgentDown& down) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status OnClosed(const StreamEnd& end, bool* retry) override;
+  absl::Time Produce(absl::Time now) override ABSL_LOCKS_EXCLUDED(mu_);
+  void OnWrite(const v1::AgentUp& up) override;
+
   // Whether queued work is due now (or at *deadline).
   bool DueLocked(absl::Time now, absl::Time* deadline) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Moves every queued item into outgoing_ as AgentUps (registering them as pending).
+  // Sends every queued item as AgentUps (registering them as pending).
   void BuildLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AttachUpLocked(Link& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Handles one message from the coordinator.
-  void Handle(const v1::AgentDown& down) ABSL_LOCKS_EXCLUDED(mu_);
+  // The attach of `link` on the current stream.
+  v1::AgentUp AttachUpLocked(Link& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forgets `link` (routes, attach id); points the route of its rank at another attached local
   // Session of the rank if there is one.
   void ForgetLocked(LocalLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -145,20 +145,11 @@ class Upstream {
   const UpstreamOptions options_;
   AgentCounters* const counters_;
   const std::unique_ptr<v1::Coordinator::Stub> stub_;
-  // After a reconnect: StepSkipped notices lost meanwhile.
-  SkipRecovery skip_recovery_;
-
-  // Held while writing to the stream and while finishing it. Order: write_mu_ before mu_.
-  absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
 
   mutable absl::Mutex mu_;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  bool connected_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;  // rises with every stream opened
+  bool answered_ ABSL_GUARDED_BY(mu_) = false;       // the current stream got an answer
   bool answered_once_ ABSL_GUARDED_BY(mu_) = false;  // some stream got an answer
-  std::shared_ptr<Stream> stream_ ABSL_GUARDED_BY(mu_);
-  grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
   uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<LocalLink*, Link> links_ ABSL_GUARDED_BY(mu_);
   // The local Session notices of (job, rank) go to: the newest attached (or attaching) one.
@@ -169,12 +160,10 @@ class Upstream {
   LocalCompletion completion_ ABSL_GUARDED_BY(mu_);
   bool completes_chunk_ ABSL_GUARDED_BY(mu_) = false;  // a queued check-in completes a chunk
   size_t queued_controls_ ABSL_GUARDED_BY(mu_) = 0;
-  // Built for the current stream, in order.
-  std::deque<v1::AgentUp> outgoing_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
 
-  std::thread reader_;
-  std::thread writer_;
+  // Last: destroyed (its threads joined) first.
+  std::unique_ptr<ReconnectingStream<v1::AgentUp, v1::AgentDown>> stream_;
 };
 
 }  // namespace psync::agent

@@ -16,15 +16,16 @@
 //   5. The stream ends: protocol->OnClosed() says why and whether to try again. A retry waits a
 //      backoff delay (reset once a stream was established or stayed open longer than the
 //      backoff's maximum).
-// The writer thread writes one message at a time; when it has nothing to write it calls
-// protocol->Produce() (e.g. to merge queued check-ins once a flush window elapsed).
+// The writer thread writes one message at a time (protocol->OnWrite() sees each); when it has
+// nothing to write it calls protocol->Produce() (e.g. to merge queued check-ins once a flush
+// window elapsed).
 //
 // Messages. Send(id, up, kTracked) keeps `up` until Acknowledge(id) or Abandon(id): it is written
 // on the current stream and on every later one. kOnce messages are written on the current stream
 // only (dropped if it breaks first). Ids must rise with every Send (request ids do).
 //
 // Thread-safety: all public methods are thread-safe. Protocol callbacks run on the stream's own
-// threads (Prepare, OnOpen, OnRead, OnClosed on the reader thread; Produce on the writer thread)
+// threads (Prepare, OnOpen, OnRead, OnClosed on the reader thread; Produce and OnWrite on the writer thread)
 // with none of the stream's locks held, so they may call Send(), Established() and the other
 // public methods. Ownership: owns its two threads and the streams it opens; borrows the protocol,
 // which must outlive it. The destructor closes without grace.
@@ -90,6 +91,8 @@ class StreamProtocol {
   // The writer has nothing to write: send (Send()) what is due at `now`, and return when to ask
   // again (InfiniteFuture: only after Wake()).
   virtual absl::Time Produce(absl::Time now) { return absl::InfiniteFuture(); }
+  // On the writer thread, just before `up` is written (e.g. to count it).
+  virtual void OnWrite(const Up& up) {}
 };
 
 struct ReconnectingStreamOptions {
@@ -367,6 +370,7 @@ class ReconnectingStream {
       }
       stream = stream_;
     }
+    protocol_->OnWrite(up);
     // A failed write means the stream broke; the reader sees it end and opens the next one,
     // where tracked messages are written again.
     stream->Write(up);
