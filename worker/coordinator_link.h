@@ -1,12 +1,20 @@
 // CoordinatorLink: what the worker's training loop needs from the psync coordinator, as a small
 // interface: check in a staged chunk, wait for a chunk's sync directive, report a sync done.
 //
-// The production link (NewClientLink) forwards to psync::Client (client/client.h), so the data
-// flows worker -> client library -> Session stream -> coordinator, and statuses come back
-// unchanged (the Ack's code: FAILED_PRECONDITION for a SyncDone before the release, ...). Tests
-// substitute a fake.
+// The production links forward to psync::Client (client/client.h), so the data flows worker ->
+// client library -> Session stream -> coordinator, and statuses come back unchanged (the Ack's
+// code: FAILED_PRECONDITION for a SyncDone before the release, ...):
+//  * NewClientLink: every report waits for its Ack (one round trip each).
+//  * NewAsyncClientLink: reports use the client's asynchronous calls and return at once, so the
+//    training loop never waits a round trip per check-in. The client writes them in the order
+//    they were made (a SyncDone of step s reaches the coordinator before the check-ins of step
+//    s + 1). The first report the coordinator refuses is kept: from then on every call returns it
+//    (prefixed with the report it answered). Flush() waits (at most the client's call timeout
+//    since the last answer arrived) until every report was answered and returns that first
+//    error, or OK; the destructor flushes.
+// Tests substitute a fake.
 //
-// Thread-safety: as the implementation; the client link is thread-safe.
+// Thread-safety: as the implementation; the client links are thread-safe.
 #ifndef PSYNC_WORKER_COORDINATOR_LINK_H_
 #define PSYNC_WORKER_COORDINATOR_LINK_H_
 
@@ -51,8 +59,11 @@ class CoordinatorLink {
   virtual absl::Status Flush() { return absl::OkStatus(); }
 };
 
-// A link over `client` (borrowed; must outlive the link).
+// Links over `client` (borrowed; must outlive the link).
 std::unique_ptr<CoordinatorLink> NewClientLink(psync::Client* client);
+// `flush_timeout`: how long Flush() waits without any answer arriving.
+std::unique_ptr<CoordinatorLink> NewAsyncClientLink(psync::Client* client,
+                                                    absl::Duration flush_timeout);
 
 }  // namespace worker
 }  // namespace psync

@@ -22,7 +22,6 @@
 #include "absl/time/time.h"
 #include "client/client.h"
 #include "grpcpp/grpcpp.h"
-#include "worker/async_link.h"
 #include "worker/collective/collective_factory.h"
 #include "worker/compute/backend_registry.h"
 #include "worker/coordinator_kv_store.h"
@@ -208,16 +207,13 @@ int Run() {
   if (!model.ok()) return Fail(rank, model.status());
   std::unique_ptr<ReferenceModel> reference;
   if (options.verify) reference = std::make_unique<ReferenceModel>(config, seed, adam);
-  std::unique_ptr<CoordinatorLink> client_link = NewClientLink(client->get());
-  CoordinatorLink* link = client_link.get();
-  // Coordinated: reports go out from a background thread (observe-only modes count the answers
-  // to their reports, so they send them one by one).
-  std::unique_ptr<AsyncLink> async_link;
-  if (options.mode == SyncMode::kCoordinated && absl::GetFlag(FLAGS_async_reports)) {
-    async_link = std::make_unique<AsyncLink>(client_link.get());
-    link = async_link.get();
-  }
-  Trainer trainer(model->get(), reference.get(), link, options);
+  // Coordinated: reports use the client's asynchronous calls (observe-only modes count the
+  // answers to their reports, so they wait for each).
+  std::unique_ptr<CoordinatorLink> link =
+      options.mode == SyncMode::kCoordinated && absl::GetFlag(FLAGS_async_reports)
+          ? NewAsyncClientLink(client->get(), timeout)
+          : NewClientLink(client->get());
+  Trainer trainer(model->get(), reference.get(), link.get(), options);
 
   const BufferLayout dense = config.Layout(ParamKind::kDense);
   const BufferLayout expert = config.Layout(ParamKind::kExpert);
