@@ -117,7 +117,7 @@ TEST_F(AgentFailureTest, UpstreamBreakAndReconnectLoseAndRepeatNothing) {
   EXPECT_EQ(status.sessions_connected(), kWorld);
 }
 
-TEST_F(AgentFailureTest, StepSkippedSentWhileTheAgentWasAwayIsRecovered) {
+TEST_F(AgentFailureTest, StepSkippedSentWhileTheAgentWasAwayIsResentOnReattach) {
   auto proxy = TcpProxy::Start(server_->target());
   ASSERT_TRUE(proxy.ok()) << proxy.status();
   auto node = StartAgent((*proxy)->target());
@@ -138,7 +138,7 @@ TEST_F(AgentFailureTest, StepSkippedSentWhileTheAgentWasAwayIsRecovered) {
   ASSERT_TRUE(rank1->WaitForStepSkipped(0, absl::Seconds(30)).ok());
   (*proxy)->SetRefusing(false);
 
-  // After re-attaching, the agent settles the vote from the job's status.
+  // The agent re-attaches rank 0, and the coordinator sends it the StepSkipped again.
   EXPECT_TRUE(rank0->WaitForStepSkipped(0, absl::Seconds(30)).ok());
   ASSERT_TRUE(rank0->ReportStaged(1, 0, "dense").ok());
   ASSERT_TRUE(rank1->ReportStaged(1, 0, "dense").ok());
