@@ -2,17 +2,16 @@
 
 #include <utility>
 
+#include "server/wire_status.h"
+
 namespace psync::agent {
 
 void LocalLink::AttachResult(const absl::Status& status) {
   if (!status.ok()) {
-    Close(grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                       std::string(status.message())));
+    Close(server::ToGrpcStatus(status));
     return;
   }
-  v1::SessionDown ack;
-  ack.mutable_ack()->set_request_id(attach_request_id_);
-  Enqueue(std::move(ack));
+  Enqueue(server::AckFor(attach_request_id_, absl::OkStatus()));
 }
 
 void LocalLink::NoteSkipVote(uint64_t request_id, uint64_t step) {
@@ -36,11 +35,7 @@ void LocalLink::Ack(uint64_t request_id, const absl::Status& status) {
       skip_requests_.erase(vote);
     }
   }
-  v1::SessionDown ack;
-  ack.mutable_ack()->set_request_id(request_id);
-  ack.mutable_ack()->set_code(static_cast<int>(status.code()));
-  ack.mutable_ack()->set_message(std::string(status.message()));
-  Enqueue(std::move(ack));
+  Enqueue(server::AckFor(request_id, status));
 }
 
 void LocalLink::Notice(const v1::SessionDown& notice) {

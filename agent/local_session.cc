@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "agent/local_link.h"
+#include "server/session_protocol.h"
+#include "server/wire_status.h"
 
 namespace psync::agent {
 namespace {
@@ -21,34 +23,28 @@ class LocalSession final : public grpc::ServerBidiReactor<v1::SessionUp, v1::Ses
       link_->Close(grpc::Status::OK);
       return;
     }
-    if (!attached_) {
-      if (request_.kind_case() != v1::SessionUp::kAttach) {
-        link_->Close(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                  "attach: the first message of a Session must be attach"));
+    const server::SessionDecision decision = server::DecideSessionMessage(attached_, request_);
+    switch (decision.action) {
+      case server::SessionAction::kClose:
+        link_->Close(server::ToGrpcStatus(decision.status));
         return;
-      }
-      attached_ = true;
-      link_->SetAttach(request_.attach(), request_.request_id());
-      upstream_->Attach(link_);
-      StartRead(&request_);
-      return;
-    }
-    switch (request_.kind_case()) {
-      case v1::SessionUp::kSkip:
+      case server::SessionAction::kAttach:
+        // Forwarded unchecked: the coordinator answers it (LocalLink::AttachResult).
+        attached_ = true;
+        link_->SetAttach(request_.attach(), request_.request_id());
+        upstream_->Attach(link_);
+        StartRead(&request_);
+        return;
+      case server::SessionAction::kAck:
+        link_->Ack(request_.request_id(), decision.status);
+        break;
+      case server::SessionAction::kSkip:
         link_->NoteSkipVote(request_.request_id(), request_.skip().step());
         upstream_->Submit(link_, std::move(request_));
         break;
-      case v1::SessionUp::kStaged:
-      case v1::SessionUp::kSyncDone:
+      case server::SessionAction::kStaged:
+      case server::SessionAction::kSyncDone:
         upstream_->Submit(link_, std::move(request_));
-        break;
-      case v1::SessionUp::kAttach:
-        link_->Ack(request_.request_id(),
-                   absl::InvalidArgumentError("attach: this session is already attached"));
-        break;
-      case v1::SessionUp::KIND_NOT_SET:
-        link_->Ack(request_.request_id(),
-                   absl::InvalidArgumentError("kind: one of staged, skip, sync_done must be set"));
         break;
     }
     request_.Clear();

@@ -1,6 +1,7 @@
 // LocalSession: the agent's server side of one local rank's psync.v1 Session. Speaks the
-// coordinator's Session protocol unchanged (so psync::Client works against the agent as against
-// the coordinator): the first message must be `attach`, which is forwarded upstream; staged, skip
+// coordinator's Session protocol unchanged, decided by the same code (server/session_protocol.h),
+// so psync::Client works against the agent as against the coordinator: the first message must be
+// `attach`, which is forwarded upstream (the coordinator checks and answers it); staged, skip
 // and sync_done messages are queued upstream (merged with other ranks' there) and each is answered
 // by an Ack with the coordinator's status for it; notices arrive through the Session's LocalLink.
 // When the Session ends, its rank is detached upstream.

@@ -17,7 +17,9 @@
 #include "server/agent_down_queue.h"
 #include "server/arena_message.h"
 #include "server/convert.h"
+#include "server/session_attach.h"
 #include "server/stream_writer.h"
+#include "server/wire_status.h"
 
 namespace psync::server {
 namespace {
@@ -107,8 +109,7 @@ class AgentRankSink final : public SessionSink {
     closed.set_job_id(job_id_);
     closed.set_rank(rank_);
     closed.set_attach_request_id(attach_request_id_);
-    closed.set_code(static_cast<int>(status.code()));
-    closed.set_message(std::string(status.message()));
+    SetWireStatus(status, &closed);
     outbox_->AddClosed(std::move(closed));
   }
 
@@ -148,11 +149,6 @@ void AgentOutbox::SendToEach(absl::Span<SessionSink* const> sinks, const core::N
 
 using RankKey = std::pair<std::string, core::RankId>;
 
-void SetStatus(const absl::Status& status, v1::AgentAck* ack) {
-  ack->set_code(static_cast<int>(status.code()));
-  ack->set_message(std::string(status.message()));
-}
-
 class AgentStream final : public Reactor {
  public:
   explicit AgentStream(Coordinator* coordinator)
@@ -179,8 +175,8 @@ class AgentStream final : public Reactor {
       case v1::AgentUp::KIND_NOT_SET: {
         v1::AgentAck ack;
         ack.set_request_id(request_->request_id());
-        SetStatus(absl::InvalidArgumentError("kind: one of attach, detach, batch must be set"),
-                  &ack);
+        SetWireStatus(absl::InvalidArgumentError("kind: one of attach, detach, batch must be set"),
+                      &ack);
         outbox_->AddAck(std::move(ack));
         break;
       }
@@ -205,19 +201,10 @@ class AgentStream final : public Reactor {
   void HandleAttach(uint64_t request_id, const v1::Attach& a) {
     v1::AgentAck ack;
     ack.set_request_id(request_id);
-    absl::StatusOr<std::vector<core::Notice>> pending;
     auto sink = std::make_shared<AgentRankSink>(outbox_, a.job_id(), a.rank(), request_id);
-    if (a.job_id().empty()) {
-      pending = absl::InvalidArgumentError("attach.job_id must not be empty");
-    } else if (a.session_id().empty()) {
-      pending = absl::InvalidArgumentError("attach.session_id must not be empty");
-    } else {
-      pending = coordinator_->Attach(a.job_id(), a.rank(), a.generation(), a.session_id(), sink);
-    }
+    absl::StatusOr<std::vector<core::Notice>> pending = AttachSession(*coordinator_, a, sink);
     if (!pending.ok()) {
-      SetStatus(absl::Status(pending.status().code(),
-                             absl::StrCat("attach: ", pending.status().message())),
-                &ack);
+      SetWireStatus(pending.status(), &ack);
       outbox_->AddAck(std::move(ack));
       return;
     }
@@ -256,7 +243,7 @@ class AgentStream final : public Reactor {
     // 19 KB a stream (40 MB with 2,048 node streams).
     ExpandedBatch expanded;
     if (absl::Status s = ExpandAgentBatch(batch, &expanded); !s.ok()) {
-      SetStatus(s, &ack);
+      SetWireStatus(s, &ack);
       outbox_->AddAck(std::move(ack));
       return;
     }
@@ -276,9 +263,10 @@ class AgentStream final : public Reactor {
         if (it == ranks_.end() || it->second->closed()) {
           v1::MessageStatus* r = ack.add_rejected();
           r->set_index(static_cast<uint32_t>(i));
-          r->set_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
-          r->set_message(absl::StrCat("rank ", m.rank, " of job '", batch.job_id(),
-                                      "' is not attached on this agent session"));
+          SetWireStatus(absl::FailedPreconditionError(
+                            absl::StrCat("rank ", m.rank, " of job '", batch.job_id(),
+                                         "' is not attached on this agent session")),
+                        r);
           continue;
         }
         index_of.push_back(static_cast<uint32_t>(i));
@@ -292,8 +280,7 @@ class AgentStream final : public Reactor {
         if (statuses[k].ok()) continue;
         v1::MessageStatus* r = ack.add_rejected();
         r->set_index(index_of[k]);
-        r->set_code(static_cast<int>(statuses[k].code()));
-        r->set_message(std::string(statuses[k].message()));
+        SetWireStatus(statuses[k], r);
       }
     }
     outbox_->AddAck(std::move(ack));

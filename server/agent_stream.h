@@ -1,9 +1,10 @@
 // AgentStream: the server side of one psync.v1 AgentSession, the stream of a node agent that
 // carries the Sessions of several ranks (see agent/README.md and docs/design.md, "Node agents").
 //
-// Each `attach` attaches one rank through Coordinator::Attach with a SessionSink of its own that
-// routes the rank's notices into this stream, tagged with the rank; notices of one decision for
-// several ranks leave as one AgentNotice (the sinks share a corkable outbox). Each `batch` is
+// Each `attach` attaches one rank through AttachSession (session_attach.h: the same checks and
+// messages as a Session's attach) with a SessionSink of its own that routes the rank's notices
+// into this stream, tagged with the rank; notices of one decision for several ranks leave as one
+// AgentNotice (the sinks share a corkable outbox). Each `batch` is
 // expanded into its ranks' messages and applied with Coordinator::ApplyBatch, every message as its
 // rank: the AgentAck lists the messages rejected with their own status. A message of a rank not
 // attached on this stream is FAILED_PRECONDITION. `detach` and the end of the stream detach ranks,

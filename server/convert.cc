@@ -221,9 +221,4 @@ void JobSummaryToProto(const JobStatusView& view, v1::JobSummary* out) {
   out->set_min_rank_step(view.snapshot.min_rank_step);
 }
 
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
-
 }  // namespace psync::server

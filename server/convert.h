@@ -1,15 +1,14 @@
-// Conversions between psync.v1 messages and the core's domain types, and the one place where
-// absl::Status becomes grpc::Status. Pure functions; thread-safe.
+// Conversions between psync.v1 messages and the core's domain types. Statuses go on the wire
+// through server/wire_status.h (included here for ToGrpcStatus). Pure functions; thread-safe.
 #ifndef PSYNC_SERVER_CONVERT_H_
 #define PSYNC_SERVER_CONVERT_H_
 
 #include <vector>
 
-#include "absl/status/status.h"
-#include "grpcpp/support/status.h"
 #include "proto/psync/v1/coordinator.pb.h"
 #include "server/coordinator.h"
 #include "server/core/types.h"
+#include "server/wire_status.h"
 
 namespace psync::server {
 
@@ -25,8 +24,6 @@ void ChunkStatusToProto(const core::ChunkSnapshot& chunk, absl::Duration deadlin
 void AuditToProto(const std::vector<observe::SyncAudit>& records,
                   const observe::AuditTotals& totals, v1::GetAuditResponse* out);
 void EventToProto(const core::Event& event, v1::Event* out);
-
-grpc::Status ToGrpcStatus(const absl::Status& status);
 
 }  // namespace psync::server
 

@@ -1,16 +1,17 @@
 #include "server/session_stream.h"
 
 #include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/arena_message.h"
 #include "server/convert.h"
+#include "server/session_attach.h"
+#include "server/session_protocol.h"
 #include "server/session_writer.h"
+#include "server/wire_status.h"
 
 namespace psync::server {
 namespace {
@@ -45,16 +46,24 @@ class SessionStream final : public Reactor {
       outbox_->Close(absl::OkStatus());
       return;
     }
-    if (!IsAttached()) {
-      HandleAttach();
-      return;
+    const SessionDecision decision = DecideSessionMessage(IsAttached(), *request_);
+    switch (decision.action) {
+      case SessionAction::kClose:
+        outbox_->Close(decision.status);
+        return;
+      case SessionAction::kAttach:
+        if (!HandleAttach()) return;
+        break;
+      case SessionAction::kAck:
+        outbox_->writer().Enqueue(AckFor(request_->request_id(), decision.status));
+        break;
+      case SessionAction::kStaged:
+      case SessionAction::kSkip:
+      case SessionAction::kSyncDone:
+        outbox_->writer().Enqueue(
+            AckFor(request_->request_id(), Dispatch(decision.action, *request_)));
+        break;
     }
-    absl::Status status = Dispatch(*request_);
-    v1::SessionDown ack;
-    ack.mutable_ack()->set_request_id(request_->request_id());
-    ack.mutable_ack()->set_code(static_cast<int>(status.code()));
-    ack.mutable_ack()->set_message(std::string(status.message()));
-    outbox_->writer().Enqueue(std::move(ack));
     StartRead(request_.Renew());
   }
 
@@ -72,25 +81,13 @@ class SessionStream final : public Reactor {
   }
 
  private:
-  void HandleAttach() {
-    if (request_->kind_case() != v1::SessionUp::kAttach) {
-      outbox_->Close(absl::InvalidArgumentError(
-          "attach: the first message of a Session must be attach"));
-      return;
-    }
+  // Attaches as the request's attach says; false when refused (the stream is closing).
+  bool HandleAttach() {
     const v1::Attach& a = request_->attach();
-    absl::StatusOr<std::vector<core::Notice>> pending;
-    if (a.job_id().empty()) {
-      pending = absl::InvalidArgumentError("attach.job_id must not be empty");
-    } else if (a.session_id().empty()) {
-      pending = absl::InvalidArgumentError("attach.session_id must not be empty");
-    } else {
-      pending = coordinator_->Attach(a.job_id(), a.rank(), a.generation(), a.session_id(), outbox_);
-    }
+    absl::StatusOr<std::vector<core::Notice>> pending = AttachSession(*coordinator_, a, outbox_);
     if (!pending.ok()) {
-      outbox_->Close(absl::Status(pending.status().code(),
-                                  absl::StrCat("attach: ", pending.status().message())));
-      return;
+      outbox_->Close(pending.status());
+      return false;
     }
     {
       absl::MutexLock lock(&attach_mu_);
@@ -98,11 +95,9 @@ class SessionStream final : public Reactor {
       rank_ = a.rank();
       attached_ = true;
     }
-    v1::SessionDown ack;
-    ack.mutable_ack()->set_request_id(request_->request_id());
-    outbox_->writer().Enqueue(std::move(ack));
+    outbox_->writer().Enqueue(AckFor(request_->request_id(), absl::OkStatus()));
     for (const core::Notice& n : *pending) outbox_->Send(n);
-    StartRead(request_.Renew());
+    return true;
   }
 
   bool IsAttached() ABSL_LOCKS_EXCLUDED(attach_mu_) {
@@ -110,7 +105,9 @@ class SessionStream final : public Reactor {
     return attached_;
   }
 
-  absl::Status Dispatch(const v1::SessionUp& up) ABSL_LOCKS_EXCLUDED(attach_mu_) {
+  // Applies a staged, skip or sync_done message as the attached rank.
+  absl::Status Dispatch(SessionAction action, const v1::SessionUp& up)
+      ABSL_LOCKS_EXCLUDED(attach_mu_) {
     std::string job_id;
     core::RankId rank = 0;
     {
@@ -118,22 +115,22 @@ class SessionStream final : public Reactor {
       job_id = job_id_;
       rank = rank_;
     }
-    switch (up.kind_case()) {
-      case v1::SessionUp::kStaged:
+    switch (action) {
+      case SessionAction::kStaged:
         return coordinator_->Stage(job_id, rank, up.staged().generation(),
                                    StagedFromProto(up.staged()));
-      case v1::SessionUp::kSkip:
+      case SessionAction::kSkip:
         return coordinator_->Skip(job_id, rank, up.skip().generation(), up.skip().step(),
                                   up.skip().reason());
-      case v1::SessionUp::kSyncDone:
+      case SessionAction::kSyncDone:
         return coordinator_->SyncDone(job_id, rank, up.sync_done().generation(),
                                       SyncDoneFromProto(up.sync_done()));
-      case v1::SessionUp::kAttach:
-        return absl::InvalidArgumentError("attach: this session is already attached");
-      case v1::SessionUp::KIND_NOT_SET:
-        break;
+      case SessionAction::kClose:
+      case SessionAction::kAttach:
+      case SessionAction::kAck:
+        break;  // decided by OnReadDone, never dispatched
     }
-    return absl::InvalidArgumentError("kind: one of staged, skip, sync_done must be set");
+    return absl::InternalError("Dispatch: not a message for the tracker");
   }
 
   void DetachFromCoordinator() ABSL_LOCKS_EXCLUDED(attach_mu_) {

@@ -1,0 +1,53 @@
+// The rules of a psync.v1 Session as its server side applies them, message by message, in one
+// place for both ends that serve Sessions: the coordinator (server/session_stream.cc) and the node
+// agent (agent/local_session.cc), so that a rank gets the same answers, codes and messages from
+// either. Transport-free: the caller carries out the decision on its stream.
+//
+//   - The first message must be `attach`; anything else ends the Session with INVALID_ARGUMENT.
+//   - Once attached, `staged`, `skip` and `sync_done` go to the tracker (directly, or through the
+//     agent) and each is answered by an Ack with the tracker's status.
+//   - A second `attach`, or a message with no kind, is answered by an INVALID_ARGUMENT Ack and
+//     changes nothing; the Session goes on.
+//
+// The coordinator also checks an attach's own fields (CheckAttach) before the tracker sees it, on
+// Sessions and on node agents' AgentSessions alike (server/session_attach.h); a refused attach is
+// reported as AttachRefused(refusal). The agent forwards attaches unchecked: the coordinator
+// answers them.
+//
+// Pure functions over the message; no gRPC, no locks; thread-safe.
+#ifndef PSYNC_SERVER_SESSION_PROTOCOL_H_
+#define PSYNC_SERVER_SESSION_PROTOCOL_H_
+
+#include "absl/status/status.h"
+#include "proto/psync/v1/coordinator.pb.h"
+
+namespace psync::server {
+
+enum class SessionAction {
+  kClose,     // end the Session with the decision's status (never OK); read nothing more
+  kAck,       // answer the message with an Ack of the decision's status (never OK); nothing else
+  kAttach,    // attach the rank as up.attach() says
+  kStaged,    // apply up.staged(); answer with its status
+  kSkip,      // apply up.skip(); answer with its status
+  kSyncDone,  // apply up.sync_done(); answer with its status
+};
+
+struct SessionDecision {
+  SessionAction action = SessionAction::kClose;
+  absl::Status status;  // kClose and kAck: what to close or answer with; OK otherwise
+};
+
+// What to do with `up`, the next message of a Session that is `attached` (its first message was
+// an attach that was taken) or not.
+SessionDecision DecideSessionMessage(bool attached, const v1::SessionUp& up);
+
+// OK when `attach` names a job and a session id; otherwise INVALID_ARGUMENT naming the field.
+absl::Status CheckAttach(const v1::Attach& attach);
+
+// The status a refused attach is reported with: `refusal`'s code, its message prefixed
+// "attach: ". Requires !refusal.ok().
+absl::Status AttachRefused(const absl::Status& refusal);
+
+}  // namespace psync::server
+
+#endif  // PSYNC_SERVER_SESSION_PROTOCOL_H_

@@ -1,0 +1,43 @@
+// The one mapping between absl::Status and psync.v1's wire forms of a status: the Ack that answers
+// a Session message, the code and message of AgentAck, MessageStatus and AgentRankClosed, and the
+// grpc::Status a call or stream ends with. The code travels as its number (absl::StatusCode and
+// grpc::StatusCode share google.rpc.Code's numbering), the message unchanged; an OK status is
+// code 0 with an empty message.
+//
+// Depends on the protos, Abseil and grpc::Status only (not on the coordinator), so the node agent
+// uses it too. Pure functions; thread-safe.
+#ifndef PSYNC_SERVER_WIRE_STATUS_H_
+#define PSYNC_SERVER_WIRE_STATUS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "grpcpp/support/status.h"
+#include "proto/psync/v1/coordinator.pb.h"
+
+namespace psync::server {
+
+// Writes `status` into `out`'s code and message. `WireStatus` is any psync.v1 message with
+// `int32 code` and `string message` (Ack, AgentAck, MessageStatus, AgentRankClosed).
+template <typename WireStatus>
+void SetWireStatus(const absl::Status& status, WireStatus* out) {
+  out->set_code(static_cast<int32_t>(status.code()));
+  out->set_message(std::string(status.message()));
+}
+
+// The status carried by `in`'s code and message (the reverse of SetWireStatus).
+template <typename WireStatus>
+absl::Status StatusFromWire(const WireStatus& in) {
+  return absl::Status(static_cast<absl::StatusCode>(in.code()), in.message());
+}
+
+// The SessionDown that answers the Session message `request_id` with `status`.
+v1::SessionDown AckFor(uint64_t request_id, const absl::Status& status);
+
+// The grpc::Status of `status`: what a call or stream ends with.
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+}  // namespace psync::server
+
+#endif  // PSYNC_SERVER_WIRE_STATUS_H_
