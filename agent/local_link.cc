@@ -14,27 +14,7 @@ void LocalLink::AttachResult(const absl::Status& status) {
   Enqueue(server::AckFor(attach_request_id_, absl::OkStatus()));
 }
 
-void LocalLink::NoteSkipVote(uint64_t request_id, uint64_t step) {
-  absl::MutexLock lock(&mu_);
-  skip_requests_[request_id] = step;
-  skip_votes_.insert(step);
-}
-
-std::vector<uint64_t> LocalLink::SkipVotes() const {
-  absl::MutexLock lock(&mu_);
-  return std::vector<uint64_t>(skip_votes_.begin(), skip_votes_.end());
-}
-
 void LocalLink::Ack(uint64_t request_id, const absl::Status& status) {
-  {
-    absl::MutexLock lock(&mu_);
-    auto vote = skip_requests_.find(request_id);
-    if (vote != skip_requests_.end()) {
-      // A vote the coordinator refused was not counted.
-      if (!status.ok()) skip_votes_.erase(vote->second);
-      skip_requests_.erase(vote);
-    }
-  }
   Enqueue(server::AckFor(request_id, status));
 }
 
@@ -54,10 +34,6 @@ void LocalLink::Notice(const v1::SessionDown& notice) {
         directives_.erase(directives_.begin());
       }
     }
-  }
-  if (notice.has_step_skipped()) {
-    absl::MutexLock lock(&mu_);
-    skip_votes_.erase(notice.step_skipped().step());
   }
   counters_->notices_delivered.fetch_add(1);
   Enqueue(notice);

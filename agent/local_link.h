@@ -56,12 +56,6 @@ class LocalLink {
   // Ends the Session with `status` once what is queued is written.
   void Close(const grpc::Status& status);
 
-  // Skip votes (see agent/skip_recovery.h). The rank sent SkipStep(`step`) as `request_id`: the
-  // vote is kept until its StepSkipped is handed to the rank, or its Ack refuses it.
-  void NoteSkipVote(uint64_t request_id, uint64_t step) ABSL_LOCKS_EXCLUDED(mu_);
-  // Steps the rank voted to skip whose StepSkipped it has not received.
-  std::vector<uint64_t> SkipVotes() const ABSL_LOCKS_EXCLUDED(mu_);
-
   // From the reactor.
   void WriteDone(bool ok);
   void DetachReactor();
@@ -82,8 +76,6 @@ class LocalLink {
   server::SessionWriter writer_;
   mutable absl::Mutex mu_;
   absl::btree_set<DirectiveKey> directives_ ABSL_GUARDED_BY(mu_);
-  absl::btree_set<uint64_t> skip_votes_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, uint64_t> skip_requests_ ABSL_GUARDED_BY(mu_);  // id -> step
   uint64_t newest_step_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

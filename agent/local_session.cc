@@ -39,9 +39,6 @@ class LocalSession final : public grpc::ServerBidiReactor<v1::SessionUp, v1::Ses
         link_->Ack(request_.request_id(), decision.status);
         break;
       case server::SessionAction::kSkip:
-        link_->NoteSkipVote(request_.request_id(), request_.skip().step());
-        upstream_->Submit(link_, std::move(request_));
-        break;
       case server::SessionAction::kStaged:
       case server::SessionAction::kSyncDone:
         upstream_->Submit(link_, std::move(request_));

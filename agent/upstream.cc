@@ -7,16 +7,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "agent/merge.h"
+#include "server/wire_status.h"
 
 namespace psync::agent {
-namespace {
-
-absl::Status FromAck(int32_t code, const std::string& message) {
-  return absl::Status(static_cast<absl::StatusCode>(code), message);
-}
-
-}  // namespace
-
 Upstream::Upstream(UpstreamOptions options, AgentCounters* counters)
     : options_(std::move(options)),
       counters_(counters),
@@ -317,7 +310,7 @@ void Upstream::OnRead(const v1::AgentDown& down) {
       Pending p = std::move(it->second);
       pending_.erase(it);
       if (p.kind == Pending::Kind::kBatch) stream_->Acknowledge(ack.request_id());
-      const absl::Status status = FromAck(ack.code(), ack.message());
+      const absl::Status status = server::StatusFromWire(ack);
       if (p.kind == Pending::Kind::kAttach) {
         auto a = attach_ids_.find(ack.request_id());
         if (a == attach_ids_.end()) continue;  // detached meanwhile
@@ -345,7 +338,7 @@ void Upstream::OnRead(const v1::AgentDown& down) {
       if (p.kind != Pending::Kind::kBatch) continue;
       absl::flat_hash_map<uint32_t, absl::Status> rejected;
       for (const v1::MessageStatus& r : ack.rejected()) {
-        rejected.emplace(r.index(), FromAck(r.code(), r.message()));
+        rejected.emplace(r.index(), server::StatusFromWire(r));
       }
       for (size_t i = 0; i < p.origins.size(); ++i) {
         std::shared_ptr<LocalLink> local = p.origins[i].first.lock();

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "client/resume_tracker.h"
+#include "server/wire_status.h"
 
 namespace psync {
 namespace {
@@ -353,7 +354,7 @@ void Client::OnRead(const SessionDown& down) {
 }
 
 void Client::HandleAck(const psync::v1::Ack& ack) {
-  const absl::Status status(static_cast<absl::StatusCode>(ack.code()), ack.message());
+  const absl::Status status = server::StatusFromWire(ack);
   AckCallback done;
   {
     absl::MutexLock lock(&mu_);
