@@ -5,7 +5,7 @@
 //   job_tracker_join.cc       joins, generations, aborts, and who may send
 //   job_tracker_resume.cc     rebuilding state after a coordinator restart (ApplyResume, Reconcile)
 //   job_tracker_stage.cc      check-ins: validation, duplicates, skip disagreement
-//   job_tracker_release.cc    releasing a chunk once every contributor staged, and its directives
+//   job_tracker_release.cc    applying the release rule (release_rule.h) and sending directives
 //   job_tracker_skip.cc       skip votes and all-rank skips
 //   job_tracker_sync_done.cc  SyncDone and the checksum audit
 //   job_tracker_steps.cc      a rank's step: not-ahead checks, advancing, the history window

@@ -1,5 +1,5 @@
-// JobTracker: releasing a (step, chunk). MaybeRelease decides whether every declared contributor
-// staged and, on a release, assigns the sequence number, sends the SyncDirective to
+// JobTracker: releasing a (step, chunk). MaybeRelease asks the release rule (release_rule.h,
+// the whole decision) and, on a release, assigns the sequence number, sends the SyncDirective to
 // every member that has not executed the sync yet, and records the release (and the completion,
 // when every member had synced before a coordinator restart). Part of JobTracker;
 // thread-compatible.
@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/core/release_rule.h"
 #include "server/core/tracker_text.h"
 
 namespace psync::core {
@@ -18,15 +19,21 @@ using internal::Describe;
 }  // namespace
 
 void JobTracker::MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decisions* out) {
-  if (!plan_.complete()) return;
+  // The rule waits while the plan forms too; returning first creates no chunk-step then. An
+  // aborted generation releases nothing (see below).
+  if (!plan_.complete() || state_ == JobState::kAborted) return;
   ChunkStep& cs = ChunkStepFor(step, chunk);
-  if (cs.released) return;
   const ChunkInfo& info = plan_.chunk(chunk);
-  if (info.num_contributors() == 0) return;
-  // `staged` holds only declared contributors of the chunk (Stage, a resume and Reconcile admit
-  // no others), so comparing sizes is the whole check: O(1) per check-in instead of a scan of
-  // N x K contributors.
-  if (!cs.synced_before && cs.staged.size() != info.num_contributors()) return;
+  const ReleaseDecision decision = DecideRelease(plan_.complete(), info, cs);
+  if (decision.verdict == ReleaseVerdict::kUndeclaredStaged) {
+    // Every path into `staged` checks the plan, so this is a bug in the tracker, not bad input.
+    // Releasing could be an early sync: end the generation instead (its ranks join again and
+    // restage), with a violation that names the chunk.
+    AbortGeneration(step, absl::StrCat("step ", step, " chunk ", chunk, ": ", decision.Reason()),
+                    now, out);
+    return;
+  }
+  if (!decision.release()) return;
   if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
   cs.released = true;
   cs.sequence = ++sequence_;

@@ -3,7 +3,7 @@
 // counts ranks already past a step as having staged and synced it, then releases, skips and
 // advances as if the coordinator had never stopped. Only declared contributors enter `staged`
 // here (a resume is validated against the rank's plan; Reconcile walks the plan's contributors),
-// which MaybeRelease relies on (job_tracker_release.cc). Part of JobTracker; thread-compatible.
+// which the release rule relies on (release_rule.h). Part of JobTracker; thread-compatible.
 #include "server/core/job_tracker.h"
 
 #include <algorithm>

@@ -2,7 +2,7 @@
 // step window, skipped step, duplicate or conflicting duplicate); Stage applies a batch all or
 // nothing, aborts the generation on a skip disagreement, and asks MaybeRelease
 // (job_tracker_release.cc) about each chunk it touched. Only declared contributors are admitted
-// to `staged`, which MaybeRelease relies on. Part of JobTracker;
+// to `staged`, which the release rule relies on (release_rule.h). Part of JobTracker;
 // thread-compatible.
 #include "server/core/job_tracker.h"
 
