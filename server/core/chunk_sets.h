@@ -98,6 +98,10 @@ class StagedSet {
   bool contains(const Contributor& who) const { return Find(who).has_value(); }
   size_t size() const { return in_slots_ + keyed_.size(); }
   bool empty() const { return size() == 0; }
+  // The slots given to Init (nullptr before the plan was complete), and how many marks are kept
+  // outside them: with slots, exactly those whom the slots do not list (release_rule.h).
+  const ChunkSlots* slots() const { return slots_; }
+  size_t outside_slots() const { return keyed_.size(); }
   // fn(const Contributor&, const StagedMark&) for each, in no particular order.
   template <typename Fn>
   void ForEach(Fn fn) const {

@@ -179,6 +179,8 @@ class JobTracker {
   // Once the plan is complete: counts ranks past a step as having staged and synced it, releases
   // what is complete (or was synced before a restart) and advances ranks.
   void Reconcile(absl::Time now, Decisions* out);
+  // Releases (step, chunk) when the release rule (release_rule.h) says so; aborts the generation
+  // if the rule finds its invariant broken.
   void MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decisions* out);
   void MaybeSkip(Step step, absl::Time now, Decisions* out);
   void MaybeAdvance(RankId rank, absl::Time now, Decisions* out);

@@ -1,0 +1,172 @@
+// JobTracker: joins and generations. A join merges a rank's plan (or opens a new generation on a
+// restart or after an abort), issues the session id, and reconciles once the plan is complete;
+// CheckSender/CheckBatch/CheckAttach decide who may send in this generation; Abort and
+// AbortGeneration end one. Part of the JobTracker class (job_tracker.h); thread-compatible.
+#include "server/core/job_tracker.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace psync::core {
+
+void JobTracker::StartGeneration(absl::Time now, absl::string_view reason, Decisions* out) {
+  if (generation_ > 0 && state_ != JobState::kAborted) {  // aborted ranks already know
+    for (RankId rank : JoinedRanks()) {
+      out->deliveries.push_back(
+          {rank, AbortNotice{generation_, ranks_[rank].step,
+                             absl::StrCat(reason, "; join generation ", generation_ + 1)}});
+    }
+  }
+  ++generation_;
+  state_ = JobState::kForming;
+  abort_reason_.clear();
+  plan_ = JobPlan();
+  ranks_.clear();
+  step_census_.clear();
+  steps_.clear();
+  Event e = MakeEvent(EventKind::kGeneration, now);
+  e.detail = std::string(reason);
+  out->events.push_back(std::move(e));
+}
+
+absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now, Decisions* out,
+                                            absl::string_view secret) {
+  auto existing = ranks_.find(plan.rank);
+  if (existing != ranks_.end() && state_ != JobState::kAborted &&
+      existing->second.incarnation == plan.incarnation) {
+    if (!plan_.SameAsJoined(plan)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", plan.rank, " joined again with incarnation '", plan.incarnation,
+          "' but a different plan; a changed plan needs a new incarnation"));
+    }
+    Event e = MakeEvent(EventKind::kJoin, now);
+    e.rank = plan.rank;
+    e.detail = "reconnect";
+    out->events.push_back(std::move(e));
+    return JoinResult{generation_, existing->second.session_id, existing->second.step, true};
+  }
+
+  // Decide whether this join opens a new generation, then check the plan against it without
+  // changing anything until the plan merges.
+  std::string new_generation_reason;
+  if (generation_ == 0) {
+    new_generation_reason = "first join";
+  } else if (state_ == JobState::kAborted) {
+    new_generation_reason = absl::StrCat("rank ", plan.rank, " joined after abort (", abort_reason_, ")");
+  } else if (existing != ranks_.end()) {
+    new_generation_reason = absl::StrCat("rank ", plan.rank, " restarted (incarnation '",
+                                         existing->second.incarnation, "' -> '", plan.incarnation,
+                                         "')");
+  }
+  if (new_generation_reason.empty()) {
+    // Merge checks everything before it changes anything (plan.h), so no trial copy: copying the
+    // plan on every Join made joining N ranks O(N^2).
+    if (auto s = plan_.Merge(plan); !s.ok()) return s;
+  } else {
+    JobPlan trial;
+    if (auto s = trial.Merge(plan); !s.ok()) return s;
+    // A coordinator that never saw the job continues the generation numbering of resuming ranks.
+    if (generation_ == 0 && plan.resume.has_value()) generation_ = plan.resume->generation;
+    StartGeneration(now, new_generation_reason, out);
+    plan_ = std::move(trial);
+  }
+
+  RankState& state = ranks_[plan.rank];
+  state.incarnation = plan.incarnation;
+  state.session_id = absl::StrCat("g", generation_, "-r", plan.rank, "-s", ++sessions_issued_,
+                                  secret.empty() ? "" : "-", secret);
+  SetRankStep(state, plan_.first_step());
+  if (plan.resume.has_value()) ApplyResume(plan.rank, *plan.resume, now, out);
+  Event e = MakeEvent(EventKind::kJoin, now);
+  e.rank = plan.rank;
+  e.detail = absl::StrCat(plan_.ranks_joined(), "/", plan_.world_size(), " ranks joined");
+  out->events.push_back(std::move(e));
+
+  if (plan_.complete()) {
+    state_ = JobState::kRunning;
+    Reconcile(now, out);
+  }
+  return JoinResult{generation_, state.session_id, ranks_[plan.rank].step, false,
+                    plan.resume.has_value()};
+}
+
+absl::Status JobTracker::CheckSender(RankId rank, uint64_t generation) const {
+  if (generation != generation_) {
+    return absl::FailedPreconditionError(absl::StrCat("generation ", generation, " is stale: job '",
+                                                      job_id_.str(), "' is at generation ", generation_,
+                                                      "; join again"));
+  }
+  if (state_ == JobState::kAborted) {
+    return absl::AbortedError(absl::StrCat("job '", job_id_.str(), "' generation ", generation_,
+                                           " was aborted at step ", abort_step_, ": ",
+                                           abort_reason_, "; join again"));
+  }
+  if (!ranks_.contains(rank)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", rank, " has not joined generation ", generation_));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobTracker::CheckBatch(RankId rank, uint64_t generation, size_t items) const {
+  if (auto s = CheckSender(rank, generation); !s.ok()) return s;
+  if (items == 0 || items > options_.max_batch_items) {
+    return absl::InvalidArgumentError(absl::StrCat("items must have 1..", options_.max_batch_items,
+                                                   " entries (got ", items, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobTracker::CheckAttach(RankId rank, uint64_t generation,
+                                     absl::string_view session_id) const {
+  if (plan_.world_size() > 0 && rank >= plan_.world_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " out of range [0, ", plan_.world_size(), ")"));
+  }
+  if (generation != generation_) {
+    return absl::FailedPreconditionError(absl::StrCat("generation ", generation, " is stale: job '",
+                                                      job_id_.str(), "' is at generation ", generation_,
+                                                      "; join again"));
+  }
+  auto it = ranks_.find(rank);
+  if (it == ranks_.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", rank, " has not joined generation ", generation_));
+  }
+  if (it->second.session_id != session_id) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("session_id does not match the session issued to rank ", rank));
+  }
+  return absl::OkStatus();
+}
+
+void JobTracker::AbortGeneration(Step step, std::string reason, absl::Time now, Decisions* out) {
+  // Skip disagreements are protocol violations; other aborts (a lost rank) are not.
+  Event v = MakeEvent(EventKind::kViolation, now);
+  v.step = step;
+  v.detail = reason;
+  out->events.push_back(std::move(v));
+  AbortAt(step, std::move(reason), now, out);
+}
+
+void JobTracker::Abort(std::string reason, absl::Time now, Decisions* out) {
+  if (state_ == JobState::kAborted || generation_ == 0) return;
+  AbortAt(LowestRankStep(plan_.first_step()), std::move(reason), now, out);
+}
+
+void JobTracker::AbortAt(Step step, std::string reason, absl::Time now, Decisions* out) {
+  state_ = JobState::kAborted;
+  abort_reason_ = std::move(reason);
+  abort_step_ = step;
+  for (RankId rank : JoinedRanks()) {
+    out->deliveries.push_back({rank, AbortNotice{generation_, step, abort_reason_}});
+  }
+  Event e = MakeEvent(EventKind::kAbort, now);
+  e.step = step;
+  e.detail = abort_reason_;
+  out->events.push_back(std::move(e));
+}
+
+}  // namespace psync::core

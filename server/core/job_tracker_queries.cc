@@ -1,0 +1,161 @@
+// JobTracker: read-only queries. Pending lists what a (re)attaching rank must hold; Snapshot
+// shows every chunk's oldest unfinished step (lists only for chunks waiting past a threshold);
+// ChunkAt shows one (step, chunk). They change nothing. Part of JobTracker; thread-compatible
+// (const: concurrent calls are safe only while no mutating call runs).
+#include "server/core/job_tracker.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace psync::core {
+
+std::vector<Notice> JobTracker::Pending(RankId rank) const {
+  std::vector<Notice> out;
+  auto it = ranks_.find(rank);
+  if (it == ranks_.end()) return out;
+  if (state_ == JobState::kAborted) {
+    out.push_back(AbortNotice{generation_, abort_step_, abort_reason_});
+    return out;
+  }
+  // Skips this rank voted for: the StepSkipped may have been lost with an earlier Session (the
+  // skip moved the rank past the step at once). The client drops repeats.
+  for (auto st = steps_.begin(); st != steps_.end() && st->first < it->second.step; ++st) {
+    if (st->second.skipped && st->second.skip_votes.contains(rank)) {
+      out.push_back(StepSkipped{generation_, st->first});
+    }
+  }
+  for (auto st = steps_.lower_bound(it->second.step); st != steps_.end(); ++st) {
+    for (const auto& [chunk, cs] : st->second.chunks) {
+      if (!cs.released || cs.done.contains(rank)) continue;
+      const std::vector<RankId>& members = plan_.chunk(chunk).members;
+      if (!std::binary_search(members.begin(), members.end(), rank)) continue;
+      out.push_back(SyncDirective{generation_, st->first, chunk, cs.sequence, cs.last,
+                                  cs.released_at - cs.first_checkin});
+    }
+  }
+  return out;
+}
+
+bool JobTracker::ChunkFinished(Step step, ChunkId chunk) const {
+  auto st = steps_.find(step);
+  if (st == steps_.end()) return false;
+  if (st->second.skipped) return true;
+  auto cs = st->second.chunks.find(chunk);
+  return cs != st->second.chunks.end() && cs->second.released &&
+         cs->second.done.size() == plan_.chunk(chunk).members.size();
+}
+
+JobSnapshot JobTracker::Snapshot(absl::Time now, absl::Duration lists_after) const {
+  JobSnapshot snap;
+  snap.job_id = job_id_.str();
+  snap.generation = generation_;
+  snap.state = state_;
+  snap.world_size = plan_.world_size();
+  snap.num_chunks = plan_.num_chunks();
+  snap.ranks_joined = static_cast<uint32_t>(plan_.ranks_joined());
+  snap.abort_reason = abort_reason_;
+  const Step lowest = LowestRankStep(plan_.first_step());
+  snap.min_rank_step = lowest;
+  for (ChunkId c = 0; c < plan_.num_chunks(); ++c) {
+    const ChunkInfo& info = plan_.chunk(c);
+    ChunkSnapshot chunk;
+    chunk.chunk = c;
+    Step step = ~Step{0};
+    if (info.members.empty() || (plan_.complete() && info.members.size() == ranks_.size())) {
+      step = lowest;  // the whole job has joined and every rank is a member
+    } else {
+      for (RankId m : info.members) step = std::min(step, rank_step(m));
+    }
+    while (ChunkFinished(step, c)) ++step;
+    chunk.step = step;
+    const ChunkStep* cs = nullptr;
+    if (auto st = steps_.find(step); st != steps_.end()) {
+      if (auto f = st->second.chunks.find(c); f != st->second.chunks.end()) cs = &f->second;
+    }
+    if (cs == nullptr || cs->staged.empty()) {
+      chunk.state = "IDLE";
+    } else if (!cs->released) {
+      chunk.state = "WAITING";
+      chunk.waiting = now - cs->first_checkin;
+    } else {
+      chunk.state = "RELEASED";
+      chunk.waiting = now - cs->released_at;
+    }
+    if (chunk.waiting > lists_after) {
+      info.ForEachContributor([&](const Contributor& who) {
+        if (cs != nullptr && cs->staged.contains(who)) {
+          chunk.staged.push_back(who);
+        } else {
+          chunk.missing.push_back(who);
+        }
+      });
+      if (chunk.state == "RELEASED") {
+        for (RankId m : info.members) {
+          if (!cs->done.contains(m)) chunk.sync_pending.push_back(m);
+        }
+      }
+    }
+    snap.chunks.push_back(std::move(chunk));
+  }
+  return snap;
+}
+
+absl::StatusOr<ChunkSnapshot> JobTracker::ChunkAt(Step step, ChunkId chunk, absl::Time now) const {
+  if (chunk >= plan_.num_chunks()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk ", chunk, " out of range [0, ", plan_.num_chunks(), ")"));
+  }
+  const ChunkInfo& info = plan_.chunk(chunk);
+  ChunkSnapshot snap;
+  snap.chunk = chunk;
+  snap.step = step;
+  auto st = steps_.find(step);
+  if (st == steps_.end()) {
+    // The lowest step a rank still runs (first_step while the job forms), as in Trim().
+    const Step lowest =
+        plan_.complete() ? LowestRankStep(~Step{0}) : plan_.first_step();
+    const Step oldest = steps_.empty() ? lowest : std::min(lowest, steps_.begin()->first);
+    if (step < oldest) {
+      return absl::OutOfRangeError(
+          absl::StrCat("step ", step, " is before the oldest retained step ", oldest));
+    }
+    snap.state = "IDLE";
+    info.ForEachContributor([&](const Contributor& who) { snap.missing.push_back(who); });
+    return snap;
+  }
+  if (st->second.skipped) {
+    snap.state = "SKIPPED";
+    return snap;
+  }
+  const ChunkStep* cs = nullptr;
+  if (auto f = st->second.chunks.find(chunk); f != st->second.chunks.end()) cs = &f->second;
+  info.ForEachContributor([&](const Contributor& who) {
+    if (cs != nullptr) {
+      if (const std::optional<StagedMark> found = cs->staged.Find(who); found.has_value()) {
+        snap.staged.push_back(who);
+        snap.staged_after.push_back(found->at() - cs->first_checkin);
+        return;
+      }
+    }
+    snap.missing.push_back(who);
+  });
+  if (cs == nullptr || cs->staged.empty()) {
+    snap.state = "IDLE";
+  } else if (!cs->released) {
+    snap.state = "WAITING";
+    snap.waiting = now - cs->first_checkin;
+  } else {
+    for (RankId m : info.members) {
+      if (!cs->done.contains(m)) snap.sync_pending.push_back(m);
+    }
+    snap.state = snap.sync_pending.empty() ? "SYNCED" : "RELEASED";
+    snap.waiting = now - cs->released_at;
+  }
+  return snap;
+}
+
+}  // namespace psync::core

@@ -1,0 +1,156 @@
+// JobTracker scenario tests: Pending, Snapshot and the lowest rank step.
+// Exact decisions (deliveries, events, sequence numbers, status codes) driven through the
+// Harness of job_tracker_test_harness.h, which audits every decision with an InvariantChecker
+// and asserts a refused call leaves Snapshot() and Pending() unchanged.
+#include "server/core/job_tracker.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/core/invariant_checker.h"
+#include "server/core/job_tracker_test_harness.h"
+#include "server/core/test_util.h"
+
+namespace psync::core {
+namespace {
+
+using ::psync::core::testing::DirectiveAt;
+using ::psync::core::testing::Harness;
+using ::psync::core::testing::kStart;
+using ::psync::core::testing::MoeExpected;
+using ::psync::core::testing::MoePlans;
+using ::psync::core::testing::TwoRankExpected;
+using ::psync::core::testing::TwoRankPlans;
+using ::psync::core::testing::DeliveryTexts;
+using ::psync::core::testing::Done;
+using ::psync::core::testing::EventsOf;
+using ::psync::core::testing::EventTexts;
+using ::psync::core::testing::Group;
+using ::psync::core::testing::Item;
+using ::psync::core::testing::NoticeText;
+using ::psync::core::testing::Part;
+using ::psync::core::testing::Plan;
+using ::psync::core::testing::StateText;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::StartsWith;
+using ::testing::UnorderedElementsAre;
+
+using Strings = std::vector<std::string>;
+
+
+// ---------------------------------------------------------------------------------------------
+// Pending and Snapshot
+
+TEST(JobTrackerTest, PendingRelistsDirectivesUntilSyncDone) {
+  Harness h(MoePlans(), MoeExpected());
+  h.JoinAll();
+  for (RankId r = 0; r < 4; ++r) EXPECT_THAT(h.tracker().Pending(r), IsEmpty());
+  for (RankId r = 0; r < 4; ++r) ASSERT_TRUE(h.Stage(r, {Item(0, 1, "dense")}).ok());
+  for (RankId r = 0; r < 4; ++r) ASSERT_TRUE(h.Stage(r, {Item(0, 2, "expert")}).ok());
+  auto pending = [&](RankId r) {
+    Strings out;
+    for (const Notice& n : h.tracker().Pending(r)) out.push_back(NoticeText(n));
+    return out;
+  };
+  for (RankId r = 0; r < 4; ++r) {
+    EXPECT_THAT(pending(r), ElementsAre("directive g1 s0 c1 seq1", "directive g1 s0 c2 seq2"));
+  }
+  const SyncDirective first = std::get<SyncDirective>(h.tracker().Pending(0)[0]);
+  EXPECT_EQ(first.last, (Contributor{3, "dense"}));
+  ASSERT_TRUE(h.SyncDone(0, {Done(0, 2)}).ok());
+  EXPECT_THAT(pending(0), ElementsAre("directive g1 s0 c1 seq1"));
+  EXPECT_THAT(pending(1), ElementsAre("directive g1 s0 c1 seq1", "directive g1 s0 c2 seq2"));
+  ASSERT_TRUE(h.SyncDone(0, {Done(0, 1)}).ok());
+  EXPECT_THAT(pending(0), IsEmpty());
+  EXPECT_EQ(h.tracker().rank_step(0), 0u) << "chunk 0 is not released yet";
+  EXPECT_THAT(pending(9), IsEmpty());
+}
+
+TEST(JobTrackerTest, SnapshotListsContributorsOnlyForChunksWaitingLongerThanAsked) {
+  Harness h(TwoRankPlans(), TwoRankExpected());
+  h.JoinAll();
+  ASSERT_TRUE(h.Stage(0, {Item(0, 0, "dense")}).ok());
+  h.Tick(absl::Seconds(2));
+  // Waiting 2 s: no lists past a 5 s threshold, state and waiting time still there.
+  JobSnapshot snap = h.tracker().Snapshot(h.now(), absl::Seconds(5));
+  ASSERT_EQ(snap.chunks.size(), 1u);
+  EXPECT_EQ(snap.chunks[0].state, "WAITING");
+  EXPECT_EQ(snap.chunks[0].waiting, absl::Seconds(2));
+  EXPECT_THAT(snap.chunks[0].staged, IsEmpty());
+  EXPECT_THAT(snap.chunks[0].missing, IsEmpty());
+  h.Tick(absl::Seconds(4));
+  snap = h.tracker().Snapshot(h.now(), absl::Seconds(5));
+  EXPECT_THAT(snap.chunks[0].staged, ElementsAre(Contributor{0, "dense"}));
+  EXPECT_EQ(snap.chunks[0].missing.size(), 3u);
+}
+
+TEST(JobTrackerTest, LowestRankStepFollowsAdvancesAndSkips) {
+  Harness h(TwoRankPlans(), TwoRankExpected());
+  h.JoinAll();
+  EXPECT_EQ(h.tracker().Snapshot(h.now()).min_rank_step, 0u);
+  for (RankId r : {0u, 1u}) {
+    ASSERT_TRUE(h.Stage(r, {Item(0, 0, "dense"), Item(0, 0, "expert")}).ok());
+  }
+  ASSERT_TRUE(h.SyncDone(0, {Done(0, 0)}).ok());
+  EXPECT_EQ(h.tracker().Snapshot(h.now()).min_rank_step, 0u);  // rank 1 still at step 0
+  ASSERT_TRUE(h.SyncDone(1, {Done(0, 0)}).ok());
+  EXPECT_EQ(h.tracker().Snapshot(h.now()).min_rank_step, 1u);
+  ASSERT_TRUE(h.Skip(0, 1).ok());
+  ASSERT_TRUE(h.Skip(1, 1).ok());
+  EXPECT_EQ(h.tracker().Snapshot(h.now()).min_rank_step, 2u);
+  EXPECT_EQ(h.tracker().rank_step(0), 2u);
+  EXPECT_EQ(h.tracker().rank_step(1), 2u);
+}
+
+TEST(JobTrackerTest, SnapshotShowsMissingContributorsAndWaitingTime) {
+  Harness h(TwoRankPlans(), TwoRankExpected());
+  h.JoinAll();
+  JobSnapshot snap = h.tracker().Snapshot(h.now());
+  EXPECT_EQ(snap.state, JobState::kRunning);
+  EXPECT_EQ(snap.ranks_joined, 2u);
+  ASSERT_EQ(snap.chunks.size(), 1u);
+  EXPECT_EQ(snap.chunks[0].state, "IDLE");
+  EXPECT_EQ(snap.chunks[0].missing.size(), 4u);
+
+  ASSERT_TRUE(h.Stage(0, {Item(0, 0, "dense")}).ok());
+  h.Tick(absl::Seconds(5));
+  ASSERT_TRUE(h.Stage(1, {Item(0, 0, "dense")}).ok());
+  h.Tick(absl::Seconds(7));
+  snap = h.tracker().Snapshot(h.now());
+  EXPECT_EQ(snap.chunks[0].step, 0u);
+  EXPECT_EQ(snap.chunks[0].state, "WAITING");
+  EXPECT_THAT(snap.chunks[0].staged, ElementsAre(Contributor{0, "dense"}, Contributor{1, "dense"}));
+  EXPECT_THAT(snap.chunks[0].missing,
+              ElementsAre(Contributor{0, "expert"}, Contributor{1, "expert"}));
+  EXPECT_EQ(snap.chunks[0].waiting, absl::Seconds(12));
+  h.Tick(absl::Minutes(1));
+  EXPECT_EQ(h.tracker().Snapshot(h.now()).chunks[0].waiting, absl::Seconds(72));
+
+  ASSERT_TRUE(h.Stage(0, {Item(0, 0, "expert")}).ok());
+  ASSERT_TRUE(h.Stage(1, {Item(0, 0, "expert")}).ok());
+  h.Tick(absl::Seconds(3));
+  snap = h.tracker().Snapshot(h.now());
+  EXPECT_EQ(snap.chunks[0].state, "RELEASED");
+  EXPECT_THAT(snap.chunks[0].missing, IsEmpty());
+  EXPECT_EQ(snap.chunks[0].waiting, absl::Seconds(3));
+  EXPECT_THAT(snap.chunks[0].sync_pending, ElementsAre(0, 1));
+  ASSERT_TRUE(h.SyncDone(1, {Done(0, 0)}).ok());
+  EXPECT_THAT(h.tracker().Snapshot(h.now()).chunks[0].sync_pending, ElementsAre(0));
+  EXPECT_EQ(h.tracker().Snapshot(h.now()).min_rank_step, 0u);
+  ASSERT_TRUE(h.SyncDone(0, {Done(0, 0)}).ok());
+  snap = h.tracker().Snapshot(h.now());
+  EXPECT_EQ(snap.min_rank_step, 1u);
+  EXPECT_EQ(snap.chunks[0].step, 1u);
+  EXPECT_EQ(snap.chunks[0].state, "IDLE");
+  EXPECT_EQ(snap.chunks[0].missing.size(), 4u);
+}
+
+}  // namespace
+}  // namespace psync::core

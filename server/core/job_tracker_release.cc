@@ -1,0 +1,69 @@
+// JobTracker: releasing a (step, chunk). MaybeRelease asks the release rule (release_rule.h,
+// the whole decision) and, on a release, assigns the sequence number, sends the SyncDirective to
+// every member that has not executed the sync yet, and records the release (and the completion,
+// when every member had synced before a coordinator restart). Part of JobTracker;
+// thread-compatible.
+#include "server/core/job_tracker.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/core/release_rule.h"
+#include "server/core/tracker_text.h"
+
+namespace psync::core {
+namespace {
+
+using internal::Describe;
+
+}  // namespace
+
+void JobTracker::MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decisions* out) {
+  // The rule waits while the plan forms too; returning first creates no chunk-step then. An
+  // aborted generation releases nothing (see below).
+  if (!plan_.complete() || state_ == JobState::kAborted) return;
+  ChunkStep& cs = ChunkStepFor(step, chunk);
+  const ChunkInfo& info = plan_.chunk(chunk);
+  const ReleaseDecision decision = DecideRelease(plan_.complete(), info, cs);
+  if (decision.verdict == ReleaseVerdict::kUndeclaredStaged) {
+    // Every path into `staged` checks the plan, so this is a bug in the tracker, not bad input.
+    // Releasing could be an early sync: end the generation instead (its ranks join again and
+    // restage), with a violation that names the chunk.
+    AbortGeneration(step, absl::StrCat("step ", step, " chunk ", chunk, ": ", decision.Reason()),
+                    now, out);
+    return;
+  }
+  if (!decision.release()) return;
+  if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
+  cs.released = true;
+  cs.sequence = ++sequence_;
+  cs.released_at = now;
+  SyncDirective directive{generation_, step, chunk, cs.sequence, cs.last, now - cs.first_checkin};
+  for (RankId member : info.members) {
+    // Members that already executed this sync (re-announced after a restart) need no directive.
+    if (!cs.done.contains(member)) out->deliveries.push_back({member, directive});
+  }
+  Event e = MakeEvent(EventKind::kRelease, now);
+  e.step = step;
+  e.chunk = chunk;
+  e.rank = cs.last.rank;
+  e.optimizer = cs.last.optimizer;
+  e.sequence = cs.sequence;
+  e.duration = now - cs.first_checkin;
+  e.detail = absl::StrCat("all ", info.num_contributors(), " contributors staged; last ",
+                          Describe(cs.last), "; directive to ", info.members.size(), " ranks");
+  out->events.push_back(std::move(e));
+  if (cs.done.size() == info.members.size()) {
+    // Every member had synced before a coordinator restart: complete at once.
+    Event c = MakeEvent(EventKind::kSyncComplete, now);
+    c.step = step;
+    c.chunk = chunk;
+    c.sequence = cs.sequence;
+    c.duration = absl::ZeroDuration();
+    c.detail = absl::StrCat("all ", cs.done.size(), " ranks had synced before a coordinator restart");
+    out->events.push_back(std::move(c));
+    CheckChecksums(step, chunk, cs, now, out);
+  }
+}
+
+}  // namespace psync::core

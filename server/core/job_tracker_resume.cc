@@ -1,0 +1,83 @@
+// JobTracker: recovery after a coordinator restart. ApplyResume records what a re-joining rank
+// re-announced (its step, check-ins and executed syncs); Reconcile, once the plan is complete,
+// counts ranks already past a step as having staged and synced it, then releases, skips and
+// advances as if the coordinator had never stopped. Only declared contributors enter `staged`
+// here (a resume is validated against the rank's plan; Reconcile walks the plan's contributors),
+// which the release rule relies on (release_rule.h). Part of JobTracker; thread-compatible.
+#include "server/core/job_tracker.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace psync::core {
+
+void JobTracker::ApplyResume(RankId rank, const ResumeState& resume, absl::Time now,
+                             Decisions* out) {
+  SetRankStep(ranks_[rank], resume.step);
+  for (const auto& [chunk, optimizer] : resume.staged) {
+    ChunkStep& cs = ChunkStepFor(resume.step, chunk);
+    const Contributor who{rank, optimizer};
+    cs.staged.Insert(who, StagedMark(std::nullopt, now));
+    if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
+    cs.last_checkin = now;
+    cs.last = who;
+  }
+  for (ChunkId chunk : resume.synced_chunks) {
+    ChunkStep& cs = ChunkStepFor(resume.step, chunk);
+    cs.done.Insert(rank, GroupChecksums());
+    cs.synced_before = true;
+  }
+  for (ChunkId chunk : resume.released_chunks) {
+    ChunkStepFor(resume.step, chunk).synced_before = true;
+  }
+  // A rank that synced every chunk it takes part in has finished the step: it may check in for
+  // the next one while the other ranks are still re-joining.
+  const std::vector<ChunkId> mine = ChunksSyncedBy(rank);
+  const bool finished =
+      !mine.empty() && std::all_of(mine.begin(), mine.end(), [&](ChunkId chunk) {
+        return std::find(resume.synced_chunks.begin(), resume.synced_chunks.end(), chunk) !=
+               resume.synced_chunks.end();
+      });
+  if (finished) SetRankStep(ranks_[rank], resume.step + 1);
+  Event e = MakeEvent(EventKind::kJoin, now);
+  e.rank = rank;
+  e.step = resume.step;
+  e.detail = absl::StrCat("resumed at step ", resume.step, " with ", resume.staged.size(),
+                          " check-ins, ", resume.synced_chunks.size(), " synced and ",
+                          resume.released_chunks.size(), " released chunks");
+  out->events.push_back(std::move(e));
+}
+
+void JobTracker::Reconcile(absl::Time now, Decisions* out) {
+  // Collect first: releasing and skipping may trim steps_.
+  std::vector<std::pair<Step, std::vector<ChunkId>>> pending;
+  for (const auto& [step, st] : steps_) {
+    pending.emplace_back(step, std::vector<ChunkId>());
+    for (const auto& [chunk, cs] : st.chunks) pending.back().second.push_back(chunk);
+  }
+  for (const auto& [step, chunks] : pending) {
+    auto st = steps_.find(step);
+    if (st == steps_.end()) continue;
+    for (ChunkId chunk : chunks) {
+      // A rank already past `step` staged and synced everything it had there (resumed ranks).
+      ChunkStep& cs = ChunkStepFor(step, chunk);
+      const ChunkInfo& info = plan_.chunk(chunk);
+      info.ForEachContributor([&](const Contributor& who) {
+        if (rank_step(who.rank) > step && cs.staged.Insert(who, StagedMark(std::nullopt, now))) {
+          if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
+        }
+      });
+      for (RankId member : info.members) {
+        if (rank_step(member) > step) cs.done.Insert(member, GroupChecksums());
+      }
+      MaybeRelease(step, chunk, now, out);
+    }
+    MaybeSkip(step, now, out);
+  }
+  for (RankId rank : JoinedRanks()) MaybeAdvance(rank, now, out);
+}
+
+}  // namespace psync::core

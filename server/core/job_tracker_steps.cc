@@ -1,0 +1,83 @@
+// JobTracker: a rank's step. CheckNotAhead refuses inputs for steps the rank has not reached
+// (naming the chunks it still has to finish); MaybeAdvance moves a rank past every step whose
+// syncs it reported done; Trim drops steps older than the history window behind the lowest rank.
+// Part of JobTracker (job_tracker.h); thread-compatible.
+#include "server/core/job_tracker.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace psync::core {
+
+std::string JobTracker::UnfinishedChunks(RankId rank) const {
+  const Step step = rank_step(rank);
+  std::vector<ChunkId> missing;
+  auto st = steps_.find(step);
+  for (ChunkId c : plan_.synced_chunks(rank)) {
+    if (st == steps_.end()) {
+      missing.push_back(c);
+      continue;
+    }
+    auto cs = st->second.chunks.find(c);
+    if (cs == st->second.chunks.end() || !cs->second.done.contains(rank)) missing.push_back(c);
+  }
+  if (!plan_.complete()) return "the job is still forming";
+  return absl::StrCat("SyncDone missing for chunks [", absl::StrJoin(missing, ","), "]");
+}
+
+absl::Status JobTracker::CheckNotAhead(RankId rank, absl::string_view field, Step step) const {
+  const Step current = rank_step(rank);
+  if (step == current + 1) {
+    return absl::FailedPreconditionError(absl::StrCat(field, " ", step, ": rank ", rank,
+                                                      " has not finished step ", current, " (",
+                                                      UnfinishedChunks(rank), ")"));
+  }
+  if (step > current + 1) {
+    return absl::OutOfRangeError(absl::StrCat(field, " ", step, " is too far ahead: rank ", rank,
+                                              " is at step ", current));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<ChunkId> JobTracker::ChunksSyncedBy(RankId rank) const {
+  if (plan_.complete()) return plan_.synced_chunks(rank);
+  std::vector<ChunkId> chunks;
+  if (const RankPlan* own = plan_.rank_plan(rank); own != nullptr) {
+    for (const ChunkPart& part : own->chunks) chunks.push_back(part.chunk);
+  }
+  return chunks;
+}
+
+void JobTracker::MaybeAdvance(RankId rank, absl::Time now, Decisions* out) {
+  std::vector<ChunkId> own;  // while the plan forms; once complete the plan's list is used as is
+  const std::vector<ChunkId>& mine =
+      plan_.complete() ? plan_.synced_chunks(rank) : (own = ChunksSyncedBy(rank));
+  if (mine.empty()) return;
+  RankState& state = ranks_[rank];
+  // SyncDones reported ahead (see CheckSyncDone) may finish several steps at once.
+  bool advanced = false;
+  for (auto st = steps_.find(state.step); st != steps_.end(); st = steps_.find(state.step)) {
+    for (ChunkId c : mine) {
+      auto cs = st->second.chunks.find(c);
+      if (cs == st->second.chunks.end() || !cs->second.done.contains(rank)) {
+        if (advanced) Trim();
+        return;
+      }
+    }
+    SetRankStep(state, state.step + 1);
+    advanced = true;
+  }
+  if (advanced) Trim();
+}
+
+void JobTracker::Trim() {
+  Step lowest = LowestRankStep(~Step{0});
+  if (!plan_.complete()) lowest = std::min(lowest, plan_.first_step());
+  const Step keep_from = lowest > options_.history_steps ? lowest - options_.history_steps : 0;
+  while (!steps_.empty() && steps_.begin()->first < keep_from) steps_.erase(steps_.begin());
+}
+
+}  // namespace psync::core

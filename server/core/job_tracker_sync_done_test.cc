@@ -1,0 +1,177 @@
+// JobTracker scenario tests: SyncDone before the directive, the checksum audit, and directives
+// acknowledged ahead of the rank's own step.
+// Exact decisions (deliveries, events, sequence numbers, status codes) driven through the
+// Harness of job_tracker_test_harness.h, which audits every decision with an InvariantChecker
+// and asserts a refused call leaves Snapshot() and Pending() unchanged.
+#include "server/core/job_tracker.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/core/invariant_checker.h"
+#include "server/core/job_tracker_test_harness.h"
+#include "server/core/test_util.h"
+
+namespace psync::core {
+namespace {
+
+using ::psync::core::testing::DirectiveAt;
+using ::psync::core::testing::Harness;
+using ::psync::core::testing::kStart;
+using ::psync::core::testing::MoeExpected;
+using ::psync::core::testing::MoePlans;
+using ::psync::core::testing::TwoRankExpected;
+using ::psync::core::testing::TwoRankPlans;
+using ::psync::core::testing::DeliveryTexts;
+using ::psync::core::testing::Done;
+using ::psync::core::testing::EventsOf;
+using ::psync::core::testing::EventTexts;
+using ::psync::core::testing::Group;
+using ::psync::core::testing::Item;
+using ::psync::core::testing::NoticeText;
+using ::psync::core::testing::Part;
+using ::psync::core::testing::Plan;
+using ::psync::core::testing::StateText;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::StartsWith;
+using ::testing::UnorderedElementsAre;
+
+using Strings = std::vector<std::string>;
+
+
+// ---------------------------------------------------------------------------------------------
+// SyncDone
+
+TEST(JobTrackerTest, SyncDoneBeforeTheDirectiveIsFailedPrecondition) {
+  Harness h(TwoRankPlans(), TwoRankExpected());
+  h.JoinAll();
+  h.ExpectRefused([&] { return h.SyncDone(0, {Done(0, 0)}); },
+                  absl::StatusCode::kFailedPrecondition,
+                  "items[0]: SyncDone before the directive: step 0 chunk 0 has not been released");
+  ASSERT_TRUE(h.Stage(0, {Item(0, 0, "dense"), Item(0, 0, "expert")}).ok());
+  ASSERT_TRUE(h.Stage(1, {Item(0, 0, "dense")}).ok());
+  h.ExpectRefused([&] { return h.SyncDone(1, {Done(0, 0)}); },
+                  absl::StatusCode::kFailedPrecondition,
+                  "items[0]: SyncDone before the directive: step 0 chunk 0 has not been released");
+  h.ExpectRefused([&] { return h.SyncDone(1, {Done(1, 0)}); },
+                  absl::StatusCode::kFailedPrecondition,
+                  "items[0]: SyncDone before the directive: step 1 chunk 0 has not been released");
+  ASSERT_TRUE(h.Stage(1, {Item(0, 0, "expert")}).ok());
+  h.Tick(absl::Milliseconds(250));
+  ASSERT_TRUE(h.SyncDone(1, {Done(0, 0, {{"dp", 5}})}).ok());
+  EXPECT_THAT(h.events(), ElementsAre("sync_done g1 s0 c0 r1 seq1"));
+  EXPECT_THAT(h.deliveries(), IsEmpty());
+  ASSERT_TRUE(h.SyncDone(0, {Done(0, 0, {{"dp", 5}})}).ok());
+  EXPECT_THAT(h.events(), ElementsAre("sync_done g1 s0 c0 r0 seq1", "sync_complete g1 s0 c0 seq1"));
+  EXPECT_EQ(h.out().events[1].detail, "all 2 ranks synced in 250ms");
+  // A repeated SyncDone is a duplicate: OK, nothing new.
+  ASSERT_TRUE(h.SyncDone(0, {Done(0, 0, {{"dp", 5}})}).ok());
+  EXPECT_THAT(h.events(), IsEmpty());
+}
+
+TEST(JobTrackerTest, SyncDoneChecksumMismatchIsAViolationNamingTheRanks) {
+  Harness h(MoePlans(), MoeExpected());
+  h.JoinAll();
+  for (RankId r = 0; r < 4; ++r) {
+    ASSERT_TRUE(h.Stage(r, {Item(0, 0, "dense"), Item(0, 0, "expert"), Item(0, 1, "dense"),
+                            Item(0, 2, "expert")})
+                    .ok());
+  }
+  // Chunk 1 (dp): rank 3 disagrees.
+  for (RankId r = 0; r < 3; ++r) {
+    ASSERT_TRUE(h.SyncDone(r, {Done(0, 1, {{"dp", 7}})}).ok());
+    EXPECT_THAT(EventsOf(h.out(), EventKind::kViolation), IsEmpty());
+  }
+  ASSERT_TRUE(h.SyncDone(3, {Done(0, 1, {{"dp", 8}})}).ok());
+  EXPECT_THAT(h.events(), ElementsAre("sync_done g1 s0 c1 r3 seq2", "sync_complete g1 s0 c1 seq2",
+                                      "violation g1 s0 c1 seq2"));
+  EXPECT_EQ(h.out().events[2].detail,
+            "checksum mismatch in group 'dp': 0x7 from ranks [0,1,2]; 0x8 from ranks [3]");
+  // Chunk 0: dp agrees, edp0 disagrees between ranks 0 and 2, edp1 agrees.
+  ASSERT_TRUE(h.SyncDone(0, {Done(0, 0, {{"dp", 1}, {"edp0", 2}})}).ok());
+  ASSERT_TRUE(h.SyncDone(1, {Done(0, 0, {{"dp", 1}, {"edp1", 3}})}).ok());
+  ASSERT_TRUE(h.SyncDone(3, {Done(0, 0, {{"edp1", 3}, {"dp", 1}})}).ok());
+  ASSERT_TRUE(h.SyncDone(2, {Done(0, 0, {{"dp", 1}, {"edp0", 4}})}).ok());
+  std::vector<Event> violations = EventsOf(h.out(), EventKind::kViolation);
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_EQ(violations[0].detail,
+            "checksum mismatch in group 'edp0': 0x2 from ranks [0]; 0x4 from ranks [2]");
+  // Chunk 2: all agree, no violation.
+  for (RankId r = 0; r < 4; ++r) {
+    ASSERT_TRUE(h.SyncDone(r, {Done(0, 2, {{absl::StrCat("edp", r % 2), 11}})}).ok());
+    EXPECT_THAT(EventsOf(h.out(), EventKind::kViolation), IsEmpty());
+  }
+  // The mismatch is reported, not fatal: every rank moved on.
+  for (RankId r = 0; r < 4; ++r) EXPECT_EQ(h.tracker().rank_step(r), 1u);
+}
+// ---------------------------------------------------------------------------------------------
+// A member that contributes nothing can be handed the next step's directive while it still
+// finishes the current one.
+
+TEST(JobTrackerTest, DirectiveAheadOfTheRankStepCanBeAcknowledged) {
+  // Chunk 0: dense-only, both ranks contribute. Chunk 1: rank 0's expert contributes; rank 1
+  // syncs it but contributes nothing there.
+  std::vector<RankPlan> plans = {
+      Plan(0, 2, 2,
+           {Part(0, {"dense"}, {Group("dp", {0, 1})}), Part(1, {"expert"}, {Group("g", {0, 1})})}),
+      Plan(1, 2, 2, {Part(0, {"dense"}, {Group("dp", {0, 1})}), Part(1, {}, {Group("g", {0, 1})})}),
+  };
+  Harness h(plans, {{{{0, "dense"}, {1, "dense"}}, {0, 1}}, {{{0, "expert"}}, {0, 1}}});
+  h.JoinAll();
+  ASSERT_TRUE(h.Stage(0, {Item(0, 0, "dense"), Item(0, 1, "expert")}).ok());
+  ASSERT_TRUE(h.Stage(1, {Item(0, 0, "dense")}).ok());
+  ASSERT_TRUE(h.SyncDone(0, {Done(0, 0), Done(0, 1)}).ok());
+  ASSERT_TRUE(h.SyncDone(1, {Done(0, 1)}).ok());
+  EXPECT_EQ(h.tracker().rank_step(0), 1u);
+  EXPECT_EQ(h.tracker().rank_step(1), 0u);
+  // Rank 0 alone completes chunk 1 of step 1: rank 1, still in step 0, gets its directive.
+  ASSERT_TRUE(h.Stage(0, {Item(1, 1, "expert")}).ok());
+  EXPECT_THAT(h.deliveries(),
+              ElementsAre("r0 directive g1 s1 c1 seq3", "r1 directive g1 s1 c1 seq3"));
+  Strings pending;
+  for (const Notice& n : h.tracker().Pending(1)) pending.push_back(NoticeText(n));
+  EXPECT_THAT(pending, ElementsAre("directive g1 s0 c0 seq2", "directive g1 s1 c1 seq3"));
+  // Rank 1 executes it and reports it before it reports step 0's chunk 0.
+  ASSERT_TRUE(h.SyncDone(1, {Done(1, 1)}).ok());
+  EXPECT_THAT(h.events(), ElementsAre("sync_done g1 s1 c1 r1 seq3"));
+  EXPECT_EQ(h.tracker().rank_step(1), 0u);
+  ASSERT_TRUE(h.SyncDone(1, {Done(0, 0)}).ok());
+  EXPECT_EQ(h.tracker().rank_step(1), 1u) << "step 1's chunk 0 is not synced yet";
+  ASSERT_TRUE(h.Stage(1, {Item(1, 0, "dense")}).ok());
+  ASSERT_TRUE(h.Stage(0, {Item(1, 0, "dense")}).ok());
+  ASSERT_TRUE(h.SyncDone(1, {Done(1, 0)}).ok());
+  EXPECT_EQ(h.tracker().rank_step(1), 2u);
+  ASSERT_TRUE(h.SyncDone(0, {Done(1, 0), Done(1, 1)}).ok());
+  EXPECT_EQ(h.tracker().rank_step(0), 2u);
+  const std::vector<Step> steps = {0, 1};
+  EXPECT_TRUE(h.checker().CheckComplete(1, steps, {}).ok());
+}
+
+TEST(JobTrackerTest, MemberThatOnlySyncsAdvancesPastStepsItAcknowledgedAhead) {
+  // Rank 1 contributes nothing anywhere; it only syncs chunk 0. It may acknowledge step 1's
+  // directive before step 0's, and then finishes both steps at once.
+  std::vector<RankPlan> plans = {
+      Plan(0, 2, 1, {Part(0, {"dense"}, {Group("dp", {0, 1})})}),
+      Plan(1, 2, 1, {Part(0, {}, {Group("dp", {0, 1})})}),
+  };
+  Harness h(plans, {{{{0, "dense"}}, {0, 1}}});
+  h.JoinAll();
+  ASSERT_TRUE(h.Stage(0, {Item(0, 0, "dense")}).ok());
+  ASSERT_TRUE(h.SyncDone(0, {Done(0, 0)}).ok());
+  ASSERT_TRUE(h.Stage(0, {Item(1, 0, "dense")}).ok());
+  ASSERT_TRUE(h.SyncDone(1, {Done(1, 0)}).ok());
+  EXPECT_EQ(h.tracker().rank_step(1), 0u);
+  ASSERT_TRUE(h.SyncDone(1, {Done(0, 0)}).ok());
+  EXPECT_EQ(h.tracker().rank_step(1), 2u);
+  EXPECT_THAT(h.tracker().Pending(1), IsEmpty());
+}
+
+}  // namespace
+}  // namespace psync::core
