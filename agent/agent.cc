@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/agent_batch.h"
+#include "server/rank_server.h"
 
 namespace psync::agent {
 namespace {
@@ -78,20 +79,11 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   agent->service_ = std::make_unique<AgentService>(agent->upstream_.get(), agent->stub_.get(),
                                                    &agent->counters_);
 
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(o.listen, grpc::InsecureServerCredentials(), &agent->port_);
-  builder.SetMaxReceiveMessageSize(o.max_receive_message_bytes);
-  // As the coordinator: keepalive finds dead ranks, and the ranks' own pings are permitted.
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
-  builder.RegisterService(agent->service_.get());
-  agent->server_ = builder.BuildAndStart();
-  if (agent->server_ == nullptr || agent->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on '", o.listen, "'"));
-  }
+  auto server = server::StartRankServer(o.listen, grpc::InsecureServerCredentials(),
+                                        o.max_receive_message_bytes, agent->service_.get(),
+                                        &agent->port_);
+  if (!server.ok()) return server.status();
+  agent->server_ = std::move(*server);
   if (IsUnix(o.listen)) agent->port_ = 0;
   agent->upstream_->Start();
   return agent;

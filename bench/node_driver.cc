@@ -128,13 +128,7 @@ class NodeDriver {
     ++streams_done_;
   }
 
-  std::atomic<uint64_t> directives{0};
-  std::atomic<uint64_t> duplicate_directives{0};
-  std::atomic<uint64_t> unexpected_directives{0};
-  std::atomic<uint64_t> sequence_mismatches{0};
-  std::atomic<uint64_t> checkins_measured{0};
-  std::atomic<uint64_t> messages_up{0};
-  std::atomic<uint64_t> acks{0};
+  DriverCounters counters;
 
  private:
   // Waits until `done` holds or a failure; DEADLINE_EXCEEDED naming `phase` after the timeout.
@@ -295,9 +289,9 @@ void NodeStream::Pump(int64_t now) {
     // time it waited for the node's next batch is part of the release latency.
     for (const Sent& c : in_write) {
       AtomicMax(driver_->record(c.step, c.chunk).last_send_ns, c.due_ns);
-      if (driver_->measured(c.step)) driver_->checkins_measured.fetch_add(1);
+      if (driver_->measured(c.step)) driver_->counters.checkins_measured.fetch_add(1);
     }
-    driver_->messages_up.fetch_add(1);
+    driver_->counters.messages_up.fetch_add(1);
     StartWrite(&current_);
   }
 }
@@ -313,7 +307,7 @@ void NodeStream::StartNextWriteLocked(bool* start) {
   ++sent_;
   writing_ = true;
   *start = true;
-  driver_->messages_up.fetch_add(1);
+  driver_->counters.messages_up.fetch_add(1);
 }
 
 void NodeStream::OnWriteDone(bool ok) {
@@ -364,7 +358,7 @@ void NodeStream::OnReadDone(bool ok) {
 void NodeStream::HandleDown(const v1::AgentDown& down, int64_t now) {
   const Workload& w = driver_->options().workload;
   for (const v1::AgentAck& ack : down.acks()) {
-    driver_->acks.fetch_add(1);
+    driver_->counters.acks.fetch_add(1);
     if (ack.code() != 0 || ack.rejected_size() > 0) {
       const std::string what =
           ack.code() != 0 ? ack.message()
@@ -400,21 +394,21 @@ void NodeStream::HandleDown(const v1::AgentDown& down, int64_t now) {
     const v1::SyncDirective& d = n.notice().directive();
     if (d.step() >= driver_->options().warmup_steps + driver_->options().steps ||
         d.chunk() >= w.chunks) {
-      driver_->unexpected_directives.fetch_add(n.ranks_size());
+      driver_->counters.unexpected_directives.fetch_add(n.ranks_size());
       continue;
     }
     ChunkRecord& r = driver_->record(d.step(), d.chunk());
-    if (!r.NoteSequence(d.sequence())) driver_->sequence_mismatches.fetch_add(1);
+    if (!r.NoteSequence(d.sequence())) driver_->counters.sequence_mismatches.fetch_add(1);
     absl::MutexLock lock(&mu_);
     for (uint32_t rank : n.ranks()) {
-      driver_->directives.fetch_add(1);
+      driver_->counters.directives.fetch_add(1);
       if (rank < first_rank_ || rank >= first_rank_ + count_) {
-        driver_->unexpected_directives.fetch_add(1);
+        driver_->counters.unexpected_directives.fetch_add(1);
         continue;
       }
       const uint32_t local = rank - first_rank_;
       if (d.step() != rank_step_[local]) {  // a repeat of an earlier step, or a future one
-        driver_->duplicate_directives.fetch_add(1);
+        driver_->counters.duplicate_directives.fetch_add(1);
         continue;
       }
       ++held_[local];
@@ -644,17 +638,7 @@ absl::StatusOr<DriverResult> NodeDriver::Run() {
   }
   if (!status.ok()) return status;
 
-  ReleaseSummary summary = records_.Summarize(w.ranks, o.warmup_steps);
-  result.releases_complete = summary.complete;
-  result.distinct_sequences = summary.distinct_sequences;
-  result.release_latency_ns = std::move(summary.latency_ns);
-  result.directives = directives.load();
-  result.duplicate_directives = duplicate_directives.load();
-  result.unexpected_directives = unexpected_directives.load();
-  result.sequence_mismatches = sequence_mismatches.load();
-  result.checkins_measured = checkins_measured.load();
-  result.messages_up = messages_up.load();
-  result.acks = acks.load();
+  SummarizeRun(records_, w.ranks, o.warmup_steps, counters, &result);
   return result;
 }
 

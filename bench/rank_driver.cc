@@ -175,13 +175,7 @@ class Driver {
     return streams_done_ >= streams_.size() && joins_done_ == joins_started_;
   }
 
-  std::atomic<uint64_t> directives{0};
-  std::atomic<uint64_t> duplicate_directives{0};
-  std::atomic<uint64_t> unexpected_directives{0};
-  std::atomic<uint64_t> sequence_mismatches{0};
-  std::atomic<uint64_t> checkins_measured{0};
-  std::atomic<uint64_t> messages_up{0};
-  std::atomic<uint64_t> acks{0};
+  DriverCounters counters;
 
  private:
   void StartJoin(uint32_t rank);
@@ -273,7 +267,7 @@ bool RankStream::EnqueueLocked(v1::SessionUp up) {
 void RankStream::TakeNextLocked() {
   current_ = std::move(queue_.front());
   queue_.pop_front();
-  driver_->messages_up.fetch_add(1, std::memory_order_relaxed);
+  driver_->counters.messages_up.fetch_add(1, std::memory_order_relaxed);
   if (current_.kind_case() != v1::SessionUp::kStaged) return;
   const int64_t now = NowNs();
   uint64_t measured = 0;
@@ -281,7 +275,7 @@ void RankStream::TakeNextLocked() {
     AtomicMax(driver_->record(item.step(), item.chunk()).last_send_ns, now);
     if (item.step() >= driver_->options().warmup_steps) ++measured;
   }
-  driver_->checkins_measured.fetch_add(measured, std::memory_order_relaxed);
+  driver_->counters.checkins_measured.fetch_add(measured, std::memory_order_relaxed);
 }
 
 void RankStream::BeginStep(uint64_t step, int64_t base_ns) {
@@ -344,18 +338,18 @@ void RankStream::HandleDirective(const v1::SyncDirective& d, int64_t now, bool* 
   const DriverOptions& o = driver_->options();
   if (d.step() != step_ || d.chunk() >= o.chunks || received_[d.chunk()]) {
     const bool duplicate = d.step() < step_ || (d.step() == step_ && d.chunk() < o.chunks);
-    (duplicate ? driver_->duplicate_directives : driver_->unexpected_directives)
+    (duplicate ? driver_->counters.duplicate_directives : driver_->counters.unexpected_directives)
         .fetch_add(1, std::memory_order_relaxed);
     return;
   }
   received_[d.chunk()] = 1;
   ++received_count_;
-  driver_->directives.fetch_add(1, std::memory_order_relaxed);
+  driver_->counters.directives.fetch_add(1, std::memory_order_relaxed);
   ChunkRecord& record = driver_->record(d.step(), d.chunk());
   AtomicMax(record.last_directive_ns, now);
   record.ranks_released.fetch_add(1, std::memory_order_relaxed);
   if (!record.NoteSequence(d.sequence())) {
-    driver_->sequence_mismatches.fetch_add(1, std::memory_order_relaxed);
+    driver_->counters.sequence_mismatches.fetch_add(1, std::memory_order_relaxed);
   }
   if (!o.batch_sync_done) {
     v1::SessionUp up;
@@ -404,7 +398,7 @@ void RankStream::OnReadDone(bool ok) {
     switch (in_.kind_case()) {
       case v1::SessionDown::kAck:
         ++acked_;
-        driver_->acks.fetch_add(1, std::memory_order_relaxed);
+        driver_->counters.acks.fetch_add(1, std::memory_order_relaxed);
         if (in_.ack().code() != 0) {
           driver_->Fail(absl::Status(static_cast<absl::StatusCode>(in_.ack().code()),
                                      absl::StrCat("rank ", rank_, " request ",
@@ -672,17 +666,7 @@ absl::StatusOr<DriverResult> Driver::Run() {
   }
 
   result.releases_expected = total_steps_ * o.chunks;
-  ReleaseSummary summary = records_.Summarize(o.ranks, o.warmup_steps);
-  result.releases_complete = summary.complete;
-  result.distinct_sequences = summary.distinct_sequences;
-  result.release_latency_ns = std::move(summary.latency_ns);
-  result.directives = directives.load();
-  result.duplicate_directives = duplicate_directives.load();
-  result.unexpected_directives = unexpected_directives.load();
-  result.sequence_mismatches = sequence_mismatches.load();
-  result.checkins_measured = checkins_measured.load();
-  result.messages_up = messages_up.load();
-  result.acks = acks.load();
+  SummarizeRun(records_, o.ranks, o.warmup_steps, counters, &result);
   return result;
 }
 

@@ -34,6 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "bench/driver_result.h"
 
 namespace psync::bench {
 
@@ -67,23 +68,6 @@ struct DriverOptions {
   std::function<void()> on_measure_end;
 };
 
-struct DriverResult {
-  // One per measured (step, chunk) released to every rank, in nanoseconds.
-  std::vector<int64_t> release_latency_ns;
-  uint64_t releases_expected = 0;  // (warmup_steps + steps) * chunks
-  uint64_t releases_complete = 0;  // (step, chunk)s whose directive reached every rank
-  uint64_t distinct_sequences = 0;
-  uint64_t directives = 0;
-  uint64_t duplicate_directives = 0;
-  uint64_t unexpected_directives = 0;
-  uint64_t sequence_mismatches = 0;
-  uint64_t checkins_measured = 0;  // check-ins sent in the measured steps
-  uint64_t messages_up = 0;        // SessionUp messages, attach included
-  uint64_t acks = 0;
-  double join_seconds = 0;
-  double attach_seconds = 0;
-  double measured_seconds = 0;  // on_measure_start -> on_measure_end
-};
 
 absl::StatusOr<DriverResult> RunRanks(const DriverOptions& options);
 

@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/http_api.h"
+#include "server/rank_server.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 
@@ -60,23 +61,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
   } else if (!options.tls_client_ca_pem.empty()) {
     return absl::InvalidArgumentError("tls: a client CA needs a server certificate and key");
   }
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, credentials, &s->port_);
-  builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
-  // Keepalive pings find dead peers (a killed rank, a cut network) so their Session ends and the
-  // rank's lease starts running, instead of a half-open TCP connection looking alive for hours.
-  // Generous enough for clients whose only pending operation is idle (gRPC answers pings from a
-  // backup poller every few seconds when nothing else polls).
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
-  builder.RegisterService(s->service_.get());
-  s->server_ = builder.BuildAndStart();
-  if (s->server_ == nullptr || s->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on '", options.listen, "'"));
-  }
+  auto server = StartRankServer(options.listen, credentials, options.max_receive_message_bytes,
+                                s->service_.get(), &s->port_);
+  if (!server.ok()) return server.status();
+  s->server_ = std::move(*server);
   if (options.inspect_interval > absl::ZeroDuration()) {
     CoordinatorServer* self = s.get();
     s->inspector_ = std::thread([self, interval = options.inspect_interval,

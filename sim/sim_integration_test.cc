@@ -1,30 +1,17 @@
 // Simulated ranks against a real coordinator over gRPC: 64 ranks x 2 optimizers x 4 chunks x 50
 // steps (W=64, E=8), random order and delays, duplicate check-ins, batches, and skipped steps. The
 // recorder must find no violation, and the counts must be exact.
-#include <memory>
-#include <thread>
+#include <cstdio>
+#include <set>
 
-#include "absl/synchronization/notification.h"
 #include "client/testing/tcp_proxy.h"
 #include "gtest/gtest.h"
-#include "server/test_server.h"
-#include "sim/sim.h"
+#include "sim/sim_testing.h"
 
 namespace psync::sim {
 namespace {
 
-using ::psync::server::TestServer;
-
-class SimIntegrationTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto server = TestServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-  }
-
-  std::unique_ptr<TestServer> server_;
-};
+using SimIntegrationTest = SimServerTest;
 
 TEST_F(SimIntegrationTest, SixtyFourRanksFiftyStepsExactlyOnce) {
   SimPlan plan;
@@ -68,13 +55,11 @@ TEST_F(SimIntegrationTest, SixtyFourRanksFiftyStepsExactlyOnce) {
   EXPECT_EQ(report->duplicate_directives_dropped, 0u);
 
   // The coordinator's own counters agree with the independent recorder.
+  ExpectCoordinatorCounted(*server_, options.job_id, 4 * kSynced, 64 * 2 * 4 * kSynced);
   auto status = server_->coordinator().GetJobStatus(options.job_id);
   ASSERT_TRUE(status.ok()) << status.status();
-  EXPECT_EQ(status->counters.releases, 4 * kSynced);
-  EXPECT_EQ(status->counters.checkins, 64 * 2 * 4 * kSynced);
   EXPECT_EQ(status->counters.skipped_steps, kSkipped);
   EXPECT_EQ(status->counters.syncs_done, 64 * 4 * kSynced);
-  EXPECT_EQ(status->counters.violations, 0u);
   EXPECT_EQ(status->counters.rejected, 0u);
   std::printf("%s", text.c_str());
 }
@@ -116,11 +101,6 @@ TEST_F(SimIntegrationTest, DenseOnlyAndExpertOnlyChunksWithSeededSkips) {
 TEST_F(SimIntegrationTest, BrokenConnectionsStillReleaseExactlyOnce) {
   auto proxy = ::psync::testing::TcpProxy::Start(server_->target());
   ASSERT_TRUE(proxy.ok()) << proxy.status();
-  SimPlan plan;
-  plan.world_size = 16;
-  plan.num_chunks = 4;
-  plan.expert_parallel = 4;
-
   SimOptions options;
   options.target = (*proxy)->target();
   options.job_id = "sim-chaos";
@@ -131,17 +111,8 @@ TEST_F(SimIntegrationTest, BrokenConnectionsStillReleaseExactlyOnce) {
   options.skip_steps = {11, 30};
   options.max_batch_items = 2;
 
-  absl::Notification done;
-  int breaks = 0;
-  std::thread chaos([&] {
-    while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
-      (*proxy)->BreakConnections();
-      ++breaks;
-    }
-  });
-  absl::StatusOr<SimReport> report = RunSimulatedJob(plan, options);
-  done.Notify();
-  chaos.join();
+  BrokenRun run = RunBreakingConnections(SixteenRankPlan(), options, proxy->get());
+  const absl::StatusOr<SimReport>& report = run.report;
   ASSERT_TRUE(report.ok()) << report.status();
   const std::string text = FormatReport(*report);
   EXPECT_TRUE(report->ok()) << text;
@@ -149,17 +120,14 @@ TEST_F(SimIntegrationTest, BrokenConnectionsStillReleaseExactlyOnce) {
   EXPECT_EQ(report->releases, 4 * kSynced) << text;
   EXPECT_EQ(report->checkins_sent, 16 * 2 * 4 * kSynced);
   EXPECT_EQ(report->directives_received, 16 * 4 * kSynced) << text;
-  auto status = server_->coordinator().GetJobStatus(options.job_id);
-  ASSERT_TRUE(status.ok()) << status.status();
-  EXPECT_EQ(status->counters.releases, 4 * kSynced);
-  EXPECT_EQ(status->counters.violations, 0u);
+  ExpectCoordinatorCounted(*server_, options.job_id, 4 * kSynced, 16 * 2 * 4 * kSynced);
   // A break while the ranks were running made them reconnect (the last break may have come after
   // every client closed).
-  if (breaks >= 2) {
+  if (run.breaks >= 2) {
     EXPECT_GT(report->reconnects, 0u) << text;
   }
-  std::printf("%d connection breaks, %d connections; %s", breaks, (*proxy)->connections_accepted(),
-              text.c_str());
+  std::printf("%d connection breaks, %d connections; %s", run.breaks,
+              (*proxy)->connections_accepted(), text.c_str());
 }
 
 TEST_F(SimIntegrationTest, BadOptionsAreRejected) {

@@ -32,6 +32,38 @@ double Quantile(std::vector<double> values, double q) {
   return values[i];
 }
 
+// A weight diff of a step that is not ok: after an execution that a later execution of the same
+// chunk in the step overwrote, or at the end of the step.
+struct WrongDiff {
+  int chunk = 0;
+  ParamKind kind = ParamKind::kDense;
+  const WeightDiff* diff = nullptr;
+  const SyncExecution* execution = nullptr;  // nullptr: at the end of the step
+  int last_execution = 0;                    // with `execution`: the chunk's last in the step
+};
+
+// The wrong diffs of `r`: the overwritten executions' in execution order, then the step's end's
+// by chunk; each by ParamKind.
+std::vector<WrongDiff> WrongDiffs(const ModelConfig& config, const StepResult& r) {
+  std::vector<WrongDiff> wrong;
+  std::vector<int> last(config.num_chunks, 0);
+  for (const SyncExecution& e : r.syncs) last[e.chunk] = std::max(last[e.chunk], e.execution);
+  for (const SyncExecution& e : r.syncs) {
+    if (e.execution == last[e.chunk]) continue;
+    for (ParamKind kind : kParamKinds) {
+      const WeightDiff& d = e.diff[static_cast<int>(kind)];
+      if (!d.ok()) wrong.push_back({e.chunk, kind, &d, &e, last[e.chunk]});
+    }
+  }
+  for (int c = 0; c < static_cast<int>(r.final_diff.size()); ++c) {
+    for (ParamKind kind : kParamKinds) {
+      const WeightDiff& d = r.final_diff[c][static_cast<int>(kind)];
+      if (!d.ok()) wrong.push_back({c, kind, &d, nullptr, 0});
+    }
+  }
+  return wrong;
+}
+
 }  // namespace
 
 std::vector<std::string> StepLines(const ModelConfig& config, const TrainerOptions& options,
@@ -56,26 +88,15 @@ std::vector<std::string> StepLines(const ModelConfig& config, const TrainerOptio
   absl::StrAppend(&head, r.verified ? ", verify OK" : ", verify FAIL");
   lines.push_back(std::move(head));
 
-  // Executions the step's last execution of the same chunk overwrote.
-  std::vector<int> last(config.num_chunks, 0);
-  for (const SyncExecution& e : r.syncs) last[e.chunk] = std::max(last[e.chunk], e.execution);
-  for (const SyncExecution& e : r.syncs) {
-    if (e.execution == last[e.chunk]) continue;
-    for (ParamKind kind : kParamKinds) {
-      const WeightDiff& d = e.diff[static_cast<int>(kind)];
-      if (d.ok()) continue;
-      lines.push_back(absl::StrFormat("%s chunk %d %s WRONG after sync %d of %d (%s): %s", who,
-                                      e.chunk, WeightsName(config, kind), e.execution,
-                                      last[e.chunk], StagedText(e.dense_staged, e.expert_staged),
-                                      d.Describe()));
-    }
-  }
-  for (int c = 0; c < static_cast<int>(r.final_diff.size()); ++c) {
-    for (ParamKind kind : kParamKinds) {
-      const WeightDiff& d = r.final_diff[c][static_cast<int>(kind)];
-      if (d.ok()) continue;
-      lines.push_back(absl::StrFormat("%s chunk %d %s WRONG at the end of the step: %s", who, c,
-                                      WeightsName(config, kind), d.Describe()));
+  for (const WrongDiff& w : WrongDiffs(config, r)) {
+    if (w.execution != nullptr) {
+      lines.push_back(absl::StrFormat(
+          "%s chunk %d %s WRONG after sync %d of %d (%s): %s", who, w.chunk,
+          WeightsName(config, w.kind), w.execution->execution, w.last_execution,
+          StagedText(w.execution->dense_staged, w.execution->expert_staged), w.diff->Describe()));
+    } else {
+      lines.push_back(absl::StrFormat("%s chunk %d %s WRONG at the end of the step: %s", who,
+                                      w.chunk, WeightsName(config, w.kind), w.diff->Describe()));
     }
   }
   return lines;
@@ -96,24 +117,14 @@ void RunSummary::Add(const StepResult& r) {
     w.max_abs_error = std::max(w.max_abs_error, d.max_abs_error);
     return &w;
   };
-  std::vector<int> last(config_.num_chunks, 0);
-  for (const SyncExecution& e : r.syncs) last[e.chunk] = std::max(last[e.chunk], e.execution);
-  for (const SyncExecution& e : r.syncs) {
-    if (e.execution == last[e.chunk]) continue;
-    for (ParamKind kind : kParamKinds) {
-      const WeightDiff& d = e.diff[static_cast<int>(kind)];
-      if (d.ok()) continue;
-      Wrong* w = note({e.chunk, static_cast<int>(kind), true}, d);
-      w->dense_staged = e.dense_staged;
-      w->expert_staged = e.expert_staged;
-      w->execution = e.execution;
-      w->of = last[e.chunk];
-    }
-  }
-  for (int c = 0; c < static_cast<int>(r.final_diff.size()); ++c) {
-    for (ParamKind kind : kParamKinds) {
-      const WeightDiff& d = r.final_diff[c][static_cast<int>(kind)];
-      if (!d.ok()) note({c, static_cast<int>(kind), false}, d);
+  for (const WrongDiff& wrong : WrongDiffs(config_, r)) {
+    const bool overwritten = wrong.execution != nullptr;
+    Wrong* w = note({wrong.chunk, static_cast<int>(wrong.kind), overwritten}, *wrong.diff);
+    if (overwritten) {
+      w->dense_staged = wrong.execution->dense_staged;
+      w->expert_staged = wrong.execution->expert_staged;
+      w->execution = wrong.execution->execution;
+      w->of = wrong.last_execution;
     }
   }
 }

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "server/http/server.h"
 #include "server/http/socket_io.h"
+#include "server/http/testing/refused_port.h"
 
 namespace psync::http {
 namespace {
@@ -129,17 +130,9 @@ TEST(ClientTest, RejectsBadPathAndMethod) {
 }
 
 TEST(ClientTest, RefusedConnectionIsUnavailable) {
-  // A socket bound to a port but not listening: connections are refused, and
-  // keeping it open keeps the port from being taken by anyone else.
-  UniqueFd bound(socket(AF_INET, SOCK_STREAM, 0));
-  ASSERT_TRUE(bound.valid());
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(
-      bind(bound.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)),
-      0);
-  absl::StatusOr<Response> response = Get(kHost, *LocalPort(bound.get()), "/");
+  absl::StatusOr<UniqueFd> bound = BindRefusedPort();
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  absl::StatusOr<Response> response = Get(kHost, *LocalPort(bound->get()), "/");
   EXPECT_TRUE(absl::IsUnavailable(response.status())) << response.status();
 }
 

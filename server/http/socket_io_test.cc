@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "server/http/testing/refused_port.h"
 
 namespace psync::http {
 namespace {
@@ -149,18 +150,9 @@ TEST(SocketIoTest, ListenOnTakenPortIsUnavailable) {
 }
 
 TEST(SocketIoTest, ConnectToClosedPortIsUnavailable) {
-  // A socket bound to a port but not listening: connecting is refused, and
-  // keeping it open keeps the port from being taken by anyone else.
-  UniqueFd bound(socket(AF_INET, SOCK_STREAM, 0));
-  ASSERT_TRUE(bound.valid());
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  ASSERT_EQ(
-      bind(bound.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)),
-      0);
-  absl::StatusOr<int> port = LocalPort(bound.get());
+  absl::StatusOr<UniqueFd> bound = BindRefusedPort();
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  absl::StatusOr<int> port = LocalPort(bound->get());
   ASSERT_TRUE(port.ok()) << port.status();
   absl::StatusOr<UniqueFd> client = Connect("127.0.0.1", *port, Soon());
   EXPECT_TRUE(absl::IsUnavailable(client.status())) << client.status();

@@ -2,43 +2,28 @@
 // recorder of the invariants) with every rank behind a node agent, and with the agent's stream to
 // the coordinator cut every 100 ms.
 #include <cstdio>
-#include <memory>
-#include <thread>
 
-#include "absl/synchronization/notification.h"
 #include "client/testing/tcp_proxy.h"
 #include "gtest/gtest.h"
-#include "server/test_server.h"
-#include "sim/sim.h"
+#include "sim/sim_testing.h"
 #include "tests/agent/agent_harness.h"
 
 namespace psync::testing {
 namespace {
 
+using ::psync::sim::ExpectCoordinatorCounted;
 using ::psync::sim::FormatReport;
+using ::psync::sim::RunBreakingConnections;
 using ::psync::sim::RunSimulatedJob;
 using ::psync::sim::SimOptions;
-using ::psync::sim::SimPlan;
 using ::psync::sim::SimReport;
+using ::psync::sim::SixteenRankPlan;
 
-class AgentSimTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto server = server::TestServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-  }
-
-  std::unique_ptr<server::TestServer> server_;
-};
+using AgentSimTest = ::psync::sim::SimServerTest;
 
 TEST_F(AgentSimTest, SixteenRanksBehindOneAgentExactlyOnce) {
   auto node = StartAgent(server_->target());
   ASSERT_NE(node, nullptr);
-  SimPlan plan;
-  plan.world_size = 16;
-  plan.num_chunks = 4;
-  plan.expert_parallel = 4;
   SimOptions options;
   options.target = node->local_target();
   options.job_id = "agent-sim";
@@ -49,7 +34,7 @@ TEST_F(AgentSimTest, SixteenRanksBehindOneAgentExactlyOnce) {
   options.skip_steps = {5, 19};
   options.max_batch_items = 3;
 
-  absl::StatusOr<SimReport> report = RunSimulatedJob(plan, options);
+  absl::StatusOr<SimReport> report = RunSimulatedJob(SixteenRankPlan(), options);
   ASSERT_TRUE(report.ok()) << report.status();
   const std::string text = FormatReport(*report);
   EXPECT_TRUE(report->ok()) << text;
@@ -59,13 +44,11 @@ TEST_F(AgentSimTest, SixteenRanksBehindOneAgentExactlyOnce) {
   EXPECT_EQ(report->directives_received, 16 * 4 * kSynced) << text;
   EXPECT_EQ(report->duplicate_directives_dropped, 0u);
 
+  ExpectCoordinatorCounted(*server_, options.job_id, 4 * kSynced, 16 * 2 * 4 * kSynced);
   auto status = server_->coordinator().GetJobStatus(options.job_id);
   ASSERT_TRUE(status.ok()) << status.status();
-  EXPECT_EQ(status->counters.releases, 4 * kSynced);
-  EXPECT_EQ(status->counters.checkins, 16 * 2 * 4 * kSynced);
   EXPECT_EQ(status->counters.skipped_steps, 2u);
   EXPECT_EQ(status->counters.syncs_done, 16 * 4 * kSynced);
-  EXPECT_EQ(status->counters.violations, 0u);
   EXPECT_EQ(status->counters.rejected, 0u);
   const agent::AgentStats s = node->stats();
   EXPECT_LE(s.upstream_batches, s.local_messages);
@@ -82,10 +65,6 @@ TEST_F(AgentSimTest, AgentStreamCutEvery100MsStillReleasesExactlyOnce) {
   ASSERT_TRUE(proxy.ok()) << proxy.status();
   auto node = StartAgent((*proxy)->target());
   ASSERT_NE(node, nullptr);
-  SimPlan plan;
-  plan.world_size = 16;
-  plan.num_chunks = 4;
-  plan.expert_parallel = 4;
   SimOptions options;
   options.target = node->local_target();
   options.job_id = "agent-chaos";
@@ -96,17 +75,8 @@ TEST_F(AgentSimTest, AgentStreamCutEvery100MsStillReleasesExactlyOnce) {
   options.skip_steps = {11, 23};
   options.max_batch_items = 2;
 
-  absl::Notification done;
-  int breaks = 0;
-  std::thread chaos([&] {
-    while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
-      (*proxy)->BreakConnections();
-      ++breaks;
-    }
-  });
-  absl::StatusOr<SimReport> report = RunSimulatedJob(plan, options);
-  done.Notify();
-  chaos.join();
+  ::psync::sim::BrokenRun run = RunBreakingConnections(SixteenRankPlan(), options, proxy->get());
+  const absl::StatusOr<SimReport>& report = run.report;
   ASSERT_TRUE(report.ok()) << report.status();
   const std::string text = FormatReport(*report);
   EXPECT_TRUE(report->ok()) << text;
@@ -115,15 +85,11 @@ TEST_F(AgentSimTest, AgentStreamCutEvery100MsStillReleasesExactlyOnce) {
   EXPECT_EQ(report->directives_received, 16 * 4 * kSynced) << text;
   // The ranks' Sessions with the agent never broke; the agent hid every cut.
   EXPECT_EQ(report->reconnects, 0u) << text;
-  auto status = server_->coordinator().GetJobStatus(options.job_id);
-  ASSERT_TRUE(status.ok()) << status.status();
-  EXPECT_EQ(status->counters.releases, 4 * kSynced);
-  EXPECT_EQ(status->counters.checkins, 16 * 2 * 4 * kSynced);
-  EXPECT_EQ(status->counters.violations, 0u);
+  ExpectCoordinatorCounted(*server_, options.job_id, 4 * kSynced, 16 * 2 * 4 * kSynced);
   const agent::AgentStats s = node->stats();
   std::printf("%d cuts; agent: %llu reconnects, %llu batches re-sent, %llu repeated directives "
               "dropped\n%s",
-              breaks, static_cast<unsigned long long>(s.reconnects),
+              run.breaks, static_cast<unsigned long long>(s.reconnects),
               static_cast<unsigned long long>(s.batches_resent),
               static_cast<unsigned long long>(s.duplicate_directives_dropped), text.c_str());
 }

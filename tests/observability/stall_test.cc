@@ -6,36 +6,26 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "server/test_server.h"
 #include "tests/service/raw_session.h"
+#include "tests/service/service_fixture.h"
 
 namespace psync::testing {
 namespace {
 
 using ::testing::HasSubstr;
 
-class StallTest : public ::testing::Test {
+class StallTest : public ServiceFixture {
  protected:
   void SetUp() override {
     server::CoordinatorOptions options;
     options.observer.deadline.initial = absl::Milliseconds(500);
-    auto server = server::TestServer::Start(options, &clock_);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    channel_ = grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials());
-    stub_ = v1::Coordinator::NewStub(channel_);
+    ASSERT_NO_FATAL_FAILURE(StartServer(options));
     for (uint32_t r = 0; r < 3; ++r) {
-      grpc::ClientContext context;
-      ASSERT_TRUE(stub_->Join(&context, MakeJoin("j", 3, r, 1, {0}, 3), &joined_[r]).ok());
-      sessions_[r] = std::make_unique<RawSession>(stub_.get());
-      ASSERT_TRUE(sessions_[r]->Attach("j", r, joined_[r].generation(), joined_[r].session_id()).ok());
+      sessions_[r] = JoinAndAttach(MakeJoin("j", 3, r, 1, {0}, 3), &joined_[r]);
+      ASSERT_FALSE(HasFailure());
     }
   }
 
-  server::FakeClock clock_;
-  std::unique_ptr<server::TestServer> server_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Coordinator::Stub> stub_;
   v1::JoinResponse joined_[3];
   std::unique_ptr<RawSession> sessions_[3];
 };

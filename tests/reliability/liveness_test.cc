@@ -6,42 +6,29 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "server/test_server.h"
 #include "tests/service/raw_session.h"
+#include "tests/service/service_fixture.h"
 
 namespace psync::testing {
 namespace {
 
 using ::testing::HasSubstr;
 
-class LivenessTest : public ::testing::Test {
+class LivenessTest : public ServiceFixture {
  protected:
   void SetUp() override {
     server::CoordinatorOptions options;
     options.rank_lease = absl::Seconds(2);
     options.lost_rank_abort_after = absl::Seconds(5);
     options.observer.deadline.initial = absl::Minutes(5);  // no stall events in these tests
-    auto server = server::TestServer::Start(options, &clock_);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    channel_ = grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials());
-    stub_ = v1::Coordinator::NewStub(channel_);
+    ASSERT_NO_FATAL_FAILURE(StartServer(options));
     for (uint32_t r = 0; r < 3; ++r) {
-      grpc::ClientContext context;
-      ASSERT_TRUE(stub_->Join(&context, MakeJoin("j", 3, r, 1), &joined_[r]).ok());
-      sessions_[r] = std::make_unique<RawSession>(stub_.get());
-      ASSERT_TRUE(sessions_[r]->Attach("j", r, joined_[r].generation(), joined_[r].session_id()).ok());
+      sessions_[r] = JoinAndAttach(MakeJoin("j", 3, r, 1), &joined_[r]);
+      ASSERT_FALSE(HasFailure());
     }
   }
 
-  v1::JobStatus Status() {
-    grpc::ClientContext context;
-    v1::GetJobStatusRequest request;
-    request.set_job_id("j");
-    v1::JobStatus status;
-    EXPECT_TRUE(stub_->GetJobStatus(&context, request, &status).ok());
-    return status;
-  }
+  v1::JobStatus Status() { return JobStatus("j"); }
 
   // Waits (bounded) until the coordinator has noticed that rank `r`'s stream ended.
   void AwaitDetached(int sessions_left) {
@@ -51,10 +38,6 @@ class LivenessTest : public ::testing::Test {
     ASSERT_EQ(Status().sessions_connected(), sessions_left);
   }
 
-  server::FakeClock clock_;
-  std::unique_ptr<server::TestServer> server_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Coordinator::Stub> stub_;
   v1::JoinResponse joined_[3];
   std::unique_ptr<RawSession> sessions_[3];
 };

@@ -7,24 +7,16 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "server/test_server.h"
 #include "tests/service/raw_session.h"
+#include "tests/service/service_fixture.h"
 
 namespace psync::testing {
 namespace {
 
 using ::testing::HasSubstr;
 
-class BadInputTest : public ::testing::Test {
+class BadInputTest : public ServiceFixture {
  protected:
-  void SetUp() override {
-    auto server = server::TestServer::Start({}, &clock_);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    channel_ = grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials());
-    stub_ = v1::Coordinator::NewStub(channel_);
-  }
-
   grpc::Status Join(const v1::JoinRequest& request, v1::JoinResponse* response = nullptr) {
     grpc::ClientContext context;
     v1::JoinResponse ignored;
@@ -45,15 +37,7 @@ class BadInputTest : public ::testing::Test {
     return session;
   }
 
-  v1::JobStatus Status(const std::string& job = "j") {
-    grpc::ClientContext context;
-    v1::GetJobStatusRequest request;
-    request.set_job_id(job);
-    v1::JobStatus status;
-    grpc::Status s = stub_->GetJobStatus(&context, request, &status);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-    return status;
-  }
+  v1::JobStatus Status(const std::string& job = "j") { return JobStatus(job); }
 
   // The job's state but for the rejected counter.
   v1::JobStatus State(const std::string& job = "j") {
@@ -68,10 +52,6 @@ class BadInputTest : public ::testing::Test {
         << "before:\n" << before.DebugString() << "after:\n" << after.DebugString();
   }
 
-  server::FakeClock clock_;
-  std::unique_ptr<server::TestServer> server_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Coordinator::Stub> stub_;
   v1::JoinResponse joined_[2];
 };
 

@@ -8,24 +8,16 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "server/test_server.h"
 #include "tests/service/raw_session.h"
+#include "tests/service/service_fixture.h"
 
 namespace psync::testing {
 namespace {
 
 using ::testing::HasSubstr;
 
-class ServiceTest : public ::testing::Test {
+class ServiceTest : public ServiceFixture {
  protected:
-  void SetUp() override {
-    auto server = server::TestServer::Start({}, &clock_);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    channel_ = grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials());
-    stub_ = v1::Coordinator::NewStub(channel_);
-  }
-
   v1::JoinResponse Join(const v1::JoinRequest& request) {
     grpc::ClientContext context;
     v1::JoinResponse response;
@@ -42,19 +34,7 @@ class ServiceTest : public ::testing::Test {
     return session;
   }
 
-  v1::JobStatus Status(const std::string& job) {
-    grpc::ClientContext context;
-    v1::GetJobStatusRequest request;
-    request.set_job_id(job);
-    v1::JobStatus status;
-    EXPECT_TRUE(stub_->GetJobStatus(&context, request, &status).ok());
-    return status;
-  }
-
-  server::FakeClock clock_;
-  std::unique_ptr<server::TestServer> server_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Coordinator::Stub> stub_;
+  v1::JobStatus Status(const std::string& job) { return JobStatus(job); }
 };
 
 TEST_F(ServiceTest, ChunkIsReleasedOnceToEveryMemberAfterAllContributors) {

@@ -65,13 +65,9 @@ class GlooCollective final : public Collective {
                          size_t bytes_per_rank) override
       ABSL_LOCKS_EXCLUDED(mu_) {
     if (bytes_per_rank == 0) return absl::OkStatus();
-    if (send == nullptr || recv == nullptr) {
-      return absl::InvalidArgumentError(
-          "AllGather: send and recv must not be null");
-    }
-    if (bytes_per_rank > SIZE_MAX / static_cast<size_t>(size())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "AllGather: bytes_per_rank * size overflows: ", bytes_per_rank));
+    if (absl::Status s = CheckAllGatherArgs(send, recv, bytes_per_rank, size());
+        !s.ok()) {
+      return s;
     }
     absl::MutexLock lock(&mu_);
     if (!broken_.ok()) return Broken();
@@ -93,14 +89,10 @@ class GlooCollective final : public Collective {
                                 size_t count_per_rank) override
       ABSL_LOCKS_EXCLUDED(mu_) {
     if (count_per_rank == 0) return absl::OkStatus();
-    if (send == nullptr || recv == nullptr) {
-      return absl::InvalidArgumentError(
-          "ReduceScatterSum: send and recv must not be null");
-    }
-    if (count_per_rank > SIZE_MAX / sizeof(float) / size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ReduceScatterSum: count_per_rank * size overflows: ",
-                       count_per_rank));
+    if (absl::Status s =
+            CheckReduceScatterArgs(send, recv, count_per_rank, size());
+        !s.ok()) {
+      return s;
     }
     absl::MutexLock lock(&mu_);
     if (!broken_.ok()) return Broken();

@@ -1,5 +1,7 @@
 #include "worker/collective/group_args.h"
 
+#include <cstdint>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -47,6 +49,33 @@ absl::Status ValidateGroupArgs(absl::string_view group, int rank, int size,
     return absl::InvalidArgumentError(
         absl::StrCat("timeout: must be finite and >= 1ms, got ",
                      absl::FormatDuration(timeout)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckAllGatherArgs(const void* send, const void* recv,
+                                size_t bytes_per_rank, int size) {
+  if (send == nullptr || recv == nullptr) {
+    return absl::InvalidArgumentError(
+        "AllGather: send and recv must not be null");
+  }
+  if (bytes_per_rank > SIZE_MAX / static_cast<size_t>(size)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AllGather: bytes_per_rank * size overflows: ", bytes_per_rank));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckReduceScatterArgs(const float* send, const float* recv,
+                                    size_t count_per_rank, int size) {
+  if (send == nullptr || recv == nullptr) {
+    return absl::InvalidArgumentError(
+        "ReduceScatterSum: send and recv must not be null");
+  }
+  if (count_per_rank > SIZE_MAX / sizeof(float) / size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ReduceScatterSum: count_per_rank * size overflows: ",
+                     count_per_rank));
   }
   return absl::OkStatus();
 }

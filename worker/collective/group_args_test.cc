@@ -1,5 +1,6 @@
 #include "worker/collective/group_args.h"
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -50,6 +51,27 @@ TEST(ValidateGroupArgsTest, RejectsBadArgsNamingTheField) {
         << c.field << " " << status;
     EXPECT_EQ(status.message().rfind(c.field + ":", 0), 0) << status;
   }
+}
+
+TEST(OperationArgsTest, AcceptsBuffersOfARepresentableSize) {
+  char send[4] = {};
+  char recv[8] = {};
+  float fsend[8] = {};
+  float frecv[4] = {};
+  EXPECT_TRUE(CheckAllGatherArgs(send, recv, 4, 2).ok());
+  EXPECT_TRUE(CheckReduceScatterArgs(fsend, frecv, 4, 2).ok());
+}
+
+TEST(OperationArgsTest, RejectsNullBuffersAndOverflowingSizes) {
+  char buffer[4] = {};
+  float floats[4] = {};
+  EXPECT_TRUE(absl::IsInvalidArgument(CheckAllGatherArgs(nullptr, buffer, 1, 2)));
+  EXPECT_TRUE(absl::IsInvalidArgument(CheckAllGatherArgs(buffer, nullptr, 1, 2)));
+  EXPECT_TRUE(absl::IsInvalidArgument(CheckAllGatherArgs(buffer, buffer, SIZE_MAX / 2 + 1, 2)));
+  EXPECT_TRUE(absl::IsInvalidArgument(CheckReduceScatterArgs(nullptr, floats, 1, 2)));
+  EXPECT_TRUE(absl::IsInvalidArgument(CheckReduceScatterArgs(floats, nullptr, 1, 2)));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(CheckReduceScatterArgs(floats, floats, SIZE_MAX / 8 + 1, 2)));
 }
 
 TEST(GroupKeyPrefixTest, SeparatesBackendsAndGroups) {

@@ -158,9 +158,9 @@ class NcclCollective final : public Collective {
                          size_t bytes_per_rank) override
       ABSL_LOCKS_EXCLUDED(mu_) {
     if (bytes_per_rank == 0) return absl::OkStatus();
-    if (send == nullptr || recv == nullptr) {
-      return absl::InvalidArgumentError(
-          "AllGather: send and recv must not be null");
+    if (absl::Status s = CheckAllGatherArgs(send, recv, bytes_per_rank, size());
+        !s.ok()) {
+      return s;
     }
     absl::MutexLock lock(&mu_);
     return Run("AllGather", [&](ncclComm_t comm) {
@@ -173,9 +173,10 @@ class NcclCollective final : public Collective {
                                 size_t count_per_rank) override
       ABSL_LOCKS_EXCLUDED(mu_) {
     if (count_per_rank == 0) return absl::OkStatus();
-    if (send == nullptr || recv == nullptr) {
-      return absl::InvalidArgumentError(
-          "ReduceScatterSum: send and recv must not be null");
+    if (absl::Status s =
+            CheckReduceScatterArgs(send, recv, count_per_rank, size());
+        !s.ok()) {
+      return s;
     }
     absl::MutexLock lock(&mu_);
     return Run("ReduceScatterSum", [&](ncclComm_t comm) {

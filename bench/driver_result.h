@@ -1,0 +1,54 @@
+// What a run of the benchmark's drivers (RunRanks in rank_driver.h, RunNodes in node_driver.h)
+// reports, and the counts both keep while they run.
+//
+// DriverCounters is thread-safe (atomics, added to by any reactor); SummarizeRun runs once the run
+// is over and its streams are done.
+#ifndef PSYNC_BENCH_DRIVER_RESULT_H_
+#define PSYNC_BENCH_DRIVER_RESULT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "bench/release_records.h"
+
+namespace psync::bench {
+
+struct DriverResult {
+  // One per measured (step, chunk) released to every rank, in nanoseconds.
+  std::vector<int64_t> release_latency_ns;
+  uint64_t releases_expected = 0;  // (warmup_steps + steps) * chunks
+  uint64_t releases_complete = 0;  // (step, chunk)s whose directive reached every rank
+  uint64_t distinct_sequences = 0;
+  uint64_t directives = 0;
+  uint64_t duplicate_directives = 0;
+  uint64_t unexpected_directives = 0;
+  uint64_t sequence_mismatches = 0;
+  uint64_t checkins_measured = 0;  // check-ins sent in the measured steps
+  uint64_t messages_up = 0;        // SessionUp messages, attach included
+  uint64_t acks = 0;
+  double join_seconds = 0;
+  double attach_seconds = 0;
+  double measured_seconds = 0;  // on_measure_start -> on_measure_end
+};
+
+// Counted while a run goes on.
+struct DriverCounters {
+  std::atomic<uint64_t> directives{0};
+  std::atomic<uint64_t> duplicate_directives{0};
+  std::atomic<uint64_t> unexpected_directives{0};
+  std::atomic<uint64_t> sequence_mismatches{0};
+  std::atomic<uint64_t> checkins_measured{0};
+  std::atomic<uint64_t> messages_up{0};
+  std::atomic<uint64_t> acks{0};
+};
+
+// Fills the release counts and latencies of *result from the records of a finished run of `ranks`
+// ranks (latencies from step `warmup_steps` on), and its counts from `counters`. The timings and
+// releases_expected are left as they are.
+void SummarizeRun(const ReleaseRecords& records, uint32_t ranks, uint64_t warmup_steps,
+                  const DriverCounters& counters, DriverResult* result);
+
+}  // namespace psync::bench
+
+#endif  // PSYNC_BENCH_DRIVER_RESULT_H_

@@ -1,0 +1,31 @@
+#include "server/rank_server.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace psync::server {
+
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartRankServer(
+    const std::string& listen, std::shared_ptr<grpc::ServerCredentials> credentials,
+    int max_receive_message_bytes, grpc::Service* service, int* port) {
+  *port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(listen, std::move(credentials), port);
+  builder.SetMaxReceiveMessageSize(max_receive_message_bytes);
+  // Keepalive pings find dead peers (a killed rank, a cut network) so their Session ends and the
+  // rank's lease starts running, instead of a half-open TCP connection looking alive for hours.
+  // Generous enough for clients whose only pending operation is idle (gRPC answers pings from a
+  // backup poller every few seconds when nothing else polls). The ranks' own pings are permitted.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || *port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on '", listen, "'"));
+  }
+  return server;
+}
+
+}  // namespace psync::server

@@ -1,0 +1,51 @@
+// Test support for simulated jobs over real gRPC: a fixture with an in-process coordinator, a run
+// while the network between the ranks (or their node agent) and the coordinator keeps breaking,
+// and the check that the coordinator's own counters agree with the simulation.
+//
+// For tests only. Each function runs on the test's thread; RunBreakingConnections starts and
+// joins one more thread of its own.
+#ifndef PSYNC_SIM_SIM_TESTING_H_
+#define PSYNC_SIM_SIM_TESTING_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/testing/tcp_proxy.h"
+#include "gtest/gtest.h"
+#include "server/test_server.h"
+#include "sim/sim.h"
+
+namespace psync::sim {
+
+// A real coordinator (server::TestServer) started before every test, shut down after it.
+class SimServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+
+  std::unique_ptr<server::TestServer> server_;
+};
+
+// W=16 ranks, 4 chunks, E=4: the job of the tests whose network keeps breaking.
+SimPlan SixteenRankPlan();
+
+struct BrokenRun {
+  absl::StatusOr<SimReport> report;
+  int breaks = 0;  // BreakConnections calls made while the job ran
+};
+
+// RunSimulatedJob(plan, options), while every `period` `proxy` breaks every connection it carries.
+BrokenRun RunBreakingConnections(const SimPlan& plan, const SimOptions& options,
+                                 ::psync::testing::TcpProxy* proxy,
+                                 absl::Duration period = absl::Milliseconds(100));
+
+// Expects the coordinator's counters of `job_id` to show exactly `releases` releases and
+// `checkins` check-ins, and no violation.
+void ExpectCoordinatorCounted(server::TestServer& server, const std::string& job_id,
+                              uint64_t releases, uint64_t checkins);
+
+}  // namespace psync::sim
+
+#endif  // PSYNC_SIM_SIM_TESTING_H_
