@@ -1,3 +1,4 @@
+// MakeRandomPlan; what a RandomPlan holds and guarantees is in random_plan.h.
 #include "server/core/random_plan.h"
 
 #include <cstdint>

@@ -1,3 +1,4 @@
+// DecideRelease and FirstUndeclared; the rule, its invariant and the contract: release_rule.h.
 #include "server/core/release_rule.h"
 
 #include "absl/strings/str_cat.h"

@@ -1,3 +1,4 @@
+// Simulation: joins, check-ins, skips, SyncDones, reconnects, audits; contract: tracker_simulation.h.
 #include "server/core/tracker_simulation.h"
 
 #include <algorithm>
