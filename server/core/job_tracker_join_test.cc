@@ -17,34 +17,8 @@
 #include "server/core/job_tracker_test_harness.h"
 #include "server/core/test_util.h"
 
-namespace psync::core {
+namespace psync::core::testing {
 namespace {
-
-using ::psync::core::testing::DirectiveAt;
-using ::psync::core::testing::Harness;
-using ::psync::core::testing::kStart;
-using ::psync::core::testing::MoeExpected;
-using ::psync::core::testing::MoePlans;
-using ::psync::core::testing::TwoRankExpected;
-using ::psync::core::testing::TwoRankPlans;
-using ::psync::core::testing::DeliveryTexts;
-using ::psync::core::testing::Done;
-using ::psync::core::testing::EventsOf;
-using ::psync::core::testing::EventTexts;
-using ::psync::core::testing::Group;
-using ::psync::core::testing::Item;
-using ::psync::core::testing::NoticeText;
-using ::psync::core::testing::Part;
-using ::psync::core::testing::Plan;
-using ::psync::core::testing::StateText;
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
-using ::testing::IsEmpty;
-using ::testing::StartsWith;
-using ::testing::UnorderedElementsAre;
-
-using Strings = std::vector<std::string>;
-
 
 // ---------------------------------------------------------------------------------------------
 // Plan incomplete
@@ -260,4 +234,4 @@ TEST(JobTrackerTest, SequenceNumbersIncreaseAcrossStepsChunksAndGenerations) {
 }
 
 }  // namespace
-}  // namespace psync::core
+}  // namespace psync::core::testing

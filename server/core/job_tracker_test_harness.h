@@ -23,6 +23,13 @@
 
 namespace psync::core::testing {
 
+// The matchers every scenario test uses (the tests live in this namespace).
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::StartsWith;
+using ::testing::UnorderedElementsAre;
+
 using Strings = std::vector<std::string>;
 
 inline const absl::Time kStart = absl::FromUnixSeconds(1700000000);
