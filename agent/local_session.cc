@@ -3,7 +3,7 @@
 #include <memory>
 #include <utility>
 
-#include "agent/local_link.h"
+#include "agent/local_rank.h"
 #include "server/session_protocol.h"
 #include "server/wire_status.h"
 
@@ -13,7 +13,7 @@ namespace {
 class LocalSession final : public grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown> {
  public:
   LocalSession(Upstream* upstream, AgentCounters* counters)
-      : upstream_(upstream), link_(std::make_shared<LocalLink>(this, counters)) {
+      : upstream_(upstream), link_(std::make_shared<LocalRank>(this, counters)) {
     StartRead(&request_);
   }
 
@@ -29,7 +29,7 @@ class LocalSession final : public grpc::ServerBidiReactor<v1::SessionUp, v1::Ses
         link_->Close(server::ToGrpcStatus(decision.status));
         return;
       case server::SessionAction::kAttach:
-        // Forwarded unchecked: the coordinator answers it (LocalLink::AttachResult).
+        // Forwarded unchecked: the coordinator answers it (LocalRank::AttachResult).
         attached_ = true;
         link_->SetAttach(request_.attach(), request_.request_id());
         upstream_->Attach(link_);
@@ -63,7 +63,7 @@ class LocalSession final : public grpc::ServerBidiReactor<v1::SessionUp, v1::Ses
 
  private:
   Upstream* const upstream_;
-  const std::shared_ptr<LocalLink> link_;
+  const std::shared_ptr<LocalRank> link_;
   v1::SessionUp request_;  // touched by the read reactions only, one at a time
   bool attached_ = false;  // likewise
 };

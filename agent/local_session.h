@@ -3,7 +3,7 @@
 // so psync::Client works against the agent as against the coordinator: the first message must be
 // `attach`, which is forwarded upstream (the coordinator checks and answers it); staged, skip
 // and sync_done messages are queued upstream (merged with other ranks' there) and each is answered
-// by an Ack with the coordinator's status for it; notices arrive through the Session's LocalLink.
+// by an Ack with the coordinator's status for it; notices arrive through the Session's LocalRank.
 // When the Session ends, its rank is detached upstream.
 //
 // Differences from a Session on the coordinator: messages are read while the attach is still on

@@ -41,9 +41,9 @@ bool Upstream::connected() const { return stream_->open(); }
 // ---------------------------------------------------------------------------------------------
 // Local side
 
-void Upstream::Attach(std::shared_ptr<LocalLink> link) {
+void Upstream::Attach(std::shared_ptr<LocalRank> link) {
   absl::MutexLock lock(&mu_);
-  LocalLink* key = link.get();
+  LocalRank* key = link.get();
   routes_[RankKey(link->job_id(), link->rank())] = key;
   Queued q;
   q.kind = Queued::Kind::kAttach;
@@ -51,12 +51,12 @@ void Upstream::Attach(std::shared_ptr<LocalLink> link) {
   q.at = absl::Now();
   queue_.push_back(std::move(q));
   ++queued_controls_;
-  links_[key] = Link{std::move(link), 0, false};
+  links_[key] = AttachedRank{std::move(link), 0, false};
   counters_->local_sessions.fetch_add(1);
   stream_->Wake();
 }
 
-void Upstream::Submit(const std::shared_ptr<LocalLink>& link, v1::SessionUp up) {
+void Upstream::Submit(const std::shared_ptr<LocalRank>& link, v1::SessionUp up) {
   {
     absl::MutexLock lock(&mu_);
     if (links_.contains(link.get())) {
@@ -87,7 +87,7 @@ void Upstream::Submit(const std::shared_ptr<LocalLink>& link, v1::SessionUp up) 
                                  "' is not attached through this agent")));
 }
 
-void Upstream::Detach(const std::shared_ptr<LocalLink>& link) {
+void Upstream::Detach(const std::shared_ptr<LocalRank>& link) {
   absl::MutexLock lock(&mu_);
   auto it = links_.find(link.get());
   if (it == links_.end()) return;
@@ -105,7 +105,7 @@ void Upstream::Detach(const std::shared_ptr<LocalLink>& link) {
   stream_->Wake();
 }
 
-void Upstream::ForgetLocked(LocalLink* link) {
+void Upstream::ForgetLocked(LocalRank* link) {
   auto it = links_.find(link);
   if (it == links_.end()) return;
   if (it->second.attach_id != 0) attach_ids_.erase(it->second.attach_id);
@@ -139,7 +139,7 @@ bool Upstream::DueLocked(absl::Time now, absl::Time* deadline) const {
   return false;
 }
 
-v1::AgentUp Upstream::AttachUpLocked(Link& link) {
+v1::AgentUp Upstream::AttachUpLocked(AttachedRank& link) {
   const uint64_t id = next_request_id_++;
   link.attach_id = id;
   attach_ids_[id] = link.link.get();
@@ -271,15 +271,15 @@ std::vector<v1::AgentUp> Upstream::OnOpen(bool* handshake) {
   }
   attach_ids_.clear();
   // Re-attach, oldest attach first.
-  std::vector<Link*> attached;
+  std::vector<AttachedRank*> attached;
   for (auto& [key, link] : links_) {
     if (link.attach_id != 0) attached.push_back(&link);
   }
   std::sort(attached.begin(), attached.end(),
-            [](const Link* a, const Link* b) { return a->attach_id < b->attach_id; });
+            [](const AttachedRank* a, const AttachedRank* b) { return a->attach_id < b->attach_id; });
   std::vector<v1::AgentUp> first;
   first.reserve(attached.size());
-  for (Link* link : attached) first.push_back(AttachUpLocked(*link));
+  for (AttachedRank* link : attached) first.push_back(AttachUpLocked(*link));
   return first;
 }
 
@@ -293,10 +293,10 @@ absl::Status Upstream::OnClosed(const StreamEnd& end, bool* retry) {
 
 void Upstream::OnRead(const v1::AgentDown& down) {
   // Callbacks collected under the lock, run after it.
-  std::vector<std::pair<std::shared_ptr<LocalLink>, absl::Status>> attach_results;
-  std::vector<std::pair<std::shared_ptr<LocalLink>, grpc::Status>> closes;
-  std::vector<std::tuple<std::shared_ptr<LocalLink>, uint64_t, absl::Status>> acks;
-  std::vector<std::pair<std::shared_ptr<LocalLink>, const v1::SessionDown*>> notices;
+  std::vector<std::pair<std::shared_ptr<LocalRank>, absl::Status>> attach_results;
+  std::vector<std::pair<std::shared_ptr<LocalRank>, grpc::Status>> closes;
+  std::vector<std::tuple<std::shared_ptr<LocalRank>, uint64_t, absl::Status>> acks;
+  std::vector<std::pair<std::shared_ptr<LocalRank>, const v1::SessionDown*>> notices;
   {
     absl::MutexLock lock(&mu_);
     if (!answered_) {
@@ -314,11 +314,11 @@ void Upstream::OnRead(const v1::AgentDown& down) {
       if (p.kind == Pending::Kind::kAttach) {
         auto a = attach_ids_.find(ack.request_id());
         if (a == attach_ids_.end()) continue;  // detached meanwhile
-        LocalLink* key = a->second;
-        Link& link = links_.at(key);
+        LocalRank* key = a->second;
+        AttachedRank& link = links_.at(key);
         const bool first = !link.answered;
         link.answered = true;
-        std::shared_ptr<LocalLink> local = link.link;
+        std::shared_ptr<LocalRank> local = link.link;
         if (status.ok()) {
           if (first) attach_results.emplace_back(std::move(local), status);
           continue;
@@ -341,7 +341,7 @@ void Upstream::OnRead(const v1::AgentDown& down) {
         rejected.emplace(r.index(), server::StatusFromWire(r));
       }
       for (size_t i = 0; i < p.origins.size(); ++i) {
-        std::shared_ptr<LocalLink> local = p.origins[i].first.lock();
+        std::shared_ptr<LocalRank> local = p.origins[i].first.lock();
         if (local == nullptr) continue;
         absl::Status s = status;  // a malformed batch: every message gets its status
         if (s.ok()) {
@@ -365,7 +365,7 @@ void Upstream::OnRead(const v1::AgentDown& down) {
     for (const v1::AgentRankClosed& c : down.closed()) {
       auto a = attach_ids_.find(c.attach_request_id());
       if (a == attach_ids_.end()) continue;
-      std::shared_ptr<LocalLink> local = links_.at(a->second).link;
+      std::shared_ptr<LocalRank> local = links_.at(a->second).link;
       ForgetLocked(a->second);
       closes.emplace_back(std::move(local),
                           grpc::Status(static_cast<grpc::StatusCode>(c.code()), c.message()));

@@ -26,14 +26,14 @@
 // re-attached (with the same attach), then every batch not acknowledged is written again (same
 // request id: the coordinator answers an identical repeat with the decision already made), then
 // what was queued meanwhile. Directives the coordinator re-sends on re-attach are dropped by each
-// LocalLink when already delivered; StepSkipped notices it re-sends reach the rank's client, which
+// LocalRank when already delivered; StepSkipped notices it re-sends reach the rank's client, which
 // drops those it already has. A re-attach the coordinator refuses ends that rank's local Session
 // with UNAVAILABLE, so its client joins again. Detaches not yet written when the stream broke are
 // dropped (the coordinator detached every rank of the ended stream). The upstream never gives up;
 // Shutdown() stops it.
 //
 // Thread-safety: all methods are thread-safe and never block on I/O (Attach, Submit, Detach only
-// queue), so reactors may call them. LocalLink callbacks run on the stream's reader thread
+// queue), so reactors may call them. LocalRank callbacks run on the stream's reader thread
 // without locks held. Ownership: owns its ReconnectingStream (two threads); shares the channel.
 #ifndef PSYNC_AGENT_UPSTREAM_H_
 #define PSYNC_AGENT_UPSTREAM_H_
@@ -52,7 +52,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/local_completion.h"
-#include "agent/local_link.h"
+#include "agent/local_rank.h"
 #include "agent/stats.h"
 #include "client/backoff.h"
 #include "client/reconnecting_stream.h"
@@ -84,12 +84,12 @@ class Upstream final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   // Cancels the stream and joins its threads. Idempotent.
   void Shutdown();
 
-  // `link` carries its attach (LocalLink::SetAttach) already.
-  void Attach(std::shared_ptr<LocalLink> link) ABSL_LOCKS_EXCLUDED(mu_);
+  // `link` carries its attach (LocalRank::SetAttach) already.
+  void Attach(std::shared_ptr<LocalRank> link) ABSL_LOCKS_EXCLUDED(mu_);
   // `up` is a staged, skip or sync_done message of `link`'s rank.
-  void Submit(const std::shared_ptr<LocalLink>& link, v1::SessionUp up) ABSL_LOCKS_EXCLUDED(mu_);
+  void Submit(const std::shared_ptr<LocalRank>& link, v1::SessionUp up) ABSL_LOCKS_EXCLUDED(mu_);
   // Idempotent; a link never attached is ignored.
-  void Detach(const std::shared_ptr<LocalLink>& link) ABSL_LOCKS_EXCLUDED(mu_);
+  void Detach(const std::shared_ptr<LocalRank>& link) ABSL_LOCKS_EXCLUDED(mu_);
   // A local rank joined with `join` (forwarded by the agent): its declared chunks, for the
   // completion flush.
   void Declare(const v1::JoinRequest& join) ABSL_LOCKS_EXCLUDED(mu_);
@@ -101,8 +101,8 @@ class Upstream final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   using RankKey = std::pair<std::string, uint32_t>;
 
   // One local Session known upstream.
-  struct Link {
-    std::shared_ptr<LocalLink> link;
+  struct AttachedRank {
+    std::shared_ptr<LocalRank> link;
     uint64_t attach_id = 0;  // request id of its attach on the current stream; 0: not written yet
     bool answered = false;   // the local attach was answered
   };
@@ -110,7 +110,7 @@ class Upstream final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   struct Queued {
     enum class Kind { kAttach, kDetach, kMessage };
     Kind kind = Kind::kMessage;
-    std::shared_ptr<LocalLink> link;  // kAttach, kMessage
+    std::shared_ptr<LocalRank> link;  // kAttach, kMessage
     v1::SessionUp up;                 // kMessage
     v1::AgentDetach detach;           // kDetach
     size_t bytes = 0;
@@ -121,7 +121,7 @@ class Upstream final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
     enum class Kind { kAttach, kDetach, kBatch };
     Kind kind = Kind::kBatch;
     // kBatch: per message of the batch, its local Session and request id.
-    std::vector<std::pair<std::weak_ptr<LocalLink>, uint64_t>> origins;
+    std::vector<std::pair<std::weak_ptr<LocalRank>, uint64_t>> origins;
   };
 
   // StreamProtocol: a new stream re-attaches what was attached; what is due is merged and sent.
@@ -137,10 +137,10 @@ class Upstream final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   // Sends every queued item as AgentUps (registering them as pending).
   void BuildLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The attach of `link` on the current stream.
-  v1::AgentUp AttachUpLocked(Link& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::AgentUp AttachUpLocked(AttachedRank& link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forgets `link` (routes, attach id); points the route of its rank at another attached local
   // Session of the rank if there is one.
-  void ForgetLocked(LocalLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ForgetLocked(LocalRank* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const UpstreamOptions options_;
   AgentCounters* const counters_;
@@ -151,10 +151,10 @@ class Upstream final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   bool answered_ ABSL_GUARDED_BY(mu_) = false;       // the current stream got an answer
   bool answered_once_ ABSL_GUARDED_BY(mu_) = false;  // some stream got an answer
   uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
-  absl::flat_hash_map<LocalLink*, Link> links_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<LocalRank*, AttachedRank> links_ ABSL_GUARDED_BY(mu_);
   // The local Session notices of (job, rank) go to: the newest attached (or attaching) one.
-  absl::flat_hash_map<RankKey, LocalLink*> routes_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, LocalLink*> attach_ids_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<RankKey, LocalRank*> routes_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, LocalRank*> attach_ids_ ABSL_GUARDED_BY(mu_);
   std::deque<Queued> queue_ ABSL_GUARDED_BY(mu_);
   size_t queued_messages_ ABSL_GUARDED_BY(mu_) = 0;
   LocalCompletion completion_ ABSL_GUARDED_BY(mu_);

@@ -1,5 +1,5 @@
 // AgentDownQueue: what waits to go down one AgentSession, merged into as few AgentDown messages as
-// order allows. Pure; thread-compatible (AgentOutbox serializes access).
+// order allows. Pure; thread-compatible (AgentStreamBatcher serializes access).
 //
 // Messages are filled in order; the last one is open. A notice whose content (job and SessionDown)
 // equals a notice already in the open message gets the rank appended there instead of a new entry,

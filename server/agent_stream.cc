@@ -29,7 +29,7 @@ using Reactor = grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>;
 // What waits to go down one AgentSession: the merged messages, and the last notice added,
 // converted and keyed, since a release reaches the sinks of its ranks one after the other with
 // the same notice (converted and keyed once, not once per rank).
-struct AgentDownPending {
+struct ConvertedAgentDownQueue {
   bool empty() const { return queue.empty(); }
   size_t size() const { return queue.size(); }
   void Clear() { queue.Clear(); }
@@ -57,20 +57,20 @@ struct AgentDownPending {
 // time (StreamWriter). Shared by the sinks of every rank of the stream; while corked (the
 // coordinator hands out one decision's notices) nothing new starts, so those notices leave
 // together. Outlives the reactor: once the stream is done, everything added is dropped.
-class AgentOutbox final : public NoticeBatcher {
+class AgentStreamBatcher final : public NoticeBatcher {
  public:
-  explicit AgentOutbox(Reactor* reactor) : writer_(reactor, "agent") {}
+  explicit AgentStreamBatcher(Reactor* reactor) : writer_(reactor, "agent") {}
 
   void AddAck(v1::AgentAck ack) {
-    writer_.Add([&](AgentDownPending& p) { p.queue.AddAck(std::move(ack)); });
+    writer_.Add([&](ConvertedAgentDownQueue& p) { p.queue.AddAck(std::move(ack)); });
   }
   void AddNotice(const std::string& job_id, core::RankId rank, const core::Notice& notice) {
-    writer_.Add([&](AgentDownPending& p) { p.AddNotice(job_id, {rank}, notice); });
+    writer_.Add([&](ConvertedAgentDownQueue& p) { p.AddNotice(job_id, {rank}, notice); });
   }
   // Every sink of this outbox is an AgentRankSink (defined below).
   void SendToEach(absl::Span<SessionSink* const> sinks, const core::Notice& notice) override;
   void AddClosed(v1::AgentRankClosed closed) {
-    writer_.Add([&](AgentDownPending& p) { p.queue.AddClosed(std::move(closed)); });
+    writer_.Add([&](ConvertedAgentDownQueue& p) { p.queue.AddClosed(std::move(closed)); });
   }
 
   void Cork() override { writer_.Cork(); }
@@ -84,14 +84,14 @@ class AgentOutbox final : public NoticeBatcher {
   void Detach() { writer_.Detach(); }
 
  private:
-  StreamWriter<v1::AgentUp, v1::AgentDown, AgentDownPending> writer_;
+  StreamWriter<v1::AgentUp, v1::AgentDown, ConvertedAgentDownQueue> writer_;
 };
 
 // The session of one rank attached on an AgentSession: its notices go into the stream's outbox
 // tagged with the rank; closing it (the coordinator superseded it) tells the agent.
 class AgentRankSink final : public SessionSink {
  public:
-  AgentRankSink(std::shared_ptr<AgentOutbox> outbox, std::string job_id, core::RankId rank,
+  AgentRankSink(std::shared_ptr<AgentStreamBatcher> outbox, std::string job_id, core::RankId rank,
                 uint64_t attach_request_id)
       : outbox_(std::move(outbox)),
         job_id_(std::move(job_id)),
@@ -121,17 +121,17 @@ class AgentRankSink final : public SessionSink {
   core::RankId rank() const { return rank_; }
 
  private:
-  const std::shared_ptr<AgentOutbox> outbox_;
+  const std::shared_ptr<AgentStreamBatcher> outbox_;
   const std::string job_id_;
   const core::RankId rank_;
   const uint64_t attach_request_id_;
   std::atomic<bool> closed_{false};
 };
 
-void AgentOutbox::SendToEach(absl::Span<SessionSink* const> sinks, const core::Notice& notice) {
+void AgentStreamBatcher::SendToEach(absl::Span<SessionSink* const> sinks, const core::Notice& notice) {
   // One lock and one conversion of the notice per run of ranks of one job.
   absl::InlinedVector<core::RankId, 16> ranks;
-  writer_.Add([&](AgentDownPending& p) {
+  writer_.Add([&](ConvertedAgentDownQueue& p) {
     const std::string* job = nullptr;
     for (SessionSink* s : sinks) {
       const auto* sink = static_cast<const AgentRankSink*>(s);
@@ -152,7 +152,7 @@ using RankKey = std::pair<std::string, core::RankId>;
 class AgentStream final : public Reactor {
  public:
   explicit AgentStream(Coordinator* coordinator)
-      : coordinator_(coordinator), outbox_(std::make_shared<AgentOutbox>(this)) {
+      : coordinator_(coordinator), outbox_(std::make_shared<AgentStreamBatcher>(this)) {
     StartRead(request_.get());
   }
 
@@ -297,7 +297,7 @@ class AgentStream final : public Reactor {
   }
 
   Coordinator* const coordinator_;
-  const std::shared_ptr<AgentOutbox> outbox_;
+  const std::shared_ptr<AgentStreamBatcher> outbox_;
   ArenaMessage<v1::AgentUp> request_;  // touched by the read reactions only, one at a time
   // Written by the read reactions; emptied by OnCancel/OnDone, which may run concurrently.
   absl::Mutex mu_;

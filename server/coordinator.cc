@@ -227,7 +227,7 @@ void Coordinator::TrackDetached(Job& job, core::RankId rank, uint64_t generation
   }
 }
 
-void Coordinator::InspectLiveness(Job& job, absl::Time now, Outgoing* out) {
+void Coordinator::EnforceLivenessOf(Job& job, absl::Time now, Outgoing* out) {
   if (job.tracker->state() == core::JobState::kAborted) return;
   std::vector<std::pair<core::RankId, absl::Time>> detached(job.detached_since.begin(),
                                                              job.detached_since.end());
@@ -323,13 +323,13 @@ absl::Status Coordinator::SyncDone(const std::string& job_id, core::RankId rank,
   return s;
 }
 
-std::vector<core::Event> Coordinator::Inspect() {
+std::vector<core::Event> Coordinator::EnforceLiveness() {
   Outgoing out;
   {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
     for (auto& [id, job] : jobs_) {
-      InspectLiveness(*job, now, &out);
+      EnforceLivenessOf(*job, now, &out);
       if (job->tracker->state() != core::JobState::kRunning) continue;
       // The (O(ranks)) lists of who is missing are built only for a chunk reported stalled.
       const core::JobTracker& tracker = *job->tracker;

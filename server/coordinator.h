@@ -128,10 +128,12 @@ class Coordinator {
                                const std::string& session_id) ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<JobStatusView> ListJobs() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Looks for stalls in every job (chunks waiting past their learned deadline) and lost ranks
-  // (no session past the lease; past lost_rank_abort_after the generation is aborted); records a
-  // kStall / kRankLost event for each new one and returns those events. Called periodically.
-  std::vector<core::Event> Inspect() ABSL_LOCKS_EXCLUDED(mu_);
+  // Enforces the liveness rules, and so changes state: finds stalls in every job (chunks waiting
+  // past their learned deadline) and lost ranks (no session past the lease), and aborts the
+  // generation of a job whose rank stayed lost past lost_rank_abort_after (its ranks get Abort).
+  // Records a kStall / kRankLost event for each new finding and returns those events. Called
+  // periodically by the server's inspector thread (tests call it themselves).
+  std::vector<core::Event> EnforceLiveness() ABSL_LOCKS_EXCLUDED(mu_);
 
   // One (step, chunk) of a job, with its learned deadline. NOT_FOUND for an unknown job; see
   // core::JobTracker::ChunkAt for the rest.
@@ -201,7 +203,7 @@ class Coordinator {
   // Brings detached_since in line with the tracker's joined ranks after `rank` joined (all of them
   // when the join started a new generation).
   static void TrackDetached(Job& job, core::RankId rank, uint64_t generation_before, absl::Time now);
-  void InspectLiveness(Job& job, absl::Time now, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EnforceLivenessOf(Job& job, absl::Time now, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands notices to sessions and events to event sinks; call without holding mu_.
   void Deliver(Outgoing& out) ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -70,7 +70,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
     s->inspector_ = std::thread([self, interval = options.inspect_interval,
                                  log = options.log_stalls] {
       while (!self->stop_inspector_.WaitForNotificationWithTimeout(interval)) {
-        for (const core::Event& stall : self->coordinator_->Inspect()) {
+        for (const core::Event& stall : self->coordinator_->EnforceLiveness()) {
           if (log) std::cerr << "psync: stall: job '" << stall.job_id << "' " << stall.detail << "\n";
         }
       }

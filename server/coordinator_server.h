@@ -37,7 +37,7 @@ struct ServerOptions {
   RendezvousLimits rendezvous;
   // Not owned; nullptr uses the real clock.
   Clock* clock = nullptr;
-  // How often to look for stalls (Coordinator::Inspect); zero disables the inspector thread.
+  // How often to look for stalls (Coordinator::EnforceLiveness); zero disables the inspector thread.
   absl::Duration inspect_interval = absl::Milliseconds(50);
   // Log each stall to stderr.
   bool log_stalls = true;

@@ -20,9 +20,9 @@ using Reactor = grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>;
 
 // The coordinator's sink for one rank's notices: converts them and queues them on the stream's
 // writer. Outlives the reactor: once the stream is done, everything sent is dropped.
-class Outbox final : public SessionSink {
+class SessionStreamSink final : public SessionSink {
  public:
-  explicit Outbox(Reactor* reactor) : writer_(reactor) {}
+  explicit SessionStreamSink(Reactor* reactor) : writer_(reactor) {}
 
   void Send(const core::Notice& notice) override { writer_.Enqueue(NoticeToProto(notice)); }
   void Close(const absl::Status& status) override { writer_.Close(ToGrpcStatus(status)); }
@@ -36,7 +36,7 @@ class Outbox final : public SessionSink {
 class SessionStream final : public Reactor {
  public:
   explicit SessionStream(Coordinator* coordinator)
-      : coordinator_(coordinator), outbox_(std::make_shared<Outbox>(this)) {
+      : coordinator_(coordinator), outbox_(std::make_shared<SessionStreamSink>(this)) {
     StartRead(request_.get());
   }
 
@@ -147,7 +147,7 @@ class SessionStream final : public Reactor {
   }
 
   Coordinator* const coordinator_;
-  const std::shared_ptr<Outbox> outbox_;
+  const std::shared_ptr<SessionStreamSink> outbox_;
   ArenaMessage<v1::SessionUp> request_;  // touched by the read reactions only, one at a time
   // Set once by the attach (a read reaction); read by OnCancel/OnDone, which may run concurrently.
   absl::Mutex attach_mu_;

@@ -15,7 +15,7 @@
 namespace psync::server {
 
 // The messages of one Session, written in the order queued.
-class SessionDownFifo {
+class SessionDownQueue {
  public:
   void Push(v1::SessionDown message) { messages_.push_back(std::move(message)); }
   bool empty() const { return messages_.empty(); }
@@ -31,13 +31,13 @@ class SessionDownFifo {
   std::deque<v1::SessionDown> messages_;
 };
 
-class SessionWriter : public StreamWriter<v1::SessionUp, v1::SessionDown, SessionDownFifo> {
+class SessionWriter : public StreamWriter<v1::SessionUp, v1::SessionDown, SessionDownQueue> {
  public:
   explicit SessionWriter(Reactor* reactor) : StreamWriter(reactor, "peer") {}
 
   // Queues `message`; dropped once the writer is closing or detached.
   void Enqueue(v1::SessionDown message) {
-    Add([&](SessionDownFifo& fifo) { fifo.Push(std::move(message)); });
+    Add([&](SessionDownQueue& fifo) { fifo.Push(std::move(message)); });
   }
 };
 

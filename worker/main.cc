@@ -25,7 +25,7 @@
 #include "worker/collective/collective_factory.h"
 #include "worker/compute/backend_registry.h"
 #include "worker/coordinator_kv_store.h"
-#include "worker/coordinator_link.h"
+#include "worker/coordination.h"
 #include "worker/model_layout.h"
 #include "worker/rank_model.h"
 #include "worker/reference_model.h"
@@ -209,10 +209,10 @@ int Run() {
   if (options.verify) reference = std::make_unique<ReferenceModel>(config, seed, adam);
   // Coordinated: reports use the client's asynchronous calls (observe-only modes count the
   // answers to their reports, so they wait for each).
-  std::unique_ptr<CoordinatorLink> link =
+  std::unique_ptr<Coordination> link =
       options.mode == SyncMode::kCoordinated && absl::GetFlag(FLAGS_async_reports)
-          ? NewAsyncClientLink(client->get(), timeout)
-          : NewClientLink(client->get());
+          ? NewAsyncClientCoordination(client->get(), timeout)
+          : NewClientCoordination(client->get());
   Trainer trainer(model->get(), reference.get(), link.get(), options);
 
   const BufferLayout dense = config.Layout(ParamKind::kDense);

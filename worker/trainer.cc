@@ -48,7 +48,7 @@ absl::StatusOr<SyncMode> ParseSyncMode(absl::string_view name) {
       absl::StrCat("unknown sync mode '", name, "'; known: coordinated, naive, local-deferred"));
 }
 
-Trainer::Trainer(RankModel* model, ReferenceModel* reference, CoordinatorLink* link,
+Trainer::Trainer(RankModel* model, ReferenceModel* reference, Coordination* link,
                  TrainerOptions options)
     : model_(model),
       reference_(reference),

@@ -40,7 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "worker/coordinator_link.h"
+#include "worker/coordination.h"
 #include "worker/rank_model.h"
 #include "worker/reference_model.h"
 #include "worker/weights_check.h"
@@ -98,12 +98,12 @@ struct StepResult {
 
 class Trainer {
  public:
-  Trainer(RankModel* model, ReferenceModel* reference, CoordinatorLink* link,
+  Trainer(RankModel* model, ReferenceModel* reference, Coordination* link,
           TrainerOptions options);
 
   // Runs `step` (0, 1, 2, ... in order).
   absl::StatusOr<StepResult> RunStep(int64_t step);
-  // Waits until the link has delivered every report (CoordinatorLink::Flush); its status.
+  // Waits until the link has delivered every report (Coordination::Flush); its status.
   absl::Status Finish() { return link_->Flush(); }
 
   const TrainerOptions& options() const { return options_; }
@@ -122,7 +122,7 @@ class Trainer {
   // Constant after construction.
   RankModel* const model_;
   ReferenceModel* const reference_;
-  CoordinatorLink* const link_;
+  Coordination* const link_;
   const TrainerOptions options_;
 
   std::vector<int64_t> last_synced_step_;  // by chunk; -1 before the first sync

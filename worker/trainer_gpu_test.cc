@@ -11,7 +11,7 @@
 #include "worker/collective/collective_factory.h"
 #include "worker/collective/in_memory_kv_store.h"
 #include "worker/compute/backend_registry.h"
-#include "worker/fake_coordinator_link.h"
+#include "worker/fake_coordination.h"
 #include "worker/trainer.h"
 
 namespace psync {
@@ -87,7 +87,7 @@ std::vector<RankRun> RunOnGpus(int world, int experts, ParamDtype dtype, SyncMod
         return;
       }
       ReferenceModel reference(config, kSeed, AdamParams());
-      FakeCoordinatorLink link;
+      FakeCoordination link;
       TrainerOptions options;
       options.mode = mode;
       Trainer trainer(model->get(), &reference, &link, options);

@@ -12,7 +12,7 @@
 #include "worker/collective/gloo_collective.h"
 #include "worker/collective/in_memory_kv_store.h"
 #include "worker/compute/cpu_backend.h"
-#include "worker/fake_coordinator_link.h"
+#include "worker/fake_coordination.h"
 
 namespace psync {
 namespace worker {
@@ -22,7 +22,7 @@ constexpr uint64_t kSeed = 9;
 constexpr int kChunks = 2;
 constexpr absl::Duration kTimeout = absl::Seconds(30);
 
-using FakeLink = FakeCoordinatorLink;
+using FakeLink = FakeCoordination;
 
 struct RankRun {
   absl::Status status = absl::UnknownError("not run");

@@ -156,7 +156,7 @@ TEST_F(AgentFailureTest, EndedLocalSessionAndEndedAgentDetachTheirRanks) {
   ranks_[2]->Close();
   ASSERT_TRUE(WaitUntil([&] { return Connected("gone") == 3; }));
   clock_.Advance(absl::Seconds(11));
-  server_->coordinator().Inspect();
+  server_->coordinator().EnforceLiveness();
   v1::JobStatus status = JobStatus(*coordinator_, "gone");
   EXPECT_EQ(status.state(), "DEGRADED");
   ASSERT_EQ(status.lost_ranks_size(), 1);
@@ -166,7 +166,7 @@ TEST_F(AgentFailureTest, EndedLocalSessionAndEndedAgentDetachTheirRanks) {
   node->Shutdown();
   ASSERT_TRUE(WaitUntil([&] { return Connected("gone") == 0; }));
   clock_.Advance(absl::Seconds(11));
-  server_->coordinator().Inspect();
+  server_->coordinator().EnforceLiveness();
   status = JobStatus(*coordinator_, "gone");
   EXPECT_EQ(status.lost_ranks_size(), 4);
 }

@@ -176,7 +176,7 @@ TEST_F(PsyncctlTest, StatusOfADegradedJobExitsOne) {
   RunCleanSteps(1);
   ASSERT_TRUE(job_->session(3)->Finish().ok());  // rank 3's session ends; it does not come back
   clock_.Advance(absl::Seconds(11));
-  server_->coordinator().Inspect();
+  server_->coordinator().EnforceLiveness();
   Result r = Run({"status", "train"});
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("state       DEGRADED"));
@@ -267,7 +267,7 @@ TEST_F(PsyncctlTest, WatchPrintsEventsUntilCountAndFlagsStalls) {
 
   HoldBackRank2(1);
   clock_.Advance(absl::Seconds(2));
-  EXPECT_EQ(server_->coordinator().Inspect().size(), 1u);
+  EXPECT_EQ(server_->coordinator().EnforceLiveness().size(), 1u);
   Result stall = Run({"watch", "train", "--kinds=stall,violation", "--replay", "--count=1"});
   EXPECT_EQ(stall.code, 1) << stall.err;
   EXPECT_THAT(stall.out, AllOf(HasSubstr("stall"), HasSubstr("missing=2/expert")));

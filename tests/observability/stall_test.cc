@@ -1,6 +1,6 @@
 // A job with one rank held back: within one inspection after the chunk's deadline the coordinator
 // names the missing (rank, optimizer) through GetChunkStatus, GetJobStatus and a WatchEvents
-// stream. Time is a FakeClock moved by the test; Inspect() is called by the test.
+// stream. Time is a FakeClock moved by the test; EnforceLiveness() is called by the test.
 #include <memory>
 
 #include "gmock/gmock.h"
@@ -46,9 +46,9 @@ TEST_F(StallTest, HeldBackRankIsNamedRightAfterTheDeadline) {
     }
   }
   clock_.Advance(absl::Milliseconds(499));
-  EXPECT_TRUE(server_->coordinator().Inspect().empty()) << "not yet past the deadline";
+  EXPECT_TRUE(server_->coordinator().EnforceLiveness().empty()) << "not yet past the deadline";
   clock_.Advance(absl::Milliseconds(2));
-  std::vector<core::Event> stalls = server_->coordinator().Inspect();
+  std::vector<core::Event> stalls = server_->coordinator().EnforceLiveness();
   ASSERT_EQ(stalls.size(), 1u);
 
   v1::Event event;

@@ -49,11 +49,11 @@ TEST_F(LivenessTest, LostRankDegradesThenAbortsEveryOtherRank) {
   AwaitDetached(2);
 
   clock_.Advance(absl::Milliseconds(1999));
-  EXPECT_TRUE(server_->coordinator().Inspect().empty());
+  EXPECT_TRUE(server_->coordinator().EnforceLiveness().empty());
   EXPECT_EQ(Status().state(), "RUNNING");
 
   clock_.Advance(absl::Milliseconds(1));
-  std::vector<core::Event> found = server_->coordinator().Inspect();
+  std::vector<core::Event> found = server_->coordinator().EnforceLiveness();
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].kind, core::EventKind::kRankLost);
   EXPECT_EQ(*found[0].rank, 2u);
@@ -66,7 +66,7 @@ TEST_F(LivenessTest, LostRankDegradesThenAbortsEveryOtherRank) {
   EXPECT_EQ(degraded.chunks(0).missing(0).rank(), 2u) << "the blocked chunk names the lost rank";
 
   clock_.Advance(absl::Seconds(3));
-  server_->coordinator().Inspect();
+  server_->coordinator().EnforceLiveness();
   for (uint32_t r : {0u, 1u}) {
     v1::SessionDown notice;
     ASSERT_TRUE(sessions_[r]->ReadNotice(&notice));
@@ -97,7 +97,7 @@ TEST_F(LivenessTest, RankThatReattachesWithinTheLeaseIsNotLost) {
   sessions_[2] = std::make_unique<RawSession>(stub_.get());
   ASSERT_TRUE(sessions_[2]->Attach("j", 2, joined_[2].generation(), joined_[2].session_id()).ok());
   clock_.Advance(absl::Seconds(10));
-  EXPECT_TRUE(server_->coordinator().Inspect().empty());
+  EXPECT_TRUE(server_->coordinator().EnforceLiveness().empty());
   EXPECT_EQ(Status().state(), "RUNNING");
 }
 

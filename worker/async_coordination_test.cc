@@ -1,4 +1,4 @@
-// Tests of the worker's asynchronous link (worker/coordinator_link.h) over a real psync::Client
+// Tests of the worker's asynchronous link (worker/coordination.h) over a real psync::Client
 // and an in-process coordinator.
 #include <memory>
 #include <string>
@@ -7,7 +7,7 @@
 #include "client/client.h"
 #include "gtest/gtest.h"
 #include "server/test_server.h"
-#include "worker/coordinator_link.h"
+#include "worker/coordination.h"
 
 namespace psync {
 namespace worker {
@@ -39,7 +39,7 @@ std::vector<psync::v1::GroupChecksum> Dp(uint64_t value) {
   return {c};
 }
 
-class AsyncClientLinkTest : public ::testing::Test {
+class AsyncCoordinationTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto server = server::TestServer::Start();
@@ -58,10 +58,10 @@ class AsyncClientLinkTest : public ::testing::Test {
   std::unique_ptr<server::TestServer> server_;
 };
 
-TEST_F(AsyncClientLinkTest, ReportsFlowInOrderWithoutWaitingForAcks) {
+TEST_F(AsyncCoordinationTest, ReportsFlowInOrderWithoutWaitingForAcks) {
   auto client = Connect("async-link", 2);
   ASSERT_NE(client, nullptr);
-  auto link = NewAsyncClientLink(client.get(), absl::Seconds(10));
+  auto link = NewAsyncClientCoordination(client.get(), absl::Seconds(10));
   // A whole step, then the next step's check-ins, without waiting for any Ack in between: the
   // coordinator sees them in order (a check-in of step 1 before the SyncDones of step 0 would be
   // refused with FAILED_PRECONDITION).
@@ -93,10 +93,10 @@ TEST_F(AsyncClientLinkTest, ReportsFlowInOrderWithoutWaitingForAcks) {
   EXPECT_EQ(status->counters.syncs_done, 2u);
 }
 
-TEST_F(AsyncClientLinkTest, TheFirstRefusalIsReturnedFromThenOn) {
+TEST_F(AsyncCoordinationTest, TheFirstRefusalIsReturnedFromThenOn) {
   auto client = Connect("async-refusal", 2);
   ASSERT_NE(client, nullptr);
-  auto link = NewAsyncClientLink(client.get(), absl::Seconds(10));
+  auto link = NewAsyncClientCoordination(client.get(), absl::Seconds(10));
   ASSERT_TRUE(link->ReportStaged(0, 0, "dense").ok());
   // SyncDone before its directive: the coordinator refuses it.
   ASSERT_TRUE(link->ReportSyncDone(0, 1, Dp(1), 1).ok());

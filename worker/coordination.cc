@@ -1,4 +1,4 @@
-#include "worker/coordinator_link.h"
+#include "worker/coordination.h"
 
 #include <string>
 #include <utility>
@@ -11,9 +11,9 @@ namespace psync {
 namespace worker {
 namespace {
 
-class ClientLink final : public CoordinatorLink {
+class ClientCoordination final : public Coordination {
  public:
-  explicit ClientLink(psync::Client* client) : client_(client) {}
+  explicit ClientCoordination(psync::Client* client) : client_(client) {}
 
   absl::Status ReportStaged(uint64_t step, uint32_t chunk, absl::string_view optimizer) override {
     return client_->ReportStaged(step, chunk, optimizer);
@@ -38,11 +38,11 @@ class ClientLink final : public CoordinatorLink {
 };
 
 // Reports through the client's asynchronous calls; the first refusal is kept.
-class AsyncClientLink final : public CoordinatorLink {
+class AsyncClientCoordination final : public Coordination {
  public:
-  AsyncClientLink(psync::Client* client, absl::Duration flush_timeout)
+  AsyncClientCoordination(psync::Client* client, absl::Duration flush_timeout)
       : client_(client), flush_timeout_(flush_timeout) {}
-  ~AsyncClientLink() override { Flush().IgnoreError(); }
+  ~AsyncClientCoordination() override { Flush().IgnoreError(); }
 
   absl::Status ReportStaged(uint64_t step, uint32_t chunk, absl::string_view optimizer) override {
     psync::v1::Staged item;
@@ -132,13 +132,13 @@ class AsyncClientLink final : public CoordinatorLink {
 
 }  // namespace
 
-std::unique_ptr<CoordinatorLink> NewClientLink(psync::Client* client) {
-  return std::make_unique<ClientLink>(client);
+std::unique_ptr<Coordination> NewClientCoordination(psync::Client* client) {
+  return std::make_unique<ClientCoordination>(client);
 }
 
-std::unique_ptr<CoordinatorLink> NewAsyncClientLink(psync::Client* client,
+std::unique_ptr<Coordination> NewAsyncClientCoordination(psync::Client* client,
                                                     absl::Duration flush_timeout) {
-  return std::make_unique<AsyncClientLink>(client, flush_timeout);
+  return std::make_unique<AsyncClientCoordination>(client, flush_timeout);
 }
 
 }  // namespace worker

@@ -1,4 +1,4 @@
-#include "agent/local_link.h"
+#include "agent/local_rank.h"
 
 #include <utility>
 
@@ -6,7 +6,7 @@
 
 namespace psync::agent {
 
-void LocalLink::AttachResult(const absl::Status& status) {
+void LocalRank::AttachResult(const absl::Status& status) {
   if (!status.ok()) {
     Close(server::ToGrpcStatus(status));
     return;
@@ -14,11 +14,11 @@ void LocalLink::AttachResult(const absl::Status& status) {
   Enqueue(server::AckFor(attach_request_id_, absl::OkStatus()));
 }
 
-void LocalLink::Ack(uint64_t request_id, const absl::Status& status) {
+void LocalRank::Ack(uint64_t request_id, const absl::Status& status) {
   Enqueue(server::AckFor(request_id, status));
 }
 
-void LocalLink::Notice(const v1::SessionDown& notice) {
+void LocalRank::Notice(const v1::SessionDown& notice) {
   if (notice.has_directive()) {
     const v1::SyncDirective& d = notice.directive();
     absl::MutexLock lock(&mu_);
@@ -39,12 +39,12 @@ void LocalLink::Notice(const v1::SessionDown& notice) {
   Enqueue(notice);
 }
 
-void LocalLink::Enqueue(v1::SessionDown message) { writer_.Enqueue(std::move(message)); }
+void LocalRank::Enqueue(v1::SessionDown message) { writer_.Enqueue(std::move(message)); }
 
-void LocalLink::Close(const grpc::Status& status) { writer_.Close(status); }
+void LocalRank::Close(const grpc::Status& status) { writer_.Close(status); }
 
-void LocalLink::WriteDone(bool ok) { writer_.WriteDone(ok); }
+void LocalRank::WriteDone(bool ok) { writer_.WriteDone(ok); }
 
-void LocalLink::DetachReactor() { writer_.Detach(); }
+void LocalRank::DetachReactor() { writer_.Detach(); }
 
 }  // namespace psync::agent

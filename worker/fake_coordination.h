@@ -1,4 +1,4 @@
-// FakeCoordinatorLink: a CoordinatorLink for tests of the training loop without a coordinator.
+// FakeCoordination: a Coordination for tests of the training loop without a coordinator.
 //
 // It records every call as a line ("staged 0 1 dense", "done 0 1 x2", "wait 0 1"). A directive
 // is handed out at once (or fails with `directive_status`), which counts as the chunk's release;
@@ -18,12 +18,12 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "worker/coordinator_link.h"
+#include "worker/coordination.h"
 
 namespace psync {
 namespace worker {
 
-class FakeCoordinatorLink final : public CoordinatorLink {
+class FakeCoordination final : public Coordination {
  public:
   struct SyncDoneCall {
     uint64_t step;

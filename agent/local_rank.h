@@ -1,4 +1,4 @@
-// LocalLink: the agent's end of one local rank's Session, shared by the Session's reactor and the
+// LocalRank: the agent's end of one local rank's Session, shared by the Session's reactor and the
 // upstream link. The upstream answers the rank through it (the attach's result, one Ack per
 // message with the coordinator's status for that message) and hands it the rank's notices;
 // directives the rank already received on this Session (re-sent by the coordinator after the
@@ -27,14 +27,14 @@
 
 namespace psync::agent {
 
-class LocalLink {
+class LocalRank {
  public:
   using Reactor = grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>;
 
   // Neither is owned; `counters` must outlive the link.
-  LocalLink(Reactor* reactor, AgentCounters* counters) : counters_(counters), writer_(reactor) {}
-  LocalLink(const LocalLink&) = delete;
-  LocalLink& operator=(const LocalLink&) = delete;
+  LocalRank(Reactor* reactor, AgentCounters* counters) : counters_(counters), writer_(reactor) {}
+  LocalRank(const LocalRank&) = delete;
+  LocalRank& operator=(const LocalRank&) = delete;
 
   // Set once by the reactor from the Session's attach, before the link is handed to the upstream.
   void SetAttach(const v1::Attach& attach, uint64_t request_id) {

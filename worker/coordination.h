@@ -1,11 +1,11 @@
-// CoordinatorLink: what the worker's training loop needs from the psync coordinator, as a small
+// Coordination: what the worker's training loop needs from the psync coordinator, as a small
 // interface: check in a staged chunk, wait for a chunk's sync directive, report a sync done.
 //
 // The production links forward to psync::Client (client/client.h), so the data flows worker ->
 // client library -> Session stream -> coordinator, and statuses come back unchanged (the Ack's
 // code: FAILED_PRECONDITION for a SyncDone before the release, ...):
-//  * NewClientLink: every report waits for its Ack (one round trip each).
-//  * NewAsyncClientLink: reports use the client's asynchronous calls and return at once, so the
+//  * NewClientCoordination: every report waits for its Ack (one round trip each).
+//  * NewAsyncClientCoordination: reports use the client's asynchronous calls and return at once, so the
 //    training loop never waits a round trip per check-in. The client writes them in the order
 //    they were made (a SyncDone of step s reaches the coordinator before the check-ins of step
 //    s + 1). The first report the coordinator refuses is kept: from then on every call returns it
@@ -32,9 +32,9 @@
 namespace psync {
 namespace worker {
 
-class CoordinatorLink {
+class Coordination {
  public:
-  virtual ~CoordinatorLink() = default;
+  virtual ~Coordination() = default;
 
   // `optimizer` of this rank staged `chunk` for `step`.
   virtual absl::Status ReportStaged(uint64_t step, uint32_t chunk, absl::string_view optimizer) = 0;
@@ -60,9 +60,9 @@ class CoordinatorLink {
 };
 
 // Links over `client` (borrowed; must outlive the link).
-std::unique_ptr<CoordinatorLink> NewClientLink(psync::Client* client);
+std::unique_ptr<Coordination> NewClientCoordination(psync::Client* client);
 // `flush_timeout`: how long Flush() waits without any answer arriving.
-std::unique_ptr<CoordinatorLink> NewAsyncClientLink(psync::Client* client,
+std::unique_ptr<Coordination> NewAsyncClientCoordination(psync::Client* client,
                                                     absl::Duration flush_timeout);
 
 }  // namespace worker
