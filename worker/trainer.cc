@@ -48,11 +48,11 @@ absl::StatusOr<SyncMode> ParseSyncMode(absl::string_view name) {
       absl::StrCat("unknown sync mode '", name, "'; known: coordinated, naive, local-deferred"));
 }
 
-Trainer::Trainer(RankModel* model, ReferenceModel* reference, Coordination* link,
+Trainer::Trainer(RankModel* model, ReferenceModel* reference, Coordination* coordination,
                  TrainerOptions options)
     : model_(model),
       reference_(reference),
-      link_(link),
+      coordination_(coordination),
       options_(std::move(options)),
       last_synced_step_(model->config().num_chunks, -1) {}
 
@@ -103,7 +103,7 @@ absl::Status Trainer::Execute(int64_t step, int chunk,
 absl::Status Trainer::ObserveSyncDone(int64_t step, int chunk,
                                       std::vector<psync::v1::GroupChecksum> checksums,
                                       uint32_t executions, StepResult* result) {
-  absl::Status status = link_->ReportSyncDone(step, chunk, std::move(checksums), executions);
+  absl::Status status = coordination_->ReportSyncDone(step, chunk, std::move(checksums), executions);
   if (status.code() == absl::StatusCode::kFailedPrecondition) {
     ++result->early_sync_answers;
     return absl::OkStatus();
@@ -143,7 +143,7 @@ absl::StatusOr<StepResult> Trainer::RunStep(int64_t step) {
       staged[c][static_cast<int>(kind)] = true;
       if (observe) {
         PSYNC_RETURN_IF_ERROR(Annotate(
-            link_->ReportStaged(step, c, ParamKindName(kind)),
+            coordination_->ReportStaged(step, c, ParamKindName(kind)),
             absl::StrCat("Staged of step ", step, " chunk ", c, " ", ParamKindName(kind))));
       }
       if (options_.mode == SyncMode::kNaive) {
@@ -165,7 +165,7 @@ absl::StatusOr<StepResult> Trainer::RunStep(int64_t step) {
     case SyncMode::kCoordinated:
       for (int c = 0; c < chunks; ++c) {
         absl::StatusOr<psync::v1::SyncDirective> directive =
-            link_->WaitForDirective(step, c, options_.directive_timeout);
+            coordination_->WaitForDirective(step, c, options_.directive_timeout);
         if (!directive.ok()) {
           return Annotate(directive.status(),
                           absl::StrCat("waiting for the directive of step ", step, " chunk ", c));
@@ -176,7 +176,7 @@ absl::StatusOr<StepResult> Trainer::RunStep(int64_t step) {
         }
         PSYNC_RETURN_IF_ERROR(
             Execute(step, c, staged, &executions, &result, &checksums[c], &check_seconds));
-        PSYNC_RETURN_IF_ERROR(Annotate(link_->ReportSyncDone(step, c, checksums[c], executions[c]),
+        PSYNC_RETURN_IF_ERROR(Annotate(coordination_->ReportSyncDone(step, c, checksums[c], executions[c]),
                                        absl::StrCat("SyncDone of step ", step, " chunk ", c)));
       }
       break;
@@ -197,12 +197,12 @@ absl::StatusOr<StepResult> Trainer::RunStep(int64_t step) {
   if (options_.mode != SyncMode::kCoordinated && observe) {
     for (int c = 0; c < chunks; ++c) {
       absl::StatusOr<psync::v1::SyncDirective> directive =
-          link_->WaitForDirective(step, c, options_.directive_timeout);
+          coordination_->WaitForDirective(step, c, options_.directive_timeout);
       if (!directive.ok()) {
         return Annotate(directive.status(),
                         absl::StrCat("waiting for the directive of step ", step, " chunk ", c));
       }
-      PSYNC_RETURN_IF_ERROR(Annotate(link_->ReportSyncDone(step, c, checksums[c], executions[c]),
+      PSYNC_RETURN_IF_ERROR(Annotate(coordination_->ReportSyncDone(step, c, checksums[c], executions[c]),
                                      absl::StrCat("SyncDone of step ", step, " chunk ", c)));
     }
   }

@@ -28,7 +28,7 @@
 //
 // Errors: a failed collective, backend call or coordinator call (other than the observe-only
 // answers above) ends the step with that status; the model is then unusable.
-// Thread-compatible. Borrows the model, the reference (may be null when !verify) and the link.
+// Thread-compatible. Borrows the model, the reference (may be null when !verify) and the coordination.
 #ifndef PSYNC_WORKER_TRAINER_H_
 #define PSYNC_WORKER_TRAINER_H_
 
@@ -98,13 +98,13 @@ struct StepResult {
 
 class Trainer {
  public:
-  Trainer(RankModel* model, ReferenceModel* reference, Coordination* link,
+  Trainer(RankModel* model, ReferenceModel* reference, Coordination* coordination,
           TrainerOptions options);
 
   // Runs `step` (0, 1, 2, ... in order).
   absl::StatusOr<StepResult> RunStep(int64_t step);
-  // Waits until the link has delivered every report (Coordination::Flush); its status.
-  absl::Status Finish() { return link_->Flush(); }
+  // Waits until the coordination has delivered every report (Coordination::Flush); its status.
+  absl::Status Finish() { return coordination_->Flush(); }
 
   const TrainerOptions& options() const { return options_; }
 
@@ -122,7 +122,7 @@ class Trainer {
   // Constant after construction.
   RankModel* const model_;
   ReferenceModel* const reference_;
-  Coordination* const link_;
+  Coordination* const coordination_;
   const TrainerOptions options_;
 
   std::vector<int64_t> last_synced_step_;  // by chunk; -1 before the first sync
