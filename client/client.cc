@@ -93,31 +93,49 @@ Client::~Client() { Close(); }
 // ---------------------------------------------------------------------------------------------
 // Calls
 
-void Client::ReportStagedAsync(std::vector<psync::v1::Staged> items, AckCallback done) {
+namespace {
+
+// The messages of the calls, without request id and generation (SendAsync stamps them).
+SessionUp StagedMessage(std::vector<psync::v1::Staged> items) {
   SessionUp up;
   psync::v1::StagedBatch* batch = up.mutable_staged();
   for (psync::v1::Staged& item : items) *batch->add_items() = std::move(item);
-  SendAsync(std::move(up), std::move(done));
+  return up;
 }
 
-void Client::SkipStepAsync(uint64_t step, absl::string_view reason, AckCallback done) {
+SessionUp SkipMessage(uint64_t step, absl::string_view reason) {
   SessionUp up;
   psync::v1::SkipStep* skip = up.mutable_skip();
   skip->set_step(step);
   skip->set_reason(std::string(reason));
-  SendAsync(std::move(up), std::move(done));
+  return up;
 }
 
-void Client::ReportSyncDoneAsync(uint64_t step, uint32_t chunk,
-                                 std::vector<psync::v1::GroupChecksum> checksums,
-                                 uint32_t executions, AckCallback done) {
+SessionUp SyncDoneMessage(uint64_t step, uint32_t chunk,
+                          std::vector<psync::v1::GroupChecksum> checksums, uint32_t executions) {
   SessionUp up;
   psync::v1::SyncDone* item = up.mutable_sync_done()->add_items();
   item->set_step(step);
   item->set_chunk(chunk);
   item->set_executions(executions);
   for (psync::v1::GroupChecksum& c : checksums) *item->add_checksums() = std::move(c);
-  SendAsync(std::move(up), std::move(done));
+  return up;
+}
+
+}  // namespace
+
+void Client::ReportStagedAsync(std::vector<psync::v1::Staged> items, AckCallback done) {
+  SendAsync(StagedMessage(std::move(items)), std::move(done));
+}
+
+void Client::SkipStepAsync(uint64_t step, absl::string_view reason, AckCallback done) {
+  SendAsync(SkipMessage(step, reason), std::move(done));
+}
+
+void Client::ReportSyncDoneAsync(uint64_t step, uint32_t chunk,
+                                 std::vector<psync::v1::GroupChecksum> checksums,
+                                 uint32_t executions, AckCallback done) {
+  SendAsync(SyncDoneMessage(step, chunk, std::move(checksums), executions), std::move(done));
 }
 
 absl::Status Client::ReportStaged(uint64_t step, uint32_t chunk, absl::string_view optimizer,
@@ -133,30 +151,17 @@ absl::Status Client::ReportStaged(uint64_t step, uint32_t chunk, absl::string_vi
 }
 
 absl::Status Client::ReportStagedBatch(std::vector<psync::v1::Staged> items) {
-  SessionUp up;
-  psync::v1::StagedBatch* batch = up.mutable_staged();
-  for (psync::v1::Staged& item : items) *batch->add_items() = std::move(item);
-  return SendAndWait(std::move(up));
+  return SendAndWait(StagedMessage(std::move(items)));
 }
 
 absl::Status Client::SkipStep(uint64_t step, absl::string_view reason) {
-  SessionUp up;
-  psync::v1::SkipStep* skip = up.mutable_skip();
-  skip->set_step(step);
-  skip->set_reason(std::string(reason));
-  return SendAndWait(std::move(up));
+  return SendAndWait(SkipMessage(step, reason));
 }
 
 absl::Status Client::ReportSyncDone(uint64_t step, uint32_t chunk,
                                     std::vector<psync::v1::GroupChecksum> checksums,
                                     uint32_t executions) {
-  SessionUp up;
-  psync::v1::SyncDone* item = up.mutable_sync_done()->add_items();
-  item->set_step(step);
-  item->set_chunk(chunk);
-  item->set_executions(executions);
-  for (psync::v1::GroupChecksum& c : checksums) *item->add_checksums() = std::move(c);
-  return SendAndWait(std::move(up));
+  return SendAndWait(SyncDoneMessage(step, chunk, std::move(checksums), executions));
 }
 
 uint64_t Client::SendAsync(SessionUp up, AckCallback done) {

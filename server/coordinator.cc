@@ -263,64 +263,49 @@ void Coordinator::EnforceLivenessOf(Job& job, absl::Time now, Outgoing* out) {
 
 absl::Status Coordinator::Apply(
     const std::string& job_id,
-    const std::function<absl::Status(core::JobTracker&, absl::Time, core::Decisions*)>& input,
-    Outgoing* out) {
-  absl::MutexLock lock(&mu_);
-  const absl::Time now = clock_->Now();
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) {
-    absl::Status s = absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
-    RecordRejection(job_id, nullptr, s, now, out);
-    CommitEvents(out);
-    return s;
+    const std::function<absl::Status(core::JobTracker&, absl::Time, core::Decisions*)>& input) {
+  Outgoing out;
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) {
+      status = absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
+      RecordRejection(job_id, nullptr, status, now, &out);
+    } else {
+      Job& job = *it->second;
+      core::Decisions decisions;
+      status = input(*job.tracker, now, &decisions);
+      Record(job, decisions, &out);
+      if (!status.ok()) RecordRejection(job_id, &job, status, now, &out);
+    }
+    CommitEvents(&out);
   }
-  Job& job = *it->second;
-  core::Decisions decisions;
-  absl::Status status = input(*job.tracker, now, &decisions);
-  Record(job, decisions, out);
-  if (!status.ok()) RecordRejection(job_id, &job, status, now, out);
-  CommitEvents(out);
+  Deliver(out);
   return status;
 }
 
 absl::Status Coordinator::Stage(const std::string& job_id, core::RankId rank, uint64_t generation,
                                 absl::Span<const core::StagedItem> items) {
-  Outgoing out;
-  absl::Status s = Apply(
-      job_id,
-      [&](core::JobTracker& t, absl::Time now, core::Decisions* d) {
-        return t.Stage(rank, generation, items, now, d);
-      },
-      &out);
-  Deliver(out);
-  return s;
+  return Apply(job_id, [&](core::JobTracker& t, absl::Time now, core::Decisions* d) {
+    return t.Stage(rank, generation, items, now, d);
+  });
 }
 
 absl::Status Coordinator::Skip(const std::string& job_id, core::RankId rank, uint64_t generation,
                                core::Step step, const std::string& reason) {
-  Outgoing out;
-  absl::Status s = Apply(
-      job_id,
-      [&](core::JobTracker& t, absl::Time now, core::Decisions* d) {
-        return t.Skip(rank, generation, step, reason, now, d);
-      },
-      &out);
-  Deliver(out);
-  return s;
+  return Apply(job_id, [&](core::JobTracker& t, absl::Time now, core::Decisions* d) {
+    return t.Skip(rank, generation, step, reason, now, d);
+  });
 }
 
 absl::Status Coordinator::SyncDone(const std::string& job_id, core::RankId rank,
                                    uint64_t generation,
                                    absl::Span<const core::SyncDoneItem> items) {
-  Outgoing out;
-  absl::Status s = Apply(
-      job_id,
-      [&](core::JobTracker& t, absl::Time now, core::Decisions* d) {
-        return t.SyncDone(rank, generation, items, now, d);
-      },
-      &out);
-  Deliver(out);
-  return s;
+  return Apply(job_id, [&](core::JobTracker& t, absl::Time now, core::Decisions* d) {
+    return t.SyncDone(rank, generation, items, now, d);
+  });
 }
 
 std::vector<core::Event> Coordinator::EnforceLiveness() {

@@ -182,11 +182,12 @@ class Coordinator {
     EventLog::Batch committed;        // the same events, numbered and logged: for the event sinks
   };
 
-  // Runs `input` on the job's tracker; records events, counts, routes deliveries into `out`.
+  // Runs `input` on the job's tracker under the lock (records events and counts, routes the
+  // deliveries), then delivers them after unlocking. Returns `input`'s status.
   absl::Status Apply(const std::string& job_id,
                      const std::function<absl::Status(core::JobTracker&, absl::Time,
-                                                      core::Decisions*)>& input,
-                     Outgoing* out) ABSL_LOCKS_EXCLUDED(mu_);
+                                                      core::Decisions*)>& input)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void Record(Job& job, core::Decisions& decisions, Outgoing* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecordRejection(const std::string& job_id, Job* job, const absl::Status& status,
