@@ -4,18 +4,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "worker/status_macros.h"
 #include "worker/reference_model.h"
 #include "worker/synthetic_model.h"
 
 namespace psync {
 namespace worker {
 namespace {
-
-#define PSYNC_RETURN_IF_ERROR(expr)    \
-  do {                                 \
-    absl::Status status_ = (expr);     \
-    if (!status_.ok()) return status_; \
-  } while (false)
 
 absl::Status CheckGroup(const ModelConfig& config, ParamKind kind, const Collective* group) {
   if (group == nullptr) {

@@ -4,16 +4,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "worker/status_macros.h"
 
 namespace psync {
 namespace worker {
 namespace {
-
-#define PSYNC_RETURN_IF_ERROR(expr)    \
-  do {                                 \
-    absl::Status status_ = (expr);     \
-    if (!status_.ok()) return status_; \
-  } while (false)
 
 using Clock = std::chrono::steady_clock;
 
