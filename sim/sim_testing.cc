@@ -45,4 +45,25 @@ void ExpectCoordinatorCounted(server::TestServer& server, const std::string& job
   EXPECT_EQ(status->counters.violations, 0u);
 }
 
+void ExpectCoordinatorSynced(server::TestServer& server, const std::string& job_id,
+                             uint64_t skipped_steps, uint64_t syncs_done) {
+  auto status = server.coordinator().GetJobStatus(job_id);
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->counters.skipped_steps, skipped_steps);
+  EXPECT_EQ(status->counters.syncs_done, syncs_done);
+  EXPECT_EQ(status->counters.rejected, 0u);
+}
+
+std::string ExpectExactlyOnce(server::TestServer& server, const std::string& job_id,
+                              const SimReport& report, uint64_t releases, uint64_t checkins,
+                              uint64_t directives) {
+  std::string text = FormatReport(report);
+  EXPECT_TRUE(report.ok()) << text;
+  EXPECT_EQ(report.releases, releases) << text;
+  EXPECT_EQ(report.checkins_sent, checkins) << text;
+  EXPECT_EQ(report.directives_received, directives) << text;
+  ExpectCoordinatorCounted(server, job_id, releases, checkins);
+  return text;
+}
+
 }  // namespace psync::sim

@@ -46,6 +46,19 @@ BrokenRun RunBreakingConnections(const SimPlan& plan, const SimOptions& options,
 void ExpectCoordinatorCounted(server::TestServer& server, const std::string& job_id,
                               uint64_t releases, uint64_t checkins);
 
+// Expects the coordinator's counters of `job_id` to show exactly `skipped_steps` skipped steps and
+// `syncs_done` SyncDone calls, and no rejected call.
+void ExpectCoordinatorSynced(server::TestServer& server, const std::string& job_id,
+                             uint64_t skipped_steps, uint64_t syncs_done);
+
+// Expects `report` of job `job_id` to be ok() and to count exactly `releases` releases,
+// `checkins` check-ins sent and `directives` directives received (duplicates and re-sends are not
+// counted), and the coordinator to agree (ExpectCoordinatorCounted). Returns FormatReport(report),
+// for the test's own checks and output.
+std::string ExpectExactlyOnce(server::TestServer& server, const std::string& job_id,
+                              const SimReport& report, uint64_t releases, uint64_t checkins,
+                              uint64_t directives);
+
 }  // namespace psync::sim
 
 #endif  // PSYNC_SIM_SIM_TESTING_H_
