@@ -26,5 +26,13 @@ absl::Status Collective::ReduceScatterSum(const float* send, float* recv,
   return DoReduceScatterSum(send, recv, count_per_rank);
 }
 
+absl::StatusOr<std::unique_ptr<Collective>> CollectiveFactory::Create(
+    absl::string_view group, int rank, int size, KeyValueStore* store,
+    absl::Duration timeout) {
+  absl::Status valid = ValidateGroupArgs(group, rank, size, store, timeout);
+  if (!valid.ok()) return valid;
+  return DoCreate(group, rank, size, store, timeout);
+}
+
 }  // namespace worker
 }  // namespace psync

@@ -100,8 +100,17 @@ class CollectiveFactory {
   // store; DEADLINE_EXCEEDED when some rank did not join within `timeout`;
   // UNAVAILABLE when a peer or the store could not be reached;
   // FAILED_PRECONDITION when the backend cannot run on this machine (NCCL
-  // without a CUDA device); INTERNAL for a failure inside the backend.
-  virtual absl::StatusOr<std::unique_ptr<Collective>> Create(
+  // without a CUDA device); INTERNAL for a failure inside the backend. The
+  // arguments are checked here (ValidateGroupArgs in group_args.h), for every
+  // backend.
+  absl::StatusOr<std::unique_ptr<Collective>> Create(absl::string_view group,
+                                                     int rank, int size,
+                                                     KeyValueStore* store,
+                                                     absl::Duration timeout);
+
+ private:
+  // The backend's Create, called only with arguments that passed the checks.
+  virtual absl::StatusOr<std::unique_ptr<Collective>> DoCreate(
       absl::string_view group, int rank, int size, KeyValueStore* store,
       absl::Duration timeout) = 0;
 };

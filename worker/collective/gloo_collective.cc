@@ -151,11 +151,9 @@ class GlooCollectiveFactory final : public CollectiveFactory {
 
   absl::string_view backend() const override { return kBackend; }
 
-  absl::StatusOr<std::unique_ptr<Collective>> Create(
+  absl::StatusOr<std::unique_ptr<Collective>> DoCreate(
       absl::string_view group, int rank, int size, KeyValueStore* store,
       absl::Duration timeout) override {
-    absl::Status valid = ValidateGroupArgs(group, rank, size, store, timeout);
-    if (!valid.ok()) return valid;
     const std::chrono::milliseconds timeout_ms =
         absl::ToChronoMilliseconds(timeout);
     IgnoreSigpipeUnlessHandled();

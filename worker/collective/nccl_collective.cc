@@ -237,11 +237,9 @@ class NcclCollectiveFactory final : public CollectiveFactory {
 
   absl::string_view backend() const override { return kBackend; }
 
-  absl::StatusOr<std::unique_ptr<Collective>> Create(
+  absl::StatusOr<std::unique_ptr<Collective>> DoCreate(
       absl::string_view group, int rank, int size, KeyValueStore* store,
       absl::Duration timeout) override {
-    absl::Status valid = ValidateGroupArgs(group, rank, size, store, timeout);
-    if (!valid.ok()) return valid;
     const absl::Time deadline = absl::Now() + timeout;
     const std::string what = absl::StrCat("forming nccl group \"", group,
                                           "\" (rank ", rank, " of ", size, ")");
