@@ -1,14 +1,13 @@
 #include "bench/echo_floor.h"
 
-#include <csignal>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "bench/echo.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "server/daemon.h"
 
 namespace psync::bench {
 namespace {
@@ -53,11 +52,7 @@ class EchoService final : public Echo::CallbackService {
 }  // namespace
 
 int ServeEcho(const std::string& listen, const std::string& port_file) {
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  const sigset_t stop = server::BlockStopSignals();
   EchoService service;
   grpc::ServerBuilder builder;
   int port = 0;
@@ -68,13 +63,8 @@ int ServeEcho(const std::string& listen, const std::string& port_file) {
     std::fprintf(stderr, "echo server: cannot listen on %s\n", listen.c_str());
     return 1;
   }
-  if (!port_file.empty()) {
-    const std::string tmp = port_file + ".tmp";
-    std::ofstream(tmp) << port << "\n";
-    std::rename(tmp.c_str(), port_file.c_str());
-  }
-  int signal = 0;
-  sigwait(&stop, &signal);
+  server::WritePortFile(port_file, port);
+  server::WaitForStopSignal(stop);
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   return 0;
 }

@@ -98,7 +98,10 @@ std::vector<std::string> SplitArgs(const std::string& args) {
   return absl::StrSplit(args, ' ', absl::SkipWhitespace());
 }
 
-absl::StatusOr<std::vector<uint32_t>> ParseList(const std::string& flag, const std::string& text) {
+// The comma-separated counts of --<flag> (`text`), or just `unswept` when it is empty.
+absl::StatusOr<std::vector<uint32_t>> SweepValues(const std::string& flag, const std::string& text,
+                                                  uint32_t unswept) {
+  if (text.empty()) return std::vector<uint32_t>{unswept};
   std::vector<uint32_t> values;
   for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
     uint32_t v = 0;
@@ -416,23 +419,15 @@ int Main(const std::string& self) {
     files.rlim_cur = files.rlim_max;
     setrlimit(RLIMIT_NOFILE, &files);
   }
-  std::vector<uint32_t> ranks = {absl::GetFlag(FLAGS_ranks)};
-  std::vector<uint32_t> chunks = {absl::GetFlag(FLAGS_chunks)};
-  if (const std::string s = absl::GetFlag(FLAGS_sweep_ranks); !s.empty()) {
-    auto v = ParseList("sweep_ranks", s);
-    if (!v.ok()) {
-      std::cerr << "psync-bench: " << v.status().message() << "\n";
+  const absl::StatusOr<std::vector<uint32_t>> ranks =
+      SweepValues("sweep_ranks", absl::GetFlag(FLAGS_sweep_ranks), absl::GetFlag(FLAGS_ranks));
+  const absl::StatusOr<std::vector<uint32_t>> chunks =
+      SweepValues("sweep_chunks", absl::GetFlag(FLAGS_sweep_chunks), absl::GetFlag(FLAGS_chunks));
+  for (const absl::Status& s : {ranks.status(), chunks.status()}) {
+    if (!s.ok()) {
+      std::cerr << "psync-bench: " << s.message() << "\n";
       return 2;
     }
-    ranks = *v;
-  }
-  if (const std::string s = absl::GetFlag(FLAGS_sweep_chunks); !s.empty()) {
-    auto v = ParseList("sweep_chunks", s);
-    if (!v.ok()) {
-      std::cerr << "psync-bench: " << v.status().message() << "\n";
-      return 2;
-    }
-    chunks = *v;
   }
   std::optional<LatencySummary> floor;
   const bool json = absl::GetFlag(FLAGS_json);
@@ -450,8 +445,8 @@ int Main(const std::string& self) {
   }
   int failures = 0;
   int index = 0;
-  for (uint32_t c : chunks) {
-    for (uint32_t n : ranks) {
+  for (uint32_t c : *chunks) {
+    for (uint32_t n : *ranks) {
       bool ok = false;
       auto out = RunOnce(RunConfig{n, c}, index++, floor, !json, &ok);
       if (!out.ok()) {

@@ -32,35 +32,29 @@ TEST_F(SimIntegrationTest, SixtyFourRanksFiftyStepsExactlyOnce) {
 
   absl::StatusOr<SimReport> report = RunSimulatedJob(plan, options);
   ASSERT_TRUE(report.ok()) << report.status();
-  const std::string text = FormatReport(*report);
-  EXPECT_TRUE(report->violations.empty()) << text;
-  EXPECT_TRUE(report->errors.empty()) << text;
-  EXPECT_TRUE(report->ok()) << text;
-
   constexpr uint64_t kSkipped = 3;
   constexpr uint64_t kSynced = 50 - kSkipped;
+  // The coordinator's own counters agree with the independent recorder.
+  const std::string text =
+      ExpectExactlyOnce(*server_, options.job_id, *report, /*releases=*/4 * kSynced,
+                        /*checkins=*/64 * 2 * 4 * kSynced, /*directives=*/64 * 4 * kSynced);
+  EXPECT_TRUE(report->violations.empty()) << text;
+  EXPECT_TRUE(report->errors.empty()) << text;
   EXPECT_EQ(report->skipped_steps, kSkipped);
   EXPECT_EQ(report->steps.size(), 50u);
   EXPECT_EQ(report->expected_releases, 4 * kSynced);
-  EXPECT_EQ(report->releases, 4 * kSynced) << text;
-  EXPECT_EQ(report->checkins_sent, 64 * 2 * 4 * kSynced);
   EXPECT_EQ(report->skips_sent, 64 * kSkipped);
   EXPECT_GT(report->duplicates_sent, 0u);
-  EXPECT_EQ(report->directives_received, 64 * 4 * kSynced);
   ASSERT_EQ(report->directives_per_rank.size(), 64u);
   for (uint32_t r = 0; r < 64; ++r) {
     EXPECT_EQ(report->directives_per_rank[r], plan.MemberChunks(r).size() * kSynced) << r;
   }
   // No reconnect happened, so the coordinator never repeated a directive.
   EXPECT_EQ(report->duplicate_directives_dropped, 0u);
-
-  // The coordinator's own counters agree with the independent recorder.
-  ExpectCoordinatorCounted(*server_, options.job_id, 4 * kSynced, 64 * 2 * 4 * kSynced);
-  auto status = server_->coordinator().GetJobStatus(options.job_id);
-  ASSERT_TRUE(status.ok()) << status.status();
-  EXPECT_EQ(status->counters.skipped_steps, kSkipped);
-  EXPECT_EQ(status->counters.syncs_done, 64 * 4 * kSynced);
-  EXPECT_EQ(status->counters.rejected, 0u);
+  const server::JobCounters counters = CoordinatorCounters(*server_, options.job_id);
+  EXPECT_EQ(counters.skipped_steps, kSkipped);
+  EXPECT_EQ(counters.syncs_done, 64 * 4 * kSynced);
+  EXPECT_EQ(counters.rejected, 0u);
   std::printf("%s", text.c_str());
 }
 
@@ -87,12 +81,9 @@ TEST_F(SimIntegrationTest, DenseOnlyAndExpertOnlyChunksWithSeededSkips) {
   ASSERT_LT(skipped.size(), 20u);
   absl::StatusOr<SimReport> report = RunSimulatedJob(plan, options);
   ASSERT_TRUE(report.ok()) << report.status();
-  const std::string text = FormatReport(*report);
-  EXPECT_TRUE(report->ok()) << text;
   const uint64_t synced = 20 - skipped.size();
-  EXPECT_EQ(report->releases, 3 * synced) << text;
-  EXPECT_EQ(report->checkins_sent, 8 * (1 + 2 + 1) * synced);
-  EXPECT_EQ(report->directives_received, 8 * 3 * synced);
+  ExpectExactlyOnce(*server_, options.job_id, *report, /*releases=*/3 * synced,
+                    /*checkins=*/8 * (1 + 2 + 1) * synced, /*directives=*/8 * 3 * synced);
 }
 
 // The network between the ranks and the coordinator drops every 100 ms: clients reconnect, re-send
@@ -114,13 +105,10 @@ TEST_F(SimIntegrationTest, BrokenConnectionsStillReleaseExactlyOnce) {
   BrokenRun run = RunBreakingConnections(SixteenRankPlan(), options, proxy->get());
   const absl::StatusOr<SimReport>& report = run.report;
   ASSERT_TRUE(report.ok()) << report.status();
-  const std::string text = FormatReport(*report);
-  EXPECT_TRUE(report->ok()) << text;
   constexpr uint64_t kSynced = 38;
-  EXPECT_EQ(report->releases, 4 * kSynced) << text;
-  EXPECT_EQ(report->checkins_sent, 16 * 2 * 4 * kSynced);
-  EXPECT_EQ(report->directives_received, 16 * 4 * kSynced) << text;
-  ExpectCoordinatorCounted(*server_, options.job_id, 4 * kSynced, 16 * 2 * 4 * kSynced);
+  const std::string text =
+      ExpectExactlyOnce(*server_, options.job_id, *report, /*releases=*/4 * kSynced,
+                        /*checkins=*/16 * 2 * 4 * kSynced, /*directives=*/16 * 4 * kSynced);
   // A break while the ranks were running made them reconnect (the last break may have come after
   // every client closed).
   if (run.breaks >= 2) {

@@ -36,13 +36,28 @@ BrokenRun RunBreakingConnections(const SimPlan& plan, const SimOptions& options,
   return run;
 }
 
-void ExpectCoordinatorCounted(server::TestServer& server, const std::string& job_id,
-                              uint64_t releases, uint64_t checkins) {
+server::JobCounters CoordinatorCounters(server::TestServer& server, const std::string& job_id) {
   auto status = server.coordinator().GetJobStatus(job_id);
-  ASSERT_TRUE(status.ok()) << status.status();
-  EXPECT_EQ(status->counters.releases, releases);
-  EXPECT_EQ(status->counters.checkins, checkins);
-  EXPECT_EQ(status->counters.violations, 0u);
+  if (!status.ok()) {
+    ADD_FAILURE() << status.status();
+    return server::JobCounters();
+  }
+  return status->counters;
+}
+
+std::string ExpectExactlyOnce(server::TestServer& server, const std::string& job_id,
+                              const SimReport& report, uint64_t releases, uint64_t checkins,
+                              uint64_t directives) {
+  std::string text = FormatReport(report);
+  EXPECT_TRUE(report.ok()) << text;
+  EXPECT_EQ(report.releases, releases) << text;
+  EXPECT_EQ(report.checkins_sent, checkins) << text;
+  EXPECT_EQ(report.directives_received, directives) << text;
+  const server::JobCounters counters = CoordinatorCounters(server, job_id);
+  EXPECT_EQ(counters.releases, releases);
+  EXPECT_EQ(counters.checkins, checkins);
+  EXPECT_EQ(counters.violations, 0u);
+  return text;
 }
 
 }  // namespace psync::sim

@@ -41,10 +41,17 @@ BrokenRun RunBreakingConnections(const SimPlan& plan, const SimOptions& options,
                                  ::psync::testing::TcpProxy* proxy,
                                  absl::Duration period = absl::Milliseconds(100));
 
-// Expects the coordinator's counters of `job_id` to show exactly `releases` releases and
-// `checkins` check-ins, and no violation.
-void ExpectCoordinatorCounted(server::TestServer& server, const std::string& job_id,
-                              uint64_t releases, uint64_t checkins);
+// The coordinator's own counters of `job_id`; a test failure (and all zeros) when it has no such
+// job.
+server::JobCounters CoordinatorCounters(server::TestServer& server, const std::string& job_id);
+
+// Expects `report` of job `job_id` to be ok() and to count exactly `releases` releases,
+// `checkins` check-ins sent and `directives` directives received (duplicates and re-sends are not
+// counted), and the coordinator's counters to show the same releases and check-ins and no
+// violation. Returns FormatReport(report), for the test's own checks and output.
+std::string ExpectExactlyOnce(server::TestServer& server, const std::string& job_id,
+                              const SimReport& report, uint64_t releases, uint64_t checkins,
+                              uint64_t directives);
 
 }  // namespace psync::sim
 

@@ -16,6 +16,13 @@ absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view what) 
                       absl::StrCat(what, ": ", status.error_message()));
 }
 
+absl::Status CallWithTimeout(absl::Duration timeout, absl::string_view what,
+                             absl::FunctionRef<grpc::Status(grpc::ClientContext*)> call) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  return FromGrpcStatus(call(&context), what);
+}
+
 CoordinatorKvStore::CoordinatorKvStore(std::shared_ptr<grpc::Channel> channel, std::string job_id,
                                        uint64_t generation, absl::Duration call_timeout)
     : channel_(std::move(channel)),
@@ -31,23 +38,29 @@ absl::Status CoordinatorKvStore::Set(absl::string_view key, absl::string_view va
   request.set_key(std::string(key));
   request.set_value(std::string(value));
   psync::v1::KvSetResponse response;
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + call_timeout_));
-  return FromGrpcStatus(stub_->KvSet(&context, request, &response),
-                        absl::StrCat("KvSet \"", key, "\""));
+  return CallWithTimeout(call_timeout_, absl::StrCat("KvSet \"", key, "\""),
+                         [&](grpc::ClientContext* context) {
+                           return stub_->KvSet(context, request, &response);
+                         });
 }
 
-absl::StatusOr<std::string> CoordinatorKvStore::Get(absl::string_view key) {
+psync::v1::KvGetRequest CoordinatorKvStore::MakeKvGet(absl::Span<const std::string> keys,
+                                                      bool wait) const {
   psync::v1::KvGetRequest request;
   request.set_job_id(job_id_);
   request.set_generation(generation_);
-  request.add_keys(std::string(key));
-  request.set_wait(false);
+  for (const std::string& key : keys) request.add_keys(key);
+  request.set_wait(wait);
+  return request;
+}
+
+absl::StatusOr<std::string> CoordinatorKvStore::Get(absl::string_view key) {
+  const psync::v1::KvGetRequest request = MakeKvGet({std::string(key)}, /*wait=*/false);
   psync::v1::KvGetResponse response;
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + call_timeout_));
-  absl::Status status = FromGrpcStatus(stub_->KvGet(&context, request, &response),
-                                       absl::StrCat("KvGet \"", key, "\""));
+  absl::Status status = CallWithTimeout(call_timeout_, absl::StrCat("KvGet \"", key, "\""),
+                                        [&](grpc::ClientContext* context) {
+                                          return stub_->KvGet(context, request, &response);
+                                        });
   if (!status.ok()) return status;
   if (response.values_size() != 1) {
     return absl::InternalError(absl::StrCat("KvGet \"", key, "\": the coordinator answered ",
@@ -61,11 +74,7 @@ absl::Status CoordinatorKvStore::Wait(absl::Span<const std::string> keys, absl::
   for (size_t first = 0; first < keys.size(); first += kMaxKeysPerGet) {
     const absl::Span<const std::string> part =
         keys.subspan(first, std::min(kMaxKeysPerGet, keys.size() - first));
-    psync::v1::KvGetRequest request;
-    request.set_job_id(job_id_);
-    request.set_generation(generation_);
-    for (const std::string& key : part) request.add_keys(key);
-    request.set_wait(true);
+    const psync::v1::KvGetRequest request = MakeKvGet(part, /*wait=*/true);
     psync::v1::KvGetResponse response;
     grpc::ClientContext context;
     if (deadline != absl::InfiniteFuture()) context.set_deadline(absl::ToChronoTime(deadline));

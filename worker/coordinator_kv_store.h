@@ -23,6 +23,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -53,6 +54,9 @@ class CoordinatorKvStore final : public KeyValueStore {
   uint64_t generation() const { return generation_; }
 
  private:
+  // A KvGet of `keys` in this store's (job, generation).
+  psync::v1::KvGetRequest MakeKvGet(absl::Span<const std::string> keys, bool wait) const;
+
   // Constant after construction.
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<psync::v1::Coordinator::Stub> stub_;
@@ -63,6 +67,11 @@ class CoordinatorKvStore final : public KeyValueStore {
 
 // grpc::Status -> absl::Status with the same code and message, prefixed by `what`.
 absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view what);
+
+// Runs one unary call, `call`, on a fresh ClientContext whose deadline is `timeout` from now, and
+// returns its status through FromGrpcStatus(status, what).
+absl::Status CallWithTimeout(absl::Duration timeout, absl::string_view what,
+                             absl::FunctionRef<grpc::Status(grpc::ClientContext*)> call);
 
 }  // namespace worker
 }  // namespace psync

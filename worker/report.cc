@@ -226,24 +226,19 @@ std::vector<std::string> BenchLines(const ModelConfig& config, const TrainerOpti
 absl::StatusOr<AuditSnapshot> FetchAudit(psync::v1::Coordinator::Stub* stub,
                                          const std::string& job_id, absl::Duration timeout) {
   AuditSnapshot snapshot;
-  {
-    psync::v1::GetJobStatusRequest request;
-    request.set_job_id(job_id);
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-    absl::Status status =
-        FromGrpcStatus(stub->GetJobStatus(&context, request, &snapshot.status), "GetJobStatus");
-    if (!status.ok()) return status;
-  }
-  {
-    psync::v1::GetAuditRequest request;
-    request.set_job_id(job_id);
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-    absl::Status status =
-        FromGrpcStatus(stub->GetAudit(&context, request, &snapshot.audit), "GetAudit");
-    if (!status.ok()) return status;
-  }
+  psync::v1::GetJobStatusRequest status_request;
+  status_request.set_job_id(job_id);
+  absl::Status status =
+      CallWithTimeout(timeout, "GetJobStatus", [&](grpc::ClientContext* context) {
+        return stub->GetJobStatus(context, status_request, &snapshot.status);
+      });
+  if (!status.ok()) return status;
+  psync::v1::GetAuditRequest audit_request;
+  audit_request.set_job_id(job_id);
+  status = CallWithTimeout(timeout, "GetAudit", [&](grpc::ClientContext* context) {
+    return stub->GetAudit(context, audit_request, &snapshot.audit);
+  });
+  if (!status.ok()) return status;
   return snapshot;
 }
 

@@ -19,26 +19,21 @@ ModelConfig Config() {
   return c;
 }
 
-WeightDiff Zeroed(int64_t n) {
+// A diff of `n` elements that are all wrong.
+WeightDiff AllWrong(int64_t n, int64_t zeroed, int64_t nonfinite, double max_abs_error) {
   WeightDiff d;
   d.elements = n;
   d.mismatched = n;
-  d.zeroed = n;
-  d.max_abs_error = 0.5;
+  d.zeroed = zeroed;
+  d.nonfinite = nonfinite;
+  d.max_abs_error = max_abs_error;
   d.first_mismatch = 0;
   return d;
 }
 
-WeightDiff Garbage(int64_t n) {
-  WeightDiff d;
-  d.elements = n;
-  d.mismatched = n;
-  d.zeroed = n / 4;
-  d.nonfinite = 1;
-  d.max_abs_error = 2.5;
-  d.first_mismatch = 0;
-  return d;
-}
+WeightDiff Zeroed(int64_t n) { return AllWrong(n, /*zeroed=*/n, /*nonfinite=*/0, 0.5); }
+
+WeightDiff Garbage(int64_t n) { return AllWrong(n, /*zeroed=*/n / 4, /*nonfinite=*/1, 2.5); }
 
 // A naive step: chunk c synced twice; the first sync left garbage in the expert weights, the
 // second zeros in the dense weights.

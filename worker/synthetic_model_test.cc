@@ -5,17 +5,12 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "worker/compute/scalar_formats.h"
 #include "worker/compute/synthetic.h"
 
 namespace psync {
 namespace worker {
 namespace {
-
-uint32_t Bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, sizeof(b));
-  return b;
-}
 
 TEST(ExactGradientTest, IsAMultipleOfTheGridInMinusOneToOne) {
   for (int rank = 0; rank < 8; ++rank) {
@@ -50,7 +45,7 @@ TEST(ExactGradientTest, FillMatchesTheScalarFunction) {
   std::vector<float> out(300);
   FillExactGradients(9, 4, 1, 3, ParamKind::kExpert, 50, 320, absl::MakeSpan(out));
   for (int64_t i = 0; i < 300; ++i) {
-    EXPECT_EQ(Bits(out[i]), Bits(ExactGradient(9, 4, 1, 3, ParamKind::kExpert, 50 + i, 320))) << i;
+    EXPECT_EQ(FloatToBits(out[i]), FloatToBits(ExactGradient(9, 4, 1, 3, ParamKind::kExpert, 50 + i, 320))) << i;
   }
 }
 
@@ -74,8 +69,8 @@ TEST(ExactGradientTest, SumsOverRanksAreExactInAnyOrder) {
       for (int i = 0; i < width / 2; ++i) tree[i] = tree[2 * i] + tree[2 * i + 1];
     }
     ASSERT_EQ(static_cast<double>(forward), exact) << e;
-    ASSERT_EQ(Bits(forward), Bits(backward)) << e;
-    ASSERT_EQ(Bits(forward), Bits(tree[0])) << e;
+    ASSERT_EQ(FloatToBits(forward), FloatToBits(backward)) << e;
+    ASSERT_EQ(FloatToBits(forward), FloatToBits(tree[0])) << e;
   }
 }
 

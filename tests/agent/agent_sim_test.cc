@@ -11,8 +11,8 @@
 namespace psync::testing {
 namespace {
 
-using ::psync::sim::ExpectCoordinatorCounted;
-using ::psync::sim::FormatReport;
+using ::psync::sim::CoordinatorCounters;
+using ::psync::sim::ExpectExactlyOnce;
 using ::psync::sim::RunBreakingConnections;
 using ::psync::sim::RunSimulatedJob;
 using ::psync::sim::SimOptions;
@@ -36,20 +36,15 @@ TEST_F(AgentSimTest, SixteenRanksBehindOneAgentExactlyOnce) {
 
   absl::StatusOr<SimReport> report = RunSimulatedJob(SixteenRankPlan(), options);
   ASSERT_TRUE(report.ok()) << report.status();
-  const std::string text = FormatReport(*report);
-  EXPECT_TRUE(report->ok()) << text;
   constexpr uint64_t kSynced = 28;
-  EXPECT_EQ(report->releases, 4 * kSynced) << text;
-  EXPECT_EQ(report->checkins_sent, 16 * 2 * 4 * kSynced);
-  EXPECT_EQ(report->directives_received, 16 * 4 * kSynced) << text;
+  const std::string text =
+      ExpectExactlyOnce(*server_, options.job_id, *report, /*releases=*/4 * kSynced,
+                        /*checkins=*/16 * 2 * 4 * kSynced, /*directives=*/16 * 4 * kSynced);
   EXPECT_EQ(report->duplicate_directives_dropped, 0u);
-
-  ExpectCoordinatorCounted(*server_, options.job_id, 4 * kSynced, 16 * 2 * 4 * kSynced);
-  auto status = server_->coordinator().GetJobStatus(options.job_id);
-  ASSERT_TRUE(status.ok()) << status.status();
-  EXPECT_EQ(status->counters.skipped_steps, 2u);
-  EXPECT_EQ(status->counters.syncs_done, 16 * 4 * kSynced);
-  EXPECT_EQ(status->counters.rejected, 0u);
+  const server::JobCounters counters = CoordinatorCounters(*server_, options.job_id);
+  EXPECT_EQ(counters.skipped_steps, 2u);
+  EXPECT_EQ(counters.syncs_done, 16 * 4 * kSynced);
+  EXPECT_EQ(counters.rejected, 0u);
   const agent::AgentStats s = node->stats();
   EXPECT_LE(s.upstream_batches, s.local_messages);
   std::printf("agent: %llu local messages in %llu upstream batches; %llu notices for %llu "
@@ -78,14 +73,12 @@ TEST_F(AgentSimTest, AgentStreamCutEvery100MsStillReleasesExactlyOnce) {
   ::psync::sim::BrokenRun run = RunBreakingConnections(SixteenRankPlan(), options, proxy->get());
   const absl::StatusOr<SimReport>& report = run.report;
   ASSERT_TRUE(report.ok()) << report.status();
-  const std::string text = FormatReport(*report);
-  EXPECT_TRUE(report->ok()) << text;
   constexpr uint64_t kSynced = 28;
-  EXPECT_EQ(report->releases, 4 * kSynced) << text;
-  EXPECT_EQ(report->directives_received, 16 * 4 * kSynced) << text;
+  const std::string text =
+      ExpectExactlyOnce(*server_, options.job_id, *report, /*releases=*/4 * kSynced,
+                        /*checkins=*/16 * 2 * 4 * kSynced, /*directives=*/16 * 4 * kSynced);
   // The ranks' Sessions with the agent never broke; the agent hid every cut.
   EXPECT_EQ(report->reconnects, 0u) << text;
-  ExpectCoordinatorCounted(*server_, options.job_id, 4 * kSynced, 16 * 2 * 4 * kSynced);
   const agent::AgentStats s = node->stats();
   std::printf("%d cuts; agent: %llu reconnects, %llu batches re-sent, %llu repeated directives "
               "dropped\n%s",

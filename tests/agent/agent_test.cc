@@ -268,22 +268,16 @@ TEST_F(AgentTest, ForwardsQueriesAndRendezvousAndRefusesWatch) {
   }
   {
     grpc::ClientContext context;
-    v1::KvSetRequest set;
-    set.set_job_id("queries");
-    set.set_generation(rank->generation());
-    set.set_key("nccl");
-    set.set_value("id-1");
     v1::KvSetResponse unused;
-    ASSERT_TRUE(via_agent->KvSet(&context, set, &unused).ok());
+    ASSERT_TRUE(
+        via_agent->KvSet(&context, MakeKvSet("queries", rank->generation(), "nccl", "id-1"), &unused)
+            .ok());
   }
   {
     grpc::ClientContext context;
-    v1::KvGetRequest get;
-    get.set_job_id("queries");
-    get.set_generation(rank->generation());
-    get.add_keys("nccl");
     v1::KvGetResponse values;
-    ASSERT_TRUE(via_agent->KvGet(&context, get, &values).ok());
+    ASSERT_TRUE(
+        via_agent->KvGet(&context, MakeKvGet("queries", rank->generation(), "nccl"), &values).ok());
     EXPECT_THAT(values.values(), ElementsAre("id-1"));
   }
   {

@@ -65,6 +65,14 @@ std::string ContributorsText(const std::vector<Contributor>& contributors) {
   });
 }
 
+// "<call> rank <rank> generation <generation> [<item>, ...]", each item written by `format`.
+template <typename Item, typename Format>
+std::string BatchCallText(absl::string_view call, RankId rank, uint64_t generation,
+                          absl::Span<const Item> items, Format format) {
+  return absl::StrCat(call, " rank ", rank, " generation ", generation, " [",
+                      absl::StrJoin(items, ", ", format), "]");
+}
+
 }  // namespace
 
 TrackerHarness::TrackerHarness(std::string job_id, core::TrackerOptions options)
@@ -94,6 +102,11 @@ std::string TrackerHarness::SenderProblem(RankId rank, uint64_t generation) cons
   if (aborted_) return "generation aborted";
   if (joined_.count(rank) == 0) return "rank not joined";
   return "";
+}
+
+std::string TrackerHarness::BatchProblem(RankId rank, uint64_t generation, size_t items) const {
+  if (items == 0 || items > tracker_options_.max_batch_items) return "batch size";
+  return SenderProblem(rank, generation);
 }
 
 void TrackerHarness::CheckMustReject(const absl::Status& status, bool must_reject,
@@ -406,18 +419,27 @@ absl::StatusOr<core::JoinResult> TrackerHarness::Join(const RankPlan& plan) {
   return result;
 }
 
+absl::Status TrackerHarness::CheckedCall(const std::string& must_reject,
+                                         absl::FunctionRef<absl::Status(Decisions*)> call,
+                                         absl::FunctionRef<void()> on_accepted) {
+  const std::string before = StateText(tracker_, now_);
+  const core::JobState state_before = tracker_.state();
+  Decisions out;
+  absl::Status status = call(&out);
+  CheckMustReject(status, !must_reject.empty(), must_reject);
+  if (status.ok()) on_accepted();
+  Audit(status, before, state_before, out);
+  return status;
+}
+
 absl::Status TrackerHarness::Stage(RankId rank, uint64_t generation,
                                    absl::Span<const core::StagedItem> items) {
-  last_call_ = absl::StrCat("Stage rank ", rank, " generation ", generation, " [",
-                            absl::StrJoin(items, ", ",
-                                          [](std::string* out, const core::StagedItem& i) {
-                                            absl::StrAppend(out, "s", i.step, " c", i.chunk, " ",
-                                                            i.optimizer);
-                                            if (i.checksum) absl::StrAppend(out, "#", *i.checksum);
-                                          }),
-                            "]");
-  std::string must_reject = SenderProblem(rank, generation);
-  if (items.empty() || items.size() > tracker_options_.max_batch_items) must_reject = "batch size";
+  last_call_ = BatchCallText("Stage", rank, generation, items,
+                             [](std::string* out, const core::StagedItem& i) {
+                               absl::StrAppend(out, "s", i.step, " c", i.chunk, " ", i.optimizer);
+                               if (i.checksum) absl::StrAppend(out, "#", *i.checksum);
+                             });
+  std::string must_reject = BatchProblem(rank, generation, items.size());
   if (const RankPlan* plan = joined_plan(rank); plan != nullptr) {
     for (const core::StagedItem& item : items) {
       if (item.chunk >= plan->num_chunks) must_reject = "chunk out of range";
@@ -430,21 +452,17 @@ absl::Status TrackerHarness::Stage(RankId rank, uint64_t generation,
       }
     }
   }
-  const std::string before = StateText(tracker_, now_);
-  const core::JobState state_before = tracker_.state();
-  Decisions out;
-  absl::Status status = tracker_.Stage(rank, generation, items, now_, &out);
-  CheckMustReject(status, !must_reject.empty(), must_reject);
-  if (status.ok()) {
-    if (checker_ != nullptr) {
-      checker_->OnStaged(rank, generation, items);
-    } else {
-      staged_while_forming_.emplace_back(
-          rank, std::vector<core::StagedItem>(items.begin(), items.end()));
-    }
-  }
-  Audit(status, before, state_before, out);
-  return status;
+  return CheckedCall(
+      must_reject,
+      [&](Decisions* out) { return tracker_.Stage(rank, generation, items, now_, out); },
+      [&] {
+        if (checker_ != nullptr) {
+          checker_->OnStaged(rank, generation, items);
+        } else {
+          staged_while_forming_.emplace_back(
+              rank, std::vector<core::StagedItem>(items.begin(), items.end()));
+        }
+      });
 }
 
 absl::Status TrackerHarness::Skip(RankId rank, uint64_t generation, Step step,
@@ -453,27 +471,20 @@ absl::Status TrackerHarness::Skip(RankId rank, uint64_t generation, Step step,
                             " reason of ", reason.size(), " characters");
   std::string must_reject = SenderProblem(rank, generation);
   if (reason.size() > tracker_options_.max_reason_length) must_reject = "reason too long";
-  const std::string before = StateText(tracker_, now_);
-  const core::JobState state_before = tracker_.state();
-  Decisions out;
-  absl::Status status = tracker_.Skip(rank, generation, step, reason, now_, &out);
-  CheckMustReject(status, !must_reject.empty(), must_reject);
-  Audit(status, before, state_before, out);
-  return status;
+  return CheckedCall(
+      must_reject,
+      [&](Decisions* out) { return tracker_.Skip(rank, generation, step, reason, now_, out); },
+      [] {});
 }
 
 absl::Status TrackerHarness::SyncDone(RankId rank, uint64_t generation,
                                       absl::Span<const core::SyncDoneItem> items) {
-  last_call_ = absl::StrCat("SyncDone rank ", rank, " generation ", generation, " [",
-                            absl::StrJoin(items, ", ",
-                                          [](std::string* out, const core::SyncDoneItem& i) {
-                                            absl::StrAppend(out, "s", i.step, " c", i.chunk, " x",
-                                                            i.executions, " groups ",
-                                                            i.checksums.size());
-                                          }),
-                            "]");
-  std::string must_reject = SenderProblem(rank, generation);
-  if (items.empty() || items.size() > tracker_options_.max_batch_items) must_reject = "batch size";
+  last_call_ = BatchCallText("SyncDone", rank, generation, items,
+                             [](std::string* out, const core::SyncDoneItem& i) {
+                               absl::StrAppend(out, "s", i.step, " c", i.chunk, " x", i.executions,
+                                               " groups ", i.checksums.size());
+                             });
+  std::string must_reject = BatchProblem(rank, generation, items.size());
   std::set<std::pair<Step, ChunkId>> in_batch;
   for (const core::SyncDoneItem& item : items) {
     if (!in_batch.insert({item.step, item.chunk}).second) must_reject = "item repeated in batch";
@@ -483,18 +494,14 @@ absl::Status TrackerHarness::SyncDone(RankId rank, uint64_t generation,
                                  " before its directive reached rank ", rank);
     }
   }
-  const std::string before = StateText(tracker_, now_);
-  const core::JobState state_before = tracker_.state();
-  Decisions out;
-  absl::Status status = tracker_.SyncDone(rank, generation, items, now_, &out);
-  CheckMustReject(status, !must_reject.empty(), must_reject);
-  if (status.ok()) {
-    for (const core::SyncDoneItem& item : items) {
-      releases_[Key{generation, item.step, item.chunk}].done.insert(rank);
-    }
-  }
-  Audit(status, before, state_before, out);
-  return status;
+  return CheckedCall(
+      must_reject,
+      [&](Decisions* out) { return tracker_.SyncDone(rank, generation, items, now_, out); },
+      [&] {
+        for (const core::SyncDoneItem& item : items) {
+          releases_[Key{generation, item.step, item.chunk}].done.insert(rank);
+        }
+      });
 }
 
 void TrackerHarness::Abort(std::string reason) {

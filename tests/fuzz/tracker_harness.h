@@ -28,6 +28,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -81,6 +82,12 @@ class TrackerHarness {
   void Audit(const absl::Status& status, const std::string& before,
              core::JobState state_before, const core::Decisions& out);
   void CheckMustReject(const absl::Status& status, bool must_reject, const std::string& why);
+  // Runs `call`, a tracker call that writes its decisions to the Decisions it is given; checks
+  // that it was refused exactly when `must_reject` names a reason; runs `on_accepted` when it was
+  // accepted; then audits it. Returns the call's status.
+  absl::Status CheckedCall(const std::string& must_reject,
+                           absl::FunctionRef<absl::Status(core::Decisions*)> call,
+                           absl::FunctionRef<void()> on_accepted);
   void StartGenerationRecords(uint64_t generation);
   void MaybeComplete();
   void CheckPending(core::RankId rank) const;
@@ -89,6 +96,8 @@ class TrackerHarness {
   std::vector<core::ExpectedChunk> ExpectedChunks() const;
   // Why a call by (rank, generation) must be rejected regardless of its items, or "".
   std::string SenderProblem(core::RankId rank, uint64_t generation) const;
+  // The same for a batch of `items` items: its size first.
+  std::string BatchProblem(core::RankId rank, uint64_t generation, size_t items) const;
 
   // Constant after construction.
   const core::TrackerOptions tracker_options_;

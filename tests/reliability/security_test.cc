@@ -76,6 +76,14 @@ std::shared_ptr<grpc::Channel> TlsChannel(const std::string& target, const Certi
   return grpc::CreateCustomChannel(target, grpc::SslCredentials(ssl), args);
 }
 
+// A coordinator serving TLS with the server certificate of `certs`.
+server::ServerOptions TlsServerOptions(const Certificates& certs) {
+  server::ServerOptions options;
+  options.tls_cert_pem = certs.Pem("server.pem");
+  options.tls_key_pem = certs.Pem("server.key");
+  return options;
+}
+
 grpc::Status Join(grpc::Channel* channel, const v1::JoinRequest& request,
                   v1::JoinResponse* response = nullptr) {
   auto stub = v1::Coordinator::NewStub(std::shared_ptr<grpc::Channel>(channel, [](auto*) {}));
@@ -88,9 +96,7 @@ grpc::Status Join(grpc::Channel* channel, const v1::JoinRequest& request,
 TEST(SecurityTest, TlsServesTlsClientsOnly) {
   auto certs = Certificates::Make();
   ASSERT_NE(certs, nullptr) << "openssl failed";
-  server::ServerOptions options;
-  options.tls_cert_pem = certs->Pem("server.pem");
-  options.tls_key_pem = certs->Pem("server.key");
+  server::ServerOptions options = TlsServerOptions(*certs);
   auto server = server::TestServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   auto tls = TlsChannel((*server)->target(), *certs);
@@ -102,9 +108,7 @@ TEST(SecurityTest, TlsServesTlsClientsOnly) {
 TEST(SecurityTest, MutualTlsRequiresAClientCertificateFromTheTrustedCa) {
   auto certs = Certificates::Make();
   ASSERT_NE(certs, nullptr) << "openssl failed";
-  server::ServerOptions options;
-  options.tls_cert_pem = certs->Pem("server.pem");
-  options.tls_key_pem = certs->Pem("server.key");
+  server::ServerOptions options = TlsServerOptions(*certs);
   options.tls_client_ca_pem = certs->Pem("ca.pem");
   auto server = server::TestServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
@@ -172,11 +176,7 @@ TEST_F(TokenTest, SessionsReportOnlyForTheRankTheyJoinedAs) {
 TEST_F(TokenTest, RendezvousNeedsAJoinedRanksSession) {
   v1::JoinResponse r0;
   ASSERT_TRUE(Join(channel_.get(), Request("train", 0, "s3cret"), &r0).ok());
-  v1::KvSetRequest set;
-  set.set_job_id("train");
-  set.set_generation(r0.generation());
-  set.set_key("k");
-  set.set_value("v");
+  v1::KvSetRequest set = MakeKvSet("train", r0.generation(), "k", "v");
   v1::KvSetResponse response;
   {
     grpc::ClientContext context;

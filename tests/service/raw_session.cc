@@ -28,6 +28,26 @@ v1::JoinRequest MakeJoin(const std::string& job, uint32_t world, uint32_t rank, 
   return r;
 }
 
+v1::KvSetRequest MakeKvSet(const std::string& job, uint64_t generation, const std::string& key,
+                           const std::string& value) {
+  v1::KvSetRequest set;
+  set.set_job_id(job);
+  set.set_generation(generation);
+  set.set_key(key);
+  set.set_value(value);
+  return set;
+}
+
+v1::KvGetRequest MakeKvGet(const std::string& job, uint64_t generation, const std::string& key,
+                           bool wait) {
+  v1::KvGetRequest get;
+  get.set_job_id(job);
+  get.set_generation(generation);
+  get.add_keys(key);
+  get.set_wait(wait);
+  return get;
+}
+
 grpc::Status RawSession::Attach(const std::string& job, uint32_t rank, uint64_t generation,
                                 const std::string& session_id) {
   stream_ = stub_->Session(&context_);

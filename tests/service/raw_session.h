@@ -18,6 +18,12 @@ namespace psync::testing {
 v1::JoinRequest MakeJoin(const std::string& job, uint32_t world, uint32_t rank, uint32_t chunks,
                          const std::vector<uint32_t>& expert_chunks = {}, uint32_t experts = 1);
 
+// The rendezvous requests of a rank of `job` in `generation`.
+v1::KvSetRequest MakeKvSet(const std::string& job, uint64_t generation, const std::string& key,
+                           const std::string& value);
+v1::KvGetRequest MakeKvGet(const std::string& job, uint64_t generation, const std::string& key,
+                           bool wait = false);
+
 class RawSession {
  public:
   explicit RawSession(v1::Coordinator::Stub* stub) : stub_(stub) {}

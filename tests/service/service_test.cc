@@ -167,11 +167,7 @@ TEST_F(ServiceTest, KvGetWaitsForTheKeyOverGrpc) {
   // A parked KvGet (async) completes when another caller sets the key.
   grpc::ClientContext get_context;
   get_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  v1::KvGetRequest get;
-  get.set_job_id("j");
-  get.set_generation(j0.generation());
-  get.add_keys("nccl/dp");
-  get.set_wait(true);
+  const v1::KvGetRequest get = MakeKvGet("j", j0.generation(), "nccl/dp", /*wait=*/true);
   v1::KvGetResponse got;
   grpc::Status get_status;
   absl::Notification got_it;
@@ -180,11 +176,7 @@ TEST_F(ServiceTest, KvGetWaitsForTheKeyOverGrpc) {
     got_it.Notify();
   });
   grpc::ClientContext set_context;
-  v1::KvSetRequest set;
-  set.set_job_id("j");
-  set.set_generation(j0.generation());
-  set.set_key("nccl/dp");
-  set.set_value("unique-id-bytes");
+  v1::KvSetRequest set = MakeKvSet("j", j0.generation(), "nccl/dp", "unique-id-bytes");
   v1::KvSetResponse set_response;
   ASSERT_TRUE(stub_->KvSet(&set_context, set, &set_response).ok());
   got_it.WaitForNotification();
@@ -203,11 +195,7 @@ TEST_F(ServiceTest, KvGetWaitEndsAtTheCallDeadline) {
   v1::JoinResponse j0 = Join(MakeJoin("j", 2, 0, 1));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
-  v1::KvGetRequest get;
-  get.set_job_id("j");
-  get.set_generation(j0.generation());
-  get.add_keys("never");
-  get.set_wait(true);
+  const v1::KvGetRequest get = MakeKvGet("j", j0.generation(), "never", /*wait=*/true);
   v1::KvGetResponse got;
   EXPECT_EQ(stub_->KvGet(&context, get, &got).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
 }

@@ -56,17 +56,26 @@ class Collective {
   // Gathers `bytes_per_rank` bytes from every rank's `send` into `recv`, in
   // rank order: rank i's bytes land at recv + i * bytes_per_rank. `recv` holds
   // size() * bytes_per_rank bytes. The bytes are copied as they are (bf16,
-  // fp8 or any other encoding). bytes_per_rank == 0 is a no-op.
-  virtual absl::Status AllGather(const void* send, void* recv,
-                                 size_t bytes_per_rank) = 0;
+  // fp8 or any other encoding). bytes_per_rank == 0 is a no-op. Bad arguments
+  // (CheckAllGatherArgs in group_args.h) are refused here, for every backend.
+  absl::Status AllGather(const void* send, void* recv, size_t bytes_per_rank);
 
   // Sums `send` element-wise over all ranks in fp32 and leaves this rank's
   // slice of the sum in `recv`: recv[j] = sum over ranks r of
   // send_r[rank() * count_per_rank + j]. `send` holds size() * count_per_rank
   // floats and is not modified; `recv` holds count_per_rank floats.
-  // count_per_rank == 0 is a no-op.
-  virtual absl::Status ReduceScatterSum(const float* send, float* recv,
-                                        size_t count_per_rank) = 0;
+  // count_per_rank == 0 is a no-op. Bad arguments (CheckReduceScatterArgs in
+  // group_args.h) are refused here, for every backend.
+  absl::Status ReduceScatterSum(const float* send, float* recv,
+                                size_t count_per_rank);
+
+ private:
+  // The backend's operations, called only with a nonzero size and arguments
+  // that passed the checks.
+  virtual absl::Status DoAllGather(const void* send, void* recv,
+                                   size_t bytes_per_rank) = 0;
+  virtual absl::Status DoReduceScatterSum(const float* send, float* recv,
+                                          size_t count_per_rank) = 0;
 };
 
 class CollectiveFactory {
@@ -91,8 +100,17 @@ class CollectiveFactory {
   // store; DEADLINE_EXCEEDED when some rank did not join within `timeout`;
   // UNAVAILABLE when a peer or the store could not be reached;
   // FAILED_PRECONDITION when the backend cannot run on this machine (NCCL
-  // without a CUDA device); INTERNAL for a failure inside the backend.
-  virtual absl::StatusOr<std::unique_ptr<Collective>> Create(
+  // without a CUDA device); INTERNAL for a failure inside the backend. The
+  // arguments are checked here (ValidateGroupArgs in group_args.h), for every
+  // backend.
+  absl::StatusOr<std::unique_ptr<Collective>> Create(absl::string_view group,
+                                                     int rank, int size,
+                                                     KeyValueStore* store,
+                                                     absl::Duration timeout);
+
+ private:
+  // The backend's Create, called only with arguments that passed the checks.
+  virtual absl::StatusOr<std::unique_ptr<Collective>> DoCreate(
       absl::string_view group, int rank, int size, KeyValueStore* store,
       absl::Duration timeout) = 0;
 };

@@ -61,14 +61,9 @@ class GlooCollective final : public Collective {
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
 
-  absl::Status AllGather(const void* send, void* recv,
-                         size_t bytes_per_rank) override
+  absl::Status DoAllGather(const void* send, void* recv,
+                           size_t bytes_per_rank) override
       ABSL_LOCKS_EXCLUDED(mu_) {
-    if (bytes_per_rank == 0) return absl::OkStatus();
-    if (absl::Status s = CheckAllGatherArgs(send, recv, bytes_per_rank, size());
-        !s.ok()) {
-      return s;
-    }
     absl::MutexLock lock(&mu_);
     if (!broken_.ok()) return Broken();
     // Gloo only reads the input buffer; its API takes a mutable pointer.
@@ -85,15 +80,9 @@ class GlooCollective final : public Collective {
     }));
   }
 
-  absl::Status ReduceScatterSum(const float* send, float* recv,
-                                size_t count_per_rank) override
+  absl::Status DoReduceScatterSum(const float* send, float* recv,
+                                  size_t count_per_rank) override
       ABSL_LOCKS_EXCLUDED(mu_) {
-    if (count_per_rank == 0) return absl::OkStatus();
-    if (absl::Status s =
-            CheckReduceScatterArgs(send, recv, count_per_rank, size());
-        !s.ok()) {
-      return s;
-    }
     absl::MutexLock lock(&mu_);
     if (!broken_.ok()) return Broken();
     const size_t total = count_per_rank * context_->size;
@@ -162,11 +151,9 @@ class GlooCollectiveFactory final : public CollectiveFactory {
 
   absl::string_view backend() const override { return kBackend; }
 
-  absl::StatusOr<std::unique_ptr<Collective>> Create(
+  absl::StatusOr<std::unique_ptr<Collective>> DoCreate(
       absl::string_view group, int rank, int size, KeyValueStore* store,
       absl::Duration timeout) override {
-    absl::Status valid = ValidateGroupArgs(group, rank, size, store, timeout);
-    if (!valid.ok()) return valid;
     const std::chrono::milliseconds timeout_ms =
         absl::ToChronoMilliseconds(timeout);
     IgnoreSigpipeUnlessHandled();

@@ -154,14 +154,9 @@ class NcclCollective final : public Collective {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  absl::Status AllGather(const void* send, void* recv,
-                         size_t bytes_per_rank) override
+  absl::Status DoAllGather(const void* send, void* recv,
+                           size_t bytes_per_rank) override
       ABSL_LOCKS_EXCLUDED(mu_) {
-    if (bytes_per_rank == 0) return absl::OkStatus();
-    if (absl::Status s = CheckAllGatherArgs(send, recv, bytes_per_rank, size());
-        !s.ok()) {
-      return s;
-    }
     absl::MutexLock lock(&mu_);
     return Run("AllGather", [&](ncclComm_t comm) {
       return ncclAllGather(send, recv, bytes_per_rank, ncclUint8, comm,
@@ -169,15 +164,9 @@ class NcclCollective final : public Collective {
     });
   }
 
-  absl::Status ReduceScatterSum(const float* send, float* recv,
-                                size_t count_per_rank) override
+  absl::Status DoReduceScatterSum(const float* send, float* recv,
+                                  size_t count_per_rank) override
       ABSL_LOCKS_EXCLUDED(mu_) {
-    if (count_per_rank == 0) return absl::OkStatus();
-    if (absl::Status s =
-            CheckReduceScatterArgs(send, recv, count_per_rank, size());
-        !s.ok()) {
-      return s;
-    }
     absl::MutexLock lock(&mu_);
     return Run("ReduceScatterSum", [&](ncclComm_t comm) {
       return ncclReduceScatter(send, recv, count_per_rank, ncclFloat32, ncclSum,
@@ -248,11 +237,9 @@ class NcclCollectiveFactory final : public CollectiveFactory {
 
   absl::string_view backend() const override { return kBackend; }
 
-  absl::StatusOr<std::unique_ptr<Collective>> Create(
+  absl::StatusOr<std::unique_ptr<Collective>> DoCreate(
       absl::string_view group, int rank, int size, KeyValueStore* store,
       absl::Duration timeout) override {
-    absl::Status valid = ValidateGroupArgs(group, rank, size, store, timeout);
-    if (!valid.ok()) return valid;
     const absl::Time deadline = absl::Now() + timeout;
     const std::string what = absl::StrCat("forming nccl group \"", group,
                                           "\" (rank ", rank, " of ", size, ")");

@@ -15,8 +15,8 @@
 // Completion. When an operation returns, its work is finished and its results are visible to any
 // later reader: another backend call, a collective on the same memory, a host copy.
 //
-// Errors. Arguments are checked before anything is written: on INVALID_ARGUMENT every output is
-// unchanged. INTERNAL reports a device failure (e.g. a faulting kernel); the outputs are then
+// Errors. Arguments are checked before anything is written, by this interface for every backend
+// (backend_checks.h): on INVALID_ARGUMENT every output is unchanged. INTERNAL reports a device failure (e.g. a faulting kernel); the outputs are then
 // unspecified and the backend should be discarded. RESOURCE_EXHAUSTED: Allocate() is out of memory.
 //
 // Thread-safety. A backend may be called from several threads at once, provided concurrent calls
@@ -105,32 +105,42 @@ class ComputeBackend {
   // Requires: step >= 1 (1-based); hp within the ranges in adam_update.h; main_param, grad,
   // exp_avg and exp_avg_sq of equal size n; staged.size() == StagedBytes(dtype, n) and, for bf16,
   // staged 2-byte aligned; no two spans overlap. Otherwise INVALID_ARGUMENT, nothing written.
-  virtual absl::Status AdamStepAndStage(const AdamParams& hp, int64_t step,
-                                        absl::Span<float> main_param, absl::Span<const float> grad,
-                                        absl::Span<float> exp_avg, absl::Span<float> exp_avg_sq,
-                                        ParamDtype dtype, absl::Span<uint8_t> staged) = 0;
+  absl::Status AdamStepAndStage(const AdamParams& hp, int64_t step, absl::Span<float> main_param,
+                                absl::Span<const float> grad, absl::Span<float> exp_avg,
+                                absl::Span<float> exp_avg_sq, ParamDtype dtype,
+                                absl::Span<uint8_t> staged);
 
   // Decodes a staged (gathered) region into fp32 weights, exactly as DecodeStaged() would.
   // Requires staged.size() == StagedBytes(dtype, weights.size()) (bf16: staged 2-byte aligned)
   // and no overlap; otherwise INVALID_ARGUMENT, nothing written.
-  virtual absl::Status DequantizeCopy(ParamDtype dtype, absl::Span<const uint8_t> staged,
-                                      absl::Span<float> weights) = 0;
+  absl::Status DequantizeCopy(ParamDtype dtype, absl::Span<const uint8_t> staged,
+                              absl::Span<float> weights);
 
   // Sets every byte of `region` to zero (the shared param/grad buffer after a param sync).
   virtual absl::Status Zero(absl::Span<uint8_t> region) = 0;
 
   // out[i] = SyntheticGradient(seed, step, rank, first_index + i) (synthetic.h).
   // Requires first_index >= 0; otherwise INVALID_ARGUMENT, nothing written.
-  virtual absl::Status FillSynthetic(uint64_t seed, int64_t step, int64_t rank, int64_t first_index,
-                                     absl::Span<float> out) = 0;
+  absl::Status FillSynthetic(uint64_t seed, int64_t step, int64_t rank, int64_t first_index,
+                             absl::Span<float> out);
 
- protected:
-  // Implementations of the copies; the sizes are in bytes and must be equal (checked by the
-  // implementation: INVALID_ARGUMENT otherwise).
-  virtual absl::Status CopyBytesFromHost(const void* host, size_t host_bytes, void* dst,
-                                         size_t dst_bytes) = 0;
-  virtual absl::Status CopyBytesToHost(const void* src, size_t src_bytes, void* host,
-                                       size_t host_bytes) = 0;
+ private:
+  // The copies; the sizes are in bytes and must be equal (INVALID_ARGUMENT otherwise).
+  absl::Status CopyBytesFromHost(const void* host, size_t host_bytes, void* dst, size_t dst_bytes);
+  absl::Status CopyBytesToHost(const void* src, size_t src_bytes, void* host, size_t host_bytes);
+
+  // The backend's operations, called only with arguments that passed the checks above.
+  virtual absl::Status DoAdamStepAndStage(const AdamParams& hp, int64_t step,
+                                          absl::Span<float> main_param,
+                                          absl::Span<const float> grad, absl::Span<float> exp_avg,
+                                          absl::Span<float> exp_avg_sq, ParamDtype dtype,
+                                          absl::Span<uint8_t> staged) = 0;
+  virtual absl::Status DoDequantizeCopy(ParamDtype dtype, absl::Span<const uint8_t> staged,
+                                        absl::Span<float> weights) = 0;
+  virtual absl::Status DoFillSynthetic(uint64_t seed, int64_t step, int64_t rank,
+                                       int64_t first_index, absl::Span<float> out) = 0;
+  virtual absl::Status DoCopyBytesFromHost(const void* host, size_t host_bytes, void* dst) = 0;
+  virtual absl::Status DoCopyBytesToHost(const void* src, size_t src_bytes, void* host) = 0;
 };
 
 }  // namespace worker

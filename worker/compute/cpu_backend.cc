@@ -9,7 +9,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/compute/adam_update.h"
-#include "worker/compute/backend_checks.h"
 #include "worker/compute/scalar_formats.h"
 #include "worker/compute/synthetic.h"
 
@@ -46,15 +45,10 @@ class CpuBackend final : public ComputeBackend {
         absl::Span<uint8_t>(static_cast<uint8_t*>(data), static_cast<size_t>(num_bytes))));
   }
 
-  absl::Status AdamStepAndStage(const AdamParams& hp, int64_t step, absl::Span<float> main_param,
-                                absl::Span<const float> grad, absl::Span<float> exp_avg,
-                                absl::Span<float> exp_avg_sq, ParamDtype dtype,
-                                absl::Span<uint8_t> staged) override {
-    if (absl::Status s =
-            CheckAdamStepArgs(hp, step, main_param, grad, exp_avg, exp_avg_sq, dtype, staged);
-        !s.ok()) {
-      return s;
-    }
+  absl::Status DoAdamStepAndStage(const AdamParams& hp, int64_t step,
+                                  absl::Span<float> main_param, absl::Span<const float> grad,
+                                  absl::Span<float> exp_avg, absl::Span<float> exp_avg_sq,
+                                  ParamDtype dtype, absl::Span<uint8_t> staged) override {
     const AdamConstants c = MakeAdamConstants(hp, step);
     const int64_t n = main_param.size();
     if (dtype == ParamDtype::kBf16) {
@@ -88,9 +82,8 @@ class CpuBackend final : public ComputeBackend {
     return absl::OkStatus();
   }
 
-  absl::Status DequantizeCopy(ParamDtype dtype, absl::Span<const uint8_t> staged,
-                              absl::Span<float> weights) override {
-    if (absl::Status s = CheckDequantizeArgs(dtype, staged, weights); !s.ok()) return s;
+  absl::Status DoDequantizeCopy(ParamDtype dtype, absl::Span<const uint8_t> staged,
+                                absl::Span<float> weights) override {
     return DecodeStaged(dtype, staged, weights);
   }
 
@@ -99,9 +92,8 @@ class CpuBackend final : public ComputeBackend {
     return absl::OkStatus();
   }
 
-  absl::Status FillSynthetic(uint64_t seed, int64_t step, int64_t rank, int64_t first_index,
-                             absl::Span<float> out) override {
-    if (absl::Status s = CheckFillSyntheticArgs(first_index, out.size()); !s.ok()) return s;
+  absl::Status DoFillSynthetic(uint64_t seed, int64_t step, int64_t rank, int64_t first_index,
+                               absl::Span<float> out) override {
     const uint64_t key = SyntheticStreamKey(seed, step, rank);
     for (size_t i = 0; i < out.size(); ++i) {
       out[i] = SyntheticValue(key, first_index + static_cast<int64_t>(i));
@@ -109,20 +101,16 @@ class CpuBackend final : public ComputeBackend {
     return absl::OkStatus();
   }
 
- protected:
-  absl::Status CopyBytesFromHost(const void* host, size_t host_bytes, void* dst,
-                                 size_t dst_bytes) override {
-    return Copy(host, host_bytes, dst, dst_bytes);
+ private:
+  absl::Status DoCopyBytesFromHost(const void* host, size_t host_bytes, void* dst) override {
+    return Copy(host, host_bytes, dst);
   }
-  absl::Status CopyBytesToHost(const void* src, size_t src_bytes, void* host,
-                               size_t host_bytes) override {
-    return Copy(src, src_bytes, host, host_bytes);
+  absl::Status DoCopyBytesToHost(const void* src, size_t src_bytes, void* host) override {
+    return Copy(src, src_bytes, host);
   }
 
- private:
-  static absl::Status Copy(const void* src, size_t src_bytes, void* dst, size_t dst_bytes) {
-    if (absl::Status s = CheckCopyArgs(src, src_bytes, dst, dst_bytes); !s.ok()) return s;
-    if (src_bytes != 0) std::memcpy(dst, src, src_bytes);
+  static absl::Status Copy(const void* src, size_t bytes, void* dst) {
+    if (bytes != 0) std::memcpy(dst, src, bytes);
     return absl::OkStatus();
   }
 };

@@ -9,7 +9,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "worker/compute/backend_checks.h"
 #include "worker/compute/cuda_kernels.h"
 #include "worker/compute/synthetic.h"
 
@@ -64,15 +63,10 @@ class CudaBackend final : public ComputeBackend {
     return std::unique_ptr<DeviceBuffer>(std::make_unique<CudaBuffer>(absl::Span<uint8_t>()));
   }
 
-  absl::Status AdamStepAndStage(const AdamParams& hp, int64_t step, absl::Span<float> main_param,
-                                absl::Span<const float> grad, absl::Span<float> exp_avg,
-                                absl::Span<float> exp_avg_sq, ParamDtype dtype,
-                                absl::Span<uint8_t> staged) override {
-    if (absl::Status s =
-            CheckAdamStepArgs(hp, step, main_param, grad, exp_avg, exp_avg_sq, dtype, staged);
-        !s.ok()) {
-      return s;
-    }
+  absl::Status DoAdamStepAndStage(const AdamParams& hp, int64_t step,
+                                  absl::Span<float> main_param, absl::Span<const float> grad,
+                                  absl::Span<float> exp_avg, absl::Span<float> exp_avg_sq,
+                                  ParamDtype dtype, absl::Span<uint8_t> staged) override {
     if (main_param.empty()) return absl::OkStatus();
     if (absl::Status s = MakeCurrent(); !s.ok()) return s;
     const size_t float_bytes = main_param.size() * sizeof(float);
@@ -91,9 +85,8 @@ class CudaBackend final : public ComputeBackend {
     return Finish("the Adam+stage kernel");
   }
 
-  absl::Status DequantizeCopy(ParamDtype dtype, absl::Span<const uint8_t> staged,
-                              absl::Span<float> weights) override {
-    if (absl::Status s = CheckDequantizeArgs(dtype, staged, weights); !s.ok()) return s;
+  absl::Status DoDequantizeCopy(ParamDtype dtype, absl::Span<const uint8_t> staged,
+                                absl::Span<float> weights) override {
     if (weights.empty()) return absl::OkStatus();
     if (absl::Status s = MakeCurrent(); !s.ok()) return s;
     if (absl::Status s =
@@ -119,9 +112,8 @@ class CudaBackend final : public ComputeBackend {
     return Finish("cudaMemsetAsync");
   }
 
-  absl::Status FillSynthetic(uint64_t seed, int64_t step, int64_t rank, int64_t first_index,
-                             absl::Span<float> out) override {
-    if (absl::Status s = CheckFillSyntheticArgs(first_index, out.size()); !s.ok()) return s;
+  absl::Status DoFillSynthetic(uint64_t seed, int64_t step, int64_t rank, int64_t first_index,
+                               absl::Span<float> out) override {
     if (out.empty()) return absl::OkStatus();
     if (absl::Status s = MakeCurrent(); !s.ok()) return s;
     if (absl::Status s = CheckOnDevice({{"out", out.data(), out.size() * sizeof(float)}}); !s.ok())
@@ -132,22 +124,18 @@ class CudaBackend final : public ComputeBackend {
     return Finish("the synthetic-value kernel");
   }
 
- protected:
-  absl::Status CopyBytesFromHost(const void* host, size_t host_bytes, void* dst,
-                                 size_t dst_bytes) override {
-    if (absl::Status s = CheckCopyArgs(host, host_bytes, dst, dst_bytes); !s.ok()) return s;
+ private:
+  absl::Status DoCopyBytesFromHost(const void* host, size_t host_bytes, void* dst) override {
     if (host_bytes == 0) return absl::OkStatus();
     if (absl::Status s = MakeCurrent(); !s.ok()) return s;
-    if (absl::Status s = CheckOnDevice({{"copy destination", dst, dst_bytes}}); !s.ok()) return s;
+    if (absl::Status s = CheckOnDevice({{"copy destination", dst, host_bytes}}); !s.ok()) return s;
     if (const int e = cuda::MemcpyHostToDeviceAsync(dst, host, host_bytes, stream_); e != 0) {
       return CudaError("cudaMemcpyAsync host to device", e);
     }
     return Finish("cudaMemcpyAsync host to device");
   }
 
-  absl::Status CopyBytesToHost(const void* src, size_t src_bytes, void* host,
-                               size_t host_bytes) override {
-    if (absl::Status s = CheckCopyArgs(src, src_bytes, host, host_bytes); !s.ok()) return s;
+  absl::Status DoCopyBytesToHost(const void* src, size_t src_bytes, void* host) override {
     if (src_bytes == 0) return absl::OkStatus();
     if (absl::Status s = MakeCurrent(); !s.ok()) return s;
     if (absl::Status s = CheckOnDevice({{"copy source", src, src_bytes}}); !s.ok()) return s;
@@ -157,7 +145,6 @@ class CudaBackend final : public ComputeBackend {
     return Finish("cudaMemcpyAsync device to host");
   }
 
- private:
   struct NamedRegion {
     absl::string_view name;
     const void* data;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -17,18 +16,6 @@
 namespace psync {
 namespace worker {
 namespace {
-
-float FromBits(uint32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
-uint32_t ToBits(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof(bits));
-  return bits;
-}
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 const float kNan = std::numeric_limits<float>::quiet_NaN();
@@ -45,42 +32,42 @@ TEST(Bf16Test, ExactValues) {
   EXPECT_EQ(EncodeBf16(-kInf), 0xFF80);
   EXPECT_EQ(DecodeBf16(0x3F80), 1.0f);
   EXPECT_EQ(DecodeBf16(0xC000), -2.0f);
-  EXPECT_EQ(ToBits(DecodeBf16(0x8000)), 0x80000000u);
+  EXPECT_EQ(FloatToBits(DecodeBf16(0x8000)), 0x80000000u);
 }
 
 TEST(Bf16Test, RoundsToNearestEvenOnTies) {
   // 1 + 2^-8 lies exactly between 0x3F80 (1) and 0x3F81 (1 + 2^-7): the even code wins.
-  EXPECT_EQ(EncodeBf16(FromBits(0x3F808000)), 0x3F80);
+  EXPECT_EQ(EncodeBf16(BitsToFloat(0x3F808000)), 0x3F80);
   // Between 0x3F81 (odd) and 0x3F82: rounds up to the even code.
-  EXPECT_EQ(EncodeBf16(FromBits(0x3F818000)), 0x3F82);
-  EXPECT_EQ(EncodeBf16(FromBits(0xBF818000)), 0xBF82);
+  EXPECT_EQ(EncodeBf16(BitsToFloat(0x3F818000)), 0x3F82);
+  EXPECT_EQ(EncodeBf16(BitsToFloat(0xBF818000)), 0xBF82);
   // Off the tie by one fp32 ulp, nearest wins.
-  EXPECT_EQ(EncodeBf16(FromBits(0x3F808001)), 0x3F81);
-  EXPECT_EQ(EncodeBf16(FromBits(0x3F807FFF)), 0x3F80);
-  EXPECT_EQ(EncodeBf16(FromBits(0x3F817FFF)), 0x3F81);
+  EXPECT_EQ(EncodeBf16(BitsToFloat(0x3F808001)), 0x3F81);
+  EXPECT_EQ(EncodeBf16(BitsToFloat(0x3F807FFF)), 0x3F80);
+  EXPECT_EQ(EncodeBf16(BitsToFloat(0x3F817FFF)), 0x3F81);
 }
 
 TEST(Bf16Test, OverflowRoundsToInfLikeIeee) {
   // FLT_MAX is above the midpoint between bf16's max (0x7F7F) and 2^128: rounds to Inf.
   EXPECT_EQ(EncodeBf16(std::numeric_limits<float>::max()), 0x7F80);
   EXPECT_EQ(EncodeBf16(-std::numeric_limits<float>::max()), 0xFF80);
-  EXPECT_EQ(EncodeBf16(FromBits(0x7F7F7FFF)), 0x7F7F);
+  EXPECT_EQ(EncodeBf16(BitsToFloat(0x7F7F7FFF)), 0x7F7F);
 }
 
 TEST(Bf16Test, NanStaysQuietNanWithSignAndTopPayload) {
-  EXPECT_EQ(EncodeBf16(FromBits(0x7FC00000)), 0x7FC0);
-  EXPECT_EQ(EncodeBf16(FromBits(0x7F800001)), 0x7FC0);  // Signalling, low payload: still NaN.
-  EXPECT_EQ(EncodeBf16(FromBits(0xFFA00000)), 0xFFE0);
-  EXPECT_EQ(EncodeBf16(FromBits(0x7F8A0000)), 0x7FCA);
+  EXPECT_EQ(EncodeBf16(BitsToFloat(0x7FC00000)), 0x7FC0);
+  EXPECT_EQ(EncodeBf16(BitsToFloat(0x7F800001)), 0x7FC0);  // Signalling, low payload: still NaN.
+  EXPECT_EQ(EncodeBf16(BitsToFloat(0xFFA00000)), 0xFFE0);
+  EXPECT_EQ(EncodeBf16(BitsToFloat(0x7F8A0000)), 0x7FCA);
   EXPECT_TRUE(std::isnan(DecodeBf16(EncodeBf16(kNan))));
 }
 
 TEST(Bf16Test, SubnormalsRoundLikeOtherValues) {
-  EXPECT_EQ(EncodeBf16(FromBits(0x00010000)), 0x0001);  // Exactly representable.
-  EXPECT_EQ(EncodeBf16(FromBits(0x00000001)), 0x0000);
-  EXPECT_EQ(EncodeBf16(FromBits(0x00008000)), 0x0000);  // Tie, even.
-  EXPECT_EQ(EncodeBf16(FromBits(0x00018000)), 0x0002);  // Tie, up to even.
-  EXPECT_EQ(EncodeBf16(FromBits(0x007FFFFF)), 0x0080);  // Carries into the smallest normal.
+  EXPECT_EQ(EncodeBf16(BitsToFloat(0x00010000)), 0x0001);  // Exactly representable.
+  EXPECT_EQ(EncodeBf16(BitsToFloat(0x00000001)), 0x0000);
+  EXPECT_EQ(EncodeBf16(BitsToFloat(0x00008000)), 0x0000);  // Tie, even.
+  EXPECT_EQ(EncodeBf16(BitsToFloat(0x00018000)), 0x0002);  // Tie, up to even.
+  EXPECT_EQ(EncodeBf16(BitsToFloat(0x007FFFFF)), 0x0080);  // Carries into the smallest normal.
 }
 
 TEST(Bf16Test, EveryCodeRoundTripsExactly) {
@@ -100,18 +87,18 @@ TEST(Bf16Test, MatchesNearestValueReferenceOnRandomBitPatterns) {
   std::mt19937 rng(20251130);
   for (int i = 0; i < 1000000; ++i) {
     const uint32_t bits = rng();
-    ASSERT_EQ(EncodeBf16(FromBits(bits)), ReferenceEncodeBf16(FromBits(bits))) << std::hex << bits;
+    ASSERT_EQ(EncodeBf16(BitsToFloat(bits)), ReferenceEncodeBf16(BitsToFloat(bits))) << std::hex << bits;
   }
 }
 
 TEST(Bf16Test, ArraysAreLittleEndianCodes) {
-  const std::vector<float> values = {1.0f, -2.0f, FromBits(0x3F818000)};
+  const std::vector<float> values = {1.0f, -2.0f, BitsToFloat(0x3F818000)};
   std::vector<uint8_t> bytes(6);
   ASSERT_TRUE(EncodeBf16(values, absl::MakeSpan(bytes)).ok());
   EXPECT_THAT(bytes, ::testing::ElementsAre(0x80, 0x3F, 0x00, 0xC0, 0x82, 0x3F));
   std::vector<float> decoded(3);
   ASSERT_TRUE(DecodeBf16(bytes, absl::MakeSpan(decoded)).ok());
-  EXPECT_THAT(decoded, ::testing::ElementsAre(1.0f, -2.0f, FromBits(0x3F820000)));
+  EXPECT_THAT(decoded, ::testing::ElementsAre(1.0f, -2.0f, BitsToFloat(0x3F820000)));
 }
 
 TEST(Bf16Test, WrongSizesAreRejectedAndNothingIsWritten) {
@@ -141,7 +128,7 @@ TEST(E4m3Test, DecodesEveryCodeLikeTheReference) {
   EXPECT_EQ(DecodeE4m3(0x38), 1.0f);
   EXPECT_EQ(DecodeE4m3(0x01), 0x1p-9f);
   EXPECT_EQ(DecodeE4m3(0x08), 0x1p-6f);
-  EXPECT_EQ(ToBits(DecodeE4m3(0x80)), 0x80000000u);
+  EXPECT_EQ(FloatToBits(DecodeE4m3(0x80)), 0x80000000u);
 }
 
 TEST(E4m3Test, EveryFiniteCodeRoundTripsExactly) {
@@ -166,7 +153,7 @@ TEST(E4m3Test, SaturatesNanAndTies) {
   EXPECT_EQ(EncodeE4m3(1.0625f), 0x38);        // Tie between 1 and 1.125: even (1).
   EXPECT_EQ(EncodeE4m3(1.1875f), 0x3A);        // Tie between 1.125 and 1.25: even (1.25).
   EXPECT_EQ(EncodeE4m3(15 * 0x1p-10f), 0x08);  // Tie between 7 * 2^-9 and 2^-6: the normal 0x08.
-  EXPECT_EQ(EncodeE4m3(FromBits(0x00000001)), 0x00);  // fp32 subnormal.
+  EXPECT_EQ(EncodeE4m3(BitsToFloat(0x00000001)), 0x00);  // fp32 subnormal.
   EXPECT_EQ(EncodeE4m3(-0.0f), 0x80);
 }
 
@@ -333,13 +320,13 @@ TEST(Mxfp8Test, AllZeroBlockHasScaleZeroAndKeepsSigns) {
   EXPECT_EQ(region[32], 0x00);
   for (int i = 0; i < 32; ++i) EXPECT_EQ(region[i], i == 3 ? 0x80 : 0x00) << i;
   const std::vector<float> decoded = Decode(region, 32);
-  for (int i = 0; i < 32; ++i) EXPECT_EQ(ToBits(decoded[i]), ToBits(values[i])) << i;
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(FloatToBits(decoded[i]), FloatToBits(values[i])) << i;
 }
 
 TEST(Mxfp8Test, SubnormalInputs) {
   // A block of fp32 subnormals gets the clamped scale 2^-127; elements are x * 2^127 in E4M3.
   const std::vector<float> values = {0x1p-127f, -0x1p-130f,           3 * 0x1p-137f,
-                                     0x1p-140f, FromBits(0x00000001), 0x1.8p-126f};
+                                     0x1p-140f, BitsToFloat(0x00000001), 0x1.8p-126f};
   const std::vector<uint8_t> region = Encode(values);
   EXPECT_EQ(region[6], 0x00);
   const std::vector<float> decoded = Decode(region, values.size());

@@ -3,21 +3,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "worker/compute/backend_checks.h"
+#include "worker/compute/scalar_formats.h"
 
 namespace psync {
 namespace worker {
 namespace {
-
-uint32_t Bits(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof(bits));
-  return bits;
-}
 
 // Chooses between two adjacent codes `low` (nearer zero) and `low + 1` for |x|.
 template <typename Code>
@@ -74,7 +68,7 @@ double ReferenceE8m0Value(uint8_t code) {
 }
 
 uint16_t ReferenceEncodeBf16(float x) {
-  const uint32_t bits = Bits(x);
+  const uint32_t bits = FloatToBits(x);
   if (std::isnan(x)) return static_cast<uint16_t>((bits >> 16) | 0x0040);
   if (std::isinf(x)) return static_cast<uint16_t>(bits >> 16);
   const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000);
