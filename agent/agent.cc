@@ -26,8 +26,8 @@ absl::Status ValidateAgentOptions(const AgentOptions& options) {
   if (options.flush_messages == 0) return absl::InvalidArgumentError("flush_messages must be >= 1");
   if (options.max_batch_messages == 0 ||
       options.max_batch_messages > server::kMaxAgentBatchMessages) {
-    return absl::InvalidArgumentError(absl::StrCat("max_batch_messages must be in [1, ",
-                                                   server::kMaxAgentBatchMessages, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_batch_messages must be in [1, ", server::kMaxAgentBatchMessages, "]"));
   }
   if (options.max_batch_bytes == 0) {
     return absl::InvalidArgumentError("max_batch_bytes must be >= 1");
@@ -63,8 +63,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
     }
     // Answers to a whole node's ranks come as one message: no size limit on what comes down.
     args.SetMaxReceiveMessageSize(-1);
-    agent->channel_ =
-        grpc::CreateCustomChannel(o.target, grpc::InsecureChannelCredentials(), args);
+    agent->channel_ = grpc::CreateCustomChannel(o.target, grpc::InsecureChannelCredentials(), args);
   }
   agent->stub_ = v1::Coordinator::NewStub(agent->channel_);
 
@@ -76,12 +75,12 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   upstream.max_batch_messages = o.max_batch_messages;
   upstream.max_batch_bytes = o.max_batch_bytes;
   agent->upstream_ = std::make_unique<Upstream>(std::move(upstream), &agent->counters_);
-  agent->service_ = std::make_unique<AgentService>(agent->upstream_.get(), agent->stub_.get(),
-                                                   &agent->counters_);
+  agent->service_ =
+      std::make_unique<AgentService>(agent->upstream_.get(), agent->stub_.get(), &agent->counters_);
 
-  auto server = server::StartRankServer(o.listen, grpc::InsecureServerCredentials(),
-                                        o.max_receive_message_bytes, agent->service_.get(),
-                                        &agent->port_);
+  auto server =
+      server::StartRankServer(o.listen, grpc::InsecureServerCredentials(),
+                              o.max_receive_message_bytes, agent->service_.get(), &agent->port_);
   if (!server.ok()) return server.status();
   agent->server_ = std::move(*server);
   if (IsUnix(o.listen)) agent->port_ = 0;

@@ -42,9 +42,9 @@ class LocalCompletion {
  private:
   using RankChunks = absl::flat_hash_map<uint32_t, uint32_t>;  // chunk -> optimizers declared
   struct Job {
-    absl::flat_hash_map<uint32_t, RankChunks> ranks;  // rank -> its declared chunks
+    absl::flat_hash_map<uint32_t, RankChunks> ranks;   // rank -> its declared chunks
     absl::flat_hash_map<uint32_t, uint32_t> expected;  // chunk -> sum over ranks
-    uint64_t declared = 0;  // order of its latest Declare
+    uint64_t declared = 0;                             // order of its latest Declare
   };
   using Key = std::tuple<uint64_t, std::string, uint32_t>;  // (step, job, chunk): oldest first
 

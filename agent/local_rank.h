@@ -21,9 +21,9 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/stats.h"
-#include "server/session_writer.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
+#include "server/session_writer.h"
 
 namespace psync::agent {
 

@@ -71,7 +71,7 @@ class LocalSession final : public grpc::ServerBidiReactor<v1::SessionUp, v1::Ses
 }  // namespace
 
 grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>* NewLocalSession(Upstream* upstream,
-                                                                          AgentCounters* counters) {
+                                                                         AgentCounters* counters) {
   return new LocalSession(upstream, counters);
 }
 

@@ -23,7 +23,7 @@ namespace psync::agent {
 
 // Creates the reactor for one Session call. Neither argument is owned; both outlive the call.
 grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>* NewLocalSession(Upstream* upstream,
-                                                                          AgentCounters* counters);
+                                                                         AgentCounters* counters);
 
 }  // namespace psync::agent
 

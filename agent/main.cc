@@ -22,8 +22,9 @@ ABSL_FLAG(uint64_t, flush_messages, 1024, "send at once when this many messages 
 ABSL_FLAG(uint64_t, max_batch_messages, 1024, "local messages per merged upstream message");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("psync node agent: one coordinator stream for the node's ranks, "
-                               "check-ins merged, directives fanned out.");
+  absl::SetProgramUsageMessage(
+      "psync node agent: one coordinator stream for the node's ranks, "
+      "check-ins merged, directives fanned out.");
   absl::ParseCommandLine(argc, argv);
   psync::server::UseReleaseMutexSettings();
 

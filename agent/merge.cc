@@ -19,10 +19,14 @@ StagedKey KeyOf(const v1::Staged& s) {
 
 uint64_t GenerationOf(const v1::SessionUp& up) {
   switch (up.kind_case()) {
-    case v1::SessionUp::kStaged: return up.staged().generation();
-    case v1::SessionUp::kSkip: return up.skip().generation();
-    case v1::SessionUp::kSyncDone: return up.sync_done().generation();
-    default: return 0;
+    case v1::SessionUp::kStaged:
+      return up.staged().generation();
+    case v1::SessionUp::kSkip:
+      return up.skip().generation();
+    case v1::SessionUp::kSyncDone:
+      return up.sync_done().generation();
+    default:
+      return 0;
   }
 }
 

@@ -135,7 +135,8 @@ TEST(MergeTest, AReusedExpansionHoldsOnlyTheLatestBatch) {
   server::ExpandedBatch expanded;
   ASSERT_TRUE(server::ExpandAgentBatch(large, &expanded).ok());
   ASSERT_EQ(expanded.messages.size(), 6u);
-  EXPECT_EQ(ItemsOf(expanded.messages[5]), (std::vector<std::string>{"2/0/dense#5", "2/1/expert#5"}));
+  EXPECT_EQ(ItemsOf(expanded.messages[5]),
+            (std::vector<std::string>{"2/0/dense#5", "2/1/expert#5"}));
   ASSERT_TRUE(server::ExpandAgentBatch(small, &expanded).ok());
   ASSERT_EQ(expanded.messages.size(), 2u);
   EXPECT_EQ(expanded.messages[0].rank, 9u);

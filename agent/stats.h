@@ -9,18 +9,18 @@
 namespace psync::agent {
 
 struct AgentStats {
-  uint64_t local_sessions = 0;    // local Sessions open now (attached or attaching)
-  uint64_t local_messages = 0;    // staged / skip / sync_done messages from local ranks
-  uint64_t local_checkins = 0;    // check-ins (staged items) in them
-  uint64_t upstream_batches = 0;  // AgentBatch messages written to the coordinator (resends too)
+  uint64_t local_sessions = 0;     // local Sessions open now (attached or attaching)
+  uint64_t local_messages = 0;     // staged / skip / sync_done messages from local ranks
+  uint64_t local_checkins = 0;     // check-ins (staged items) in them
+  uint64_t upstream_batches = 0;   // AgentBatch messages written to the coordinator (resends too)
   uint64_t upstream_messages = 0;  // every AgentUp written (attach, detach, batch)
-  uint64_t merged_checkins = 0;   // MergedStaged entries written (one check-in of several ranks)
-  uint64_t notices_received = 0;  // AgentNotice entries received (one notice for several ranks)
+  uint64_t merged_checkins = 0;    // MergedStaged entries written (one check-in of several ranks)
+  uint64_t notices_received = 0;   // AgentNotice entries received (one notice for several ranks)
   uint64_t notices_delivered = 0;  // notices handed to local Sessions (one per rank)
-  uint64_t notices_unrouted = 0;  // notices for a rank with no local Session (dropped)
+  uint64_t notices_unrouted = 0;   // notices for a rank with no local Session (dropped)
   uint64_t duplicate_directives_dropped = 0;  // re-sent directives a local Session already had
-  uint64_t reconnects = 0;        // upstream streams after the first that got an answer
-  uint64_t batches_resent = 0;    // unacknowledged batches written again after a reconnect
+  uint64_t reconnects = 0;                    // upstream streams after the first that got an answer
+  uint64_t batches_resent = 0;  // unacknowledged batches written again after a reconnect
 };
 
 class AgentCounters {

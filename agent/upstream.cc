@@ -82,9 +82,9 @@ void Upstream::Submit(const std::shared_ptr<LocalRank>& link, v1::SessionUp up) 
     }
   }
   // Its attach was refused or its Session is over.
-  link->Ack(up.request_id(), absl::FailedPreconditionError(absl::StrCat(
-                                 "rank ", link->rank(), " of job '", link->job_id(),
-                                 "' is not attached through this agent")));
+  link->Ack(up.request_id(), absl::FailedPreconditionError(
+                                 absl::StrCat("rank ", link->rank(), " of job '", link->job_id(),
+                                              "' is not attached through this agent")));
 }
 
 void Upstream::Detach(const std::shared_ptr<LocalRank>& link) {
@@ -159,7 +159,7 @@ void Upstream::Declare(const v1::JoinRequest& join) {
 
 void Upstream::BuildLocked() {
   completes_chunk_ = false;  // every queued message leaves now
-  std::vector<Queued> run;  // messages of one job and generation
+  std::vector<Queued> run;   // messages of one job and generation
   size_t run_bytes = 0;
   auto flush_run = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (run.empty()) return;
@@ -275,8 +275,9 @@ std::vector<v1::AgentUp> Upstream::OnOpen(bool* handshake) {
   for (auto& [key, link] : links_) {
     if (link.attach_id != 0) attached.push_back(&link);
   }
-  std::sort(attached.begin(), attached.end(),
-            [](const AttachedRank* a, const AttachedRank* b) { return a->attach_id < b->attach_id; });
+  std::sort(attached.begin(), attached.end(), [](const AttachedRank* a, const AttachedRank* b) {
+    return a->attach_id < b->attach_id;
+  });
   std::vector<v1::AgentUp> first;
   first.reserve(attached.size());
   for (AttachedRank* link : attached) first.push_back(AttachUpLocked(*link));

@@ -43,8 +43,7 @@ class EchoReactor final : public grpc::ServerBidiReactor<EchoMessage, EchoMessag
 };
 
 class EchoService final : public Echo::CallbackService {
-  grpc::ServerBidiReactor<EchoMessage, EchoMessage>* Stream(
-      grpc::CallbackServerContext*) override {
+  grpc::ServerBidiReactor<EchoMessage, EchoMessage>* Stream(grpc::CallbackServerContext*) override {
     return new EchoReactor;
   }
 };
@@ -85,8 +84,8 @@ absl::StatusOr<std::vector<int64_t>> MeasureRoundTrips(const std::string& target
     const int64_t start = NowNs();
     if (!stream->Write(ping) || !stream->Read(&pong)) {
       grpc::Status status = stream->Finish();
-      return absl::UnavailableError(absl::StrCat("echo stream to ", target, " broke: ",
-                                                 status.error_message()));
+      return absl::UnavailableError(
+          absl::StrCat("echo stream to ", target, " broke: ", status.error_message()));
     }
     if (i >= warmup) rtts.push_back(NowNs() - start);
   }

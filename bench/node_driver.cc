@@ -40,8 +40,12 @@ constexpr char kStreamsNotEnded[] = "node streams did not end within the timeout
 class NodeStream final : public grpc::ClientBidiReactor<v1::AgentUp, v1::AgentDown> {
  public:
   NodeStream(NodeDriver* driver, uint32_t first_rank, uint32_t count, v1::Coordinator::Stub* stub)
-      : driver_(driver), first_rank_(first_rank), count_(count), stub_(stub),
-        rank_step_(count, 0), held_(count, 0) {}
+      : driver_(driver),
+        first_rank_(first_rank),
+        count_(count),
+        stub_(stub),
+        rank_step_(count, 0),
+        held_(count, 0) {}
 
   // Attaches every rank of the node with its Join answer and starts the call.
   void Start(const std::vector<v1::JoinResponse>& joined);
@@ -95,10 +99,10 @@ class NodeStream final : public grpc::ClientBidiReactor<v1::AgentUp, v1::AgentDo
   uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t sent_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t acked_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<DueCheckin> due_ ABSL_GUARDED_BY(mu_);  // sorted by due_ns, not yet sent
-  std::vector<uint64_t> due_step_ ABSL_GUARDED_BY(mu_);  // step of due_[i]
+  std::vector<DueCheckin> due_ ABSL_GUARDED_BY(mu_);      // sorted by due_ns, not yet sent
+  std::vector<uint64_t> due_step_ ABSL_GUARDED_BY(mu_);   // step of due_[i]
   std::vector<uint64_t> rank_step_ ABSL_GUARDED_BY(mu_);  // step each rank is staging
-  std::vector<uint32_t> held_ ABSL_GUARDED_BY(mu_);  // directives of rank_step_ held, per rank
+  std::vector<uint32_t> held_ ABSL_GUARDED_BY(mu_);       // directives of rank_step_ held, per rank
   std::vector<std::pair<uint32_t, v1::SyncDone>> sync_dones_ ABSL_GUARDED_BY(mu_);
   bool pump_after_write_ ABSL_GUARDED_BY(mu_) = false;  // a flush came while writing
 };
@@ -312,9 +316,8 @@ void NodeStream::StartNextWriteLocked(bool* start) {
 
 void NodeStream::OnWriteDone(bool ok) {
   if (!ok) {
-    driver_->Fail(absl::UnavailableError(absl::StrCat("node of ranks ", first_rank_, "..",
-                                                      first_rank_ + count_ - 1,
-                                                      ": a write failed")));
+    driver_->Fail(absl::UnavailableError(absl::StrCat(
+        "node of ranks ", first_rank_, "..", first_rank_ + count_ - 1, ": a write failed")));
     return;
   }
   bool start = false;
@@ -360,13 +363,13 @@ void NodeStream::HandleDown(const v1::AgentDown& down, int64_t now) {
   for (const v1::AgentAck& ack : down.acks()) {
     driver_->counters.acks.fetch_add(1);
     if (ack.code() != 0 || ack.rejected_size() > 0) {
-      const std::string what =
-          ack.code() != 0 ? ack.message()
-                          : absl::StrCat("message ", ack.rejected(0).index(), " of the batch: ",
-                                         ack.rejected(0).message());
-      driver_->Fail(absl::InternalError(absl::StrCat(
-          "node of ranks ", first_rank_, "..", first_rank_ + count_ - 1, ": request ",
-          ack.request_id(), " refused: ", what)));
+      const std::string what = ack.code() != 0
+                                   ? ack.message()
+                                   : absl::StrCat("message ", ack.rejected(0).index(),
+                                                  " of the batch: ", ack.rejected(0).message());
+      driver_->Fail(absl::InternalError(absl::StrCat("node of ranks ", first_rank_, "..",
+                                                     first_rank_ + count_ - 1, ": request ",
+                                                     ack.request_id(), " refused: ", what)));
     }
   }
   uint32_t attached = 0;
@@ -381,10 +384,11 @@ void NodeStream::HandleDown(const v1::AgentDown& down, int64_t now) {
   if (attached > 0) driver_->OnAttached(attached);
   for (const v1::AgentNotice& n : down.notices()) {
     switch (n.notice().kind_case()) {
-      case v1::SessionDown::kDirective: break;
+      case v1::SessionDown::kDirective:
+        break;
       case v1::SessionDown::kAbort:
-        driver_->Fail(absl::AbortedError(
-            absl::StrCat("job aborted: ", n.notice().abort().reason())));
+        driver_->Fail(
+            absl::AbortedError(absl::StrCat("job aborted: ", n.notice().abort().reason())));
         continue;
       default:
         driver_->Fail(absl::InternalError(absl::StrCat(
@@ -456,8 +460,8 @@ absl::Status NodeDriver::Await(const char* phase, const std::function<bool()>& d
     }
     if (done()) return absl::OkStatus();
     if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          phase, " did not finish within ", absl::FormatDuration(options_.timeout)));
+      return absl::DeadlineExceededError(
+          absl::StrCat(phase, " did not finish within ", absl::FormatDuration(options_.timeout)));
     }
     absl::SleepFor(options_.tick);
   }
@@ -546,8 +550,8 @@ absl::Status NodeDriver::RunSteps(uint64_t first, uint64_t steps, const char* ph
       if (all) break;
     }
     if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          phase, " did not finish within ", absl::FormatDuration(options_.timeout)));
+      return absl::DeadlineExceededError(
+          absl::StrCat(phase, " did not finish within ", absl::FormatDuration(options_.timeout)));
     }
     // Node ticks are served in slices of a millisecond (2,048 nodes would wake this thread every
     // 10 us); completions at their time.

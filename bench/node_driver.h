@@ -11,9 +11,9 @@
 // last local check-in of a (step, chunk) becomes due, each node sends what became due as one
 // AgentBatch: SyncDones first, then check-ins merged per (step, chunk, optimizer) into one entry
 // naming every message that carries it; while a node's previous write is in flight it keeps
-// collecting (as the agent's writer does). A rank's check-ins of step s+1 wait until its node holds the
-// rank's directives of step s. Warmup steps run first; the measured steps start once every warmup
-// release reached every rank.
+// collecting (as the agent's writer does). A rank's check-ins of step s+1 wait until its node holds
+// the rank's directives of step s. Warmup steps run first; the measured steps start once every
+// warmup release reached every rank.
 //
 // Release latency of a (step, chunk): the last check-in handed by its rank to its node (its due
 // time; the wait for the node's next batch counts) -> the last node received the directive for its

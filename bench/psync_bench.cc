@@ -40,14 +40,16 @@ ABSL_FLAG(std::string, coordinator, "", "psync-coordinator binary to start for e
 ABSL_FLAG(std::string, coordinator_args, "",
           "extra flags for the coordinator, space separated (e.g. '--inspect_interval=1s')");
 ABSL_FLAG(std::string, target, "", "host:port of a running coordinator (instead of --coordinator)");
-ABSL_FLAG(int, coordinator_pid, 0, "with --target: the coordinator's pid, to sample its CPU/memory");
+ABSL_FLAG(int, coordinator_pid, 0,
+          "with --target: the coordinator's pid, to sample its CPU/memory");
 ABSL_FLAG(uint32_t, ranks, 8, "simulated ranks (N)");
 ABSL_FLAG(uint32_t, optimizers, 2, "optimizers per rank, each contributing to every chunk (K)");
 ABSL_FLAG(uint32_t, chunks, 8, "model chunks (C); every rank is a member of every chunk");
 ABSL_FLAG(uint64_t, steps, 20, "measured steps (S)");
 ABSL_FLAG(uint64_t, warmup_steps, 2, "steps run before measuring (not counted)");
-ABSL_FLAG(int64_t, spread_us, 500,
-          "each check-in is sent after a delay uniform in [0, spread_us] from its rank's step start");
+ABSL_FLAG(
+    int64_t, spread_us, 500,
+    "each check-in is sent after a delay uniform in [0, spread_us] from its rank's step start");
 ABSL_FLAG(double, step_period_ms, 0,
           "0: a rank starts its next step as soon as it holds every directive; else steps start "
           "every step_period_ms (e.g. 500 for 2 steps/s)");
@@ -66,7 +68,8 @@ ABSL_FLAG(std::string, sweep_ranks, "", "comma-separated N values: one run per (
 ABSL_FLAG(std::string, sweep_chunks, "", "comma-separated C values (default: --chunks)");
 ABSL_FLAG(bool, json, false, "print one JSON object per run (one line) instead of a summary");
 ABSL_FLAG(std::string, label, "", "the run's 'system' in the JSON (default psync / psync+agents)");
-ABSL_FLAG(bool, floor, true, "measure the gRPC round-trip floor (echo ping-pong) once per invocation");
+ABSL_FLAG(bool, floor, true,
+          "measure the gRPC round-trip floor (echo ping-pong) once per invocation");
 ABSL_FLAG(int, floor_round_trips, 3000, "round trips of the floor measurement");
 ABSL_FLAG(uint32_t, agents, 0, "node agents to start; rank r connects to agent r / (N / agents)");
 ABSL_FLAG(std::string, agent_binary, "", "the node agent binary (psync-agent)");
@@ -203,9 +206,9 @@ absl::StatusOr<Processes> StartProcesses(const RunConfig& run, int index) {
   }
   const std::string agent_binary = absl::GetFlag(FLAGS_agent_binary);
   if (agent_binary.empty() || access(agent_binary.c_str(), X_OK) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--agents=", agents, " needs --agent_binary naming an executable (got '", agent_binary,
-        "')"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("--agents=", agents, " needs --agent_binary naming an executable (got '",
+                     agent_binary, "')"));
   }
   for (uint32_t i = 0; i < agents; ++i) {
     const std::string port_file = TempPath(absl::StrCat("agent-", index, "-", i, ".port"));
@@ -350,8 +353,8 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
       ",\"node_tick_us\":", ranks_per_node > 0 ? absl::GetFlag(FLAGS_node_tick_us) : 0,
       ",\"node_flush_on_complete\":",
       ranks_per_node > 0 && absl::GetFlag(FLAGS_node_flush_on_complete) ? "true" : "false",
-      ",\"ok\":", ok ? "true" : "false",
-      ",\"release_latency\":", latency.Json(), ",\"releases_expected\":", r->releases_expected,
+      ",\"ok\":", ok ? "true" : "false", ",\"release_latency\":", latency.Json(),
+      ",\"releases_expected\":", r->releases_expected,
       ",\"releases_complete\":", r->releases_complete,
       ",\"distinct_sequences\":", r->distinct_sequences,
       ",\"duplicate_directives\":", r->duplicate_directives,
@@ -372,19 +375,19 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
             Mib(end.hwm), static_cast<double>(end.hwm - idle.rss) / o.ranks));
   }
   if (!procs->agents.empty()) {
-    absl::StrAppend(&json, absl::StrFormat(
-                               ",\"agents_total\":{\"cpu_s\":%.3f,\"cpu_fraction\":%.4f,"
+    absl::StrAppend(
+        &json, absl::StrFormat(",\"agents_total\":{\"cpu_s\":%.3f,\"cpu_fraction\":%.4f,"
                                "\"cpu_s_per_1m_checkins\":%.3f,\"rss_idle_mib\":%.2f,"
                                "\"rss_mib\":%.2f,\"hwm_mib\":%.2f}",
                                agents_cpu, measured > 0 ? agents_cpu / measured : 0,
-                               checkins > 0 ? agents_cpu / checkins * 1e6 : 0,
-                               Mib(agents_idle.rss), Mib(agents_end.rss), Mib(agents_end.hwm)));
+                               checkins > 0 ? agents_cpu / checkins * 1e6 : 0, Mib(agents_idle.rss),
+                               Mib(agents_end.rss), Mib(agents_end.hwm)));
   }
-  absl::StrAppend(&json, absl::StrFormat(",\"bench_cpu_s\":%.3f", self_end.cpu_seconds -
-                                                                       self_start.cpu_seconds));
+  absl::StrAppend(&json, absl::StrFormat(",\"bench_cpu_s\":%.3f",
+                                         self_end.cpu_seconds - self_start.cpu_seconds));
   if (floor.has_value()) absl::StrAppend(&json, ",\"grpc_floor_rtt\":", floor->Json());
-  absl::StrAppend(&json, absl::StrFormat(",\"load_avg\":[%.2f,%.2f,%.2f]}", load[0], load[1],
-                                         load[2]));
+  absl::StrAppend(&json,
+                  absl::StrFormat(",\"load_avg\":[%.2f,%.2f,%.2f]}", load[0], load[1], load[2]));
   if (print_text) {
     std::cout << absl::StrFormat(
         "%s N=%u K=%u C=%u S=%u: release p50 %.0f us p99 %.0f us max %.0f us; %.0f check-ins/s; "

@@ -88,8 +88,8 @@ class RankStream final : public grpc::ClientBidiReactor<v1::SessionUp, v1::Sessi
   bool FinishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // True when the caller must StartWritesDone and RemoveHold.
   bool ReleaseHoldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void HandleDirective(const v1::SyncDirective& d, int64_t now, bool* start_write,
-                       bool* step_done, uint64_t* done_step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleDirective(const v1::SyncDirective& d, int64_t now, bool* start_write, bool* step_done,
+                       uint64_t* done_step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::SyncDone SyncDoneFor(uint64_t step, uint32_t chunk) const;
 
   Driver* const driver_;
@@ -162,9 +162,9 @@ class Driver {
     absl::MutexLock lock(&mu_);
     ++streams_done_;
     if (!expected && failure_.ok()) {
-      failure_ = absl::UnavailableError(absl::StrCat("rank ", rank, ": its Session ended early: ",
-                                                     status.error_code(), " ",
-                                                     status.error_message()));
+      failure_ = absl::UnavailableError(
+          absl::StrCat("rank ", rank, ": its Session ended early: ", status.error_code(), " ",
+                       status.error_message()));
     }
   }
   // Called by a rank once it holds every directive of `step` (its SyncDones are queued).
@@ -400,10 +400,10 @@ void RankStream::OnReadDone(bool ok) {
         ++acked_;
         driver_->counters.acks.fetch_add(1, std::memory_order_relaxed);
         if (in_.ack().code() != 0) {
-          driver_->Fail(absl::Status(static_cast<absl::StatusCode>(in_.ack().code()),
-                                     absl::StrCat("rank ", rank_, " request ",
-                                                  in_.ack().request_id(), ": ",
-                                                  in_.ack().message())));
+          driver_->Fail(
+              absl::Status(static_cast<absl::StatusCode>(in_.ack().code()),
+                           absl::StrCat("rank ", rank_, " request ", in_.ack().request_id(), ": ",
+                                        in_.ack().message())));
         } else if (!attached_) {
           attached_ = attached = true;
         }
@@ -412,11 +412,12 @@ void RankStream::OnReadDone(bool ok) {
         HandleDirective(in_.directive(), now, &start_write, &step_done, &done_step);
         break;
       case v1::SessionDown::kStepSkipped:
-        driver_->Fail(absl::InternalError(absl::StrCat("rank ", rank_, ": unexpected StepSkipped")));
+        driver_->Fail(
+            absl::InternalError(absl::StrCat("rank ", rank_, ": unexpected StepSkipped")));
         break;
       case v1::SessionDown::kAbort:
-        driver_->Fail(absl::AbortedError(
-            absl::StrCat("rank ", rank_, ": Abort: ", in_.abort().reason())));
+        driver_->Fail(
+            absl::AbortedError(absl::StrCat("rank ", rank_, ": Abort: ", in_.abort().reason())));
         break;
       case v1::SessionDown::KIND_NOT_SET:
         break;
@@ -540,10 +541,10 @@ absl::Status Driver::Await(const char* phase, const std::function<bool()>& done)
   absl::MutexLock lock(&mu_);
   auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !failure_.ok() || done(); };
   if (!mu_.AwaitWithTimeout(absl::Condition(&ready), options_.timeout)) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        phase, " did not finish within ", absl::FormatDuration(options_.timeout), " (joins ",
-        joins_done_, ", attached ", attached_, ", parked ", parked_, ", finished ", finished_,
-        " of ", options_.ranks, " ranks)"));
+    return absl::DeadlineExceededError(
+        absl::StrCat(phase, " did not finish within ", absl::FormatDuration(options_.timeout),
+                     " (joins ", joins_done_, ", attached ", attached_, ", parked ", parked_,
+                     ", finished ", finished_, " of ", options_.ranks, " ranks)"));
   }
   return failure_;
 }
@@ -599,9 +600,8 @@ absl::StatusOr<DriverResult> Driver::Run() {
   const uint32_t initial = std::min(std::max<uint32_t>(o.join_concurrency, 1), o.ranks);
   next_join_ = initial;
   for (uint32_t r = 0; r < initial; ++r) StartJoin(r);
-  absl::Status status = Await("join", [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return joins_done_ == o.ranks;
-  });
+  absl::Status status =
+      Await("join", [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return joins_done_ == o.ranks; });
   if (!status.ok()) {
     // Joins still in flight reference this driver: wait them out (each has a deadline).
     WaitFor([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return joins_done_ == joins_started_; },
@@ -613,13 +613,14 @@ absl::StatusOr<DriverResult> Driver::Run() {
   // Sessions.
   const int64_t attach_start = NowNs();
   for (uint32_t r = 0; r < o.ranks; ++r) {
-    streams_.push_back(std::make_unique<RankStream>(
-        this, r, stubs_[rank_stub_[r]].get(), o.seed * 0x9E3779B97F4A7C15ull + r));
+    streams_.push_back(std::make_unique<RankStream>(this, r, stubs_[rank_stub_[r]].get(),
+                                                    o.seed * 0x9E3779B97F4A7C15ull + r));
   }
   for (uint32_t r = 0; r < o.ranks; ++r) {
     streams_[r]->Start(joined_[r].generation(), joined_[r].session_id());
   }
-  status = Await("attach", [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return attached_ == o.ranks; });
+  status =
+      Await("attach", [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return attached_ == o.ranks; });
   result.attach_seconds = static_cast<double>(NowNs() - attach_start) / 1e9;
 
   // Warmup steps, then the measured ones.
@@ -636,16 +637,14 @@ absl::StatusOr<DriverResult> Driver::Run() {
     } else {
       const int64_t now = NowNs();
       for (auto& s : streams_) s->BeginStep(0, now);
-      status = Await("warmup", [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return parked_ == o.ranks;
-      });
+      status =
+          Await("warmup", [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return parked_ == o.ranks; });
       if (status.ok()) start_measuring(o.warmup_steps);
     }
   }
   if (status.ok()) {
-    status = Await("measured steps", [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return finished_ == o.ranks;
-    });
+    status = Await("measured steps",
+                   [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return finished_ == o.ranks; });
   }
   if (status.ok()) {
     result.measured_seconds = static_cast<double>(NowNs() - measure_start) / 1e9;
@@ -657,9 +656,8 @@ absl::StatusOr<DriverResult> Driver::Run() {
   }
   // Close: half-close every stream; the coordinator ends each with OK.
   for (auto& s : streams_) s->Close(/*cancel=*/false);
-  status = Await("close", [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return streams_done_ == o.ranks;
-  });
+  status =
+      Await("close", [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return streams_done_ == o.ranks; });
   if (!status.ok()) {
     CancelAll();
     return status;

@@ -68,7 +68,6 @@ struct DriverOptions {
   std::function<void()> on_measure_end;
 };
 
-
 absl::StatusOr<DriverResult> RunRanks(const DriverOptions& options);
 
 }  // namespace psync::bench

@@ -16,8 +16,8 @@
 // bazel run -c opt //bench:release_path_bench -- --benchmark_counters_tabular=true
 #include <algorithm>
 #include <cstdint>
-#include <random>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -178,8 +178,8 @@ void BM_Step(benchmark::State& state) {
     ++step;
   }
   const uint64_t checkins = step * job.ranks() * 2ull * job.chunks();
-  state.counters["checkins"] = benchmark::Counter(static_cast<double>(checkins),
-                                                  benchmark::Counter::kIsRate);
+  state.counters["checkins"] =
+      benchmark::Counter(static_cast<double>(checkins), benchmark::Counter::kIsRate);
   state.counters["ns_per_checkin"] = benchmark::Counter(
       static_cast<double>(checkins), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   if (job.notices() != step * job.ranks() * job.chunks()) state.SkipWithError("notices lost");

@@ -72,13 +72,13 @@ absl::StatusOr<int> WaitForPortFile(const std::string& path, Subprocess* child,
     int port = 0;
     if (in && (in >> port) && port > 0) return port;
     if (child != nullptr && !child->Running()) {
-      return absl::AbortedError(absl::StrCat("process ", child->pid(),
-                                             " exited before writing ", path));
+      return absl::AbortedError(
+          absl::StrCat("process ", child->pid(), " exited before writing ", path));
     }
     absl::SleepFor(absl::Milliseconds(10));
   }
-  return absl::DeadlineExceededError(absl::StrCat("no port in ", path, " after ",
-                                                  absl::FormatDuration(timeout)));
+  return absl::DeadlineExceededError(
+      absl::StrCat("no port in ", path, " after ", absl::FormatDuration(timeout)));
 }
 
 }  // namespace psync::bench

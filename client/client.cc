@@ -232,10 +232,9 @@ absl::Status Client::WaitForStepSkipped(uint64_t step, absl::Duration timeout) {
 }
 
 void Client::SetNoticeHandler(std::function<void(const SessionDown&)> handler) {
-  auto shared = handler
-                    ? std::make_shared<const std::function<void(const SessionDown&)>>(
-                          std::move(handler))
-                    : nullptr;
+  auto shared =
+      handler ? std::make_shared<const std::function<void(const SessionDown&)>>(std::move(handler))
+              : nullptr;
   absl::MutexLock lock(&mu_);
   handler_ = std::move(shared);
 }
@@ -391,7 +390,8 @@ void Client::Notify(const SessionDown& down) {
   {
     absl::MutexLock lock(&mu_);
     if (down.has_step_skipped()) progress_.OnStepSkipped(down.step_skipped().step());
-    if (down.has_directive()) progress_.OnDirective(down.directive().step(), down.directive().chunk());
+    if (down.has_directive())
+      progress_.OnDirective(down.directive().step(), down.directive().chunk());
     handler = handler_;
   }
   if (handler != nullptr) (*handler)(down);
@@ -409,8 +409,8 @@ absl::Status Client::OnClosed(const StreamEnd& end, bool* retry) {
       why = attach_status_;
     } else if (end.handshake_timed_out) {
       *retry = true;
-      why = absl::DeadlineExceededError(absl::StrCat(
-          "attach was not acknowledged within ", absl::FormatDuration(options_.call_timeout)));
+      why = absl::DeadlineExceededError(absl::StrCat("attach was not acknowledged within ",
+                                                     absl::FormatDuration(options_.call_timeout)));
     } else if (end.finished.ok()) {
       *retry = true;
       why = absl::UnavailableError("the coordinator ended the Session");

@@ -71,9 +71,9 @@
 // rules as an AckCallback.
 //
 // Ownership. Connect() returns the only owner. The client owns its gRPC channel (unless one is
-// passed in ClientOptions::channel, which it shares) and its ReconnectingStream (two threads). Close() (also
-// run by the destructor) half-closes the stream (WritesDone), waits a short grace for the
-// coordinator to end it, cancels it otherwise, and joins the threads: it never hangs.
+// passed in ClientOptions::channel, which it shares) and its ReconnectingStream (two threads).
+// Close() (also run by the destructor) half-closes the stream (WritesDone), waits a short grace for
+// the coordinator to end it, cancels it otherwise, and joins the threads: it never hangs.
 #ifndef PSYNC_CLIENT_CLIENT_H_
 #define PSYNC_CLIENT_CLIENT_H_
 
@@ -276,7 +276,7 @@ class Client final : private StreamProtocol<psync::v1::SessionUp, psync::v1::Ses
   absl::Status last_error_ ABSL_GUARDED_BY(mu_);    // last reason the Session was down
   uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t attach_request_id_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Status attach_status_ ABSL_GUARDED_BY(mu_);  // non-OK: the attach was refused
+  absl::Status attach_status_ ABSL_GUARDED_BY(mu_);             // non-OK: the attach was refused
   std::map<uint64_t, PendingCall> calls_ ABSL_GUARDED_BY(mu_);  // by request_id
   // The context of the reader thread's Join in progress, for cancelling it.
   grpc::ClientContext* join_context_ ABSL_GUARDED_BY(mu_) = nullptr;

@@ -155,7 +155,7 @@ TEST(NoticeQueueTest, AContinuedGenerationKeepsWhatWasSeen) {
   q.SetGeneration(3);
   EXPECT_EQ(q.Add(Directive(3, 5, 0, 1)), AddResult::kAccepted);  // not handed out yet
   EXPECT_EQ(q.Add(Directive(3, 5, 1, 2)), AddResult::kAccepted);
-  ASSERT_TRUE(q.WaitForDirective(5, 1, Past()).ok());              // handed out
+  ASSERT_TRUE(q.WaitForDirective(5, 1, Past()).ok());  // handed out
   q.ContinueGeneration(4);
   // The restarted coordinator sends both again: duplicates.
   EXPECT_EQ(q.Add(Directive(4, 5, 0, 1)), AddResult::kDuplicate);

@@ -25,10 +25,10 @@
 // only (dropped if it breaks first). Ids must rise with every Send (request ids do).
 //
 // Thread-safety: all public methods are thread-safe. Protocol callbacks run on the stream's own
-// threads (Prepare, OnOpen, OnRead, OnClosed on the reader thread; Produce and OnWrite on the writer thread)
-// with none of the stream's locks held, so they may call Send(), Established() and the other
-// public methods. Ownership: owns its two threads and the streams it opens; borrows the protocol,
-// which must outlive it. The destructor closes without grace.
+// threads (Prepare, OnOpen, OnRead, OnClosed on the reader thread; Produce and OnWrite on the
+// writer thread) with none of the stream's locks held, so they may call Send(), Established() and
+// the other public methods. Ownership: owns its two threads and the streams it opens; borrows the
+// protocol, which must outlive it. The destructor closes without grace.
 #ifndef PSYNC_CLIENT_RECONNECTING_STREAM_H_
 #define PSYNC_CLIENT_RECONNECTING_STREAM_H_
 
@@ -222,7 +222,8 @@ class ReconnectingStream {
 
   // Whether outgoing_.front() may be written now.
   bool FrontWritableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stream_ != nullptr && !outgoing_.empty() && (established_ || outgoing_.front().handshake);
+    return stream_ != nullptr && !outgoing_.empty() &&
+           (established_ || outgoing_.front().handshake);
   }
 
   void ReadLoop() ABSL_LOCKS_EXCLUDED(mu_, write_mu_) {
@@ -258,7 +259,8 @@ class ReconnectingStream {
       stream_ = stream;
       ++epoch_;
       established_ = !handshake;
-      handshake_deadline_ = handshake ? opened + options_.handshake_timeout : absl::InfiniteFuture();
+      handshake_deadline_ =
+          handshake ? opened + options_.handshake_timeout : absl::InfiniteFuture();
       handshake_timed_out_ = false;
       outgoing_.clear();
       for (Up& up : first) outgoing_.push_back({0, false, true, std::move(up)});

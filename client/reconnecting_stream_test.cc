@@ -120,8 +120,8 @@ class ReconnectingStreamTest : public ::testing::Test {
     builder.RegisterService(&service_);
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
-    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                   grpc::InsecureChannelCredentials());
+    channel_ =
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
     stub_ = v1::Coordinator::NewStub(channel_);
   }
   void TearDown() override { server_->Shutdown(absl::ToChronoTime(absl::Now())); }

@@ -13,10 +13,14 @@ enum class Seen : uint8_t { kNone, kStaged, kSkip, kSyncDone };
 
 const char* SeenName(Seen s) {
   switch (s) {
-    case Seen::kStaged: return "staged";
-    case Seen::kSkip: return "skips";
-    case Seen::kSyncDone: return "sync_dones";
-    case Seen::kNone: break;
+    case Seen::kStaged:
+      return "staged";
+    case Seen::kSkip:
+      return "skips";
+    case Seen::kSyncDone:
+      return "sync_dones";
+    case Seen::kNone:
+      break;
   }
   return "none";
 }
@@ -48,8 +52,8 @@ absl::Status ExpandAgentBatch(const v1::AgentBatch& batch, ExpandedBatch* out) {
   }
   const size_t n = batch.ranks_size();
   if (n == 0 || n > kMaxAgentBatchMessages) {
-    return absl::InvalidArgumentError(absl::StrCat("batch.ranks: ", n, " messages; allowed 1..",
-                                                   kMaxAgentBatchMessages));
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch.ranks: ", n, " messages; allowed 1..", kMaxAgentBatchMessages));
   }
   std::vector<Seen> seen(n, Seen::kNone);
   std::vector<uint32_t>& items_of = out->scratch;  // staged items per message
@@ -64,10 +68,9 @@ absl::Status ExpandAgentBatch(const v1::AgentBatch& batch, ExpandedBatch* out) {
     for (int k = 0; k < m.messages_size(); ++k) {
       const uint32_t index = m.messages(k);
       if (k > 0 && index <= m.messages(k - 1)) {
-        return absl::InvalidArgumentError(absl::StrCat("batch.staged[", g, "].messages[", k,
-                                                       "]: ", index,
-                                                       " must be above the previous index ",
-                                                       m.messages(k - 1)));
+        return absl::InvalidArgumentError(
+            absl::StrCat("batch.staged[", g, "].messages[", k, "]: ", index,
+                         " must be above the previous index ", m.messages(k - 1)));
       }
       if (index >= n || seen[index] != Seen::kStaged) {
         const std::string field = absl::StrCat("batch.staged[", g, "].messages[", k, "]");

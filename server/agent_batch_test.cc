@@ -39,8 +39,7 @@ TEST(ExpandAgentBatchTest, RefusesMalformedBatches) {
 
   b = TwoMessages();
   b.add_staged()->add_messages(2);
-  EXPECT_EQ(Expand(b).message(),
-            "batch.staged[0].messages[0]: 2 is out of range [0, 2)");
+  EXPECT_EQ(Expand(b).message(), "batch.staged[0].messages[0]: 2 is out of range [0, 2)");
 
   b = TwoMessages();
   v1::MergedStaged* m = b.add_staged();
@@ -78,8 +77,8 @@ TEST(AgentDownQueueTest, MergesEqualNoticesAndKeepsEachRanksOrder) {
   AgentDownQueue q;
   q.AddNotice("job", 0, Directive(1, 0));
   q.AddNotice("job", 0, Directive(1, 1));
-  q.AddNotice("job", 1, Directive(1, 0));  // merges into the first entry
-  q.AddNotice("job", 1, Directive(1, 1));  // merges into the second
+  q.AddNotice("job", 1, Directive(1, 0));    // merges into the first entry
+  q.AddNotice("job", 1, Directive(1, 1));    // merges into the second
   q.AddNotice("other", 1, Directive(1, 1));  // another job: its own entry
   q.AddNotice("job", 2, Directive(1, 1));
   q.AddNotice("job", 2, Directive(1, 0));  // rank 2 has a later notice: a new entry

@@ -53,7 +53,7 @@ void AgentDownQueue::AddNotice(const std::string& job_id, absl::Span<const core:
     n->set_job_id(job_id);
     n->add_ranks(rank);
     *n->mutable_notice() = notice;
-    m.items += 1;  // the entry itself, besides its first rank
+    m.items += 1;                 // the entry itself, besides its first rank
     m.notice_index[key] = index;  // later equal notices merge into the newest entry
     same = index;
     last->second = index;

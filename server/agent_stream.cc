@@ -128,7 +128,8 @@ class AgentRankSink final : public SessionSink {
   std::atomic<bool> closed_{false};
 };
 
-void AgentStreamBatcher::SendToEach(absl::Span<SessionSink* const> sinks, const core::Notice& notice) {
+void AgentStreamBatcher::SendToEach(absl::Span<SessionSink* const> sinks,
+                                    const core::Notice& notice) {
   // One lock and one conversion of the notice per run of ranks of one job.
   absl::InlinedVector<core::RankId, 16> ranks;
   writer_.Add([&](ConvertedAgentDownQueue& p) {

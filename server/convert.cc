@@ -62,7 +62,8 @@ std::vector<core::SyncDoneItem> SyncDoneFromProto(const v1::SyncDoneBatch& batch
     core::SyncDoneItem item;
     item.step = s.step();
     item.chunk = s.chunk();
-    for (const v1::GroupChecksum& g : s.checksums()) item.checksums.push_back({g.group(), g.checksum()});
+    for (const v1::GroupChecksum& g : s.checksums())
+      item.checksums.push_back({g.group(), g.checksum()});
     item.executions = std::max<uint32_t>(1, s.executions());
     items.push_back(std::move(item));
   }
@@ -139,7 +140,8 @@ void JobStatusToProto(const JobStatusView& view, v1::JobStatus* out) {
   out->set_min_rank_step(s.min_rank_step);
   out->set_abort_reason(s.abort_reason);
   for (size_t i = 0; i < s.chunks.size(); ++i) {
-    ChunkStatusToProto(s.chunks[i], i < view.deadlines.size() ? view.deadlines[i] : absl::ZeroDuration(),
+    ChunkStatusToProto(s.chunks[i],
+                       i < view.deadlines.size() ? view.deadlines[i] : absl::ZeroDuration(),
                        out->add_chunks());
   }
   for (const observe::StragglerScore& score : view.stragglers) {
@@ -162,8 +164,7 @@ void JobStatusToProto(const JobStatusView& view, v1::JobStatus* out) {
   k->set_stalls(view.stalls);
 }
 
-void ChunkStatusToProto(const core::ChunkSnapshot& c, absl::Duration deadline,
-                        v1::ChunkStatus* p) {
+void ChunkStatusToProto(const core::ChunkSnapshot& c, absl::Duration deadline, v1::ChunkStatus* p) {
   p->set_chunk(c.chunk);
   p->set_step(c.step);
   p->set_state(c.state);

@@ -27,13 +27,26 @@ void Coordinator::CommitEvents(Outgoing* out) {
 void Coordinator::Record(Job& job, core::Decisions& decisions, Outgoing* out) {
   for (core::Event& e : decisions.events) {
     switch (e.kind) {
-      case EventKind::kCheckin: ++job.counters.checkins; break;
-      case EventKind::kDuplicate: ++job.counters.duplicate_checkins; break;
-      case EventKind::kRelease: ++job.counters.releases; break;
-      case EventKind::kSyncDone: ++job.counters.syncs_done; break;
-      case EventKind::kStepSkipped: ++job.counters.skipped_steps; break;
-      case EventKind::kViolation: ++job.counters.violations; break;
-      default: break;
+      case EventKind::kCheckin:
+        ++job.counters.checkins;
+        break;
+      case EventKind::kDuplicate:
+        ++job.counters.duplicate_checkins;
+        break;
+      case EventKind::kRelease:
+        ++job.counters.releases;
+        break;
+      case EventKind::kSyncDone:
+        ++job.counters.syncs_done;
+        break;
+      case EventKind::kStepSkipped:
+        ++job.counters.skipped_steps;
+        break;
+      case EventKind::kViolation:
+        ++job.counters.violations;
+        break;
+      default:
+        break;
     }
     job.observer.OnEvent(e);
     AppendEvent(std::move(e), out);
@@ -124,9 +137,9 @@ absl::StatusOr<core::JoinResult> Coordinator::Join(const core::RankPlan& plan) {
       RecordRejection(plan.job_id, it == jobs_.end() ? nullptr : it->second.get(), auth, now, &out);
       result = auth;
     } else if (it == jobs_.end() && jobs_.size() >= options_.max_jobs) {
-      result = absl::ResourceExhaustedError(absl::StrCat("job_id '", plan.job_id,
-                                                         "': the coordinator already holds max_jobs=",
-                                                         options_.max_jobs, " jobs"));
+      result = absl::ResourceExhaustedError(
+          absl::StrCat("job_id '", plan.job_id,
+                       "': the coordinator already holds max_jobs=", options_.max_jobs, " jobs"));
       RecordRejection(plan.job_id, nullptr, result.status(), now, &out);
     } else {
       if (it == jobs_.end()) {
@@ -230,7 +243,7 @@ void Coordinator::TrackDetached(Job& job, core::RankId rank, uint64_t generation
 void Coordinator::EnforceLivenessOf(Job& job, absl::Time now, Outgoing* out) {
   if (job.tracker->state() == core::JobState::kAborted) return;
   std::vector<std::pair<core::RankId, absl::Time>> detached(job.detached_since.begin(),
-                                                             job.detached_since.end());
+                                                            job.detached_since.end());
   std::sort(detached.begin(), detached.end());
   for (const auto& [rank, since] : detached) {
     const absl::Duration gone = now - since;
@@ -252,9 +265,9 @@ void Coordinator::EnforceLivenessOf(Job& job, absl::Time now, Outgoing* out) {
     }
     if (gone >= options_.lost_rank_abort_after) {
       core::Decisions decisions;
-      job.tracker->Abort(absl::StrCat("rank ", rank, " lost: no session for ",
-                                      absl::FormatDuration(gone)),
-                         now, &decisions);
+      job.tracker->Abort(
+          absl::StrCat("rank ", rank, " lost: no session for ", absl::FormatDuration(gone)), now,
+          &decisions);
       Record(job, decisions, out);
       return;
     }

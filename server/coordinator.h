@@ -27,9 +27,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "server/clock.h"
-#include "server/event_log.h"
 #include "server/core/job_tracker.h"
 #include "server/core/types.h"
+#include "server/event_log.h"
 #include "server/observe/job_observer.h"
 #include "server/rank_message.h"
 #include "server/session_sink.h"
@@ -138,8 +138,7 @@ class Coordinator {
   // One (step, chunk) of a job, with its learned deadline. NOT_FOUND for an unknown job; see
   // core::JobTracker::ChunkAt for the rest.
   absl::StatusOr<core::ChunkSnapshot> GetChunkStatus(const std::string& job_id, core::Step step,
-                                                     core::ChunkId chunk,
-                                                     absl::Duration* deadline)
+                                                     core::ChunkId chunk, absl::Duration* deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // A Chrome trace of the job's steps [first, last] from the events held in memory (see
@@ -184,9 +183,9 @@ class Coordinator {
 
   // Runs `input` on the job's tracker under the lock (records events and counts, routes the
   // deliveries), then delivers them after unlocking. Returns `input`'s status.
-  absl::Status Apply(const std::string& job_id,
-                     const std::function<absl::Status(core::JobTracker&, absl::Time,
-                                                      core::Decisions*)>& input)
+  absl::Status Apply(
+      const std::string& job_id,
+      const std::function<absl::Status(core::JobTracker&, absl::Time, core::Decisions*)>& input)
       ABSL_LOCKS_EXCLUDED(mu_);
   void Record(Job& job, core::Decisions& decisions, Outgoing* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -203,8 +202,10 @@ class Coordinator {
   std::string NewSecret() ABSL_LOCKS_EXCLUDED(secret_mu_);
   // Brings detached_since in line with the tracker's joined ranks after `rank` joined (all of them
   // when the join started a new generation).
-  static void TrackDetached(Job& job, core::RankId rank, uint64_t generation_before, absl::Time now);
-  void EnforceLivenessOf(Job& job, absl::Time now, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void TrackDetached(Job& job, core::RankId rank, uint64_t generation_before,
+                            absl::Time now);
+  void EnforceLivenessOf(Job& job, absl::Time now, Outgoing* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands notices to sessions and events to event sinks; call without holding mu_.
   void Deliver(Outgoing& out) ABSL_LOCKS_EXCLUDED(mu_);
 

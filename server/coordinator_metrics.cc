@@ -2,14 +2,13 @@
 
 #include <utility>
 
-
 namespace psync::server {
 namespace {
 
 // Seconds: 10 us .. 60 s.
 std::vector<double> LatencyBuckets() {
-  return {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05,
-          0.1,  0.25,   0.5,  1,    2.5,    5,    10,   30,     60};
+  return {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025,
+          0.05, 0.1,    0.25, 0.5,  1,      2.5,  5,    10,     30,   60};
 }
 
 constexpr size_t kMaxOpenChunks = 100000;
@@ -30,21 +29,24 @@ CoordinatorMetrics::~CoordinatorMetrics() { coordinator_->RemoveEventSink(this);
 
 absl::Status CoordinatorMetrics::Register(metrics::Registry* r) {
   const std::vector<std::string> job = {"job"};
-#define PSYNC_ADD(field, call)            \
-  do {                                    \
-    auto family = (call);                 \
+#define PSYNC_ADD(field, call)                \
+  do {                                        \
+    auto family = (call);                     \
     if (!family.ok()) return family.status(); \
-    field = *family;                      \
+    field = *family;                          \
   } while (0)
-  PSYNC_ADD(checkins_, r->AddCounter("psync_checkins_total", "Check-ins accepted (first time).", job));
-  PSYNC_ADD(duplicates_, r->AddCounter("psync_duplicate_checkins_total",
-                                       "Identical check-ins repeated (answered idempotently).", job));
+  PSYNC_ADD(checkins_,
+            r->AddCounter("psync_checkins_total", "Check-ins accepted (first time).", job));
+  PSYNC_ADD(duplicates_,
+            r->AddCounter("psync_duplicate_checkins_total",
+                          "Identical check-ins repeated (answered idempotently).", job));
   PSYNC_ADD(releases_, r->AddCounter("psync_releases_total",
                                      "(step, chunk)s released to their sync groups.", job));
-  PSYNC_ADD(syncs_done_, r->AddCounter("psync_sync_done_total",
-                                       "SyncDone reports accepted (one per rank per release).", job));
-  PSYNC_ADD(skipped_steps_, r->AddCounter("psync_skipped_steps_total",
-                                          "Steps every rank skipped.", job));
+  PSYNC_ADD(syncs_done_,
+            r->AddCounter("psync_sync_done_total",
+                          "SyncDone reports accepted (one per rank per release).", job));
+  PSYNC_ADD(skipped_steps_,
+            r->AddCounter("psync_skipped_steps_total", "Steps every rank skipped.", job));
   PSYNC_ADD(violations_, r->AddCounter("psync_violations_total",
                                        "Protocol violations by kind (early_sync, repeated_sync, "
                                        "checksum_mismatch, conflicting_duplicate, "
@@ -113,7 +115,9 @@ void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
         }
         break;
       }
-      case EventKind::kDuplicate: duplicates_->WithLabels(job)->Increment(); break;
+      case EventKind::kDuplicate:
+        duplicates_->WithLabels(job)->Increment();
+        break;
       case EventKind::kRelease: {
         releases_->WithLabels(job)->Increment();
         release_wait_->WithLabels(job)->Observe(absl::ToDoubleSeconds(e.duration));
@@ -126,20 +130,30 @@ void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
         }
         break;
       }
-      case EventKind::kSyncDone: syncs_done_->WithLabels(job)->Increment(); break;
+      case EventKind::kSyncDone:
+        syncs_done_->WithLabels(job)->Increment();
+        break;
       case EventKind::kSyncComplete:
         sync_duration_->WithLabels(job)->Observe(absl::ToDoubleSeconds(e.duration));
         break;
-      case EventKind::kStepSkipped: skipped_steps_->WithLabels(job)->Increment(); break;
+      case EventKind::kStepSkipped:
+        skipped_steps_->WithLabels(job)->Increment();
+        break;
       case EventKind::kViolation:
         violations_->WithLabels({e.job_id, core::ViolationKind(e)})->Increment();
         break;
-      case EventKind::kStall: stalls_->WithLabels(job)->Increment(); break;
+      case EventKind::kStall:
+        stalls_->WithLabels(job)->Increment();
+        break;
       case EventKind::kRejected:
         if (!e.job_id.empty()) rejected_->WithLabels(job)->Increment();
         break;
-      case EventKind::kAbort: aborts_->WithLabels(job)->Increment(); break;
-      case EventKind::kJoin: joins_->WithLabels(job)->Increment(); break;
+      case EventKind::kAbort:
+        aborts_->WithLabels(job)->Increment();
+        break;
+      case EventKind::kJoin:
+        joins_->WithLabels(job)->Increment();
+        break;
       case EventKind::kGeneration:
         // Chunks of the old generation will never be released.
         for (auto it = open_checkins_.begin(); it != open_checkins_.end();) {
@@ -150,7 +164,9 @@ void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
           }
         }
         break;
-      case EventKind::kRankLost: lost_ranks_->WithLabels(job)->Increment(); break;
+      case EventKind::kRankLost:
+        lost_ranks_->WithLabels(job)->Increment();
+        break;
       case EventKind::kSkipVote:
         break;
     }
@@ -170,7 +186,8 @@ void CoordinatorMetrics::Collect() {
     int waiting = 0;
     for (const core::ChunkSnapshot& c : view.snapshot.chunks) waiting += c.state == "WAITING";
     chunks_waiting_->WithLabels(job)->Set(waiting);
-    top_straggler_->WithLabels(job)->Set(view.stragglers.empty() ? 0 : view.stragglers[0].score_seconds);
+    top_straggler_->WithLabels(job)->Set(
+        view.stragglers.empty() ? 0 : view.stragglers[0].score_seconds);
   }
 }
 

@@ -26,11 +26,10 @@ namespace psync::server {
 class CoordinatorMetrics final : public EventSink {
  public:
   static absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> Create(Coordinator* coordinator,
-                                                                     metrics::Registry* registry);
+                                                                    metrics::Registry* registry);
   ~CoordinatorMetrics() override;
 
   void OnEvents(const std::vector<core::Event>& events) override ABSL_LOCKS_EXCLUDED(mu_);
-
 
  private:
   explicit CoordinatorMetrics(Coordinator* coordinator) : coordinator_(coordinator) {}
@@ -82,13 +81,15 @@ class CoordinatorMetrics final : public EventSink {
     static OpenChunkView View(const OpenChunk& k) { return {k.job, k.generation, k.step, k.chunk}; }
     static const OpenChunkView& View(const OpenChunkView& k) { return k; }
     template <typename A, typename B>
-    bool operator()(const A& a, const B& b) const { return View(a) == View(b); }
+    bool operator()(const A& a, const B& b) const {
+      return View(a) == View(b);
+    }
   };
 
   absl::Mutex mu_;
   // Check-in times of chunks not yet released.
-  absl::flat_hash_map<OpenChunk, std::vector<absl::Time>, OpenChunkHash, OpenChunkEq>
-      open_checkins_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<OpenChunk, std::vector<absl::Time>, OpenChunkHash, OpenChunkEq> open_checkins_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace psync::server

@@ -4,10 +4,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "server/http_api.h"
-#include "server/rank_server.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/http_api.h"
+#include "server/rank_server.h"
 
 namespace psync::server {
 
@@ -67,14 +67,15 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
   s->server_ = std::move(*server);
   if (options.inspect_interval > absl::ZeroDuration()) {
     CoordinatorServer* self = s.get();
-    s->inspector_ = std::thread([self, interval = options.inspect_interval,
-                                 log = options.log_stalls] {
-      while (!self->stop_inspector_.WaitForNotificationWithTimeout(interval)) {
-        for (const core::Event& stall : self->coordinator_->EnforceLiveness()) {
-          if (log) std::cerr << "psync: stall: job '" << stall.job_id << "' " << stall.detail << "\n";
-        }
-      }
-    });
+    s->inspector_ =
+        std::thread([self, interval = options.inspect_interval, log = options.log_stalls] {
+          while (!self->stop_inspector_.WaitForNotificationWithTimeout(interval)) {
+            for (const core::Event& stall : self->coordinator_->EnforceLiveness()) {
+              if (log)
+                std::cerr << "psync: stall: job '" << stall.job_id << "' " << stall.detail << "\n";
+            }
+          }
+        });
   }
   return s;
 }

@@ -12,10 +12,9 @@
 #include <string>
 #include <thread>
 
+#include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-
-#include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
 #include "server/clock.h"
 #include "server/coordinator.h"
@@ -37,7 +36,8 @@ struct ServerOptions {
   RendezvousLimits rendezvous;
   // Not owned; nullptr uses the real clock.
   Clock* clock = nullptr;
-  // How often to look for stalls (Coordinator::EnforceLiveness); zero disables the inspector thread.
+  // How often to look for stalls (Coordinator::EnforceLiveness); zero disables the inspector
+  // thread.
   absl::Duration inspect_interval = absl::Milliseconds(50);
   // Log each stall to stderr.
   bool log_stalls = true;

@@ -44,8 +44,8 @@ TEST(EventLogTest, SinceReturnsEventsFromAnIndexAcrossBatches) {
 
 TEST(EventLogTest, DropsOldestWholeBatchesBeyondCapacity) {
   EventLog log(5);
-  log.Append(Events(3));                            // 0..2
-  log.Append(Events(2));                            // 3..4: exactly at capacity
+  log.Append(Events(3));  // 0..2
+  log.Append(Events(2));  // 3..4: exactly at capacity
   EXPECT_EQ(log.first_index(), 0u);
   log.Append(Events(1, core::EventKind::kRelease));  // 5: over, the first batch goes
   EXPECT_EQ(log.first_index(), 3u);
@@ -53,9 +53,9 @@ TEST(EventLogTest, DropsOldestWholeBatchesBeyondCapacity) {
   EXPECT_EQ(Indices(log.Since(0)), (std::vector<uint64_t>{3, 4, 5}));
   std::vector<core::EventKind> kinds;
   log.ForEach([&](const core::Event& e) { kinds.push_back(e.kind); });
-  EXPECT_EQ(kinds, (std::vector<core::EventKind>{core::EventKind::kCheckin,
-                                                 core::EventKind::kCheckin,
-                                                 core::EventKind::kRelease}));
+  EXPECT_EQ(kinds,
+            (std::vector<core::EventKind>{core::EventKind::kCheckin, core::EventKind::kCheckin,
+                                          core::EventKind::kRelease}));
 }
 
 TEST(EventLogTest, ABatchLargerThanCapacityIsNumberedButNotKept) {

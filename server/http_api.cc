@@ -5,8 +5,8 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
 #include "server/convert.h"
 #include "server/metrics/http_handler.h"
@@ -45,8 +45,8 @@ absl::Status ParseUint(const http::Request& request, absl::string_view name, uin
     return absl::OkStatus();
   }
   if (!absl::SimpleAtoi(text, out)) {
-    return absl::InvalidArgumentError(absl::StrCat("query parameter '", name,
-                                                   "' must be an unsigned integer"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("query parameter '", name, "' must be an unsigned integer"));
   }
   return absl::OkStatus();
 }
@@ -92,8 +92,8 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
     if (auto s = ParseUint(request, "step", 0, &step); !s.ok()) return ErrorOf(s);
     if (auto s = ParseUint(request, "chunk", 0, &chunk_id); !s.ok()) return ErrorOf(s);
     absl::Duration deadline;
-    absl::StatusOr<core::ChunkSnapshot> snapshot = coordinator->GetChunkStatus(
-        id, step, static_cast<core::ChunkId>(chunk_id), &deadline);
+    absl::StatusOr<core::ChunkSnapshot> snapshot =
+        coordinator->GetChunkStatus(id, step, static_cast<core::ChunkId>(chunk_id), &deadline);
     if (!snapshot.ok()) return ErrorOf(snapshot.status());
     v1::ChunkStatus status;
     ChunkStatusToProto(*snapshot, deadline, &status);
@@ -119,7 +119,8 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
     if (auto s = ParseUint(request, "since", 0, &since); !s.ok()) return ErrorOf(s);
     const std::string job_filter = request.QueryParam("job");
     absl::flat_hash_set<std::string> kinds;
-    for (absl::string_view k : absl::StrSplit(request.QueryParam("kinds"), ',', absl::SkipEmpty())) {
+    for (absl::string_view k :
+         absl::StrSplit(request.QueryParam("kinds"), ',', absl::SkipEmpty())) {
       kinds.insert(std::string(k));
     }
     uint64_t next = 0;

@@ -7,20 +7,20 @@
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-
-#include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "server/coordinator_server.h"
 #include "server/daemon.h"
 #include "server/dashboard/assets.h"
 #include "server/heap_releaser.h"
 
-ABSL_FLAG(std::string, listen, "0.0.0.0:7070", "host:port to serve gRPC on (port 0: any free port)");
+ABSL_FLAG(std::string, listen, "0.0.0.0:7070",
+          "host:port to serve gRPC on (port 0: any free port)");
 ABSL_FLAG(std::string, port_file, "", "if set, write the bound port to this file once serving");
 ABSL_FLAG(std::string, http_listen, "0.0.0.0:7071",
           "host:port for /metrics, the JSON API and the dashboard (empty: off; port 0: any)");
@@ -53,7 +53,6 @@ ABSL_FLAG(uint32_t, max_jobs, 1024, "jobs held at once");
 
 namespace {
 
-
 bool ReadFile(const std::string& path, std::string* out) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return false;
@@ -74,10 +73,11 @@ absl::StatusOr<absl::flat_hash_map<std::string, std::string>> ReadJobTokens(
     ++line_number;
     line = absl::StripAsciiWhitespace(line);
     if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string> fields = absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    std::vector<std::string> fields =
+        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
     if (fields.size() != 2) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ":", line_number,
-                                                     ": expected 'job_id token'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", line_number, ": expected 'job_id token'"));
     }
     tokens[fields[0]] = fields[1];
   }
@@ -87,8 +87,9 @@ absl::StatusOr<absl::flat_hash_map<std::string, std::string>> ReadJobTokens(
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("psync coordinator: gates each chunk's param sync until every "
-                               "declared contributor staged, exactly once.");
+  absl::SetProgramUsageMessage(
+      "psync coordinator: gates each chunk's param sync until every "
+      "declared contributor staged, exactly once.");
   absl::ParseCommandLine(argc, argv);
   psync::server::UseReleaseMutexSettings();
 
@@ -96,10 +97,10 @@ int main(int argc, char** argv) {
   const sigset_t stop_signals = psync::server::BlockStopSignals();
 
   psync::server::ServerOptions options;
-  for (auto [flag, out] : {std::pair{absl::GetFlag(FLAGS_tls_cert), &options.tls_cert_pem},
-                           std::pair{absl::GetFlag(FLAGS_tls_key), &options.tls_key_pem},
-                           std::pair{absl::GetFlag(FLAGS_tls_client_ca),
-                                     &options.tls_client_ca_pem}}) {
+  for (auto [flag, out] :
+       {std::pair{absl::GetFlag(FLAGS_tls_cert), &options.tls_cert_pem},
+        std::pair{absl::GetFlag(FLAGS_tls_key), &options.tls_key_pem},
+        std::pair{absl::GetFlag(FLAGS_tls_client_ca), &options.tls_client_ca_pem}}) {
     if (flag.empty()) continue;
     if (!ReadFile(flag, out)) {
       std::cerr << "psync-coordinator: cannot read " << flag << "\n";

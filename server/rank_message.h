@@ -18,9 +18,9 @@ struct RankMessage {
 
   core::RankId rank = 0;
   Kind kind = Kind::kStaged;
-  absl::Span<const core::StagedItem> staged;      // kStaged
-  core::Step skip_step = 0;                       // kSkip
-  absl::string_view skip_reason;                  // kSkip
+  absl::Span<const core::StagedItem> staged;       // kStaged
+  core::Step skip_step = 0;                        // kSkip
+  absl::string_view skip_reason;                   // kSkip
   absl::Span<const core::SyncDoneItem> sync_done;  // kSyncDone
 };
 

@@ -28,13 +28,12 @@ bool RendezvousStore::Lookup(const std::string& job, uint64_t generation,
   return true;
 }
 
-absl::Status RendezvousStore::Set(const std::string& job, uint64_t generation,
-                                  const Caller& caller, const std::string& key,
-                                  std::string value) {
+absl::Status RendezvousStore::Set(const std::string& job, uint64_t generation, const Caller& caller,
+                                  const std::string& key, std::string value) {
   if (auto s = CheckKey("key", key); !s.ok()) return s;
   if (value.size() > limits_.max_value_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("value must be at most ", limits_.max_value_bytes,
-                                                   " bytes (got ", value.size(), ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "value must be at most ", limits_.max_value_bytes, " bytes (got ", value.size(), ")"));
   }
   if (auto s = check_(job, generation, caller); !s.ok()) return s;
   std::vector<std::pair<Callback, Values>> ready;
@@ -46,8 +45,8 @@ absl::Status RendezvousStore::Set(const std::string& job, uint64_t generation,
       scope.values.clear();
     }
     if (!scope.values.contains(key) && scope.values.size() >= limits_.max_keys_per_job) {
-      return absl::ResourceExhaustedError(absl::StrCat("job '", job, "' already holds ",
-                                                       limits_.max_keys_per_job, " keys"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("job '", job, "' already holds ", limits_.max_keys_per_job, " keys"));
     }
     scope.values[key] = std::move(value);
     for (auto it = waiters_.begin(); it != waiters_.end();) {

@@ -14,7 +14,9 @@ using ::testing::HasSubstr;
 class RendezvousStoreTest : public ::testing::Test {
  protected:
   RendezvousStoreTest()
-      : store_(RendezvousLimits{.max_key_bytes = 8, .max_value_bytes = 4, .max_keys_per_job = 2,
+      : store_(RendezvousLimits{.max_key_bytes = 8,
+                                .max_value_bytes = 4,
+                                .max_keys_per_job = 2,
                                 .max_keys_per_get = 3},
                [this](const std::string& job, uint64_t generation, const RendezvousStore::Caller&) {
                  if (job != "j") return absl::NotFoundError("job_id 'x' is not known");

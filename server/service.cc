@@ -1,11 +1,11 @@
 #include "server/service.h"
 
+#include <atomic>
+
 #include "server/agent_stream.h"
 #include "server/convert.h"
 #include "server/event_stream.h"
 #include "server/session_stream.h"
-
-#include <atomic>
 
 namespace psync::server {
 
@@ -68,8 +68,8 @@ grpc::ServerUnaryReactor* CoordinatorService::GetChunkStatus(
     return reactor;
   }
   absl::Duration deadline;
-  absl::StatusOr<core::ChunkSnapshot> chunk = coordinator_->GetChunkStatus(
-      request->job_id(), request->step(), request->chunk(), &deadline);
+  absl::StatusOr<core::ChunkSnapshot> chunk =
+      coordinator_->GetChunkStatus(request->job_id(), request->step(), request->chunk(), &deadline);
   if (chunk.ok()) ChunkStatusToProto(*chunk, deadline, response);
   reactor->Finish(ToGrpcStatus(chunk.status()));
   return reactor;
@@ -114,10 +114,9 @@ grpc::ServerUnaryReactor* CoordinatorService::KvSet(grpc::CallbackServerContext*
                                                     const v1::KvSetRequest* request,
                                                     v1::KvSetResponse* /*response*/) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(
-      rendezvous_->Set(request->job_id(), request->generation(),
-                       {request->rank(), request->session_id()}, request->key(),
-                       request->value())));
+  reactor->Finish(ToGrpcStatus(rendezvous_->Set(request->job_id(), request->generation(),
+                                                {request->rank(), request->session_id()},
+                                                request->key(), request->value())));
   return reactor;
 }
 
@@ -127,15 +126,13 @@ namespace {
 // cancelled (its deadline passed or the client left). Deletes itself in OnDone.
 class KvGetReactor final : public grpc::ServerUnaryReactor {
  public:
-  KvGetReactor(RendezvousStore* store, const v1::KvGetRequest* request,
-               v1::KvGetResponse* response)
+  KvGetReactor(RendezvousStore* store, const v1::KvGetRequest* request, v1::KvGetResponse* response)
       : store_(store), response_(response) {
     const std::vector<std::string> keys(request->keys().begin(), request->keys().end());
-    waiter_ = store_->Get(request->job_id(), request->generation(),
-                          {request->rank(), request->session_id()}, keys, request->wait(),
-                          [this](absl::StatusOr<RendezvousStore::Values> values) {
-                            Complete(std::move(values));
-                          });
+    waiter_ = store_->Get(
+        request->job_id(), request->generation(), {request->rank(), request->session_id()}, keys,
+        request->wait(),
+        [this](absl::StatusOr<RendezvousStore::Values> values) { Complete(std::move(values)); });
     // A cancellation that arrived while Get ran saw no waiter id yet: cancel now.
     if (cancelled_.load()) CancelWaiter();
   }

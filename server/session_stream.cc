@@ -159,7 +159,8 @@ class SessionStream final : public Reactor {
 
 }  // namespace
 
-grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>* NewSessionStream(Coordinator* coordinator) {
+grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>* NewSessionStream(
+    Coordinator* coordinator) {
   return new SessionStream(coordinator);
 }
 

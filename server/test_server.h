@@ -39,7 +39,8 @@ inline absl::StatusOr<std::unique_ptr<TestServer>> TestServer::Start(Coordinator
 
 inline absl::StatusOr<std::unique_ptr<TestServer>> TestServer::Start(ServerOptions server_options) {
   server_options.listen = "127.0.0.1:0";
-  server_options.inspect_interval = absl::ZeroDuration();  // tests call EnforceLiveness() themselves
+  server_options.inspect_interval =
+      absl::ZeroDuration();  // tests call EnforceLiveness() themselves
   auto server = CoordinatorServer::Start(std::move(server_options));
   if (!server.ok()) return server.status();
   return std::unique_ptr<TestServer>(new TestServer(std::move(*server)));

@@ -77,12 +77,12 @@ TEST_F(AsyncCoordinationTest, ReportsFlowInOrderWithoutWaitingForAcks) {
     ASSERT_TRUE(link->ReportSyncDone(0, chunk, Dp(10 + chunk), 1).ok());
   }
   ASSERT_TRUE(link->ReportStagedBatch({[] {
-                psync::v1::Staged s;
-                s.set_step(1);
-                s.set_chunk(0);
-                s.set_optimizer("dense");
-                return s;
-              }()})
+                    psync::v1::Staged s;
+                    s.set_step(1);
+                    s.set_chunk(0);
+                    s.set_optimizer("dense");
+                    return s;
+                  }()})
                   .ok());
   EXPECT_TRUE(link->Flush().ok());
   auto status = server_->coordinator().GetJobStatus("async-link");

@@ -87,9 +87,9 @@ class AsyncClientCoordination final : public Coordination {
       a.mu.AwaitWithTimeout(absl::Condition(&drained), flush_timeout_);
     }
     if (a.in_flight > 0 && a.error.ok()) {
-      return absl::DeadlineExceededError(
-          absl::StrCat(a.in_flight, " reports got no answer within ",
-                       absl::FormatDuration(flush_timeout_), " of the last one"));
+      return absl::DeadlineExceededError(absl::StrCat(a.in_flight, " reports got no answer within ",
+                                                      absl::FormatDuration(flush_timeout_),
+                                                      " of the last one"));
     }
     return a.error;
   }
@@ -137,7 +137,7 @@ std::unique_ptr<Coordination> NewClientCoordination(psync::Client* client) {
 }
 
 std::unique_ptr<Coordination> NewAsyncClientCoordination(psync::Client* client,
-                                                    absl::Duration flush_timeout) {
+                                                         absl::Duration flush_timeout) {
   return std::make_unique<AsyncClientCoordination>(client, flush_timeout);
 }
 

@@ -5,7 +5,8 @@
 // client library -> Session stream -> coordinator, and statuses come back unchanged (the Ack's
 // code: FAILED_PRECONDITION for a SyncDone before the release, ...):
 //  * NewClientCoordination: every report waits for its Ack (one round trip each).
-//  * NewAsyncClientCoordination: reports use the client's asynchronous calls and return at once, so the
+//  * NewAsyncClientCoordination: reports use the client's asynchronous calls and return at once, so
+//  the
 //    training loop never waits a round trip per check-in. The client writes them in the order
 //    they were made (a SyncDone of step s reaches the coordinator before the check-ins of step
 //    s + 1). The first report the coordinator refuses is kept: from then on every call returns it
@@ -63,7 +64,7 @@ class Coordination {
 std::unique_ptr<Coordination> NewClientCoordination(psync::Client* client);
 // `flush_timeout`: how long Flush() waits without any answer arriving.
 std::unique_ptr<Coordination> NewAsyncClientCoordination(psync::Client* client,
-                                                    absl::Duration flush_timeout);
+                                                         absl::Duration flush_timeout);
 
 }  // namespace worker
 }  // namespace psync

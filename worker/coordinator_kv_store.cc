@@ -38,10 +38,9 @@ absl::Status CoordinatorKvStore::Set(absl::string_view key, absl::string_view va
   request.set_key(std::string(key));
   request.set_value(std::string(value));
   psync::v1::KvSetResponse response;
-  return CallWithTimeout(call_timeout_, absl::StrCat("KvSet \"", key, "\""),
-                         [&](grpc::ClientContext* context) {
-                           return stub_->KvSet(context, request, &response);
-                         });
+  return CallWithTimeout(
+      call_timeout_, absl::StrCat("KvSet \"", key, "\""),
+      [&](grpc::ClientContext* context) { return stub_->KvSet(context, request, &response); });
 }
 
 psync::v1::KvGetRequest CoordinatorKvStore::MakeKvGet(absl::Span<const std::string> keys,
@@ -57,10 +56,9 @@ psync::v1::KvGetRequest CoordinatorKvStore::MakeKvGet(absl::Span<const std::stri
 absl::StatusOr<std::string> CoordinatorKvStore::Get(absl::string_view key) {
   const psync::v1::KvGetRequest request = MakeKvGet({std::string(key)}, /*wait=*/false);
   psync::v1::KvGetResponse response;
-  absl::Status status = CallWithTimeout(call_timeout_, absl::StrCat("KvGet \"", key, "\""),
-                                        [&](grpc::ClientContext* context) {
-                                          return stub_->KvGet(context, request, &response);
-                                        });
+  absl::Status status = CallWithTimeout(
+      call_timeout_, absl::StrCat("KvGet \"", key, "\""),
+      [&](grpc::ClientContext* context) { return stub_->KvGet(context, request, &response); });
   if (!status.ok()) return status;
   if (response.values_size() != 1) {
     return absl::InternalError(absl::StrCat("KvGet \"", key, "\": the coordinator answered ",

@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "worker/status_macros.h"
 #include "worker/reference_model.h"
+#include "worker/status_macros.h"
 #include "worker/synthetic_model.h"
 
 namespace psync {

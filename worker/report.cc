@@ -228,10 +228,9 @@ absl::StatusOr<AuditSnapshot> FetchAudit(psync::v1::Coordinator::Stub* stub,
   AuditSnapshot snapshot;
   psync::v1::GetJobStatusRequest status_request;
   status_request.set_job_id(job_id);
-  absl::Status status =
-      CallWithTimeout(timeout, "GetJobStatus", [&](grpc::ClientContext* context) {
-        return stub->GetJobStatus(context, status_request, &snapshot.status);
-      });
+  absl::Status status = CallWithTimeout(timeout, "GetJobStatus", [&](grpc::ClientContext* context) {
+    return stub->GetJobStatus(context, status_request, &snapshot.status);
+  });
   if (!status.ok()) return status;
   psync::v1::GetAuditRequest audit_request;
   audit_request.set_job_id(job_id);

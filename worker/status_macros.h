@@ -5,9 +5,9 @@
 
 #include "absl/status/status.h"
 
-#define PSYNC_RETURN_IF_ERROR(expr)           \
-  do {                                        \
-    absl::Status psync_status_ = (expr);      \
+#define PSYNC_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    absl::Status psync_status_ = (expr);           \
     if (!psync_status_.ok()) return psync_status_; \
   } while (false)
 

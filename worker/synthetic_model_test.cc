@@ -45,7 +45,9 @@ TEST(ExactGradientTest, FillMatchesTheScalarFunction) {
   std::vector<float> out(300);
   FillExactGradients(9, 4, 1, 3, ParamKind::kExpert, 50, 320, absl::MakeSpan(out));
   for (int64_t i = 0; i < 300; ++i) {
-    EXPECT_EQ(FloatToBits(out[i]), FloatToBits(ExactGradient(9, 4, 1, 3, ParamKind::kExpert, 50 + i, 320))) << i;
+    EXPECT_EQ(FloatToBits(out[i]),
+              FloatToBits(ExactGradient(9, 4, 1, 3, ParamKind::kExpert, 50 + i, 320)))
+        << i;
   }
 }
 

@@ -98,7 +98,8 @@ absl::Status Trainer::Execute(int64_t step, int chunk,
 absl::Status Trainer::ObserveSyncDone(int64_t step, int chunk,
                                       std::vector<psync::v1::GroupChecksum> checksums,
                                       uint32_t executions, StepResult* result) {
-  absl::Status status = coordination_->ReportSyncDone(step, chunk, std::move(checksums), executions);
+  absl::Status status =
+      coordination_->ReportSyncDone(step, chunk, std::move(checksums), executions);
   if (status.code() == absl::StatusCode::kFailedPrecondition) {
     ++result->early_sync_answers;
     return absl::OkStatus();
@@ -171,8 +172,9 @@ absl::StatusOr<StepResult> Trainer::RunStep(int64_t step) {
         }
         PSYNC_RETURN_IF_ERROR(
             Execute(step, c, staged, &executions, &result, &checksums[c], &check_seconds));
-        PSYNC_RETURN_IF_ERROR(Annotate(coordination_->ReportSyncDone(step, c, checksums[c], executions[c]),
-                                       absl::StrCat("SyncDone of step ", step, " chunk ", c)));
+        PSYNC_RETURN_IF_ERROR(
+            Annotate(coordination_->ReportSyncDone(step, c, checksums[c], executions[c]),
+                     absl::StrCat("SyncDone of step ", step, " chunk ", c)));
       }
       break;
     case SyncMode::kLocalDeferred:
@@ -197,8 +199,9 @@ absl::StatusOr<StepResult> Trainer::RunStep(int64_t step) {
         return Annotate(directive.status(),
                         absl::StrCat("waiting for the directive of step ", step, " chunk ", c));
       }
-      PSYNC_RETURN_IF_ERROR(Annotate(coordination_->ReportSyncDone(step, c, checksums[c], executions[c]),
-                                     absl::StrCat("SyncDone of step ", step, " chunk ", c)));
+      PSYNC_RETURN_IF_ERROR(
+          Annotate(coordination_->ReportSyncDone(step, c, checksums[c], executions[c]),
+                   absl::StrCat("SyncDone of step ", step, " chunk ", c)));
     }
   }
   result.sync_seconds = SecondsSince(start) + sync_in_stage_seconds - check_seconds;

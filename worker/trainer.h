@@ -28,7 +28,8 @@
 //
 // Errors: a failed collective, backend call or coordinator call (other than the observe-only
 // answers above) ends the step with that status; the model is then unusable.
-// Thread-compatible. Borrows the model, the reference (may be null when !verify) and the coordination.
+// Thread-compatible. Borrows the model, the reference (may be null when !verify) and the
+// coordination.
 #ifndef PSYNC_WORKER_TRAINER_H_
 #define PSYNC_WORKER_TRAINER_H_
 

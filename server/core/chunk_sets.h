@@ -48,8 +48,10 @@ class StagedMark {
  public:
   StagedMark() = default;
   StagedMark(std::optional<uint64_t> checksum, absl::Time at)
-      : at_ns_(absl::ToUnixNanos(at)), checksum_(checksum.value_or(0)),
-        has_checksum_(checksum.has_value()), present_(true) {}
+      : at_ns_(absl::ToUnixNanos(at)),
+        checksum_(checksum.value_or(0)),
+        has_checksum_(checksum.has_value()),
+        present_(true) {}
   bool present() const { return present_; }
   std::optional<uint64_t> checksum() const {
     return has_checksum_ ? std::optional<uint64_t>(checksum_) : std::nullopt;
@@ -109,8 +111,7 @@ class StagedSet {
       if (flags_[s] & kPresent) fn(slots_->ContributorAt(s), *AtSlot(s));
     }
     for (const auto& [key, mark] : keyed_) {
-      fn(Contributor{static_cast<RankId>(key >> 32), ids_->Name(static_cast<uint32_t>(key))},
-         mark);
+      fn(Contributor{static_cast<RankId>(key >> 32), ids_->Name(static_cast<uint32_t>(key))}, mark);
     }
   }
 
@@ -131,9 +132,9 @@ class StagedSet {
   std::optional<StagedMark> AtSlot(uint32_t slot) const {
     if (!(flags_[slot] & kPresent)) return std::nullopt;
     const SlotMark& m = by_slot_[slot];
-    return StagedMark(flags_[slot] & kHasChecksum ? std::optional<uint64_t>(m.checksum)
-                                                  : std::nullopt,
-                      absl::FromUnixNanos(m.at_ns));
+    return StagedMark(
+        flags_[slot] & kHasChecksum ? std::optional<uint64_t>(m.checksum) : std::nullopt,
+        absl::FromUnixNanos(m.at_ns));
   }
 
   OptimizerIds* ids_ = nullptr;
@@ -210,9 +211,12 @@ class DoneSet {
   // Requires state_[slot] != kKeyed.
   std::optional<GroupChecksums> AtSlot(uint32_t slot) const {
     switch (state_[slot]) {
-      case kNoChecksum: return GroupChecksums();
-      case kOneChecksum: return GroupChecksums{{*slots_->OnlyGroupOf(slot), checksum_[slot]}};
-      default: return std::nullopt;
+      case kNoChecksum:
+        return GroupChecksums();
+      case kOneChecksum:
+        return GroupChecksums{{*slots_->OnlyGroupOf(slot), checksum_[slot]}};
+      default:
+        return std::nullopt;
     }
   }
 

@@ -1,6 +1,5 @@
 #include "server/core/chunk_slots.h"
 
-
 namespace psync::core {
 namespace {
 
@@ -30,7 +29,8 @@ RankRuns::RankRuns(absl::Span<const RankId> sorted_ranks) {
 ChunkSlots::ChunkSlots(const absl::btree_set<Contributor>& contributors,
                        absl::Span<const RankId> members,
                        const std::map<std::string, std::vector<RankId>>& groups)
-    : members_(members.begin(), members.end()), num_members_(members.size()),
+    : members_(members.begin(), members.end()),
+      num_members_(members.size()),
       member_runs_(members) {
   constexpr uint32_t kNoGroup = kSeveralGroups - 1;
   member_group_.assign(members.size(), kNoGroup);

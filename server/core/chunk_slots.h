@@ -84,9 +84,9 @@ class ChunkSlots {
   }
 
  private:
-  std::vector<std::string> optimizers_;             // the chunk's optimizer names
-  std::vector<RankId> contributor_rank_;            // per slot, in contributor order
-  std::vector<uint32_t> contributor_optimizer_;     // per slot: index into optimizers_
+  std::vector<std::string> optimizers_;          // the chunk's optimizer names
+  std::vector<RankId> contributor_rank_;         // per slot, in contributor order
+  std::vector<uint32_t> contributor_optimizer_;  // per slot: index into optimizers_
   RankRuns contributor_runs_;
   static constexpr uint32_t kSeveralGroups = ~uint32_t{0};
 

@@ -48,7 +48,8 @@ ChunkSlots TwoOptimizersOnRanks(std::vector<RankId> ranks,
     contributors.insert({r, "expert"});
   }
   std::vector<RankId> members;
-  for (const auto& [name, group] : groups) members.insert(members.end(), group.begin(), group.end());
+  for (const auto& [name, group] : groups)
+    members.insert(members.end(), group.begin(), group.end());
   std::sort(members.begin(), members.end());
   members.erase(std::unique(members.begin(), members.end()), members.end());
   return ChunkSlots(contributors, members, groups);
@@ -81,7 +82,7 @@ TEST(StagedSetTest, SlotsAndKeysTogether) {
   staged.Init(&ids, &slots);
   const absl::Time t = absl::FromUnixSeconds(100);
   EXPECT_TRUE(staged.Insert({1, "expert"}, StagedMark(7, t)));
-  EXPECT_FALSE(staged.Insert({1, "expert"}, StagedMark(8, t)));  // already in: unchanged
+  EXPECT_FALSE(staged.Insert({1, "expert"}, StagedMark(8, t)));           // already in: unchanged
   EXPECT_TRUE(staged.Insert({5, "dense"}, StagedMark(std::nullopt, t)));  // not a slot: keyed
   EXPECT_FALSE(staged.Insert({5, "dense"}, StagedMark(std::nullopt, t)));
   EXPECT_EQ(staged.size(), 2u);
@@ -113,12 +114,12 @@ TEST(DoneSetTest, EveryShapeOfReportComesBackAsSent) {
   const GroupChecksums one = {{"dp", 42}};
   const GroupChecksums other_group = {{"tp", 5}};
   const GroupChecksums both = {{"dp", 42}, {"tp", 7}};
-  EXPECT_TRUE(done.Insert(0, one));          // the implied group: kept in the slot
+  EXPECT_TRUE(done.Insert(0, one));            // the implied group: kept in the slot
   EXPECT_FALSE(done.Insert(0, {{"dp", 43}}));  // already in: unchanged
   EXPECT_TRUE(done.Insert(1, GroupChecksums()));
   EXPECT_TRUE(done.Insert(2, other_group));  // not the implied group: kept keyed
   EXPECT_FALSE(done.Insert(2, one));
-  EXPECT_TRUE(done.Insert(3, both));         // several groups: kept keyed
+  EXPECT_TRUE(done.Insert(3, both));              // several groups: kept keyed
   EXPECT_TRUE(done.Insert(8, GroupChecksums()));  // not a member slot: keyed
   EXPECT_EQ(done.size(), 5u);
   EXPECT_EQ(done.Find(0), one);

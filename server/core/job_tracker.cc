@@ -20,9 +20,12 @@ namespace psync::core {
 
 const char* JobStateName(JobState state) {
   switch (state) {
-    case JobState::kForming: return "FORMING";
-    case JobState::kRunning: return "RUNNING";
-    case JobState::kAborted: return "ABORTED";
+    case JobState::kForming:
+      return "FORMING";
+    case JobState::kRunning:
+      return "RUNNING";
+    case JobState::kAborted:
+      return "ABORTED";
   }
   return "UNKNOWN";
 }

@@ -146,7 +146,7 @@ class JobTracker {
   struct RankState {
     std::string incarnation;
     std::string session_id;
-    Step step = 0;  // changed only through SetRankStep (it keeps step_census_)
+    Step step = 0;         // changed only through SetRankStep (it keeps step_census_)
     bool counted = false;  // step is counted in step_census_
   };
 
@@ -210,7 +210,7 @@ class JobTracker {
   JobPlan plan_;
   absl::flat_hash_map<RankId, RankState> ranks_;
   std::map<Step, uint32_t> step_census_;  // step -> joined ranks at it
-  OptimizerIds optimizer_ids_;  // keys of every ChunkStep's StagedSet (they point here)
+  OptimizerIds optimizer_ids_;            // keys of every ChunkStep's StagedSet (they point here)
   std::map<Step, StepState> steps_;
 };
 

@@ -2,12 +2,11 @@
 // restart or after an abort), issues the session id, and reconciles once the plan is complete;
 // CheckSender/CheckBatch/CheckAttach decide who may send in this generation; Abort and
 // AbortGeneration end one. Part of the JobTracker class (job_tracker.h); thread-compatible.
-#include "server/core/job_tracker.h"
-
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/core/job_tracker.h"
 
 namespace psync::core {
 
@@ -37,9 +36,9 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
   if (existing != ranks_.end() && state_ != JobState::kAborted &&
       existing->second.incarnation == plan.incarnation) {
     if (!plan_.SameAsJoined(plan)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "rank ", plan.rank, " joined again with incarnation '", plan.incarnation,
-          "' but a different plan; a changed plan needs a new incarnation"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("rank ", plan.rank, " joined again with incarnation '", plan.incarnation,
+                       "' but a different plan; a changed plan needs a new incarnation"));
     }
     Event e = MakeEvent(EventKind::kJoin, now);
     e.rank = plan.rank;
@@ -54,11 +53,12 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
   if (generation_ == 0) {
     new_generation_reason = "first join";
   } else if (state_ == JobState::kAborted) {
-    new_generation_reason = absl::StrCat("rank ", plan.rank, " joined after abort (", abort_reason_, ")");
+    new_generation_reason =
+        absl::StrCat("rank ", plan.rank, " joined after abort (", abort_reason_, ")");
   } else if (existing != ranks_.end()) {
-    new_generation_reason = absl::StrCat("rank ", plan.rank, " restarted (incarnation '",
-                                         existing->second.incarnation, "' -> '", plan.incarnation,
-                                         "')");
+    new_generation_reason =
+        absl::StrCat("rank ", plan.rank, " restarted (incarnation '", existing->second.incarnation,
+                     "' -> '", plan.incarnation, "')");
   }
   if (new_generation_reason.empty()) {
     // Merge checks everything before it changes anything (plan.h), so no trial copy: copying the
@@ -95,8 +95,8 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
 absl::Status JobTracker::CheckSender(RankId rank, uint64_t generation) const {
   if (generation != generation_) {
     return absl::FailedPreconditionError(absl::StrCat("generation ", generation, " is stale: job '",
-                                                      job_id_.str(), "' is at generation ", generation_,
-                                                      "; join again"));
+                                                      job_id_.str(), "' is at generation ",
+                                                      generation_, "; join again"));
   }
   if (state_ == JobState::kAborted) {
     return absl::AbortedError(absl::StrCat("job '", job_id_.str(), "' generation ", generation_,
@@ -127,8 +127,8 @@ absl::Status JobTracker::CheckAttach(RankId rank, uint64_t generation,
   }
   if (generation != generation_) {
     return absl::FailedPreconditionError(absl::StrCat("generation ", generation, " is stale: job '",
-                                                      job_id_.str(), "' is at generation ", generation_,
-                                                      "; join again"));
+                                                      job_id_.str(), "' is at generation ",
+                                                      generation_, "; join again"));
   }
   auto it = ranks_.find(rank);
   if (it == ranks_.end()) {

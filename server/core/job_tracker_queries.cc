@@ -2,14 +2,13 @@
 // shows every chunk's oldest unfinished step (lists only for chunks waiting past a threshold);
 // ChunkAt shows one (step, chunk). They change nothing. Part of JobTracker; thread-compatible
 // (const: concurrent calls are safe only while no mutating call runs).
-#include "server/core/job_tracker.h"
-
 #include <algorithm>
 #include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/core/job_tracker.h"
 
 namespace psync::core {
 
@@ -116,8 +115,7 @@ absl::StatusOr<ChunkSnapshot> JobTracker::ChunkAt(Step step, ChunkId chunk, absl
   auto st = steps_.find(step);
   if (st == steps_.end()) {
     // The lowest step a rank still runs (first_step while the job forms), as in Trim().
-    const Step lowest =
-        plan_.complete() ? LowestRankStep(~Step{0}) : plan_.first_step();
+    const Step lowest = plan_.complete() ? LowestRankStep(~Step{0}) : plan_.first_step();
     const Step oldest = steps_.empty() ? lowest : std::min(lowest, steps_.begin()->first);
     if (step < oldest) {
       return absl::OutOfRangeError(

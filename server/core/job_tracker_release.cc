@@ -3,11 +3,10 @@
 // every member that has not executed the sync yet, and records the release (and the completion,
 // when every member had synced before a coordinator restart). Part of JobTracker;
 // thread-compatible.
-#include "server/core/job_tracker.h"
-
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/core/job_tracker.h"
 #include "server/core/release_rule.h"
 #include "server/core/tracker_text.h"
 
@@ -60,7 +59,8 @@ void JobTracker::MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decision
     c.chunk = chunk;
     c.sequence = cs.sequence;
     c.duration = absl::ZeroDuration();
-    c.detail = absl::StrCat("all ", cs.done.size(), " ranks had synced before a coordinator restart");
+    c.detail =
+        absl::StrCat("all ", cs.done.size(), " ranks had synced before a coordinator restart");
     out->events.push_back(std::move(c));
     CheckChecksums(step, chunk, cs, now, out);
   }

@@ -4,13 +4,12 @@
 // advances as if the coordinator had never stopped. Only declared contributors enter `staged`
 // here (a resume is validated against the rank's plan; Reconcile walks the plan's contributors),
 // which the release rule relies on (release_rule.h). Part of JobTracker; thread-compatible.
-#include "server/core/job_tracker.h"
-
 #include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/core/job_tracker.h"
 
 namespace psync::core {
 
@@ -36,11 +35,10 @@ void JobTracker::ApplyResume(RankId rank, const ResumeState& resume, absl::Time 
   // A rank that synced every chunk it takes part in has finished the step: it may check in for
   // the next one while the other ranks are still re-joining.
   const std::vector<ChunkId> mine = ChunksSyncedBy(rank);
-  const bool finished =
-      !mine.empty() && std::all_of(mine.begin(), mine.end(), [&](ChunkId chunk) {
-        return std::find(resume.synced_chunks.begin(), resume.synced_chunks.end(), chunk) !=
-               resume.synced_chunks.end();
-      });
+  const bool finished = !mine.empty() && std::all_of(mine.begin(), mine.end(), [&](ChunkId chunk) {
+    return std::find(resume.synced_chunks.begin(), resume.synced_chunks.end(), chunk) !=
+           resume.synced_chunks.end();
+  });
   if (finished) SetRankStep(ranks_[rank], resume.step + 1);
   Event e = MakeEvent(EventKind::kJoin, now);
   e.rank = rank;

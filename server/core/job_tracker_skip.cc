@@ -2,22 +2,22 @@
 // generation when the step already has check-ins (a skip disagreement); MaybeSkip skips the step
 // for every rank once all of them voted and the plan is complete. Part of JobTracker;
 // thread-compatible.
-#include "server/core/job_tracker.h"
-
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/core/job_tracker.h"
 
 namespace psync::core {
 
-absl::Status JobTracker::Skip(RankId rank, uint64_t generation, Step step,
-                              absl::string_view reason, absl::Time now, Decisions* out) {
+absl::Status JobTracker::Skip(RankId rank, uint64_t generation, Step step, absl::string_view reason,
+                              absl::Time now, Decisions* out) {
   if (auto s = CheckSender(rank, generation); !s.ok()) return s;
   if (reason.size() > options_.max_reason_length) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "reason must be at most ", options_.max_reason_length, " characters (got ", reason.size(), ")"));
+    return absl::InvalidArgumentError(absl::StrCat("reason must be at most ",
+                                                   options_.max_reason_length, " characters (got ",
+                                                   reason.size(), ")"));
   }
   const Step current = rank_step(rank);
   if (step > current) return CheckNotAhead(rank, "step", step);
@@ -25,11 +25,12 @@ absl::Status JobTracker::Skip(RankId rank, uint64_t generation, Step step,
   if (step < current) {
     if (st != steps_.end() && st->second.skipped) return absl::OkStatus();  // duplicate
     if (st == steps_.end()) {
-      return absl::OutOfRangeError(absl::StrCat("step ", step, " is before the oldest retained step ",
+      return absl::OutOfRangeError(absl::StrCat("step ", step,
+                                                " is before the oldest retained step ",
                                                 steps_.empty() ? current : steps_.begin()->first));
     }
-    return absl::FailedPreconditionError(absl::StrCat("step ", step, " is already finished for rank ",
-                                                      rank, " (it is at step ", current, ")"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "step ", step, " is already finished for rank ", rank, " (it is at step ", current, ")"));
   }
   if (st != steps_.end() && st->second.skip_votes.contains(rank)) return absl::OkStatus();
 
@@ -43,8 +44,8 @@ absl::Status JobTracker::Skip(RankId rank, uint64_t generation, Step step,
     if (!stagers.empty()) {
       std::sort(stagers.begin(), stagers.end());
       AbortGeneration(step,
-                      absl::StrCat("skip disagreement at step ", step, ": rank ", rank,
-                                   " skips (", reason, ") but ", stagers.size(),
+                      absl::StrCat("skip disagreement at step ", step, ": rank ", rank, " skips (",
+                                   reason, ") but ", stagers.size(),
                                    " check-ins were staged, first: ", stagers.front()),
                       now, out);
       return absl::AbortedError(abort_reason_);

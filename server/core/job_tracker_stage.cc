@@ -4,8 +4,6 @@
 // (job_tracker_release.cc) about each chunk it touched. Only declared contributors are admitted
 // to `staged`, which the release rule relies on (release_rule.h). Part of JobTracker;
 // thread-compatible.
-#include "server/core/job_tracker.h"
-
 #include <algorithm>
 #include <string>
 #include <tuple>
@@ -17,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "server/core/first_repeat.h"
+#include "server/core/job_tracker.h"
 #include "server/core/tracker_text.h"
 
 namespace psync::core {
@@ -33,8 +32,8 @@ bool IsDeclared(const ChunkPart* part, absl::string_view optimizer) {
 
 }  // namespace
 
-absl::Status JobTracker::CheckStaged(RankId rank, size_t i, const StagedItem& item,
-                                     bool* duplicate, Decisions* out, absl::Time now) const {
+absl::Status JobTracker::CheckStaged(RankId rank, size_t i, const StagedItem& item, bool* duplicate,
+                                     Decisions* out, absl::Time now) const {
   *duplicate = false;
   // The field an error names; built only for an error.
   const auto where = [i] { return absl::StrCat("items[", i, "]"); };
@@ -49,18 +48,18 @@ absl::Status JobTracker::CheckStaged(RankId rank, size_t i, const StagedItem& it
           : IsDeclared(plan_.part(rank, item.chunk), item.optimizer);
   if (!declared) {
     const ChunkPart* part = plan_.part(rank, item.chunk);
-    return absl::InvalidArgumentError(absl::StrCat(
-        where(), ".optimizer '", item.optimizer, "' is not declared by rank ", rank, " for chunk ",
-        item.chunk, " (declared: [",
-        part == nullptr ? "" : absl::StrJoin(part->optimizers, ","), "])"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where(), ".optimizer '", item.optimizer, "' is not declared by rank ", rank,
+                     " for chunk ", item.chunk, " (declared: [",
+                     part == nullptr ? "" : absl::StrJoin(part->optimizers, ","), "])"));
   }
   const Step current = rank_step(rank);
   if (item.step > current) return CheckNotAhead(rank, absl::StrCat(where(), ".step"), item.step);
   auto st = steps_.find(item.step);
   if (item.step < current && st == steps_.end()) {
     const Step oldest = steps_.empty() ? current : steps_.begin()->first;
-    return absl::OutOfRangeError(absl::StrCat(where(), ".step ", item.step,
-                                              " is before the oldest retained step ", oldest));
+    return absl::OutOfRangeError(
+        absl::StrCat(where(), ".step ", item.step, " is before the oldest retained step ", oldest));
   }
   if (st != steps_.end() && st->second.skipped) {
     return absl::FailedPreconditionError(
@@ -81,14 +80,14 @@ absl::Status JobTracker::CheckStaged(RankId rank, size_t i, const StagedItem& it
         v.chunk = item.chunk;
         v.rank = rank;
         v.optimizer = item.optimizer;
-        v.detail = absl::StrCat("conflicting duplicate check-in: shard_checksum ",
-                                ChecksumText(item.checksum), " after ",
-                                ChecksumText(found->checksum()));
+        v.detail =
+            absl::StrCat("conflicting duplicate check-in: shard_checksum ",
+                         ChecksumText(item.checksum), " after ", ChecksumText(found->checksum()));
         out->events.push_back(std::move(v));
-        return absl::AlreadyExistsError(absl::StrCat(
-            where(), ": step ", item.step, " chunk ", item.chunk, " ", Describe(who),
-            " already staged with shard_checksum ", ChecksumText(found->checksum()), ", now ",
-            ChecksumText(item.checksum)));
+        return absl::AlreadyExistsError(
+            absl::StrCat(where(), ": step ", item.step, " chunk ", item.chunk, " ", Describe(who),
+                         " already staged with shard_checksum ", ChecksumText(found->checksum()),
+                         ", now ", ChecksumText(item.checksum)));
       }
     }
   }
@@ -100,9 +99,8 @@ absl::Status JobTracker::CheckStaged(RankId rank, size_t i, const StagedItem& it
   return absl::OkStatus();
 }
 
-absl::Status JobTracker::Stage(RankId rank, uint64_t generation,
-                               absl::Span<const StagedItem> items, absl::Time now,
-                               Decisions* out) {
+absl::Status JobTracker::Stage(RankId rank, uint64_t generation, absl::Span<const StagedItem> items,
+                               absl::Time now, Decisions* out) {
   if (auto s = CheckBatch(rank, generation, items.size()); !s.ok()) return s;
   // Items are judged in order: the first bad one names the error.
   const ptrdiff_t repeat = FirstRepeat(items, [](const StagedItem& item) {
@@ -112,9 +110,9 @@ absl::Status JobTracker::Stage(RankId rank, uint64_t generation,
   for (size_t i = 0; i < items.size(); ++i) {
     const StagedItem& item = items[i];
     if (static_cast<ptrdiff_t>(i) == repeat) {
-      return absl::InvalidArgumentError(absl::StrCat("items[", i, "] repeats an earlier item (step ",
-                                                     item.step, " chunk ", item.chunk, " ",
-                                                     item.optimizer, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("items[", i, "] repeats an earlier item (step ", item.step, " chunk ",
+                       item.chunk, " ", item.optimizer, ")"));
     }
     bool duplicate = false;
     if (auto s = CheckStaged(rank, i, item, &duplicate, out, now); !s.ok()) return s;
@@ -130,8 +128,8 @@ absl::Status JobTracker::Stage(RankId rank, uint64_t generation,
     std::sort(voters.begin(), voters.end());
     AbortGeneration(current,
                     absl::StrCat("skip disagreement at step ", current, ": rank ", rank,
-                                 " staged while ranks [", absl::StrJoin(voters, ","),
-                                 "] skip it (", st->second.skip_reason, ")"),
+                                 " staged while ranks [", absl::StrJoin(voters, ","), "] skip it (",
+                                 st->second.skip_reason, ")"),
                     now, out);
     return absl::AbortedError(abort_reason_);
   }

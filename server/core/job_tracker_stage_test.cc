@@ -3,8 +3,6 @@
 // Exact decisions (deliveries, events, sequence numbers, status codes) driven through the
 // Harness of job_tracker_test_harness.h, which audits every decision with an InvariantChecker
 // and asserts a refused call leaves Snapshot() and Pending() unchanged.
-#include "server/core/job_tracker.h"
-
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -14,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/core/invariant_checker.h"
+#include "server/core/job_tracker.h"
 #include "server/core/job_tracker_test_harness.h"
 #include "server/core/test_util.h"
 
@@ -161,10 +160,12 @@ TEST(JobTrackerTest, RepeatedItemIsFoundInSmallAndLargeBatches) {
   large.push_back(Item(0, 3, "dense"));
   h.ExpectRefused([&] { return h.Stage(0, large); }, absl::StatusCode::kInvalidArgument,
                   "items[20] repeats an earlier item (step 0 chunk 3 dense)");
-  h.ExpectRefused([&] { return h.Stage(0, {Item(0, 1, "dense"), Item(0, 2, "dense"),
-                                            Item(0, 1, "dense")}); },
-                  absl::StatusCode::kInvalidArgument,
-                  "items[2] repeats an earlier item (step 0 chunk 1 dense)");
+  h.ExpectRefused(
+      [&] {
+        return h.Stage(0, {Item(0, 1, "dense"), Item(0, 2, "dense"), Item(0, 1, "dense")});
+      },
+      absl::StatusCode::kInvalidArgument,
+      "items[2] repeats an earlier item (step 0 chunk 1 dense)");
   EXPECT_THAT(h.events(), IsEmpty());
   large.pop_back();
   ASSERT_TRUE(h.Stage(0, large).ok());

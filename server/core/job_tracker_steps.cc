@@ -2,13 +2,12 @@
 // (naming the chunks it still has to finish); MaybeAdvance moves a rank past every step whose
 // syncs it reported done; Trim drops steps older than the history window behind the lowest rank.
 // Part of JobTracker (job_tracker.h); thread-compatible.
-#include "server/core/job_tracker.h"
-
 #include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/core/job_tracker.h"
 
 namespace psync::core {
 
@@ -36,8 +35,8 @@ absl::Status JobTracker::CheckNotAhead(RankId rank, absl::string_view field, Ste
                                                       UnfinishedChunks(rank), ")"));
   }
   if (step > current + 1) {
-    return absl::OutOfRangeError(absl::StrCat(field, " ", step, " is too far ahead: rank ", rank,
-                                              " is at step ", current));
+    return absl::OutOfRangeError(
+        absl::StrCat(field, " ", step, " is too far ahead: rank ", rank, " is at step ", current));
   }
   return absl::OkStatus();
 }

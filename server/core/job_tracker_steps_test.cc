@@ -2,8 +2,6 @@
 // Exact decisions (deliveries, events, sequence numbers, status codes) driven through the
 // Harness of job_tracker_test_harness.h, which audits every decision with an InvariantChecker
 // and asserts a refused call leaves Snapshot() and Pending() unchanged.
-#include "server/core/job_tracker.h"
-
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -13,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/core/invariant_checker.h"
+#include "server/core/job_tracker.h"
 #include "server/core/job_tracker_test_harness.h"
 #include "server/core/test_util.h"
 

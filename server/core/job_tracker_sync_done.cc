@@ -3,8 +3,6 @@
 // sync is a violation); SyncDone applies a batch all or nothing, records repeated syncs and the
 // completion of a (step, chunk), and advances the rank; CheckChecksums reports members whose
 // gathered weights disagree. Part of JobTracker; thread-compatible.
-#include "server/core/job_tracker.h"
-
 #include <algorithm>
 #include <map>
 #include <string>
@@ -18,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "server/core/first_repeat.h"
+#include "server/core/job_tracker.h"
 #include "server/core/tracker_text.h"
 
 namespace psync::core {
@@ -61,8 +60,8 @@ absl::Status JobTracker::CheckSyncDone(RankId rank, size_t i, const SyncDoneItem
     if (!member || repeated) {
       return absl::InvalidArgumentError(absl::StrCat(
           where(), ".checksums[", j, "].group '", group, "' is ",
-          member ? "listed twice" : absl::StrCat("not a sync group of rank ", rank, " in chunk ",
-                                                 item.chunk)));
+          member ? "listed twice"
+                 : absl::StrCat("not a sync group of rank ", rank, " in chunk ", item.chunk)));
     }
   }
   const Step current = rank_step(rank);
@@ -100,9 +99,9 @@ absl::Status JobTracker::CheckSyncDone(RankId rank, size_t i, const SyncDoneItem
                             item.chunk, " before its release; not staged: ",
                             missing.empty() ? "(plan incomplete)" : absl::StrJoin(missing, ", "));
     out->events.push_back(std::move(v));
-    return absl::FailedPreconditionError(absl::StrCat(
-        where(), ": SyncDone before the directive: step ", item.step, " chunk ", item.chunk,
-        " has not been released"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(where(), ": SyncDone before the directive: step ", item.step, " chunk ",
+                     item.chunk, " has not been released"));
   }
   if (const std::optional<GroupChecksums> done = cs->done.Find(rank); done.has_value()) {
     if (*done == SortedByGroup(item.checksums)) {
@@ -116,9 +115,9 @@ absl::Status JobTracker::CheckSyncDone(RankId rank, size_t i, const SyncDoneItem
     v.detail = absl::StrCat("conflicting duplicate SyncDone: checksums ",
                             ChecksumsText(item.checksums), " after ", ChecksumsText(*done));
     out->events.push_back(std::move(v));
-    return absl::AlreadyExistsError(absl::StrCat(where(), ": rank ", rank, " already reported SyncDone for step ",
-                                                 item.step, " chunk ", item.chunk, " with checksums ",
-                                                 ChecksumsText(*done)));
+    return absl::AlreadyExistsError(
+        absl::StrCat(where(), ": rank ", rank, " already reported SyncDone for step ", item.step,
+                     " chunk ", item.chunk, " with checksums ", ChecksumsText(*done)));
   }
   return absl::OkStatus();
 }
@@ -134,8 +133,9 @@ absl::Status JobTracker::SyncDone(RankId rank, uint64_t generation,
   absl::InlinedVector<bool, 16> fresh(items.size(), false);
   for (size_t i = 0; i < items.size(); ++i) {
     if (static_cast<ptrdiff_t>(i) == repeat) {
-      return absl::InvalidArgumentError(absl::StrCat("items[", i, "] repeats an earlier item (step ",
-                                                     items[i].step, " chunk ", items[i].chunk, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("items[", i, "] repeats an earlier item (step ", items[i].step, " chunk ",
+                       items[i].chunk, ")"));
     }
     bool duplicate = false;
     if (auto s = CheckSyncDone(rank, i, items[i], &duplicate, out, now); !s.ok()) return s;
@@ -211,7 +211,8 @@ void JobTracker::CheckChecksums(Step step, ChunkId chunk, const ChunkStep& cs, a
     v.step = step;
     v.chunk = chunk;
     v.sequence = cs.sequence;
-    v.detail = absl::StrCat("checksum mismatch in group '", group, "': ", absl::StrJoin(parts, "; "));
+    v.detail =
+        absl::StrCat("checksum mismatch in group '", group, "': ", absl::StrJoin(parts, "; "));
     out->events.push_back(std::move(v));
   }
 }

@@ -92,7 +92,8 @@ absl::Status ValidateRankPlan(const RankPlan& plan, const PlanLimits& limits) {
         return s;
       }
       if (!seen_groups.insert(group.name).second) {
-        return Invalid(absl::StrCat(field, ".name"), absl::StrCat("'", group.name, "' is listed twice"));
+        return Invalid(absl::StrCat(field, ".name"),
+                       absl::StrCat("'", group.name, "' is listed twice"));
       }
       std::set<RankId> seen_ranks;
       bool has_self = false;
@@ -102,7 +103,8 @@ absl::Status ValidateRankPlan(const RankPlan& plan, const PlanLimits& limits) {
                          absl::StrCat("rank ", r, " out of range [0, ", plan.world_size, ")"));
         }
         if (!seen_ranks.insert(r).second) {
-          return Invalid(absl::StrCat(field, ".ranks"), absl::StrCat("rank ", r, " is listed twice"));
+          return Invalid(absl::StrCat(field, ".ranks"),
+                         absl::StrCat("rank ", r, " is listed twice"));
         }
         has_self |= (r == plan.rank);
       }
@@ -115,8 +117,8 @@ absl::Status ValidateRankPlan(const RankPlan& plan, const PlanLimits& limits) {
   if (plan.resume.has_value()) {
     const ResumeState& resume = *plan.resume;
     if (resume.step < plan.first_step) {
-      return Invalid("resume.step", absl::StrCat(resume.step, " is before first_step ",
-                                                 plan.first_step));
+      return Invalid("resume.step",
+                     absl::StrCat(resume.step, " is before first_step ", plan.first_step));
     }
     for (size_t i = 0; i < resume.staged.size(); ++i) {
       const auto& [chunk, optimizer] = resume.staged[i];

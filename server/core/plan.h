@@ -47,7 +47,7 @@ struct ChunkInfo {
   // of the chunk's: thousands of groups of 8 made every join O(groups)). Only joins read it:
   // emptied once the plan is complete.
   absl::flat_hash_map<RankId, std::vector<std::string>> groups_listing;
-  std::vector<RankId> members;                       // sorted union of all groups
+  std::vector<RankId> members;  // sorted union of all groups
   // Positions of the contributors and members, built once the plan is complete (empty before):
   // per-step state is kept in arrays indexed by them (chunk_sets.h).
   ChunkSlots slots;

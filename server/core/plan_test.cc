@@ -217,8 +217,8 @@ std::string PlanText(const JobPlan& plan) {
   }
   for (ChunkId c = 0; c < plan.num_chunks(); ++c) {
     const ChunkInfo& info = plan.chunk(c);
-    absl::StrAppend(&out, " chunk ", c, " contributors [", ContributorsText(info),
-                    "] members [", absl::StrJoin(info.members, ","), "] groups");
+    absl::StrAppend(&out, " chunk ", c, " contributors [", ContributorsText(info), "] members [",
+                    absl::StrJoin(info.members, ","), "] groups");
     for (const auto& [name, ranks] : info.groups) {
       absl::StrAppend(&out, " ", name, "=[", absl::StrJoin(ranks, ","), "]");
     }

@@ -117,5 +117,4 @@ RandomPlan MakeRandomPlan(std::mt19937& rng, Step steps) {
   return p;
 }
 
-
 }  // namespace psync::core::testing

@@ -185,10 +185,12 @@ TEST(RecoveryTest, ResumeIsValidatedAgainstThePlan) {
   RankPlan bad = Plan(0, ResumeState{1, 5, {{0, "expert"}}, {}});
   absl::Status s = ValidateRankPlan(bad, PlanLimits());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(), "resume.staged[0] chunk 0 optimizer 'expert' is not declared in this plan");
+  EXPECT_EQ(s.message(),
+            "resume.staged[0] chunk 0 optimizer 'expert' is not declared in this plan");
   RankPlan early = Plan(0, ResumeState{1, 2, {}, {}});
   early.first_step = 3;
-  EXPECT_EQ(ValidateRankPlan(early, PlanLimits()).message(), "resume.step 2 is before first_step 3");
+  EXPECT_EQ(ValidateRankPlan(early, PlanLimits()).message(),
+            "resume.step 2 is before first_step 3");
   ResumeState released{1, 5, {}, {}};
   released.released_chunks = {0, 9};
   EXPECT_EQ(ValidateRankPlan(Plan(0, released), PlanLimits()).message(),

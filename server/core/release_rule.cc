@@ -56,13 +56,12 @@ std::string ReleaseDecision::Reason() const {
     case ReleaseVerdict::kSyncedBefore:
       return "release: a rank executed this sync before a coordinator restart";
     case ReleaseVerdict::kUndeclaredStaged:
-      return absl::StrCat(
-          "not released: internal invariant broken: ", staged, " staged for ", contributors,
-          " declared contributors",
-          undeclared.has_value()
-              ? absl::StrCat(", rank ", undeclared->rank, " ", undeclared->optimizer,
-                             " is not declared")
-              : "");
+      return absl::StrCat("not released: internal invariant broken: ", staged, " staged for ",
+                          contributors, " declared contributors",
+                          undeclared.has_value()
+                              ? absl::StrCat(", rank ", undeclared->rank, " ",
+                                             undeclared->optimizer, " is not declared")
+                              : "");
   }
   return "unknown";
 }

@@ -1,4 +1,5 @@
-// Simulation: joins, check-ins, skips, SyncDones, reconnects, audits; contract: tracker_simulation.h.
+// Simulation: joins, check-ins, skips, SyncDones, reconnects, audits; contract:
+// tracker_simulation.h.
 #include "server/core/tracker_simulation.h"
 
 #include <algorithm>
@@ -39,8 +40,7 @@ absl::Status Simulation::Run() {
   const std::vector<Step> skipped(plan_.skipped.begin(), plan_.skipped.end());
   if (auto s = checker_.CheckComplete(1, steps, skipped); !s.ok()) return Fail(s.ToString());
   size_t chunks_with_contributors = 0;
-  for (const ExpectedChunk& c : plan_.expected)
-    chunks_with_contributors += !c.contributors.empty();
+  for (const ExpectedChunk& c : plan_.expected) chunks_with_contributors += !c.contributors.empty();
   const size_t releases = (plan_.steps - skipped.size()) * chunks_with_contributors;
   if (checker_.releases() != releases) {
     return Fail(absl::StrCat(checker_.releases(), " releases, expected ", releases));
@@ -89,9 +89,9 @@ void Simulation::MaybeAdvance(RankId r) {
   while (rank.step < plan_.first_step + plan_.steps && !IsSkipped(rank.step) &&
          rank.to_stage.empty()) {
     for (ChunkId c : plan_.synced[r]) {
-      const bool done =
-          std::any_of(rank.done.begin(), rank.done.end(),
-                      [&](const SyncDoneItem& d) { return d.step == rank.step && d.chunk == c; });
+      const bool done = std::any_of(rank.done.begin(), rank.done.end(), [&](const SyncDoneItem& d) {
+        return d.step == rank.step && d.chunk == c;
+      });
       if (!done) return;
     }
     EnterStep(r, rank.step + 1);
@@ -275,8 +275,8 @@ absl::Status Simulation::DoStage(RankId r) {
   if (tracker_.state() == JobState::kForming) ++coverage_.checkins_while_forming;
   Decisions out;
   absl::Status status = tracker_.Stage(r, 1, items, now_, &out);
-  if (auto s = Expect(status, absl::StrCat("Stage rank ", r, " step ", rank.step, " ",
-                                           items.size(), " items"));
+  if (auto s = Expect(
+          status, absl::StrCat("Stage rank ", r, " step ", rank.step, " ", items.size(), " items"));
       !s.ok()) {
     return s;
   }
@@ -295,8 +295,7 @@ absl::Status Simulation::DoStage(RankId r) {
 
 absl::Status Simulation::DoSyncDone(RankId r) {
   RankSim& rank = ranks_[r];
-  std::vector<std::pair<Step, ChunkId>> directives(rank.directives.begin(),
-                                                   rank.directives.end());
+  std::vector<std::pair<Step, ChunkId>> directives(rank.directives.begin(), rank.directives.end());
   std::shuffle(directives.begin(), directives.end(), rng_);
   directives.resize(Uniform(1, directives.size()));
   std::vector<SyncDoneItem> items;
@@ -315,9 +314,9 @@ absl::Status Simulation::DoSyncDone(RankId r) {
     coverage_.sync_dones_ahead += directive.first > rank.step;
   Decisions out;
   absl::Status status = tracker_.SyncDone(r, 1, items, now_, &out);
-  if (auto s = Expect(status,
-                      absl::StrCat("SyncDone rank ", r, " ", items.size(), " items, first step ",
-                                   items[0].step, " chunk ", items[0].chunk));
+  if (auto s =
+          Expect(status, absl::StrCat("SyncDone rank ", r, " ", items.size(), " items, first step ",
+                                      items[0].step, " chunk ", items[0].chunk));
       !s.ok()) {
     return s;
   }

@@ -28,10 +28,13 @@ inline std::string ChecksumText(const std::optional<uint64_t>& checksum) {
 
 // "{dp:0x2a,edp0:0x7}"
 inline std::string ChecksumsText(absl::Span<const GroupChecksum> checksums) {
-  return absl::StrCat(
-      "{", absl::StrJoin(checksums, ",", [](std::string* out, const GroupChecksum& g) {
-        absl::StrAppend(out, g.group, ":", absl::StrFormat("%#x", g.checksum));
-      }), "}");
+  return absl::StrCat("{",
+                      absl::StrJoin(checksums, ",",
+                                    [](std::string* out, const GroupChecksum& g) {
+                                      absl::StrAppend(out, g.group, ":",
+                                                      absl::StrFormat("%#x", g.checksum));
+                                    }),
+                      "}");
 }
 
 }  // namespace psync::core::internal

@@ -17,20 +17,34 @@ const char* ViolationKind(const Event& e) {
 
 const char* EventKindName(EventKind kind) {
   switch (kind) {
-    case EventKind::kJoin: return "join";
-    case EventKind::kGeneration: return "generation";
-    case EventKind::kCheckin: return "checkin";
-    case EventKind::kDuplicate: return "duplicate";
-    case EventKind::kRelease: return "release";
-    case EventKind::kSyncDone: return "sync_done";
-    case EventKind::kSyncComplete: return "sync_complete";
-    case EventKind::kSkipVote: return "skip_vote";
-    case EventKind::kStepSkipped: return "step_skipped";
-    case EventKind::kViolation: return "violation";
-    case EventKind::kAbort: return "abort";
-    case EventKind::kRejected: return "rejected";
-    case EventKind::kStall: return "stall";
-    case EventKind::kRankLost: return "rank_lost";
+    case EventKind::kJoin:
+      return "join";
+    case EventKind::kGeneration:
+      return "generation";
+    case EventKind::kCheckin:
+      return "checkin";
+    case EventKind::kDuplicate:
+      return "duplicate";
+    case EventKind::kRelease:
+      return "release";
+    case EventKind::kSyncDone:
+      return "sync_done";
+    case EventKind::kSyncComplete:
+      return "sync_complete";
+    case EventKind::kSkipVote:
+      return "skip_vote";
+    case EventKind::kStepSkipped:
+      return "step_skipped";
+    case EventKind::kViolation:
+      return "violation";
+    case EventKind::kAbort:
+      return "abort";
+    case EventKind::kRejected:
+      return "rejected";
+    case EventKind::kStall:
+      return "stall";
+    case EventKind::kRankLost:
+      return "rank_lost";
   }
   return "unknown";
 }

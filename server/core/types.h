@@ -7,8 +7,8 @@
 
 #include <cstdint>
 #include <memory>
-#include <ostream>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -62,7 +62,7 @@ struct ResumeState {
   uint64_t generation = 0;
   Step step = 0;
   std::vector<std::pair<ChunkId, std::string>> staged;  // (chunk, optimizer) staged at `step`
-  std::vector<ChunkId> synced_chunks;                    // chunks of `step` it synced
+  std::vector<ChunkId> synced_chunks;                   // chunks of `step` it synced
   std::vector<ChunkId> released_chunks;  // chunks of `step` released to it, not reported synced
 };
 
@@ -207,7 +207,7 @@ struct Event {
   std::optional<ChunkId> chunk;
   std::optional<RankId> rank;
   std::string optimizer;
-  uint64_t sequence = 0;  // releases only
+  uint64_t sequence = 0;    // releases only
   absl::Duration duration;  // release: first check-in -> release; sync_complete: release -> last
                             // SyncDone; stall: time waited so far
   std::vector<Contributor> contributors;  // stall: the missing contributors

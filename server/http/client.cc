@@ -23,15 +23,13 @@ constexpr size_t kReadChunk = 16 * 1024;
 
 absl::Status ValidatePath(absl::string_view path) {
   if (path.empty() || path[0] != '/') {
-    return absl::InvalidArgumentError(
-        absl::StrCat("path \"", path, "\" must start with '/'"));
+    return absl::InvalidArgumentError(absl::StrCat("path \"", path, "\" must start with '/'"));
   }
   for (char c : path) {
     unsigned char u = static_cast<unsigned char>(c);
     if (u <= 0x20 || u == 0x7f) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("path \"", absl::CEscape(path),
-                       "\" contains whitespace or a control character"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "path \"", absl::CEscape(path), "\" contains whitespace or a control character"));
     }
   }
   return absl::OkStatus();
@@ -51,9 +49,7 @@ std::optional<size_t> ContentLength(absl::string_view head) {
     if (name.size() == line.size()) continue;
     if (!absl::EqualsIgnoreCase(name, "content-length")) continue;
     size_t length;
-    if (absl::SimpleAtoi(
-            absl::StripAsciiWhitespace(line.substr(name.size() + 1)),
-            &length)) {
+    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(name.size() + 1)), &length)) {
       return length;
     }
   }
@@ -63,16 +59,13 @@ std::optional<size_t> ContentLength(absl::string_view head) {
 // Sends `request` and reads the response. Stops reading once the head and
 // Content-Length bytes of body have arrived (or just the head for HEAD),
 // else at end of input.
-absl::StatusOr<std::string> RoundTrip(absl::string_view host, int port,
-                                      absl::string_view request,
-                                      bool head_request,
-                                      bool stop_at_content_length,
+absl::StatusOr<std::string> RoundTrip(absl::string_view host, int port, absl::string_view request,
+                                      bool head_request, bool stop_at_content_length,
                                       const ClientOptions& options) {
   const absl::Time deadline = absl::Now() + options.timeout;
   absl::StatusOr<UniqueFd> fd = Connect(host, port, deadline);
   if (!fd.ok()) return fd.status();
-  if (absl::Status status = WriteAll(fd->get(), request, deadline);
-      !status.ok()) {
+  if (absl::Status status = WriteAll(fd->get(), request, deadline); !status.ok()) {
     // The server may answer and close before reading everything (e.g. 431),
     // so a failed write is not yet an error: read what it sent.
     if (absl::IsDeadlineExceeded(status)) return status;
@@ -91,20 +84,18 @@ absl::StatusOr<std::string> RoundTrip(absl::string_view host, int port,
       }
     }
     if (response.size() > options.max_response_bytes) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("response from ", host, ":", port, " exceeds ",
-                       options.max_response_bytes, " bytes"));
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "response from ", host, ":", port, " exceeds ", options.max_response_bytes, " bytes"));
     }
     size_t old_size = response.size();
     response.resize(old_size + kReadChunk);
-    absl::StatusOr<size_t> n =
-        ReadSome(fd->get(), &response[old_size], kReadChunk, deadline);
+    absl::StatusOr<size_t> n = ReadSome(fd->get(), &response[old_size], kReadChunk, deadline);
     response.resize(old_size + (n.ok() ? *n : 0));
     if (!n.ok()) {
       if (absl::IsDeadlineExceeded(n.status())) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("no complete response from ", host, ":", port,
-                         " within ", absl::FormatDuration(options.timeout)));
+        return absl::DeadlineExceededError(absl::StrCat("no complete response from ", host, ":",
+                                                        port, " within ",
+                                                        absl::FormatDuration(options.timeout)));
       }
       if (response.empty()) return n.status();
       break;  // Reset after some data: parse what arrived.
@@ -116,45 +107,40 @@ absl::StatusOr<std::string> RoundTrip(absl::string_view host, int port,
 
 }  // namespace
 
-absl::StatusOr<Response> Get(absl::string_view host, int port,
-                             absl::string_view path,
+absl::StatusOr<Response> Get(absl::string_view host, int port, absl::string_view path,
                              const ClientOptions& options) {
   return Fetch(host, port, "GET", path, options);
 }
 
-absl::StatusOr<Response> Fetch(absl::string_view host, int port,
-                               absl::string_view method, absl::string_view path,
-                               const ClientOptions& options) {
+absl::StatusOr<Response> Fetch(absl::string_view host, int port, absl::string_view method,
+                               absl::string_view path, const ClientOptions& options) {
   if (absl::Status status = ValidatePath(path); !status.ok()) return status;
-  if (method.empty() || absl::StrContains(method, ' ') ||
-      absl::StrContains(method, '\r') || absl::StrContains(method, '\n')) {
+  if (method.empty() || absl::StrContains(method, ' ') || absl::StrContains(method, '\r') ||
+      absl::StrContains(method, '\n')) {
     return absl::InvalidArgumentError(
         absl::StrCat("invalid method \"", absl::CEscape(method), "\""));
   }
-  std::string request = absl::StrCat(
-      method, " ", path, " HTTP/1.1\r\nHost: ", HostHeader(host, port),
-      "\r\nUser-Agent: psync\r\nAccept: */*\r\nConnection: close\r\n\r\n");
+  std::string request =
+      absl::StrCat(method, " ", path, " HTTP/1.1\r\nHost: ", HostHeader(host, port),
+                   "\r\nUser-Agent: psync\r\nAccept: */*\r\nConnection: close\r\n\r\n");
   const bool head_request = method == "HEAD";
-  absl::StatusOr<std::string> raw =
-      RoundTrip(host, port, request, head_request,
-                /*stop_at_content_length=*/true, options);
+  absl::StatusOr<std::string> raw = RoundTrip(host, port, request, head_request,
+                                              /*stop_at_content_length=*/true, options);
   if (!raw.ok()) return raw.status();
   if (raw->empty()) {
-    return absl::UnavailableError(absl::StrCat(
-        host, ":", port, " closed the connection without a response"));
+    return absl::UnavailableError(
+        absl::StrCat(host, ":", port, " closed the connection without a response"));
   }
   return ParseResponse(*raw, head_request);
 }
 
 absl::StatusOr<std::string> Exchange(absl::string_view host, int port,
-                                     absl::string_view raw_request,
-                                     const ClientOptions& options) {
+                                     absl::string_view raw_request, const ClientOptions& options) {
   return RoundTrip(host, port, raw_request, /*head_request=*/false,
                    /*stop_at_content_length=*/false, options);
 }
 
-absl::StatusOr<Response> ParseResponse(absl::string_view raw,
-                                       bool head_request) {
+absl::StatusOr<Response> ParseResponse(absl::string_view raw, bool head_request) {
   size_t head_end = FindHeadEnd(raw);
   if (head_end == absl::string_view::npos) {
     return absl::InternalError("response head is incomplete");
@@ -171,13 +157,10 @@ absl::StatusOr<Response> ParseResponse(absl::string_view raw,
   Response response;
   response.content_type.clear();
   if (!absl::StartsWith(status_line, "HTTP/1.") || status_line.size() < 12 ||
-      status_line[8] != ' ' ||
-      (status_line.size() > 12 && status_line[12] != ' ') ||
-      !absl::SimpleAtoi(status_line.substr(9, 3), &response.status) ||
-      response.status < 100) {
+      status_line[8] != ' ' || (status_line.size() > 12 && status_line[12] != ' ') ||
+      !absl::SimpleAtoi(status_line.substr(9, 3), &response.status) || response.status < 100) {
     return absl::InternalError(
-        absl::StrCat("malformed status line \"",
-                     absl::CEscape(status_line.substr(0, 64)), "\""));
+        absl::StrCat("malformed status line \"", absl::CEscape(status_line.substr(0, 64)), "\""));
   }
   bool chunked = false;
   std::optional<size_t> content_length;
@@ -185,8 +168,7 @@ absl::StatusOr<Response> ParseResponse(absl::string_view raw,
     size_t colon = lines[i].find(':');
     if (colon == absl::string_view::npos || colon == 0) {
       return absl::InternalError(
-          absl::StrCat("malformed header line \"",
-                       absl::CEscape(lines[i].substr(0, 64)), "\""));
+          absl::StrCat("malformed header line \"", absl::CEscape(lines[i].substr(0, 64)), "\""));
     }
     std::string name(lines[i].substr(0, colon));
     std::string value(absl::StripAsciiWhitespace(lines[i].substr(colon + 1)));
@@ -198,24 +180,22 @@ absl::StatusOr<Response> ParseResponse(absl::string_view raw,
     } else if (absl::EqualsIgnoreCase(name, "content-length")) {
       size_t length;
       if (!absl::SimpleAtoi(value, &length)) {
-        return absl::InternalError(
-            absl::StrCat("malformed Content-Length \"", value, "\""));
+        return absl::InternalError(absl::StrCat("malformed Content-Length \"", value, "\""));
       }
       content_length = length;
     }
     response.headers.emplace_back(std::move(name), std::move(value));
   }
-  const bool has_body = !head_request && response.status >= 200 &&
-                        response.status != 204 && response.status != 304;
+  const bool has_body =
+      !head_request && response.status >= 200 && response.status != 204 && response.status != 304;
   if (!has_body) return response;
   if (chunked) {
     return absl::UnimplementedError("chunked responses are not supported");
   }
   if (content_length.has_value()) {
     if (body.size() < *content_length) {
-      return absl::InternalError(absl::StrCat("response body has ", body.size(),
-                                              " of ", *content_length,
-                                              " bytes announced"));
+      return absl::InternalError(absl::StrCat("response body has ", body.size(), " of ",
+                                              *content_length, " bytes announced"));
     }
     body = body.substr(0, *content_length);
   }

@@ -33,27 +33,25 @@ struct ClientOptions {
 };
 
 // GET http://host:port/path. `path` may carry a query ("/api?job=a").
-absl::StatusOr<Response> Get(absl::string_view host, int port,
-                             absl::string_view path,
+absl::StatusOr<Response> Get(absl::string_view host, int port, absl::string_view path,
                              const ClientOptions& options = ClientOptions());
 
 // Like Get, with any method (for HEAD the body is empty).
-absl::StatusOr<Response> Fetch(absl::string_view host, int port,
-                               absl::string_view method, absl::string_view path,
+absl::StatusOr<Response> Fetch(absl::string_view host, int port, absl::string_view method,
+                               absl::string_view path,
                                const ClientOptions& options = ClientOptions());
 
 // Sends `raw_request` verbatim and returns every byte received until the
 // server closes the connection. For tests of malformed input.
-absl::StatusOr<std::string> Exchange(
-    absl::string_view host, int port, absl::string_view raw_request,
-    const ClientOptions& options = ClientOptions());
+absl::StatusOr<std::string> Exchange(absl::string_view host, int port,
+                                     absl::string_view raw_request,
+                                     const ClientOptions& options = ClientOptions());
 
 // Parses a complete response. With `head_request`, the body is empty whatever
 // the header fields say. Errors: INTERNAL for a malformed status line or
 // header field or a body shorter than its Content-Length, UNIMPLEMENTED for
 // chunked transfer coding.
-absl::StatusOr<Response> ParseResponse(absl::string_view raw,
-                                       bool head_request);
+absl::StatusOr<Response> ParseResponse(absl::string_view raw, bool head_request);
 
 }  // namespace psync::http
 

@@ -32,16 +32,14 @@ TEST(ParseResponseTest, ParsesStatusHeadersAndBody) {
 }
 
 TEST(ParseResponseTest, BodyRunsToEndWithoutContentLength) {
-  absl::StatusOr<Response> response =
-      ParseResponse("HTTP/1.0 200 OK\n\nall of it", false);
+  absl::StatusOr<Response> response = ParseResponse("HTTP/1.0 200 OK\n\nall of it", false);
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->body, "all of it");
   EXPECT_EQ(response->content_type, "");
 }
 
 TEST(ParseResponseTest, StatusLineWithoutReasonIsAccepted) {
-  absl::StatusOr<Response> response =
-      ParseResponse("HTTP/1.1 204\r\n\r\n", false);
+  absl::StatusOr<Response> response = ParseResponse("HTTP/1.1 204\r\n\r\n", false);
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->status, 204);
 }
@@ -67,11 +65,11 @@ TEST(ParseResponseTest, RejectsMalformedResponses) {
        }) {
     EXPECT_TRUE(absl::IsInternal(ParseResponse(raw, false).status())) << raw;
   }
-  EXPECT_TRUE(absl::IsUnimplemented(
-      ParseResponse("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-                    "5\r\nhello\r\n0\r\n\r\n",
-                    false)
-          .status()));
+  EXPECT_TRUE(
+      absl::IsUnimplemented(ParseResponse("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                          "5\r\nhello\r\n0\r\n\r\n",
+                                          false)
+                                .status()));
 }
 
 class ClientServerTest : public ::testing::Test {
@@ -81,8 +79,7 @@ class ClientServerTest : public ::testing::Test {
                     .Handle("/data",
                             [](const Request& request) {
                               return Response::Text(
-                                  200, std::string(100000, 'd') +
-                                           request.QueryParam("tail"));
+                                  200, std::string(100000, 'd') + request.QueryParam("tail"));
                             })
                     .ok());
     ASSERT_TRUE(server_.Start(kHost, 0).ok());
@@ -92,8 +89,7 @@ class ClientServerTest : public ::testing::Test {
 };
 
 TEST_F(ClientServerTest, GetReadsLargeBodyAndQuery) {
-  absl::StatusOr<Response> response =
-      Get(kHost, server_.port(), "/data?tail=end");
+  absl::StatusOr<Response> response = Get(kHost, server_.port(), "/data?tail=end");
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->status, 200);
   EXPECT_EQ(response->body.size(), 100003u);
@@ -116,10 +112,8 @@ TEST_F(ClientServerTest, NotFoundIsAnOkResult) {
 TEST_F(ClientServerTest, ResponseLargerThanLimitIsResourceExhausted) {
   ClientOptions options;
   options.max_response_bytes = 1000;
-  absl::StatusOr<Response> response =
-      Get(kHost, server_.port(), "/data", options);
-  EXPECT_TRUE(absl::IsResourceExhausted(response.status()))
-      << response.status();
+  absl::StatusOr<Response> response = Get(kHost, server_.port(), "/data", options);
+  EXPECT_TRUE(absl::IsResourceExhausted(response.status())) << response.status();
 }
 
 TEST(ClientTest, RejectsBadPathAndMethod) {
@@ -143,8 +137,7 @@ TEST(ClientTest, SilentServerIsDeadlineExceeded) {
   ASSERT_TRUE(listener.ok()) << listener.status();
   ClientOptions options;
   options.timeout = absl::Milliseconds(100);
-  absl::StatusOr<Response> response =
-      Get(kHost, *LocalPort(listener->get()), "/", options);
+  absl::StatusOr<Response> response = Get(kHost, *LocalPort(listener->get()), "/", options);
   EXPECT_TRUE(absl::IsDeadlineExceeded(response.status())) << response.status();
 }
 
@@ -153,9 +146,7 @@ TEST(ClientTest, ServerClosingWithoutAnswerIsUnavailable) {
   ASSERT_TRUE(listener.ok()) << listener.status();
   const int port = *LocalPort(listener->get());
   std::thread closer([&] {
-    ASSERT_TRUE(
-        WaitReady(listener->get(), POLLIN, absl::Now() + absl::Seconds(10), -1)
-            .ok());
+    ASSERT_TRUE(WaitReady(listener->get(), POLLIN, absl::Now() + absl::Seconds(10), -1).ok());
     UniqueFd accepted(accept(listener->get(), nullptr, nullptr));
     // Closing right away: the client sees end of input (or a reset).
   });
@@ -166,14 +157,9 @@ TEST(ClientTest, ServerClosingWithoutAnswerIsUnavailable) {
 
 TEST(ClientTest, ExchangeReturnsRawBytes) {
   Server server;
-  ASSERT_TRUE(
-      server
-          .Handle("/x",
-                  [](const Request&) { return Response::Text(200, "raw"); })
-          .ok());
+  ASSERT_TRUE(server.Handle("/x", [](const Request&) { return Response::Text(200, "raw"); }).ok());
   ASSERT_TRUE(server.Start(kHost, 0).ok());
-  absl::StatusOr<std::string> raw =
-      Exchange(kHost, server.port(), "GET /x HTTP/1.0\r\n\r\n");
+  absl::StatusOr<std::string> raw = Exchange(kHost, server.port(), "GET /x HTTP/1.0\r\n\r\n");
   ASSERT_TRUE(raw.ok()) << raw.status();
   EXPECT_EQ(raw->substr(0, 17), "HTTP/1.1 200 OK\r\n");
   EXPECT_EQ(raw->substr(raw->size() - 3), "raw");

@@ -9,8 +9,7 @@
 
 namespace psync::http {
 
-std::string Request::QueryParam(absl::string_view name,
-                                absl::string_view default_value) const {
+std::string Request::QueryParam(absl::string_view name, absl::string_view default_value) const {
   auto it = query.find(name);
   return it == query.end() ? std::string(default_value) : it->second;
 }

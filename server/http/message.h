@@ -33,8 +33,7 @@ struct Request {
   absl::flat_hash_map<std::string, std::string> headers;
 
   // Returns the query value for `name`, or `default_value` when absent.
-  std::string QueryParam(absl::string_view name,
-                         absl::string_view default_value = "") const;
+  std::string QueryParam(absl::string_view name, absl::string_view default_value = "") const;
   // Returns the value of header `name` (matched case-insensitively), or "".
   std::string Header(absl::string_view name) const;
 };

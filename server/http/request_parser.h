@@ -42,14 +42,12 @@ absl::StatusOr<Request> ParseRequestHead(absl::string_view head);
 
 // Decodes %XX escapes in `text`; with `plus_as_space`, '+' becomes ' '.
 // Returns INVALID_ARGUMENT for a truncated or non-hex escape.
-absl::StatusOr<std::string> UrlDecode(absl::string_view text,
-                                      bool plus_as_space);
+absl::StatusOr<std::string> UrlDecode(absl::string_view text, bool plus_as_space);
 
 // Parses a query string such as "job=a%20b&verbose" (no leading '?'). A name
 // without '=' maps to "". The first occurrence of a name wins. Returns
 // INVALID_ARGUMENT for a bad escape.
-absl::StatusOr<absl::flat_hash_map<std::string, std::string>> ParseQuery(
-    absl::string_view query);
+absl::StatusOr<absl::flat_hash_map<std::string, std::string>> ParseQuery(absl::string_view query);
 
 }  // namespace psync::http
 

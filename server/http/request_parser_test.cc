@@ -11,8 +11,7 @@ namespace {
 TEST(FindHeadEndTest, FindsCrlfAndLfTerminators) {
   EXPECT_EQ(FindHeadEnd("GET / HTTP/1.1\r\nHost: a\r\n\r\nbody"), 27u);
   EXPECT_EQ(FindHeadEnd("GET / HTTP/1.0\n\nrest"), 16u);
-  EXPECT_EQ(FindHeadEnd("GET / HTTP/1.1\r\nHost: a\r\n"),
-            absl::string_view::npos);
+  EXPECT_EQ(FindHeadEnd("GET / HTTP/1.1\r\nHost: a\r\n"), absl::string_view::npos);
   EXPECT_EQ(FindHeadEnd(""), absl::string_view::npos);
 }
 
@@ -41,8 +40,7 @@ TEST(ParseRequestHeadTest, ParsesRequestLineHeadersAndQuery) {
   ASSERT_TRUE(request.ok()) << request.status();
   EXPECT_EQ(request->method, "GET");
   EXPECT_EQ(request->version, "HTTP/1.1");
-  EXPECT_EQ(request->target,
-            "/api/jobs%2Fx?job=a%20b&verbose&n=1+2&job=second");
+  EXPECT_EQ(request->target, "/api/jobs%2Fx?job=a%20b&verbose&n=1+2&job=second");
   EXPECT_EQ(request->path, "/api/jobs/x");
   EXPECT_EQ(request->QueryParam("job"), "a b");  // First occurrence wins.
   EXPECT_EQ(request->QueryParam("n"), "1 2");
@@ -66,8 +64,7 @@ TEST(ParseRequestHeadTest, AcceptsAbsoluteFormAndHttp10WithoutHost) {
 }
 
 TEST(ParseRequestHeadTest, PlusInPathIsLiteral) {
-  absl::StatusOr<Request> request =
-      ParseRequestHead("GET /a+b HTTP/1.0\r\n\r\n");
+  absl::StatusOr<Request> request = ParseRequestHead("GET /a+b HTTP/1.0\r\n\r\n");
   ASSERT_TRUE(request.ok()) << request.status();
   EXPECT_EQ(request->path, "/a+b");
 }
@@ -105,18 +102,15 @@ TEST(ParseRequestHeadTest, RejectsMalformedInput) {
 }
 
 TEST(ParseRequestHeadTest, UnsupportedMajorVersionIsUnimplemented) {
-  EXPECT_TRUE(absl::IsUnimplemented(
-      ParseRequestHead("GET / HTTP/2.0\r\nHost: a\r\n\r\n").status()));
-  EXPECT_TRUE(absl::IsUnimplemented(
-      ParseRequestHead("GET / HTTP/0.9\r\n\r\n").status()));
+  EXPECT_TRUE(
+      absl::IsUnimplemented(ParseRequestHead("GET / HTTP/2.0\r\nHost: a\r\n\r\n").status()));
+  EXPECT_TRUE(absl::IsUnimplemented(ParseRequestHead("GET / HTTP/0.9\r\n\r\n").status()));
 }
 
 TEST(ParseRequestHeadTest, ErrorMessageNamesTheProblem) {
   absl::Status status =
-      ParseRequestHead("GET / HTTP/1.1\r\nHost: a\r\nBad Name: x\r\n\r\n")
-          .status();
-  EXPECT_NE(status.message().find("Bad Name"), absl::string_view::npos)
-      << status;
+      ParseRequestHead("GET / HTTP/1.1\r\nHost: a\r\nBad Name: x\r\n\r\n").status();
+  EXPECT_NE(status.message().find("Bad Name"), absl::string_view::npos) << status;
 }
 
 TEST(UrlDecodeTest, DecodesEscapesAndOptionallyPlus) {

@@ -27,8 +27,7 @@ constexpr size_t kMaxLingerBytes = 256 * 1024;
 constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
 
 std::string HttpDate(absl::Time now) {
-  return absl::FormatTime("%a, %d %b %Y %H:%M:%S GMT", now,
-                          absl::UTCTimeZone());
+  return absl::FormatTime("%a, %d %b %Y %H:%M:%S GMT", now, absl::UTCTimeZone());
 }
 
 bool HasLineBreak(absl::string_view text) {
@@ -39,28 +38,23 @@ bool HasLineBreak(absl::string_view text) {
 bool IsServerOwnedHeader(absl::string_view name) {
   return absl::EqualsIgnoreCase(name, "content-length") ||
          absl::EqualsIgnoreCase(name, "content-type") ||
-         absl::EqualsIgnoreCase(name, "connection") ||
-         absl::EqualsIgnoreCase(name, "date") ||
+         absl::EqualsIgnoreCase(name, "connection") || absl::EqualsIgnoreCase(name, "date") ||
          absl::EqualsIgnoreCase(name, "transfer-encoding");
 }
 
 // RFC 9110 section 6.4.1: these statuses never carry content.
-bool StatusHasBody(int status) {
-  return status >= 200 && status != 204 && status != 304;
-}
+bool StatusHasBody(int status) { return status >= 200 && status != 204 && status != 304; }
 
 std::string SerializeHead(const Response& response, size_t body_size) {
-  std::string head = absl::StrCat("HTTP/1.1 ", response.status, " ",
-                                  ReasonPhrase(response.status), "\r\n");
+  std::string head =
+      absl::StrCat("HTTP/1.1 ", response.status, " ", ReasonPhrase(response.status), "\r\n");
   if (StatusHasBody(response.status)) {
-    if (!HasLineBreak(response.content_type) &&
-        !response.content_type.empty()) {
+    if (!HasLineBreak(response.content_type) && !response.content_type.empty()) {
       absl::StrAppend(&head, "Content-Type: ", response.content_type, "\r\n");
     }
     absl::StrAppend(&head, "Content-Length: ", body_size, "\r\n");
   }
-  absl::StrAppend(&head, "Date: ", HttpDate(absl::Now()), "\r\n",
-                  "Connection: close\r\n");
+  absl::StrAppend(&head, "Date: ", HttpDate(absl::Now()), "\r\n", "Connection: close\r\n");
   for (const auto& [name, value] : response.headers) {
     if (name.empty() || HasLineBreak(name) || HasLineBreak(value) ||
         name.find(':') != std::string::npos || IsServerOwnedHeader(name)) {
@@ -82,8 +76,7 @@ bool WokenWithin(int wake_fd, absl::Duration timeout) {
 void RejectBusy(int fd) {
   Response response = Response::Error(503);
   response.headers.emplace_back("Retry-After", "1");
-  std::string message =
-      SerializeHead(response, response.body.size()) + response.body;
+  std::string message = SerializeHead(response, response.body.size()) + response.body;
   (void)send(fd, message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
@@ -101,38 +94,29 @@ absl::Status Server::HandlePrefix(absl::string_view prefix, Handler handler) {
   return AddRoute(prefix, std::move(handler), /*prefix=*/true);
 }
 
-absl::Status Server::AddRoute(absl::string_view path, Handler handler,
-                              bool prefix) {
+absl::Status Server::AddRoute(absl::string_view path, Handler handler, bool prefix) {
   if (path.empty() || path[0] != '/') {
-    return absl::InvalidArgumentError(
-        absl::StrCat("route \"", path, "\" must start with '/'"));
+    return absl::InvalidArgumentError(absl::StrCat("route \"", path, "\" must start with '/'"));
   }
   if (!handler) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("route \"", path, "\" has an empty handler"));
+    return absl::InvalidArgumentError(absl::StrCat("route \"", path, "\" has an empty handler"));
   }
   absl::MutexLock lock(&mu_);
   if (routes_frozen_) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("route \"", path, "\" added after Start"));
+    return absl::FailedPreconditionError(absl::StrCat("route \"", path, "\" added after Start"));
   }
   if (prefix) {
     auto& prefixes = pending_routes_.prefixes;
     for (const auto& entry : prefixes) {
       if (entry.first == path) {
-        return absl::AlreadyExistsError(
-            absl::StrCat("prefix route \"", path, "\" already exists"));
+        return absl::AlreadyExistsError(absl::StrCat("prefix route \"", path, "\" already exists"));
       }
     }
     prefixes.emplace_back(std::string(path), std::move(handler));
     std::stable_sort(prefixes.begin(), prefixes.end(),
-                     [](const auto& a, const auto& b) {
-                       return a.first.size() > b.first.size();
-                     });
-  } else if (!pending_routes_.exact.try_emplace(path, std::move(handler))
-                  .second) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("route \"", path, "\" already exists"));
+                     [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  } else if (!pending_routes_.exact.try_emplace(path, std::move(handler)).second) {
+    return absl::AlreadyExistsError(absl::StrCat("route \"", path, "\" already exists"));
   }
   return absl::OkStatus();
 }
@@ -209,8 +193,7 @@ void Server::AcceptLoop() {
   const int listen_fd = listen_fd_.get();
   const int wake_fd = wake_read_fd_.get();
   while (true) {
-    absl::Status ready =
-        WaitReady(listen_fd, POLLIN, absl::InfiniteFuture(), wake_fd);
+    absl::Status ready = WaitReady(listen_fd, POLLIN, absl::InfiniteFuture(), wake_fd);
     if (absl::IsCancelled(ready)) return;
     if (!ready.ok()) {
       // poll() itself failed; back off instead of spinning.
@@ -219,8 +202,7 @@ void Server::AcceptLoop() {
     }
     int fd = accept(listen_fd, nullptr, nullptr);
     if (fd < 0) {
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-          errno == ENOMEM) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         // Out of descriptors or memory: the listener stays readable, so wait
         // a little (or for shutdown) before trying again.
         if (WokenWithin(wake_fd, kAcceptBackoff)) return;
@@ -234,8 +216,7 @@ void Server::AcceptLoop() {
     bool queued = false;
     {
       absl::MutexLock lock(&mu_);
-      if (queue_.size() <
-          static_cast<size_t>(options_.max_pending_connections)) {
+      if (queue_.size() < static_cast<size_t>(options_.max_pending_connections)) {
         queue_.push_back(fd);
         queued = true;
       }
@@ -275,8 +256,7 @@ void Server::ServeConnection(int fd) const {
     if (buffer.size() > options_.max_header_bytes) break;
     size_t old_size = buffer.size();
     buffer.resize(old_size + kReadChunk);
-    absl::StatusOr<size_t> n =
-        ReadSome(fd, &buffer[old_size], kReadChunk, read_deadline, wake_fd);
+    absl::StatusOr<size_t> n = ReadSome(fd, &buffer[old_size], kReadChunk, read_deadline, wake_fd);
     buffer.resize(old_size + (n.ok() ? *n : 0));
     if (n.ok() && *n > 0) {
       if (!CouldStartRequest(buffer)) {
@@ -301,15 +281,13 @@ void Server::ServeConnection(int fd) const {
   }
   Response response;
   bool is_head = false;
-  if (head_end == absl::string_view::npos ||
-      head_end > options_.max_header_bytes) {
+  if (head_end == absl::string_view::npos || head_end > options_.max_header_bytes) {
     response = Response::Error(431);
   } else {
     absl::StatusOr<Request> request =
         ParseRequestHead(absl::string_view(buffer).substr(0, head_end));
     if (!request.ok()) {
-      response =
-          Response::Error(absl::IsUnimplemented(request.status()) ? 505 : 400);
+      response = Response::Error(absl::IsUnimplemented(request.status()) ? 505 : 400);
       absl::StrAppend(&response.body, request.status().message(), "\n");
     } else {
       is_head = request->method == "HEAD";
@@ -345,8 +323,7 @@ Response Server::Dispatch(const Request& request) const {
   }
 }
 
-bool Server::SendResponse(int fd, const Response& response,
-                          bool include_body) const {
+bool Server::SendResponse(int fd, const Response& response, bool include_body) const {
   const absl::Time deadline = absl::Now() + options_.write_timeout;
   const int wake_fd = wake_read_fd_.get();
   const bool send_body = include_body && StatusHasBody(response.status);

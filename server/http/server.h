@@ -77,22 +77,19 @@ class Server {
   // Errors: INVALID_ARGUMENT if `path` does not start with '/' or `handler`
   // is empty, ALREADY_EXISTS if `path` is routed already, FAILED_PRECONDITION
   // after Start. On error the route table is unchanged.
-  absl::Status Handle(absl::string_view path, Handler handler)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Handle(absl::string_view path, Handler handler) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Routes requests whose decoded path starts with `prefix` to `handler`.
   // Exact routes win over prefixes; among prefixes the longest wins. Errors
   // as for Handle.
-  absl::Status HandlePrefix(absl::string_view prefix, Handler handler)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status HandlePrefix(absl::string_view prefix, Handler handler) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Binds `host`:`port` (port 0 picks a free one) and starts serving.
   // Errors: INVALID_ARGUMENT for a bad host or port or bad options,
   // UNAVAILABLE if binding fails (e.g. the port is taken),
   // FAILED_PRECONDITION if already started. On error no thread is running
   // and the server may be started again.
-  absl::Status Start(absl::string_view host, int port)
-      ABSL_LOCKS_EXCLUDED(lifecycle_mu_, mu_);
+  absl::Status Start(absl::string_view host, int port) ABSL_LOCKS_EXCLUDED(lifecycle_mu_, mu_);
 
   // The bound port after a successful Start; 0 before.
   int port() const { return port_.load(std::memory_order_acquire); }

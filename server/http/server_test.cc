@@ -26,8 +26,7 @@ Response Hello(const Request&) { return Response::Text(200, "hello\n"); }
 // Echoes the decoded path and query parameters.
 Response Echo(const Request& request) {
   return Response::Text(
-      200, absl::StrCat("path=", request.path,
-                        " name=", request.QueryParam("name", "<none>"),
+      200, absl::StrCat("path=", request.path, " name=", request.QueryParam("name", "<none>"),
                         " n=", request.QueryParam("n", "<none>")));
 }
 
@@ -46,23 +45,17 @@ class ServerTest : public ::testing::Test {
     ASSERT_TRUE(server_
                     ->HandlePrefix("/files/",
                                    [](const Request& request) {
-                                     return Response::Text(
-                                         200, "prefix:" + request.path);
+                                     return Response::Text(200, "prefix:" + request.path);
                                    })
                     .ok());
-    ASSERT_TRUE(server_
-                    ->HandlePrefix("/files/special/",
-                                   [](const Request&) {
-                                     return Response::Text(200,
-                                                           "longer prefix");
-                                   })
-                    .ok());
-    ASSERT_TRUE(server_
-                    ->Handle("/files/exact",
-                             [](const Request&) {
-                               return Response::Text(200, "exact");
-                             })
-                    .ok());
+    ASSERT_TRUE(
+        server_
+            ->HandlePrefix("/files/special/",
+                           [](const Request&) { return Response::Text(200, "longer prefix"); })
+            .ok());
+    ASSERT_TRUE(
+        server_->Handle("/files/exact", [](const Request&) { return Response::Text(200, "exact"); })
+            .ok());
     ASSERT_TRUE(server_->Start(kHost, 0).ok());
     port_ = server_->port();
     ASSERT_GT(port_, 0);
@@ -117,9 +110,8 @@ TEST_F(ServerTest, PostWithBodyGets405) {
 
 TEST_F(ServerTest, GarbageIs400) {
   StartServer();
-  for (const char* garbage :
-       {"garbage\r\n\r\n", "GET\r\n\r\n", "GET / HTTP/1.1\r\n\r\n",
-        "GET nopath HTTP/1.1\r\nHost: x\r\n\r\n"}) {
+  for (const char* garbage : {"garbage\r\n\r\n", "GET\r\n\r\n", "GET / HTTP/1.1\r\n\r\n",
+                              "GET nopath HTTP/1.1\r\nHost: x\r\n\r\n"}) {
     absl::StatusOr<std::string> raw = Exchange(kHost, port_, garbage);
     ASSERT_TRUE(raw.ok()) << raw.status();
     EXPECT_EQ(RawStatus(*raw), 400) << garbage << " -> " << *raw;
@@ -139,18 +131,16 @@ TEST_F(ServerTest, BinaryPrefixIs400WithoutWaitingForTheHead) {
 
 TEST_F(ServerTest, EndOfInputInsideHeadIs400) {
   StartServer();
-  absl::StatusOr<UniqueFd> fd =
-      Connect(kHost, port_, absl::Now() + absl::Seconds(10));
+  absl::StatusOr<UniqueFd> fd = Connect(kHost, port_, absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(fd.ok()) << fd.status();
-  ASSERT_TRUE(WriteAll(fd->get(), "GET /hello HTTP/1.1\r\nHo",
-                       absl::Now() + absl::Seconds(10))
-                  .ok());
+  ASSERT_TRUE(
+      WriteAll(fd->get(), "GET /hello HTTP/1.1\r\nHo", absl::Now() + absl::Seconds(10)).ok());
   ASSERT_EQ(shutdown(fd->get(), SHUT_WR), 0);
   std::string raw;
   char buffer[1024];
   while (true) {
-    absl::StatusOr<size_t> n = ReadSome(fd->get(), buffer, sizeof(buffer),
-                                        absl::Now() + absl::Seconds(10));
+    absl::StatusOr<size_t> n =
+        ReadSome(fd->get(), buffer, sizeof(buffer), absl::Now() + absl::Seconds(10));
     ASSERT_TRUE(n.ok()) << n.status();
     if (*n == 0) break;
     raw.append(buffer, *n);
@@ -170,8 +160,7 @@ TEST_F(ServerTest, OversizedHeadIs431) {
   StartServer();
   std::string request = "GET /hello HTTP/1.1\r\nHost: x\r\n";
   for (int i = 0; i < 40; ++i) {
-    absl::StrAppend(&request, "X-Filler-", i, ": ", std::string(500, 'a'),
-                    "\r\n");
+    absl::StrAppend(&request, "X-Filler-", i, ": ", std::string(500, 'a'), "\r\n");
   }
   request += "\r\n";
   ASSERT_GT(request.size(), 16u * 1024);
@@ -267,12 +256,9 @@ TEST_F(ServerTest, HandlerExtraHeadersAreSentAndUnsafeOnesDropped) {
 
 TEST_F(ServerTest, ThrowingHandlerIs500) {
   Server server;
-  ASSERT_TRUE(server
-                  .Handle("/boom",
-                          [](const Request&) -> Response {
-                            throw std::runtime_error("boom");
-                          })
-                  .ok());
+  ASSERT_TRUE(
+      server.Handle("/boom", [](const Request&) -> Response { throw std::runtime_error("boom"); })
+          .ok());
   ASSERT_TRUE(server.Start(kHost, 0).ok());
   absl::StatusOr<Response> response = Get(kHost, server.port(), "/boom");
   ASSERT_TRUE(response.ok()) << response.status();
@@ -297,8 +283,7 @@ TEST_F(ServerTest, ConcurrentClientsAllSucceed) {
             response->body == absl::StrCat("path=/echo name=t", t, " n=", i)) {
           ok.fetch_add(1);
         } else if (failures[t].empty()) {
-          failures[t] =
-              response.ok() ? response->body : response.status().ToString();
+          failures[t] = response.ok() ? response->body : response.status().ToString();
         }
       }
     });
@@ -316,11 +301,9 @@ TEST_F(ServerTest, ShutdownReturnsWhileClientHoldsIdleConnection) {
   options.read_timeout = absl::Hours(1);
   StartServer(options);
   // An idle connection: connected, sends half a request line, then nothing.
-  absl::StatusOr<UniqueFd> idle =
-      Connect(kHost, port_, absl::Now() + absl::Seconds(10));
+  absl::StatusOr<UniqueFd> idle = Connect(kHost, port_, absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(idle.ok()) << idle.status();
-  ASSERT_TRUE(
-      WriteAll(idle->get(), "GET /hel", absl::Now() + absl::Seconds(10)).ok());
+  ASSERT_TRUE(WriteAll(idle->get(), "GET /hel", absl::Now() + absl::Seconds(10)).ok());
   // Connections are accepted and queued in order, so once a later request is
   // answered, a worker has taken the idle connection and is blocked on it.
   absl::StatusOr<Response> response = Get(kHost, port_, "/hello");
@@ -333,8 +316,8 @@ TEST_F(ServerTest, ShutdownReturnsWhileClientHoldsIdleConnection) {
 
   // The server closed the idle connection without an answer.
   char buffer[64];
-  absl::StatusOr<size_t> n = ReadSome(idle->get(), buffer, sizeof(buffer),
-                                      absl::Now() + absl::Seconds(10));
+  absl::StatusOr<size_t> n =
+      ReadSome(idle->get(), buffer, sizeof(buffer), absl::Now() + absl::Seconds(10));
   EXPECT_TRUE(!n.ok() || *n == 0);
   server_->Shutdown();  // Idempotent.
 }
@@ -344,12 +327,10 @@ TEST_F(ServerTest, ReadTimeoutFreesTheWorker) {
   options.num_workers = 1;
   options.read_timeout = absl::Milliseconds(200);
   StartServer(options);
-  absl::StatusOr<UniqueFd> idle =
-      Connect(kHost, port_, absl::Now() + absl::Seconds(10));
+  absl::StatusOr<UniqueFd> idle = Connect(kHost, port_, absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(idle.ok()) << idle.status();
-  ASSERT_TRUE(WriteAll(idle->get(), "GET /hello HTTP/1.1\r\n",
-                       absl::Now() + absl::Seconds(10))
-                  .ok());
+  ASSERT_TRUE(
+      WriteAll(idle->get(), "GET /hello HTTP/1.1\r\n", absl::Now() + absl::Seconds(10)).ok());
   // The only worker is held by the stuck client until its read timeout, then
   // serves this request.
   absl::StatusOr<Response> response = Get(kHost, port_, "/hello");
@@ -359,8 +340,8 @@ TEST_F(ServerTest, ReadTimeoutFreesTheWorker) {
   std::string raw;
   char buffer[1024];
   while (true) {
-    absl::StatusOr<size_t> n = ReadSome(idle->get(), buffer, sizeof(buffer),
-                                        absl::Now() + absl::Seconds(10));
+    absl::StatusOr<size_t> n =
+        ReadSome(idle->get(), buffer, sizeof(buffer), absl::Now() + absl::Seconds(10));
     if (!n.ok() || *n == 0) break;
     raw.append(buffer, *n);
   }
@@ -374,15 +355,11 @@ TEST_F(ServerTest, WriteTimeoutFreesTheWorker) {
   auto server = std::make_unique<Server>(options);
   const std::string big(32 << 20, 'x');
   ASSERT_TRUE(
-      server
-          ->Handle("/big",
-                   [&big](const Request&) { return Response::Text(200, big); })
-          .ok());
+      server->Handle("/big", [&big](const Request&) { return Response::Text(200, big); }).ok());
   ASSERT_TRUE(server->Handle("/hello", Hello).ok());
   ASSERT_TRUE(server->Start(kHost, 0).ok());
   // This client asks for a large body and never reads it.
-  absl::StatusOr<UniqueFd> stuck =
-      Connect(kHost, server->port(), absl::Now() + absl::Seconds(10));
+  absl::StatusOr<UniqueFd> stuck = Connect(kHost, server->port(), absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(stuck.ok()) << stuck.status();
   ASSERT_TRUE(WriteAll(stuck->get(), "GET /big HTTP/1.1\r\nHost: x\r\n\r\n",
                        absl::Now() + absl::Seconds(10))

@@ -32,10 +32,8 @@ int PollTimeoutMs(absl::Time deadline) {
   if (deadline == absl::InfiniteFuture()) return -1;
   absl::Duration left = deadline - absl::Now();
   if (left <= absl::ZeroDuration()) return 0;
-  int64_t ms =
-      absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1)));
-  return static_cast<int>(
-      std::min<int64_t>(ms, std::numeric_limits<int>::max()));
+  int64_t ms = absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1)));
+  return static_cast<int>(std::min<int64_t>(ms, std::numeric_limits<int>::max()));
 }
 
 struct AddrInfoDeleter {
@@ -45,11 +43,9 @@ using AddrInfoPtr = std::unique_ptr<addrinfo, AddrInfoDeleter>;
 
 // Resolves `host`:`port` for a TCP socket. `passive` resolves an empty host
 // to the wildcard address.
-absl::StatusOr<AddrInfoPtr> Resolve(absl::string_view host, int port,
-                                    bool passive) {
+absl::StatusOr<AddrInfoPtr> Resolve(absl::string_view host, int port, bool passive) {
   if (port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("port ", port, " is outside [0, 65535]"));
+    return absl::InvalidArgumentError(absl::StrCat("port ", port, " is outside [0, 65535]"));
   }
   absl::string_view bare = host;
   if (absl::StartsWith(bare, "[") && absl::EndsWith(bare, "]")) {
@@ -63,8 +59,8 @@ absl::StatusOr<AddrInfoPtr> Resolve(absl::string_view host, int port,
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
   addrinfo* result = nullptr;
-  int rc = getaddrinfo(host_string.empty() ? nullptr : host_string.c_str(),
-                       port_string.c_str(), &hints, &result);
+  int rc = getaddrinfo(host_string.empty() ? nullptr : host_string.c_str(), port_string.c_str(),
+                       &hints, &result);
   if (rc != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot resolve host \"", host, "\": ", gai_strerror(rc)));
@@ -102,8 +98,7 @@ absl::Status SetNonBlocking(int fd) {
   return absl::OkStatus();
 }
 
-absl::Status WaitReady(int fd, short events, absl::Time deadline,
-                       int cancel_fd) {
+absl::Status WaitReady(int fd, short events, absl::Time deadline, int cancel_fd) {
   while (true) {
     pollfd fds[2];
     fds[0].fd = fd;
@@ -127,11 +122,10 @@ absl::Status WaitReady(int fd, short events, absl::Time deadline,
   }
 }
 
-absl::StatusOr<size_t> ReadSome(int fd, char* buffer, size_t size,
-                                absl::Time deadline, int cancel_fd) {
+absl::StatusOr<size_t> ReadSome(int fd, char* buffer, size_t size, absl::Time deadline,
+                                int cancel_fd) {
   while (true) {
-    if (absl::Status status = WaitReady(fd, POLLIN, deadline, cancel_fd);
-        !status.ok()) {
+    if (absl::Status status = WaitReady(fd, POLLIN, deadline, cancel_fd); !status.ok()) {
       return status;
     }
     ssize_t n = recv(fd, buffer, size, 0);
@@ -141,8 +135,7 @@ absl::StatusOr<size_t> ReadSome(int fd, char* buffer, size_t size,
   }
 }
 
-absl::Status WriteAll(int fd, absl::string_view data, absl::Time deadline,
-                      int cancel_fd) {
+absl::Status WriteAll(int fd, absl::string_view data, absl::Time deadline, int cancel_fd) {
   while (!data.empty()) {
     ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
     if (n >= 0) {
@@ -153,22 +146,19 @@ absl::Status WriteAll(int fd, absl::string_view data, absl::Time deadline,
     if (errno != EAGAIN && errno != EWOULDBLOCK) {
       return ErrnoError("send", errno);
     }
-    if (absl::Status status = WaitReady(fd, POLLOUT, deadline, cancel_fd);
-        !status.ok()) {
+    if (absl::Status status = WaitReady(fd, POLLOUT, deadline, cancel_fd); !status.ok()) {
       return status;
     }
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<UniqueFd> Connect(absl::string_view host, int port,
-                                 absl::Time deadline) {
+absl::StatusOr<UniqueFd> Connect(absl::string_view host, int port, absl::Time deadline) {
   absl::StatusOr<AddrInfoPtr> addresses = Resolve(host, port, false);
   if (!addresses.ok()) {
     return absl::UnavailableError(addresses.status().message());
   }
-  absl::Status last =
-      absl::UnavailableError(absl::StrCat("no address for ", host, ":", port));
+  absl::Status last = absl::UnavailableError(absl::StrCat("no address for ", host, ":", port));
   for (addrinfo* ai = addresses->get(); ai != nullptr; ai = ai->ai_next) {
     UniqueFd fd(socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol));
     if (!fd.valid()) {
@@ -209,8 +199,7 @@ absl::StatusOr<UniqueFd> Connect(absl::string_view host, int port,
 absl::StatusOr<UniqueFd> Listen(absl::string_view host, int port, int backlog) {
   absl::StatusOr<AddrInfoPtr> addresses = Resolve(host, port, true);
   if (!addresses.ok()) return addresses.status();
-  absl::Status last =
-      absl::UnavailableError(absl::StrCat("no address for ", host, ":", port));
+  absl::Status last = absl::UnavailableError(absl::StrCat("no address for ", host, ":", port));
   for (addrinfo* ai = addresses->get(); ai != nullptr; ai = ai->ai_next) {
     UniqueFd fd(socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol));
     if (!fd.valid()) {

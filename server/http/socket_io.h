@@ -49,24 +49,21 @@ absl::Status SetNonBlocking(int fd);
 
 // Waits until `fd` is ready for `events` (POLLIN and/or POLLOUT), or an error
 // or hang-up is pending on it (the following read or write reports it).
-absl::Status WaitReady(int fd, short events, absl::Time deadline,
-                       int cancel_fd);
+absl::Status WaitReady(int fd, short events, absl::Time deadline, int cancel_fd);
 
 // Reads up to `size` bytes from the non-blocking socket `fd` into `buffer`.
 // Returns the number of bytes read; 0 means the peer closed its side.
-absl::StatusOr<size_t> ReadSome(int fd, char* buffer, size_t size,
-                                absl::Time deadline, int cancel_fd = -1);
+absl::StatusOr<size_t> ReadSome(int fd, char* buffer, size_t size, absl::Time deadline,
+                                int cancel_fd = -1);
 
 // Writes all of `data` to the non-blocking socket `fd`. Never raises SIGPIPE.
 // On error, a prefix of `data` may have been sent.
-absl::Status WriteAll(int fd, absl::string_view data, absl::Time deadline,
-                      int cancel_fd = -1);
+absl::Status WriteAll(int fd, absl::string_view data, absl::Time deadline, int cancel_fd = -1);
 
 // Connects a non-blocking TCP socket to `host`:`port`. `host` is a name or a
 // numeric IPv4/IPv6 address ("[::1]" is accepted); every resolved address is
 // tried in turn. Fails with UNAVAILABLE when none accepts the connection.
-absl::StatusOr<UniqueFd> Connect(absl::string_view host, int port,
-                                 absl::Time deadline);
+absl::StatusOr<UniqueFd> Connect(absl::string_view host, int port, absl::Time deadline);
 
 // Creates a non-blocking TCP socket listening on `host`:`port`. An empty host,
 // "0.0.0.0" or "::" listens on all interfaces; port 0 picks a free port (see

@@ -56,8 +56,7 @@ TEST(SocketIoTest, WriteAllThenReadSomeRoundTrips) {
   SocketPair pair = MakeSocketPair();
   ASSERT_TRUE(WriteAll(pair.a.get(), "hello", Soon()).ok());
   char buffer[16];
-  absl::StatusOr<size_t> n =
-      ReadSome(pair.b.get(), buffer, sizeof(buffer), Soon());
+  absl::StatusOr<size_t> n = ReadSome(pair.b.get(), buffer, sizeof(buffer), Soon());
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_EQ(std::string(buffer, *n), "hello");
 }
@@ -69,8 +68,7 @@ TEST(SocketIoTest, WriteAllSendsMoreThanTheSocketBuffer) {
   std::thread reader([&] {
     char buffer[65536];
     while (true) {
-      absl::StatusOr<size_t> n =
-          ReadSome(pair.b.get(), buffer, sizeof(buffer), Soon());
+      absl::StatusOr<size_t> n = ReadSome(pair.b.get(), buffer, sizeof(buffer), Soon());
       if (!n.ok() || *n == 0) return;
       received.append(buffer, *n);
     }
@@ -85,8 +83,7 @@ TEST(SocketIoTest, ReadSomeReportsEndOfInput) {
   SocketPair pair = MakeSocketPair();
   pair.a.reset();
   char buffer[4];
-  absl::StatusOr<size_t> n =
-      ReadSome(pair.b.get(), buffer, sizeof(buffer), Soon());
+  absl::StatusOr<size_t> n = ReadSome(pair.b.get(), buffer, sizeof(buffer), Soon());
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_EQ(*n, 0u);
 }
@@ -94,8 +91,8 @@ TEST(SocketIoTest, ReadSomeReportsEndOfInput) {
 TEST(SocketIoTest, ReadSomeTimesOut) {
   SocketPair pair = MakeSocketPair();
   char buffer[4];
-  absl::StatusOr<size_t> n = ReadSome(pair.b.get(), buffer, sizeof(buffer),
-                                      absl::Now() + absl::Milliseconds(20));
+  absl::StatusOr<size_t> n =
+      ReadSome(pair.b.get(), buffer, sizeof(buffer), absl::Now() + absl::Milliseconds(20));
   EXPECT_TRUE(absl::IsDeadlineExceeded(n.status())) << n.status();
 }
 
@@ -108,11 +105,10 @@ TEST(SocketIoTest, CancelFdAbortsWaits) {
   ASSERT_EQ(write(cancel_write.get(), "x", 1), 1);
   char buffer[4];
   absl::StatusOr<size_t> n =
-      ReadSome(pair.b.get(), buffer, sizeof(buffer), absl::InfiniteFuture(),
-               cancel_read.get());
+      ReadSome(pair.b.get(), buffer, sizeof(buffer), absl::InfiniteFuture(), cancel_read.get());
   EXPECT_TRUE(absl::IsCancelled(n.status())) << n.status();
-  EXPECT_TRUE(absl::IsCancelled(WaitReady(
-      pair.b.get(), POLLIN, absl::InfiniteFuture(), cancel_read.get())));
+  EXPECT_TRUE(absl::IsCancelled(
+      WaitReady(pair.b.get(), POLLIN, absl::InfiniteFuture(), cancel_read.get())));
 }
 
 TEST(SocketIoTest, ListenOnPortZeroThenConnect) {
@@ -129,8 +125,7 @@ TEST(SocketIoTest, ListenOnPortZeroThenConnect) {
   ASSERT_TRUE(SetNonBlocking(accepted.get()).ok());
   ASSERT_TRUE(WriteAll(client->get(), "ping", Soon()).ok());
   char buffer[8];
-  absl::StatusOr<size_t> n =
-      ReadSome(accepted.get(), buffer, sizeof(buffer), Soon());
+  absl::StatusOr<size_t> n = ReadSome(accepted.get(), buffer, sizeof(buffer), Soon());
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_EQ(std::string(buffer, *n), "ping");
 }
@@ -138,8 +133,7 @@ TEST(SocketIoTest, ListenOnPortZeroThenConnect) {
 TEST(SocketIoTest, ListenRejectsBadPortAndHost) {
   EXPECT_TRUE(absl::IsInvalidArgument(Listen("127.0.0.1", 70000, 8).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(Listen("127.0.0.1", -1, 8).status()));
-  EXPECT_TRUE(
-      absl::IsInvalidArgument(Listen("no.such.host.invalid", 0, 8).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(Listen("no.such.host.invalid", 0, 8).status()));
 }
 
 TEST(SocketIoTest, ListenOnTakenPortIsUnavailable) {

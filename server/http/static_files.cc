@@ -10,8 +10,7 @@
 
 namespace psync::http {
 
-Handler ServeEmbeddedFiles(absl::Span<const EmbeddedFile> files,
-                           absl::string_view mount) {
+Handler ServeEmbeddedFiles(absl::Span<const EmbeddedFile> files, absl::string_view mount) {
   std::string prefix(mount);
   if (prefix.empty() || prefix.back() != '/') prefix += '/';
   using FileMap = absl::flat_hash_map<std::string, const EmbeddedFile*>;

@@ -41,8 +41,7 @@ struct EmbeddedFile {
 // has one. Responses carry "Cache-Control: no-cache" and
 // "X-Content-Type-Options: nosniff". Later duplicates of a path are ignored.
 // The table must outlive the handler (generated tables are static).
-Handler ServeEmbeddedFiles(absl::Span<const EmbeddedFile> files,
-                           absl::string_view mount = "/");
+Handler ServeEmbeddedFiles(absl::Span<const EmbeddedFile> files, absl::string_view mount = "/");
 
 }  // namespace psync::http
 

@@ -43,20 +43,16 @@ TEST(EmbedFilesTest, TableHoldsEveryFileWithPathAndType) {
   ASSERT_TRUE(by_path.contains("empty.txt"));
   ASSERT_TRUE(by_path.contains("all_bytes.bin"));
   EXPECT_STREQ(by_path["index.html"]->content_type, "text/html; charset=utf-8");
-  EXPECT_STREQ(by_path["app.js"]->content_type,
-               "text/javascript; charset=utf-8");
-  EXPECT_STREQ(by_path["css/site.css"]->content_type,
-               "text/css; charset=utf-8");
+  EXPECT_STREQ(by_path["app.js"]->content_type, "text/javascript; charset=utf-8");
+  EXPECT_STREQ(by_path["css/site.css"]->content_type, "text/css; charset=utf-8");
   EXPECT_STREQ(by_path["empty.txt"]->content_type, "text/plain; charset=utf-8");
-  EXPECT_STREQ(by_path["all_bytes.bin"]->content_type,
-               "application/octet-stream");
+  EXPECT_STREQ(by_path["all_bytes.bin"]->content_type, "application/octet-stream");
 }
 
 TEST(EmbedFilesTest, BytesMatchTheSourceFiles) {
   auto by_path = ByPath();
   for (const char* name : {"index.html", "app.js", "css/site.css"}) {
-    EXPECT_EQ(by_path[name]->bytes(),
-              ReadFile(std::string("server/http/testdata/static/") + name))
+    EXPECT_EQ(by_path[name]->bytes(), ReadFile(std::string("server/http/testdata/static/") + name))
         << name;
   }
   EXPECT_EQ(by_path["empty.txt"]->size, 0u);
@@ -112,11 +108,9 @@ TEST(ServeEmbeddedFilesTest, EmptyTableServesNothing) {
 
 TEST(ServeEmbeddedFilesTest, ServedOverHttpIncludingBinary) {
   Server server;
-  ASSERT_TRUE(
-      server.HandlePrefix("/ui/", ServeEmbeddedFiles(Files(), "/ui/")).ok());
+  ASSERT_TRUE(server.HandlePrefix("/ui/", ServeEmbeddedFiles(Files(), "/ui/")).ok());
   ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
-  absl::StatusOr<Response> response =
-      Get("127.0.0.1", server.port(), "/ui/all_bytes.bin");
+  absl::StatusOr<Response> response = Get("127.0.0.1", server.port(), "/ui/all_bytes.bin");
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->status, 200);
   EXPECT_EQ(response->content_type, "application/octet-stream");

@@ -18,8 +18,7 @@ bool IsNameStart(char c, bool allow_colon) {
 }
 
 bool IsNameChar(char c, bool allow_colon) {
-  return IsNameStart(c, allow_colon) ||
-         absl::ascii_isdigit(static_cast<unsigned char>(c));
+  return IsNameStart(c, allow_colon) || absl::ascii_isdigit(static_cast<unsigned char>(c));
 }
 
 bool IsValidName(absl::string_view name, bool allow_colon) {
@@ -53,21 +52,15 @@ std::string Escape(absl::string_view text, bool escape_quote) {
 
 }  // namespace
 
-bool IsValidMetricName(absl::string_view name) {
-  return IsValidName(name, /*allow_colon=*/true);
-}
+bool IsValidMetricName(absl::string_view name) { return IsValidName(name, /*allow_colon=*/true); }
 
-bool IsValidLabelName(absl::string_view name) {
-  return IsValidName(name, /*allow_colon=*/false);
-}
+bool IsValidLabelName(absl::string_view name) { return IsValidName(name, /*allow_colon=*/false); }
 
 std::string EscapeLabelValue(absl::string_view value) {
   return Escape(value, /*escape_quote=*/true);
 }
 
-std::string EscapeHelp(absl::string_view help) {
-  return Escape(help, /*escape_quote=*/false);
-}
+std::string EscapeHelp(absl::string_view help) { return Escape(help, /*escape_quote=*/false); }
 
 std::string FormatValue(double value) {
   if (std::isnan(value)) return "NaN";
@@ -84,8 +77,8 @@ std::string FormatValue(double value) {
   return buffer;
 }
 
-void AppendLabels(const std::vector<std::string>& names,
-                  const std::vector<std::string>& values, std::string* out) {
+void AppendLabels(const std::vector<std::string>& names, const std::vector<std::string>& values,
+                  std::string* out) {
   if (names.empty()) return;
   out->push_back('{');
   for (size_t i = 0; i < names.size(); ++i) {

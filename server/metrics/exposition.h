@@ -39,8 +39,8 @@ std::string FormatValue(double value);
 
 // Appends `{name1="value1",...}` (escaped) to `out`, or nothing when there
 // are no labels. `names` and `values` have the same size.
-void AppendLabels(const std::vector<std::string>& names,
-                  const std::vector<std::string>& values, std::string* out);
+void AppendLabels(const std::vector<std::string>& names, const std::vector<std::string>& values,
+                  std::string* out);
 
 }  // namespace psync::metrics
 

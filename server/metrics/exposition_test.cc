@@ -11,8 +11,8 @@ namespace psync::metrics {
 namespace {
 
 TEST(NameTest, MetricNames) {
-  for (const char* good : {"a", "_a", ":a", "psync_checkins_total",
-                           "job:psync_missing:sum", "A9_b"}) {
+  for (const char* good :
+       {"a", "_a", ":a", "psync_checkins_total", "job:psync_missing:sum", "A9_b"}) {
     EXPECT_TRUE(IsValidMetricName(good)) << good;
   }
   for (const char* bad : {"", "9a", "a-b", "a b", "a.b", "é", "a\n"}) {

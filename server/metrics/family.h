@@ -44,11 +44,8 @@ class FamilyBase {
   virtual void Render(std::string* out) const = 0;
 
  protected:
-  FamilyBase(std::string name, std::string help,
-             std::vector<std::string> label_names)
-      : name_(std::move(name)),
-        help_(std::move(help)),
-        label_names_(std::move(label_names)) {}
+  FamilyBase(std::string name, std::string help, std::vector<std::string> label_names)
+      : name_(std::move(name)), help_(std::move(help)), label_names_(std::move(label_names)) {}
 
   // INVALID_ARGUMENT unless `label_values` has one value per label name.
   absl::Status CheckArity(const std::vector<std::string>& label_values) const;
@@ -69,18 +66,15 @@ namespace internal {
 absl::string_view TypeName(const Counter*);
 absl::string_view TypeName(const Gauge*);
 absl::string_view TypeName(const Histogram*);
-void AppendSamples(const std::string& name,
-                   const std::vector<std::string>& label_names,
-                   const std::vector<std::string>& label_values,
-                   const Counter& counter, std::string* out);
-void AppendSamples(const std::string& name,
-                   const std::vector<std::string>& label_names,
-                   const std::vector<std::string>& label_values,
-                   const Gauge& gauge, std::string* out);
-void AppendSamples(const std::string& name,
-                   const std::vector<std::string>& label_names,
-                   const std::vector<std::string>& label_values,
-                   const Histogram& histogram, std::string* out);
+void AppendSamples(const std::string& name, const std::vector<std::string>& label_names,
+                   const std::vector<std::string>& label_values, const Counter& counter,
+                   std::string* out);
+void AppendSamples(const std::string& name, const std::vector<std::string>& label_names,
+                   const std::vector<std::string>& label_values, const Gauge& gauge,
+                   std::string* out);
+void AppendSamples(const std::string& name, const std::vector<std::string>& label_names,
+                   const std::vector<std::string>& label_values, const Histogram& histogram,
+                   std::string* out);
 }  // namespace internal
 
 template <typename T>
@@ -89,8 +83,7 @@ class Family final : public FamilyBase {
   using Factory = std::function<std::unique_ptr<T>()>;
 
   // Called by Registry; `factory` makes a fresh child.
-  Family(std::string name, std::string help,
-         std::vector<std::string> label_names, Factory factory)
+  Family(std::string name, std::string help, std::vector<std::string> label_names, Factory factory)
       : FamilyBase(std::move(name), std::move(help), std::move(label_names)),
         factory_(std::move(factory)) {}
 
@@ -98,8 +91,7 @@ class Family final : public FamilyBase {
   // creating it on first use, and exports it (again, after Remove). Never
   // null. A wrong number of values aborts the process: the label names are
   // fixed at registration, so that is a bug at the call site.
-  T* WithLabels(const std::vector<std::string>& label_values)
-      ABSL_LOCKS_EXCLUDED(mu_) {
+  T* WithLabels(const std::vector<std::string>& label_values) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::StatusOr<T*> child = TryWithLabels(label_values);
     if (!child.ok()) DieOnArity(child.status());
     return *child;
@@ -126,8 +118,7 @@ class Family final : public FamilyBase {
   // child object stays alive and keeps its value, so pointers to it remain
   // valid; WithLabels for the same values exports it again. Unknown values
   // are ignored.
-  void Remove(const std::vector<std::string>& label_values)
-      ABSL_LOCKS_EXCLUDED(mu_) {
+  void Remove(const std::vector<std::string>& label_values) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     auto it = children_.find(label_values);
     if (it != children_.end()) it->second.exported = false;
@@ -149,8 +140,7 @@ class Family final : public FamilyBase {
         RenderHeader(internal::TypeName(static_cast<const T*>(nullptr)), out);
         header_written = true;
       }
-      internal::AppendSamples(name(), label_names(), values, *child.metric,
-                              out);
+      internal::AppendSamples(name(), label_names(), values, *child.metric, out);
     }
   }
 

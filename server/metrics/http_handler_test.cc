@@ -10,8 +10,7 @@ namespace {
 
 TEST(MetricsHandlerTest, ServesTheRenderedRegistry) {
   Registry registry;
-  CounterFamily* scrapes =
-      *registry.AddCounter("psync_scrapes_total", "Scrapes served.");
+  CounterFamily* scrapes = *registry.AddCounter("psync_scrapes_total", "Scrapes served.");
   int collected = 0;
   registry.AddCollector([&] {
     ++collected;
@@ -22,8 +21,7 @@ TEST(MetricsHandlerTest, ServesTheRenderedRegistry) {
   ASSERT_TRUE(server.Handle("/metrics", MetricsHandler(&registry)).ok());
   ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
 
-  absl::StatusOr<http::Response> response =
-      http::Get("127.0.0.1", server.port(), "/metrics");
+  absl::StatusOr<http::Response> response = http::Get("127.0.0.1", server.port(), "/metrics");
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->status, 200);
   EXPECT_EQ(response->content_type, "text/plain; version=0.0.4; charset=utf-8");

@@ -10,8 +10,7 @@ namespace {
 // std::atomic<double>::fetch_add is C++20; this is the usual CAS loop.
 void AtomicAdd(std::atomic<double>* target, double delta) {
   double current = target->load(std::memory_order_relaxed);
-  while (!target->compare_exchange_weak(current, current + delta,
-                                        std::memory_order_relaxed)) {
+  while (!target->compare_exchange_weak(current, current + delta, std::memory_order_relaxed)) {
   }
 }
 
@@ -35,8 +34,7 @@ Histogram::Histogram(std::vector<double> upper_bounds)
 void Histogram::Observe(double value) {
   if (std::isnan(value)) return;
   size_t bucket =
-      std::lower_bound(upper_bounds_.begin(), upper_bounds_.end(), value) -
-      upper_bounds_.begin();
+      std::lower_bound(upper_bounds_.begin(), upper_bounds_.end(), value) - upper_bounds_.begin();
   counts_[bucket].fetch_add(1, std::memory_order_relaxed);
   AtomicAdd(&sum_, value);
 }

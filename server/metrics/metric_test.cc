@@ -91,8 +91,7 @@ TEST(MetricConcurrencyTest, ConcurrentUpdatesAreExact) {
   EXPECT_EQ(gauge.Value(), kThreads * kPerThread);
   Histogram::Snapshot snapshot = histogram.Collect();
   EXPECT_EQ(snapshot.cumulative_counts,
-            (std::vector<uint64_t>{kThreads * kPerThread / 2,
-                                   kThreads * kPerThread}));
+            (std::vector<uint64_t>{kThreads * kPerThread / 2, kThreads * kPerThread}));
   EXPECT_EQ(snapshot.sum, kThreads * kPerThread / 2);
 }
 

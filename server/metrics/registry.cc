@@ -12,14 +12,12 @@
 
 namespace psync::metrics {
 
-absl::Status Registry::Validate(absl::string_view name,
-                                const std::vector<std::string>& label_names,
+absl::Status Registry::Validate(absl::string_view name, const std::vector<std::string>& label_names,
                                 const std::vector<std::string>& series_names,
                                 bool is_histogram) const {
   if (!IsValidMetricName(name)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metric name \"", name,
-                     "\" is invalid: it must match [a-zA-Z_:][a-zA-Z0-9_:]*"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metric name \"", name, "\" is invalid: it must match [a-zA-Z_:][a-zA-Z0-9_:]*"));
   }
   absl::flat_hash_set<absl::string_view> seen;
   for (const std::string& label : label_names) {
@@ -35,44 +33,40 @@ absl::Status Registry::Validate(absl::string_view name,
                        "for Prometheus itself"));
     }
     if (is_histogram && label == "le") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("label name \"le\" of histogram \"", name,
-                       "\" is reserved for bucket bounds"));
+      return absl::InvalidArgumentError(absl::StrCat("label name \"le\" of histogram \"", name,
+                                                     "\" is reserved for bucket bounds"));
     }
     if (!seen.insert(label).second) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "label name \"", label, "\" of metric \"", name, "\" repeats"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("label name \"", label, "\" of metric \"", name, "\" repeats"));
     }
   }
   for (const std::string& series : series_names) {
     if (series_names_.contains(series)) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("metric \"", name,
-                       "\" collides with the existing "
-                       "series \"",
-                       series, "\""));
+      return absl::AlreadyExistsError(absl::StrCat("metric \"", name,
+                                                   "\" collides with the existing "
+                                                   "series \"",
+                                                   series, "\""));
     }
   }
   return absl::OkStatus();
 }
 
 template <typename T>
-absl::StatusOr<Family<T>*> Registry::Add(absl::string_view name,
-                                         absl::string_view help,
+absl::StatusOr<Family<T>*> Registry::Add(absl::string_view name, absl::string_view help,
                                          std::vector<std::string> label_names,
                                          std::vector<std::string> series_names,
                                          typename Family<T>::Factory factory) {
   Family<T>* family = nullptr;
   {
     absl::MutexLock lock(&mu_);
-    if (absl::Status status = Validate(name, label_names, series_names,
-                                       std::is_same_v<T, Histogram>);
+    if (absl::Status status =
+            Validate(name, label_names, series_names, std::is_same_v<T, Histogram>);
         !status.ok()) {
       return status;
     }
-    auto owned =
-        std::make_unique<Family<T>>(std::string(name), std::string(help),
-                                    std::move(label_names), std::move(factory));
+    auto owned = std::make_unique<Family<T>>(std::string(name), std::string(help),
+                                             std::move(label_names), std::move(factory));
     family = owned.get();
     families_.emplace(std::string(name), std::move(owned));
     for (std::string& series : series_names) {
@@ -85,11 +79,9 @@ absl::StatusOr<Family<T>*> Registry::Add(absl::string_view name,
   return family;
 }
 
-absl::StatusOr<CounterFamily*> Registry::AddCounter(
-    absl::string_view name, absl::string_view help,
-    std::vector<std::string> label_names) {
-  if (IsValidMetricName(name) &&
-      (!absl::EndsWith(name, "_total") || name == "_total")) {
+absl::StatusOr<CounterFamily*> Registry::AddCounter(absl::string_view name, absl::string_view help,
+                                                    std::vector<std::string> label_names) {
+  if (IsValidMetricName(name) && (!absl::EndsWith(name, "_total") || name == "_total")) {
     return absl::InvalidArgumentError(
         absl::StrCat("counter name \"", name, "\" must end in \"_total\""));
   }
@@ -97,36 +89,33 @@ absl::StatusOr<CounterFamily*> Registry::AddCounter(
                       [] { return std::make_unique<Counter>(); });
 }
 
-absl::StatusOr<GaugeFamily*> Registry::AddGauge(
-    absl::string_view name, absl::string_view help,
-    std::vector<std::string> label_names) {
+absl::StatusOr<GaugeFamily*> Registry::AddGauge(absl::string_view name, absl::string_view help,
+                                                std::vector<std::string> label_names) {
   return Add<Gauge>(name, help, std::move(label_names), {std::string(name)},
                     [] { return std::make_unique<Gauge>(); });
 }
 
-absl::StatusOr<HistogramFamily*> Registry::AddHistogram(
-    absl::string_view name, absl::string_view help,
-    std::vector<std::string> label_names, std::vector<double> upper_bounds) {
-  if (!upper_bounds.empty() && std::isinf(upper_bounds.back()) &&
-      upper_bounds.back() > 0) {
+absl::StatusOr<HistogramFamily*> Registry::AddHistogram(absl::string_view name,
+                                                        absl::string_view help,
+                                                        std::vector<std::string> label_names,
+                                                        std::vector<double> upper_bounds) {
+  if (!upper_bounds.empty() && std::isinf(upper_bounds.back()) && upper_bounds.back() > 0) {
     upper_bounds.pop_back();  // +Inf is implicit.
   }
   for (size_t i = 0; i < upper_bounds.size(); ++i) {
-    if (!std::isfinite(upper_bounds[i]) ||
-        (i > 0 && !(upper_bounds[i - 1] < upper_bounds[i]))) {
+    if (!std::isfinite(upper_bounds[i]) || (i > 0 && !(upper_bounds[i - 1] < upper_bounds[i]))) {
       return absl::InvalidArgumentError(
           absl::StrCat("bucket bounds of histogram \"", name,
-                       "\" must be finite and strictly increasing; bound ", i,
-                       " is ", FormatValue(upper_bounds[i])));
+                       "\" must be finite and strictly increasing; bound ", i, " is ",
+                       FormatValue(upper_bounds[i])));
     }
   }
   std::string base(name);
-  return Add<Histogram>(
-      name, help, std::move(label_names),
-      {base, base + "_bucket", base + "_sum", base + "_count"},
-      [upper_bounds = std::move(upper_bounds)] {
-        return std::make_unique<Histogram>(upper_bounds);
-      });
+  return Add<Histogram>(name, help, std::move(label_names),
+                        {base, base + "_bucket", base + "_sum", base + "_count"},
+                        [upper_bounds = std::move(upper_bounds)] {
+                          return std::make_unique<Histogram>(upper_bounds);
+                        });
 }
 
 void Registry::AddCollector(std::function<void()> collector) {

@@ -52,18 +52,18 @@ class Registry {
   Registry& operator=(const Registry&) = delete;
 
   // A family of counters; `name` must end in "_total".
-  absl::StatusOr<CounterFamily*> AddCounter(
-      absl::string_view name, absl::string_view help,
-      std::vector<std::string> label_names = {}) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<CounterFamily*> AddCounter(absl::string_view name, absl::string_view help,
+                                            std::vector<std::string> label_names = {})
+      ABSL_LOCKS_EXCLUDED(mu_);
 
-  absl::StatusOr<GaugeFamily*> AddGauge(
-      absl::string_view name, absl::string_view help,
-      std::vector<std::string> label_names = {}) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<GaugeFamily*> AddGauge(absl::string_view name, absl::string_view help,
+                                        std::vector<std::string> label_names = {})
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // A family of histograms sharing the bucket `upper_bounds`.
-  absl::StatusOr<HistogramFamily*> AddHistogram(
-      absl::string_view name, absl::string_view help,
-      std::vector<std::string> label_names, std::vector<double> upper_bounds)
+  absl::StatusOr<HistogramFamily*> AddHistogram(absl::string_view name, absl::string_view help,
+                                                std::vector<std::string> label_names,
+                                                std::vector<double> upper_bounds)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Registers `collector`, run by every Render() before any family is
@@ -81,25 +81,21 @@ class Registry {
 
  private:
   // Checks `name` and `label_names` and that none of `series_names` is taken.
-  absl::Status Validate(absl::string_view name,
-                        const std::vector<std::string>& label_names,
-                        const std::vector<std::string>& series_names,
-                        bool is_histogram) const
+  absl::Status Validate(absl::string_view name, const std::vector<std::string>& label_names,
+                        const std::vector<std::string>& series_names, bool is_histogram) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   template <typename T>
   absl::StatusOr<Family<T>*> Add(absl::string_view name, absl::string_view help,
                                  std::vector<std::string> label_names,
                                  std::vector<std::string> series_names,
-                                 typename Family<T>::Factory factory)
-      ABSL_LOCKS_EXCLUDED(mu_);
+                                 typename Family<T>::Factory factory) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Serializes Render() so collectors never interleave.
   absl::Mutex render_mu_ ABSL_ACQUIRED_BEFORE(mu_);
 
   // State below is protected by mu_.
   mutable absl::Mutex mu_;
-  std::map<std::string, std::unique_ptr<FamilyBase>> families_
-      ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<FamilyBase>> families_ ABSL_GUARDED_BY(mu_);
   // Every sample name the families emit, to reject collisions.
   absl::flat_hash_set<std::string> series_names_ ABSL_GUARDED_BY(mu_);
   std::vector<std::function<void()>> collectors_ ABSL_GUARDED_BY(mu_);

@@ -22,18 +22,15 @@ namespace {
 
 // Builds the small registry whose output the golden test pins down.
 void Populate(Registry* registry) {
-  CounterFamily* checkins = *registry->AddCounter(
-      "psync_checkins_total", "Check-ins received.", {"job", "optimizer"});
-  GaugeFamily* missing = *registry->AddGauge(
-      "psync_missing_contributors", "Contributors not yet checked in.");
+  CounterFamily* checkins =
+      *registry->AddCounter("psync_checkins_total", "Check-ins received.", {"job", "optimizer"});
+  GaugeFamily* missing =
+      *registry->AddGauge("psync_missing_contributors", "Contributors not yet checked in.");
   HistogramFamily* wait = *registry->AddHistogram(
-      "psync_release_wait_seconds",
-      "Wait from a chunk's first check-in to its sync release.", {"job"},
-      {0.25, 1, 2.5});
+      "psync_release_wait_seconds", "Wait from a chunk's first check-in to its sync release.",
+      {"job"}, {0.25, 1, 2.5});
   // Registered but without series: not rendered.
-  ASSERT_TRUE(
-      registry->AddGauge("psync_jobs_active", "Jobs with members.", {"job"})
-          .ok());
+  ASSERT_TRUE(registry->AddGauge("psync_jobs_active", "Jobs with members.", {"job"}).ok());
 
   checkins->WithLabels({"job-b", "expert"})->Add(2);
   Counter* dense = checkins->WithLabels({"job-a", "dense"});
@@ -104,8 +101,7 @@ TEST(RegistryTest, UnlabeledFamiliesRenderFromZero) {
 TEST(RegistryTest, EscapesLabelValuesAndHelp) {
   Registry registry;
   GaugeFamily* gauge = *registry.AddGauge(
-      "psync_info", "Help with \\ backslash,\nnewline and \"quotes\".",
-      {"path"});
+      "psync_info", "Help with \\ backslash,\nnewline and \"quotes\".", {"path"});
   gauge->WithLabels({"C:\\dir \"x\"\nnext"})->Set(1);
   EXPECT_EQ(registry.Render(),
             "# HELP psync_info Help with \\\\ backslash,\\nnewline and "
@@ -127,8 +123,7 @@ TEST(RegistryTest, SpecialValues) {
 
 TEST(RegistryTest, HistogramBucketsAreCumulativeInOutput) {
   Registry registry;
-  HistogramFamily* family =
-      *registry.AddHistogram("h_seconds", "H.", {}, {1, 2, 3});
+  HistogramFamily* family = *registry.AddHistogram("h_seconds", "H.", {}, {1, 2, 3});
   Histogram* histogram = family->Get();
   for (double value : {0.5, 1.5, 1.5, 2.5, 2.5, 2.5, 9.0}) {
     histogram->Observe(value);
@@ -165,8 +160,7 @@ TEST(RegistryTest, TryWithLabelsChecksArity) {
 TEST(RegistryDeathTest, WithLabelsWrongArityAborts) {
   Registry registry;
   CounterFamily* family = *registry.AddCounter("c_total", "C.", {"a", "b"});
-  EXPECT_DEATH(family->WithLabels({"only-one"}),
-               "\"c_total\" has 2 label names but got 1");
+  EXPECT_DEATH(family->WithLabels({"only-one"}), "\"c_total\" has 2 label names but got 1");
 }
 
 TEST(RegistryTest, RemoveHidesSeriesAndWithLabelsRestoresIt) {
@@ -180,16 +174,14 @@ TEST(RegistryTest, RemoveHidesSeriesAndWithLabelsRestoresIt) {
   EXPECT_EQ(registry.Render(), "# HELP g G.\n# TYPE g gauge\ng{job=\"b\"} 2\n");
   a->Set(5);  // Still valid, still not exported.
   EXPECT_EQ(family->WithLabels({"a"}), a);
-  EXPECT_EQ(registry.Render(),
-            "# HELP g G.\n# TYPE g gauge\ng{job=\"a\"} 5\ng{job=\"b\"} 2\n");
+  EXPECT_EQ(registry.Render(), "# HELP g G.\n# TYPE g gauge\ng{job=\"a\"} 5\ng{job=\"b\"} 2\n");
   family->RemoveAll();
   EXPECT_EQ(registry.Render(), "");
 }
 
 TEST(RegistryTest, CollectorsRunBeforeEachRender) {
   Registry registry;
-  GaugeFamily* missing =
-      *registry.AddGauge("psync_missing", "Missing per job.", {"job"});
+  GaugeFamily* missing = *registry.AddGauge("psync_missing", "Missing per job.", {"job"});
   // A stand-in for the tracker's snapshot.
   std::vector<std::pair<std::string, int>> snapshot = {{"a", 2}, {"b", 0}};
   int runs = 0;
@@ -214,8 +206,7 @@ TEST(RegistryTest, CollectorsRunBeforeEachRender) {
 
 TEST(RegistryTest, ConcurrentIncrementsAreExact) {
   Registry registry;
-  CounterFamily* family =
-      *registry.AddCounter("psync_checkins_total", "C.", {"job"});
+  CounterFamily* family = *registry.AddCounter("psync_checkins_total", "C.", {"job"});
   constexpr int kThreads = 8;
   constexpr int kPerThread = 20000;
   std::atomic<bool> done{false};
@@ -244,8 +235,8 @@ TEST(RegistryTest, ConcurrentIncrementsAreExact) {
   }
   EXPECT_EQ(per_key, kThreads * kPerThread);
   EXPECT_TRUE(absl::StrContains(
-      registry.Render(), absl::StrCat("psync_checkins_total{job=\"shared\"} ",
-                                      kThreads * kPerThread, "\n")));
+      registry.Render(),
+      absl::StrCat("psync_checkins_total{job=\"shared\"} ", kThreads * kPerThread, "\n")));
 }
 
 TEST(RegistryTest, RejectsInvalidNames) {
@@ -268,15 +259,9 @@ TEST(RegistryTest, RejectsInvalidNames) {
       {registry.AddHistogram("h", "h", {"le"}, {1}).status(), "le"},
       {registry.AddHistogram("h", "h", {}, {2, 1}).status(), "h"},
       {registry.AddHistogram("h", "h", {}, {1, 1}).status(), "h"},
-      {registry
-           .AddHistogram("h", "h", {},
-                         {1, std::numeric_limits<double>::quiet_NaN()})
-           .status(),
+      {registry.AddHistogram("h", "h", {}, {1, std::numeric_limits<double>::quiet_NaN()}).status(),
        "NaN"},
-      {registry
-           .AddHistogram("h", "h", {},
-                         {-std::numeric_limits<double>::infinity(), 1})
-           .status(),
+      {registry.AddHistogram("h", "h", {}, {-std::numeric_limits<double>::infinity(), 1}).status(),
        "-Inf"},
   };
   for (const Case& c : cases) {
@@ -302,20 +287,18 @@ TEST(RegistryTest, RejectsCollidingNames) {
         registry.AddHistogram("psync_wait_seconds", "h", {}, {}).status()}) {
     EXPECT_FALSE(status.ok());
   }
-  absl::Status status =
-      registry.AddGauge("psync_wait_seconds_sum", "h").status();
+  absl::Status status = registry.AddGauge("psync_wait_seconds_sum", "h").status();
   EXPECT_TRUE(absl::IsAlreadyExists(status)) << status;
   EXPECT_TRUE(absl::StrContains(status.message(), "psync_wait_seconds_sum"));
   // A histogram whose series would collide with an existing gauge.
   ASSERT_TRUE(registry.AddGauge("lat_count", "h").ok());
-  EXPECT_TRUE(absl::IsAlreadyExists(
-      registry.AddHistogram("lat", "h", {}, {1}).status()));
+  EXPECT_TRUE(absl::IsAlreadyExists(registry.AddHistogram("lat", "h", {}, {1}).status()));
 }
 
 TEST(RegistryTest, TrailingInfBoundIsImplicit) {
   Registry registry;
-  HistogramFamily* family = *registry.AddHistogram(
-      "h", "H.", {}, {1, std::numeric_limits<double>::infinity()});
+  HistogramFamily* family =
+      *registry.AddHistogram("h", "H.", {}, {1, std::numeric_limits<double>::infinity()});
   family->Get()->Observe(5);
   EXPECT_EQ(registry.Render(),
             "# HELP h H.\n# TYPE h histogram\n"
@@ -334,8 +317,7 @@ TEST(RegistryPromtoolTest, PromtoolAcceptsTheOutput) {
   Registry registry;
   Populate(&registry);
   GaugeFamily* info = *registry.AddGauge(
-      "psync_build_info", "Build \"information\", with \\ and\nnewline.",
-      {"version", "note"});
+      "psync_build_info", "Build \"information\", with \\ and\nnewline.", {"version", "note"});
   info->WithLabels({"1.0", "quote \" backslash \\ newline \n end"})->Set(1);
   HistogramFamily* empty_buckets =
       *registry.AddHistogram("psync_step_seconds", "Step time.", {"job"}, {});
@@ -351,17 +333,15 @@ TEST(RegistryPromtoolTest, PromtoolAcceptsTheOutput) {
     file << text;
     ASSERT_TRUE(file.good());
   }
-  const std::string command = absl::StrCat(kPromtool, " check metrics < '",
-                                           input, "' > '", output, "' 2>&1");
+  const std::string command =
+      absl::StrCat(kPromtool, " check metrics < '", input, "' > '", output, "' 2>&1");
   int rc = std::system(command.c_str());
   std::ifstream result(output);
   std::stringstream report;
   report << result.rdbuf();
   ASSERT_NE(rc, -1);
   ASSERT_TRUE(WIFEXITED(rc));
-  EXPECT_EQ(WEXITSTATUS(rc), 0) << "promtool said:\n"
-                                << report.str() << "\non input:\n"
-                                << text;
+  EXPECT_EQ(WEXITSTATUS(rc), 0) << "promtool said:\n" << report.str() << "\non input:\n" << text;
 }
 
 }  // namespace

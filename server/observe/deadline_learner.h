@@ -1,5 +1,5 @@
-// DeadlineLearner: learns, per chunk, how long a chunk normally waits between its first check-in and
-// its release, and derives the deadline after which a waiting chunk is a stall:
+// DeadlineLearner: learns, per chunk, how long a chunk normally waits between its first check-in
+// and its release, and derives the deadline after which a waiting chunk is a stall:
 //
 //   deadline = clamp(multiplier * percentile(last `window` waits), floor, ceiling)
 //

@@ -1,7 +1,7 @@
 #include "server/observe/job_observer.h"
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 namespace psync::observe {
@@ -76,7 +76,8 @@ void JobObserver::OnEvent(const core::Event& e) {
       break;
   }
   // Open check-ins of steps long gone (e.g. a generation that ended) must not pile up.
-  while (open_checkins_.size() > options_.audit_capacity) open_checkins_.erase(open_checkins_.begin());
+  while (open_checkins_.size() > options_.audit_capacity)
+    open_checkins_.erase(open_checkins_.begin());
 }
 
 std::vector<core::Event> JobObserver::Inspect(absl::Time now, const core::JobSnapshot& snapshot,

@@ -36,14 +36,14 @@ struct SyncAudit {
   core::Step step = 0;
   core::ChunkId chunk = 0;
   uint64_t sequence = 0;
-  uint32_t releases = 0;           // must be 1
-  uint32_t syncs_done = 0;         // ranks that reported SyncDone
-  bool complete = false;           // every member reported
+  uint32_t releases = 0;    // must be 1
+  uint32_t syncs_done = 0;  // ranks that reported SyncDone
+  bool complete = false;    // every member reported
   bool checksum_mismatch = false;
-  uint32_t early_syncs = 0;        // SyncDone reports before the release
-  uint32_t repeated_syncs = 0;     // ranks that executed the sync more than once
-  absl::Duration wait;             // first check-in -> release
-  absl::Duration sync_duration;    // release -> last SyncDone (when complete)
+  uint32_t early_syncs = 0;      // SyncDone reports before the release
+  uint32_t repeated_syncs = 0;   // ranks that executed the sync more than once
+  absl::Duration wait;           // first check-in -> release
+  absl::Duration sync_duration;  // release -> last SyncDone (when complete)
 };
 
 struct AuditTotals {

@@ -10,7 +10,8 @@ using core::EventKind;
 
 absl::Time At(int ms) { return absl::UnixEpoch() + absl::Milliseconds(ms); }
 
-Event Make(EventKind kind, int ms, uint64_t step, uint32_t chunk, std::optional<uint32_t> rank = {}) {
+Event Make(EventKind kind, int ms, uint64_t step, uint32_t chunk,
+           std::optional<uint32_t> rank = {}) {
   Event e;
   e.kind = kind;
   e.time = At(ms);
@@ -57,8 +58,7 @@ TEST(JobObserverTest, StallNamesMissingContributorsOnceAfterTheDeadline) {
   ASSERT_EQ(stalls[0].contributors.size(), 1u);
   EXPECT_EQ(stalls[0].contributors[0].rank, 1u);
   EXPECT_EQ(stalls[0].contributors[0].optimizer, "expert");
-  EXPECT_EQ(stalls[0].detail,
-            "chunk 0 step 0 waited 51ms (deadline 50ms) for rank 1 expert");
+  EXPECT_EQ(stalls[0].detail, "chunk 0 step 0 waited 51ms (deadline 50ms) for rank 1 expert");
   EXPECT_TRUE(observer.Inspect(At(90), WaitingSnapshot(0, absl::Milliseconds(90))).empty())
       << "reported once";
   EXPECT_EQ(observer.Inspect(At(200), WaitingSnapshot(1, absl::Milliseconds(60))).size(), 1u)
@@ -95,7 +95,8 @@ TEST(JobObserverTest, AuditCountsReleasesSyncsAndViolations) {
   observer.OnEvent(Make(EventKind::kCheckin, 0, 7, 1, 0));
   observer.OnEvent(Make(EventKind::kCheckin, 30, 7, 1, 1));
   Event early = Make(EventKind::kViolation, 5, 7, 1, 0);
-  early.detail = "early sync: rank 0 synced step 7 chunk 1 before its release; not staged: rank 1 dense";
+  early.detail =
+      "early sync: rank 0 synced step 7 chunk 1 before its release; not staged: rank 1 dense";
   observer.OnEvent(early);
   Event release = Make(EventKind::kRelease, 30, 7, 1, 1);
   release.duration = absl::Milliseconds(30);

@@ -30,10 +30,12 @@ void StragglerScores::OnRelease(const std::vector<std::pair<core::RankId, absl::
     const double lateness = absl::ToDoubleSeconds(e.latest - first);
     StragglerScore& s = e.score;
     s.rank = rank;
-    s.score_seconds = s.samples == 0 ? lateness : alpha_ * lateness + (1 - alpha_) * s.score_seconds;
+    s.score_seconds =
+        s.samples == 0 ? lateness : alpha_ * lateness + (1 - alpha_) * s.score_seconds;
     s.last_seconds = lateness;
     ++s.samples;
-    if (e.latest == last && last > first) ++s.times_last;  // a tie at the first instant is nobody's fault
+    if (e.latest == last && last > first)
+      ++s.times_last;  // a tie at the first instant is nobody's fault
   }
 }
 

@@ -19,10 +19,10 @@ namespace psync::observe {
 
 struct StragglerScore {
   core::RankId rank = 0;
-  double score_seconds = 0;   // EWMA of lateness
-  double last_seconds = 0;    // lateness at the latest release
+  double score_seconds = 0;  // EWMA of lateness
+  double last_seconds = 0;   // lateness at the latest release
   uint64_t samples = 0;
-  uint64_t times_last = 0;    // releases this rank completed (it was the last contributor)
+  uint64_t times_last = 0;  // releases this rank completed (it was the last contributor)
 };
 
 class StragglerScores {
@@ -48,7 +48,7 @@ class StragglerScores {
   };
 
   double alpha_;
-  uint64_t release_ = 0;  // releases scored so far
+  uint64_t release_ = 0;       // releases scored so far
   std::vector<Entry> scores_;  // indexed by rank
 };
 

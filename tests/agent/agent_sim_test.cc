@@ -47,12 +47,13 @@ TEST_F(AgentSimTest, SixteenRanksBehindOneAgentExactlyOnce) {
   EXPECT_EQ(counters.rejected, 0u);
   const agent::AgentStats s = node->stats();
   EXPECT_LE(s.upstream_batches, s.local_messages);
-  std::printf("agent: %llu local messages in %llu upstream batches; %llu notices for %llu "
-              "ranks\n%s",
-              static_cast<unsigned long long>(s.local_messages),
-              static_cast<unsigned long long>(s.upstream_batches),
-              static_cast<unsigned long long>(s.notices_received),
-              static_cast<unsigned long long>(s.notices_delivered), text.c_str());
+  std::printf(
+      "agent: %llu local messages in %llu upstream batches; %llu notices for %llu "
+      "ranks\n%s",
+      static_cast<unsigned long long>(s.local_messages),
+      static_cast<unsigned long long>(s.upstream_batches),
+      static_cast<unsigned long long>(s.notices_received),
+      static_cast<unsigned long long>(s.notices_delivered), text.c_str());
 }
 
 TEST_F(AgentSimTest, AgentStreamCutEvery100MsStillReleasesExactlyOnce) {
@@ -80,11 +81,12 @@ TEST_F(AgentSimTest, AgentStreamCutEvery100MsStillReleasesExactlyOnce) {
   // The ranks' Sessions with the agent never broke; the agent hid every cut.
   EXPECT_EQ(report->reconnects, 0u) << text;
   const agent::AgentStats s = node->stats();
-  std::printf("%d cuts; agent: %llu reconnects, %llu batches re-sent, %llu repeated directives "
-              "dropped\n%s",
-              run.breaks, static_cast<unsigned long long>(s.reconnects),
-              static_cast<unsigned long long>(s.batches_resent),
-              static_cast<unsigned long long>(s.duplicate_directives_dropped), text.c_str());
+  std::printf(
+      "%d cuts; agent: %llu reconnects, %llu batches re-sent, %llu repeated directives "
+      "dropped\n%s",
+      run.breaks, static_cast<unsigned long long>(s.reconnects),
+      static_cast<unsigned long long>(s.batches_resent),
+      static_cast<unsigned long long>(s.duplicate_directives_dropped), text.c_str());
 }
 
 }  // namespace

@@ -270,7 +270,8 @@ TEST_F(AgentTest, ForwardsQueriesAndRendezvousAndRefusesWatch) {
     grpc::ClientContext context;
     v1::KvSetResponse unused;
     ASSERT_TRUE(
-        via_agent->KvSet(&context, MakeKvSet("queries", rank->generation(), "nccl", "id-1"), &unused)
+        via_agent
+            ->KvSet(&context, MakeKvSet("queries", rank->generation(), "nccl", "id-1"), &unused)
             .ok());
   }
   {

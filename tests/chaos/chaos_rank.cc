@@ -17,7 +17,8 @@
 // t: CLOCK_MONOTONIC nanoseconds (one clock for every process of the host).
 //
 // After an abort (or at start) the rank asks the coordinator where the job is (GetJobStatus) and
-// joins at that step: a forming generation's first step, or the lowest rank step of the running one.
+// joins at that step: a forming generation's first step, or the lowest rank step of the running
+// one.
 #include <time.h>
 #include <unistd.h>
 
@@ -170,7 +171,8 @@ absl::Status RunSegment(psync::v1::Coordinator::Stub* stub, const std::string& i
     *done = true;
     return absl::OkStatus();
   }
-  log.Line(absl::StrCat("abort ", segment, " ", absl::StrReplaceAll(status.ToString(), {{"\n", " "}})));
+  log.Line(
+      absl::StrCat("abort ", segment, " ", absl::StrReplaceAll(status.ToString(), {{"\n", " "}})));
   client->Close();
   // The generation is over (aborted, or this rank's messages are of a stale generation): join
   // again. Anything else is an error.
@@ -196,7 +198,8 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(absl::GetFlag(FLAGS_seed) * 1000003 + absl::GetFlag(FLAGS_rank) +
                       static_cast<uint64_t>(getpid()) * 7919);
   log.Line(absl::StrCat("start ", getpid(), " ", incarnation));
-  auto channel = grpc::CreateChannel(absl::GetFlag(FLAGS_target), grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel(absl::GetFlag(FLAGS_target), grpc::InsecureChannelCredentials());
   auto stub = psync::v1::Coordinator::NewStub(channel);
   uint64_t resumes = 0;
   bool done = false;

@@ -12,13 +12,12 @@
 //  * every (segment, step) was either completed by every rank or its segment was aborted on every
 //    rank that took part (an abort line, or the rank was the one killed);
 //  * every rank finished the run.
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <fcntl.h>
 
 #include <cstdio>
 #include <fstream>
@@ -29,12 +28,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/ascii.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/worker/processes.h"
@@ -59,7 +58,8 @@ int64_t MonotonicNanos() {
 pid_t Spawn(const std::vector<std::string>& argv, const std::string& output) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, output.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_addopen(&actions, 1, output.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                   0644);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -117,9 +117,9 @@ TEST(ChaosTest, RankKillsAndCoordinatorRestartsNeverSyncEarlyOrTwice) {
   int restarts = 0;
   auto start_coordinator = [&](const std::string& listen) {
     const std::string port_file = absl::StrCat(dir, "/port.", restarts);
-    pid_t pid = Spawn({coordinator, "--listen=" + listen, "--port_file=" + port_file,
-                       "--http_listen="},
-                      absl::StrCat(dir, "/coordinator.", restarts, ".log"));
+    pid_t pid =
+        Spawn({coordinator, "--listen=" + listen, "--port_file=" + port_file, "--http_listen="},
+              absl::StrCat(dir, "/coordinator.", restarts, ".log"));
     ++restarts;
     return std::make_pair(pid, WaitForPort(port_file));
   };
@@ -149,7 +149,8 @@ TEST(ChaosTest, RankKillsAndCoordinatorRestartsNeverSyncEarlyOrTwice) {
       std::string text = ReadFile(p.path);
       size_t at = text.rfind("\ncomplete ");
       if (at == std::string::npos) continue;
-      std::vector<std::string> f = absl::StrSplit(text.substr(at + 1, text.find('\n', at + 1) - at - 1), ' ');
+      std::vector<std::string> f =
+          absl::StrSplit(text.substr(at + 1, text.find('\n', at + 1) - at - 1), ' ');
       if (f.size() == 3) best = std::max(best, U(f[2]));
     }
     return best;
@@ -216,9 +217,9 @@ TEST(ChaosTest, RankKillsAndCoordinatorRestartsNeverSyncEarlyOrTwice) {
   };
   std::vector<Directive> directives;
   std::map<std::pair<uint64_t, uint64_t>, std::set<uint32_t>> completed;  // (segment, step)
-  std::map<uint64_t, std::set<size_t>> in_segment;                         // segment -> processes
-  std::map<uint64_t, std::set<size_t>> aborted_by;                         // segment -> processes
-  std::set<std::pair<uint64_t, uint64_t>> active;                          // (segment, step)
+  std::map<uint64_t, std::set<size_t>> in_segment;                        // segment -> processes
+  std::map<uint64_t, std::set<size_t>> aborted_by;                        // segment -> processes
+  std::set<std::pair<uint64_t, uint64_t>> active;                         // (segment, step)
   // A killed process may have finished a step without logging it: (segment, step) -> rank ->
   // chunks it synced there.
   std::map<std::pair<uint64_t, uint64_t>, std::map<uint32_t, std::set<uint64_t>>> killed_syncs;
@@ -277,7 +278,8 @@ TEST(ChaosTest, RankKillsAndCoordinatorRestartsNeverSyncEarlyOrTwice) {
     auto c = completed.find({segment, step});
     std::set<uint32_t> finished_here = c != completed.end() ? c->second : std::set<uint32_t>();
     for (const auto& [rank, chunks] : killed_syncs[{segment, step}]) {
-      if (chunks.size() == kChunks) finished_here.insert(rank);  // synced all, killed before logging
+      if (chunks.size() == kChunks)
+        finished_here.insert(rank);  // synced all, killed before logging
     }
     if (finished_here.size() == kRanks) {
       ++steps_completed;
@@ -320,9 +322,10 @@ TEST(ChaosTest, RankKillsAndCoordinatorRestartsNeverSyncEarlyOrTwice) {
     for (const Directive& d : directives) {
       if (d.t > back_at && (first_release == 0 || d.t < first_release)) first_release = d.t;
     }
-    std::printf("chaos: coordinator restart: back up %.1f ms after kill -9, first release %.1f ms "
-                "after kill -9\n",
-                (back_at - killed_at) / 1e6, (first_release - killed_at) / 1e6);
+    std::printf(
+        "chaos: coordinator restart: back up %.1f ms after kill -9, first release %.1f ms "
+        "after kill -9\n",
+        (back_at - killed_at) / 1e6, (first_release - killed_at) / 1e6);
   }
   EXPECT_EQ(early_syncs, 0u);
   EXPECT_EQ(double_syncs, 0u);

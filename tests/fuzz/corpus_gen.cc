@@ -109,7 +109,11 @@ std::vector<std::string> TrackerSeeds() {
           .Chunk(kMixed, 0xff, 0b100000)
           .JoinAll(6)
           .Steps(6, 2));
-  add(TrackerSeed(3, 2, 0, 0, false).Chunk(kDense).Chunk(kExpert, 0xff, 0b111).JoinAll(3).Steps(3, 3));
+  add(TrackerSeed(3, 2, 0, 0, false)
+          .Chunk(kDense)
+          .Chunk(kExpert, 0xff, 0b111)
+          .JoinAll(3)
+          .Steps(3, 3));
   // Check-ins while the job is forming, released by the last join.
   add(TrackerSeed(3, 1, 0, 0, false)
           .Chunk(kMixed)
@@ -153,8 +157,22 @@ std::vector<std::string> TrackerSeeds() {
           .Join(2)
           .Steps(3, 2));
   // Skips: all ranks skip, and a disagreement (one stages, one skips).
-  add(TrackerSeed(2, 1, 0, 0, false).Chunk(kMixed).JoinAll(2).Steps(2, 1).Skip(0).Skip(1).Skip(0).Steps(2, 2));
-  add(TrackerSeed(3, 2, 0, 0, false).Chunk(kMixed).Chunk(kDense).JoinAll(3).Skip(0).StageStep(1).JoinAll(3).Steps(3, 1));
+  add(TrackerSeed(2, 1, 0, 0, false)
+          .Chunk(kMixed)
+          .JoinAll(2)
+          .Steps(2, 1)
+          .Skip(0)
+          .Skip(1)
+          .Skip(0)
+          .Steps(2, 2));
+  add(TrackerSeed(3, 2, 0, 0, false)
+          .Chunk(kMixed)
+          .Chunk(kDense)
+          .JoinAll(3)
+          .Skip(0)
+          .StageStep(1)
+          .JoinAll(3)
+          .Steps(3, 1));
   add(TrackerSeed(2, 1, 0, 0, false).Chunk(kDense).JoinAll(2).StageStep(0).Skip(1).Skip(0, 255));
   // Duplicates: the same batch again, and with another checksum.
   add(TrackerSeed(2, 2, 0, 0, false)
@@ -197,7 +215,14 @@ std::vector<std::string> TrackerSeeds() {
           .Skip(1, 0, 14)
           .Steps(2, 1));
   // Aborts (a lost rank), then everyone joins the next generation.
-  add(TrackerSeed(2, 1, 0, 0, false).Chunk(kMixed).JoinAll(2).StageStep(0).Abort().StageStep(1).JoinAll(2).Steps(2, 2));
+  add(TrackerSeed(2, 1, 0, 0, false)
+          .Chunk(kMixed)
+          .JoinAll(2)
+          .StageStep(0)
+          .Abort()
+          .StageStep(1)
+          .JoinAll(2)
+          .Steps(2, 2));
   // Time passes between check-ins; history trimming over many steps.
   add(TrackerSeed(2, 1, 0, 0, false).Chunk(kMixed).JoinAll(2).Advance(200).Steps(2, 8));
   // Inconsistent plans: each mutation for rank 1 after rank 0 joined, then the right plan.
@@ -212,7 +237,12 @@ std::vector<std::string> TrackerSeeds() {
             .Steps(3, 2));
   }
   // The mutated plan first: the others then conflict with it.
-  add(TrackerSeed(2, 2, 0, 0, true).Chunk(kMixed).Chunk(kDense).Join(0, false, 7, 1).Join(1).Steps(2, 2));
+  add(TrackerSeed(2, 2, 0, 0, true)
+          .Chunk(kMixed)
+          .Chunk(kDense)
+          .Join(0, false, 7, 1)
+          .Join(1)
+          .Steps(2, 2));
   // A few random inputs.
   std::mt19937 rng(5);
   for (int i = 0; i < 4; ++i) {
@@ -493,7 +523,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::filesystem::path out(argv[1]);
-  if (!Write(out / "tracker_fuzzer", TrackerSeeds()) || !Write(out / "proto_fuzzer", ProtoSeeds())) {
+  if (!Write(out / "tracker_fuzzer", TrackerSeeds()) ||
+      !Write(out / "proto_fuzzer", ProtoSeeds())) {
     std::fprintf(stderr, "cannot write under %s\n", argv[1]);
     return 1;
   }

@@ -53,11 +53,15 @@ class Driver {
       pos += len;
       switch (tag % 8) {
         case 0:
-        case 1: Join(msg, len); break;
+        case 1:
+          Join(msg, len);
+          break;
         case 2:
         case 3:
         case 4:
-        case 5: Session(&slots_[(tag / 8) % kSlots], msg, len); break;
+        case 5:
+          Session(&slots_[(tag / 8) % kSlots], msg, len);
+          break;
         case 6:
           for (auto& [id, job] : jobs_) job->Advance(absl::Milliseconds(37 * (len & 0xff)));
           break;
@@ -83,8 +87,8 @@ class Driver {
     auto it = jobs_.find(plan.job_id);
     if (it == jobs_.end()) {
       if (jobs_.size() >= kMaxJobs) return;
-      it = jobs_.emplace(plan.job_id, std::make_unique<TrackerHarness>(plan.job_id, options_))
-               .first;
+      it =
+          jobs_.emplace(plan.job_id, std::make_unique<TrackerHarness>(plan.job_id, options_)).first;
     }
     absl::StatusOr<core::JoinResult> joined = it->second->Join(plan);
     // A job whose first join failed is not kept (as in the coordinator).

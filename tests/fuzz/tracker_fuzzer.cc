@@ -138,9 +138,15 @@ RankPlan PlanFor(const Job& job, RankId rank, uint8_t variant, uint8_t which) {
   if (!job.inconsistent) return p;
   ChunkPart& part = p.chunks[which % p.chunks.size()];
   switch (variant % 9) {
-    case 2: p.world_size += 1; break;
-    case 3: p.num_chunks += 1; break;
-    case 4: p.first_step += 1; break;
+    case 2:
+      p.world_size += 1;
+      break;
+    case 3:
+      p.num_chunks += 1;
+      break;
+    case 4:
+      p.first_step += 1;
+      break;
     case 5:  // leave out (or rename) a group
       if (part.groups.size() > 1) {
         part.groups.pop_back();
@@ -172,14 +178,16 @@ RankPlan PlanFor(const Job& job, RankId rank, uint8_t variant, uint8_t which) {
     case 8:  // leave out a whole chunk
       if (p.chunks.size() > 1) p.chunks.erase(p.chunks.begin() + which % p.chunks.size());
       break;
-    default: break;
+    default:
+      break;
   }
   return p;
 }
 
 uint64_t Checksum(uint64_t generation, Step step, ChunkId chunk, const std::string& name) {
   uint64_t h = 1469598103934665603ull;
-  for (uint64_t v : {generation, step, static_cast<uint64_t>(chunk)}) h = (h ^ v) * 1099511628211ull;
+  for (uint64_t v : {generation, step, static_cast<uint64_t>(chunk)})
+    h = (h ^ v) * 1099511628211ull;
   for (char ch : name) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
   return h;
 }
@@ -203,20 +211,38 @@ class Driver {
       const RankId rank = PickRank(in.Byte());
       switch (code % 16) {
         case 0:
-        case 1: Join(in, rank); break;
+        case 1:
+          Join(in, rank);
+          break;
         case 2:
         case 3:
-        case 4: StageStep(in, rank); break;
+        case 4:
+          StageStep(in, rank);
+          break;
         case 5:
-        case 6: StageRandom(in, rank); break;
-        case 7: Repeat(in); break;
+        case 6:
+          StageRandom(in, rank);
+          break;
+        case 7:
+          Repeat(in);
+          break;
         case 8:
         case 9:
-        case 10: SyncPending(in, rank); break;
-        case 11: SyncRandom(in, rank); break;
-        case 12: Skip(in, rank); break;
-        case 13: harness_.Advance(absl::Milliseconds(37 * in.Byte())); break;
-        case 14: Attach(in, rank); break;
+        case 10:
+          SyncPending(in, rank);
+          break;
+        case 11:
+          SyncRandom(in, rank);
+          break;
+        case 12:
+          Skip(in, rank);
+          break;
+        case 13:
+          harness_.Advance(absl::Milliseconds(37 * in.Byte()));
+          break;
+        case 14:
+          Attach(in, rank);
+          break;
         case 15: {
           const uint8_t b = in.Byte(), step = in.Byte(), chunk = in.Byte();
           if (b % 4 == 0) {
@@ -260,9 +286,12 @@ class Driver {
   std::optional<uint64_t> PickChecksum(uint8_t b, Step step, ChunkId chunk,
                                        const std::string& opt) const {
     switch (b % 4) {
-      case 0: return std::nullopt;
-      case 1: return Checksum(0, step, chunk, opt);
-      default: return b % 4;
+      case 0:
+        return std::nullopt;
+      case 1:
+        return Checksum(0, step, chunk, opt);
+      default:
+        return b % 4;
     }
   }
 
@@ -353,12 +382,17 @@ class Driver {
       case 11:
         if (!item->checksums.empty()) item->checksums.pop_back();
         break;
-      case 12: item->checksums.push_back({"bogus", 1}); break;
+      case 12:
+        item->checksums.push_back({"bogus", 1});
+        break;
       case 13:
         if (!item->checksums.empty()) item->checksums.push_back(item->checksums[0]);
         break;
-      case 14: item->executions = 2; break;
-      default: break;
+      case 14:
+        item->executions = 2;
+        break;
+      default:
+        break;
     }
   }
 
@@ -370,7 +404,8 @@ class Driver {
     for (const core::Notice& n : harness_.tracker().Pending(rank)) {
       const auto* d = std::get_if<core::SyncDirective>(&n);
       if (d == nullptr) continue;
-      core::SyncDoneItem item{d->step, d->chunk, Checksums(client, d->generation, d->step, d->chunk)};
+      core::SyncDoneItem item{d->step, d->chunk,
+                              Checksums(client, d->generation, d->step, d->chunk)};
       if (!items.empty() && (b & 0x80)) continue;  // one at a time
       items.push_back(std::move(item));
     }

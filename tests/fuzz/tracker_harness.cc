@@ -111,7 +111,8 @@ std::string TrackerHarness::BatchProblem(RankId rank, uint64_t generation, size_
 
 void TrackerHarness::CheckMustReject(const absl::Status& status, bool must_reject,
                                      const std::string& why) {
-  if (must_reject && status.ok()) Fail(absl::StrCat("accepted an input that must be refused: ", why));
+  if (must_reject && status.ok())
+    Fail(absl::StrCat("accepted an input that must be refused: ", why));
 }
 
 void TrackerHarness::StartGenerationRecords(uint64_t generation) {
@@ -146,8 +147,7 @@ std::vector<core::ExpectedChunk> TrackerHarness::ExpectedChunks() const {
 }
 
 void TrackerHarness::MaybeComplete() {
-  if (!complete_ && !joined_.empty() &&
-      joined_.size() == joined_.begin()->second.plan.world_size) {
+  if (!complete_ && !joined_.empty() && joined_.size() == joined_.begin()->second.plan.world_size) {
     complete_ = true;
     expected_ = ExpectedChunks();
     checker_ = std::make_unique<core::InvariantChecker>(expected_);
@@ -167,7 +167,8 @@ void TrackerHarness::Audit(const absl::Status& status, const std::string& before
   const std::string after = StateText(tracker_, now_);
   if (trace_) {
     std::fprintf(stderr, "%s -> %s\n", last_call_.c_str(), status.ToString().c_str());
-    for (const Delivery& d : out.deliveries) std::fprintf(stderr, "  %s\n", DeliveryText(d).c_str());
+    for (const Delivery& d : out.deliveries)
+      std::fprintf(stderr, "  %s\n", DeliveryText(d).c_str());
     for (const Event& e : out.events) std::fprintf(stderr, "  %s\n", EventText(e).c_str());
   }
   if (!status.ok()) {
@@ -181,8 +182,8 @@ void TrackerHarness::Audit(const absl::Status& status, const std::string& before
       }
     } else {
       for (const Delivery& d : out.deliveries) {
-        Fail(absl::StrCat("a rejected input (", status.ToString(), ") delivered ",
-                          DeliveryText(d)));
+        Fail(
+            absl::StrCat("a rejected input (", status.ToString(), ") delivered ", DeliveryText(d)));
       }
       for (const Event& e : out.events) {
         if (e.kind != EventKind::kViolation) {
@@ -228,7 +229,8 @@ void TrackerHarness::Audit(const absl::Status& status, const std::string& before
   }
   for (const Event& e : out.events) {
     if (e.kind != EventKind::kRelease) continue;
-    if (checker_ == nullptr) Fail(absl::StrCat("release before the plan is complete: ", EventText(e)));
+    if (checker_ == nullptr)
+      Fail(absl::StrCat("release before the plan is complete: ", EventText(e)));
     if (e.sequence <= last_sequence_) {
       Fail(absl::StrCat("release sequence ", e.sequence, " after ", last_sequence_));
     }
@@ -341,8 +343,8 @@ void TrackerHarness::CheckSnapshot() const {
 }
 
 absl::StatusOr<core::JoinResult> TrackerHarness::Join(const RankPlan& plan) {
-  last_call_ = absl::StrCat("Join rank ", plan.rank, " incarnation '", plan.incarnation,
-                            "' world ", plan.world_size, " chunks ", plan.num_chunks);
+  last_call_ = absl::StrCat("Join rank ", plan.rank, " incarnation '", plan.incarnation, "' world ",
+                            plan.world_size, " chunks ", plan.num_chunks);
   const std::string before = StateText(tracker_, now_);
   const core::JobState state_before = tracker_.state();
   auto existing = joined_.find(plan.rank);
@@ -354,8 +356,7 @@ absl::StatusOr<core::JoinResult> TrackerHarness::Join(const RankPlan& plan) {
   }
   if (existing == joined_.end() && generation_ > 0 && !aborted_) {
     for (const auto& [rank, joined] : joined_) {
-      if (joined.plan.world_size != plan.world_size ||
-          joined.plan.num_chunks != plan.num_chunks ||
+      if (joined.plan.world_size != plan.world_size || joined.plan.num_chunks != plan.num_chunks ||
           joined.plan.first_step != plan.first_step) {
         must_reject = absl::StrCat("plan conflicts with rank ", rank);
       }
@@ -367,7 +368,8 @@ absl::StatusOr<core::JoinResult> TrackerHarness::Join(const RankPlan& plan) {
   CheckMustReject(result.status(), !must_reject.empty(), must_reject);
   if (!result.ok()) {
     if (same_incarnation && must_reject.empty()) {
-      Fail(absl::StrCat("a reconnect with the same plan was refused: ", result.status().ToString()));
+      Fail(
+          absl::StrCat("a reconnect with the same plan was refused: ", result.status().ToString()));
     }
     if (!out.events.empty() || !out.deliveries.empty()) Fail("a refused join had decisions");
     Audit(result.status(), before, state_before, out);
@@ -443,11 +445,11 @@ absl::Status TrackerHarness::Stage(RankId rank, uint64_t generation,
   if (const RankPlan* plan = joined_plan(rank); plan != nullptr) {
     for (const core::StagedItem& item : items) {
       if (item.chunk >= plan->num_chunks) must_reject = "chunk out of range";
-      const auto part = std::find_if(plan->chunks.begin(), plan->chunks.end(),
-                                     [&](const core::ChunkPart& p) { return p.chunk == item.chunk; });
-      if (part == plan->chunks.end() ||
-          std::find(part->optimizers.begin(), part->optimizers.end(), item.optimizer) ==
-              part->optimizers.end()) {
+      const auto part =
+          std::find_if(plan->chunks.begin(), plan->chunks.end(),
+                       [&](const core::ChunkPart& p) { return p.chunk == item.chunk; });
+      if (part == plan->chunks.end() || std::find(part->optimizers.begin(), part->optimizers.end(),
+                                                  item.optimizer) == part->optimizers.end()) {
         must_reject = "optimizer not declared";
       }
     }
@@ -519,8 +521,8 @@ void TrackerHarness::Abort(std::string reason) {
 
 absl::Status TrackerHarness::Attach(RankId rank, uint64_t generation,
                                     absl::string_view session_id) {
-  last_call_ = absl::StrCat("Attach rank ", rank, " generation ", generation, " session '",
-                            session_id, "'");
+  last_call_ =
+      absl::StrCat("Attach rank ", rank, " generation ", generation, " session '", session_id, "'");
   absl::Status status = tracker_.CheckAttach(rank, generation, session_id);
   auto joined = joined_.find(rank);
   const bool valid =

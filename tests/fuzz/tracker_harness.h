@@ -79,8 +79,8 @@ class TrackerHarness {
 
   [[noreturn]] void Fail(const std::string& what) const;
   // The checks shared by every state-changing call; `before` is StateText before the call.
-  void Audit(const absl::Status& status, const std::string& before,
-             core::JobState state_before, const core::Decisions& out);
+  void Audit(const absl::Status& status, const std::string& before, core::JobState state_before,
+             const core::Decisions& out);
   void CheckMustReject(const absl::Status& status, bool must_reject, const std::string& why);
   // Runs `call`, a tracker call that writes its decisions to the Decisions it is given; checks
   // that it was refused exactly when `must_reject` names a reason; runs `on_accepted` when it was

@@ -135,7 +135,8 @@ TEST_F(StallTest, WatchEventsReplaysAndFilters) {
     }
     last_index = e.index();
   }
-  EXPECT_EQ(seen, (std::vector<std::string>{"join:0", "join:1", "join:2", "checkin:0", "checkin:1"}));
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{"join:0", "join:1", "join:2", "checkin:0", "checkin:1"}));
   context.TryCancel();
   while (reader->Read(&e)) {
   }

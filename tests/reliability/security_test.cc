@@ -112,10 +112,11 @@ TEST(SecurityTest, MutualTlsRequiresAClientCertificateFromTheTrustedCa) {
   options.tls_client_ca_pem = certs->Pem("ca.pem");
   auto server = server::TestServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
-  EXPECT_TRUE(Join(TlsChannel((*server)->target(), *certs, "client").get(), MakeJoin("j", 2, 0, 1))
-                  .ok());
-  EXPECT_EQ(Join(TlsChannel((*server)->target(), *certs).get(), MakeJoin("j", 2, 1, 1)).error_code(),
-            grpc::StatusCode::UNAVAILABLE)
+  EXPECT_TRUE(
+      Join(TlsChannel((*server)->target(), *certs, "client").get(), MakeJoin("j", 2, 0, 1)).ok());
+  EXPECT_EQ(
+      Join(TlsChannel((*server)->target(), *certs).get(), MakeJoin("j", 2, 1, 1)).error_code(),
+      grpc::StatusCode::UNAVAILABLE)
       << "no client certificate";
   EXPECT_EQ(Join(TlsChannel((*server)->target(), *certs, "rogue").get(), MakeJoin("j", 2, 1, 1))
                 .error_code(),

@@ -32,7 +32,8 @@ class BadInputTest : public ServiceFixture {
 
   std::unique_ptr<RawSession> Attach(uint32_t rank) {
     auto session = std::make_unique<RawSession>(stub_.get());
-    grpc::Status s = session->Attach("j", rank, joined_[rank].generation(), joined_[rank].session_id());
+    grpc::Status s =
+        session->Attach("j", rank, joined_[rank].generation(), joined_[rank].session_id());
     EXPECT_TRUE(s.ok()) << s.error_message();
     return session;
   }
@@ -49,7 +50,9 @@ class BadInputTest : public ServiceFixture {
   void ExpectUnchanged(const v1::JobStatus& before, const std::string& job = "j") {
     v1::JobStatus after = State(job);
     EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(before, after))
-        << "before:\n" << before.DebugString() << "after:\n" << after.DebugString();
+        << "before:\n"
+        << before.DebugString() << "after:\n"
+        << after.DebugString();
   }
 
   v1::JoinResponse joined_[2];
@@ -228,7 +231,8 @@ TEST_F(BadInputTest, StepInThePastIsOutOfRange) {
   v1::JobStatus before = State();
   grpc::Status s = session->Stage(joined_[0].generation(), 9, 0, "dense");
   EXPECT_EQ(s.error_code(), grpc::StatusCode::OUT_OF_RANGE);
-  EXPECT_THAT(s.error_message(), HasSubstr("items[0].step 9 is before the oldest retained step 10"));
+  EXPECT_THAT(s.error_message(),
+              HasSubstr("items[0].step 9 is before the oldest retained step 10"));
   ExpectUnchanged(before);
 }
 
@@ -250,7 +254,8 @@ TEST_F(BadInputTest, StepTooFarAheadIsOutOfRange) {
   v1::JobStatus before = State();
   grpc::Status s = session->Stage(joined_[0].generation(), 5, 0, "dense");
   EXPECT_EQ(s.error_code(), grpc::StatusCode::OUT_OF_RANGE);
-  EXPECT_THAT(s.error_message(), HasSubstr("items[0].step 5 is too far ahead: rank 0 is at step 0"));
+  EXPECT_THAT(s.error_message(),
+              HasSubstr("items[0].step 5 is too far ahead: rank 0 is at step 0"));
   ExpectUnchanged(before);
 }
 
@@ -296,7 +301,8 @@ TEST_F(BadInputTest, ConflictingDuplicateIsAlreadyExistsAndAViolation) {
   up.mutable_staged()->mutable_items(0)->set_shard_checksum(0x9999);
   grpc::Status s = session->Send(up);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::ALREADY_EXISTS);
-  EXPECT_THAT(s.error_message(), HasSubstr("already staged with shard_checksum 0x1234, now 0x9999"));
+  EXPECT_THAT(s.error_message(),
+              HasSubstr("already staged with shard_checksum 0x1234, now 0x9999"));
   ExpectUnchanged(before);
   EXPECT_EQ(Status().counters().duplicate_checkins(), 1u);
 }

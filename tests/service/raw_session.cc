@@ -57,7 +57,8 @@ grpc::Status RawSession::Attach(const std::string& job, uint32_t rank, uint64_t 
   up.mutable_attach()->set_generation(generation);
   up.mutable_attach()->set_session_id(session_id);
   grpc::Status status = Send(std::move(up));
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE && status.error_message() == "stream ended") {
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      status.error_message() == "stream ended") {
     return Finish();
   }
   return status;

@@ -3,9 +3,8 @@
 #include <memory>
 
 #include "absl/synchronization/notification.h"
-#include "grpcpp/generic/generic_stub.h"
-
 #include "gmock/gmock.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/service/raw_session.h"

@@ -66,14 +66,12 @@ class Collective {
   // floats and is not modified; `recv` holds count_per_rank floats.
   // count_per_rank == 0 is a no-op. Bad arguments (CheckReduceScatterArgs in
   // group_args.h) are refused here, for every backend.
-  absl::Status ReduceScatterSum(const float* send, float* recv,
-                                size_t count_per_rank);
+  absl::Status ReduceScatterSum(const float* send, float* recv, size_t count_per_rank);
 
  private:
   // The backend's operations, called only with a nonzero size and arguments
   // that passed the checks.
-  virtual absl::Status DoAllGather(const void* send, void* recv,
-                                   size_t bytes_per_rank) = 0;
+  virtual absl::Status DoAllGather(const void* send, void* recv, size_t bytes_per_rank) = 0;
   virtual absl::Status DoReduceScatterSum(const float* send, float* recv,
                                           size_t count_per_rank) = 0;
 };
@@ -103,16 +101,14 @@ class CollectiveFactory {
   // without a CUDA device); INTERNAL for a failure inside the backend. The
   // arguments are checked here (ValidateGroupArgs in group_args.h), for every
   // backend.
-  absl::StatusOr<std::unique_ptr<Collective>> Create(absl::string_view group,
-                                                     int rank, int size,
-                                                     KeyValueStore* store,
-                                                     absl::Duration timeout);
+  absl::StatusOr<std::unique_ptr<Collective>> Create(absl::string_view group, int rank, int size,
+                                                     KeyValueStore* store, absl::Duration timeout);
 
  private:
   // The backend's Create, called only with arguments that passed the checks.
-  virtual absl::StatusOr<std::unique_ptr<Collective>> DoCreate(
-      absl::string_view group, int rank, int size, KeyValueStore* store,
-      absl::Duration timeout) = 0;
+  virtual absl::StatusOr<std::unique_ptr<Collective>> DoCreate(absl::string_view group, int rank,
+                                                               int size, KeyValueStore* store,
+                                                               absl::Duration timeout) = 0;
 };
 
 }  // namespace worker

@@ -19,9 +19,8 @@ absl::StatusOr<std::unique_ptr<CollectiveFactory>> MakeCollectiveFactory(
     return NewGlooCollectiveFactory(std::move(gloo));
   }
   if (backend == "nccl") return MakeNcclBackendFactory();
-  return absl::InvalidArgumentError(
-      absl::StrCat("backend: \"", backend,
-                   "\" is not a collective backend; use \"gloo\" or \"nccl\""));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "backend: \"", backend, "\" is not a collective backend; use \"gloo\" or \"nccl\""));
 }
 
 }  // namespace worker

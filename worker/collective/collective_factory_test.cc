@@ -29,15 +29,13 @@ TEST(MakeCollectiveFactoryTest, GlooFormsAWorkingGroup) {
   std::vector<std::thread> ranks;
   for (int rank = 0; rank < 2; ++rank) {
     ranks.emplace_back([&, rank] {
-      auto collective =
-          (*factory)->Create("dp", rank, 2, &store, absl::Seconds(20));
+      auto collective = (*factory)->Create("dp", rank, 2, &store, absl::Seconds(20));
       if (!collective.ok()) {
         statuses[rank] = collective.status();
         return;
       }
       const int send = 10 + rank;
-      statuses[rank] =
-          (*collective)->AllGather(&send, &gathered[rank * 2], sizeof(int));
+      statuses[rank] = (*collective)->AllGather(&send, &gathered[rank * 2], sizeof(int));
     });
   }
   for (std::thread& t : ranks) t.join();
@@ -61,8 +59,7 @@ TEST(MakeCollectiveFactoryTest, NcclIsThereOnlyWithCuda) {
 TEST(MakeCollectiveFactoryTest, UnknownBackendIsInvalid) {
   for (const std::string name : {"", "mpi", "GLOO", "nccl "}) {
     auto factory = MakeCollectiveFactory(name);
-    EXPECT_EQ(factory.status().code(), absl::StatusCode::kInvalidArgument)
-        << name;
+    EXPECT_EQ(factory.status().code(), absl::StatusCode::kInvalidArgument) << name;
     EXPECT_TRUE(absl::StartsWith(factory.status().message(), "backend:"));
   }
 }

@@ -41,8 +41,8 @@ using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 void IgnoreSigpipeUnlessHandled() {
   static const bool kDone = [] {
     struct sigaction current;
-    if (sigaction(SIGPIPE, nullptr, &current) == 0 &&
-        !(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_DFL) {
+    if (sigaction(SIGPIPE, nullptr, &current) == 0 && !(current.sa_flags & SA_SIGINFO) &&
+        current.sa_handler == SIG_DFL) {
       signal(SIGPIPE, SIG_IGN);
     }
     return true;
@@ -54,15 +54,12 @@ class GlooCollective final : public Collective {
  public:
   GlooCollective(std::string group, std::shared_ptr<gloo::Context> context,
                  std::chrono::milliseconds timeout)
-      : group_(std::move(group)),
-        context_(std::move(context)),
-        timeout_(timeout) {}
+      : group_(std::move(group)), context_(std::move(context)), timeout_(timeout) {}
 
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
 
-  absl::Status DoAllGather(const void* send, void* recv,
-                           size_t bytes_per_rank) override
+  absl::Status DoAllGather(const void* send, void* recv, size_t bytes_per_rank) override
       ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     if (!broken_.ok()) return Broken();
@@ -80,8 +77,7 @@ class GlooCollective final : public Collective {
     }));
   }
 
-  absl::Status DoReduceScatterSum(const float* send, float* recv,
-                                  size_t count_per_rank) override
+  absl::Status DoReduceScatterSum(const float* send, float* recv, size_t count_per_rank) override
       ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     if (!broken_.ok()) return Broken();
@@ -100,15 +96,14 @@ class GlooCollective final : public Collective {
       gloo::allreduce(opts);
     });
     if (!status.ok()) return Record(std::move(status));
-    std::memcpy(recv, sum + count_per_rank * context_->rank,
-                count_per_rank * sizeof(float));
+    std::memcpy(recv, sum + count_per_rank * context_->rank, count_per_rank * sizeof(float));
     return absl::OkStatus();
   }
 
  private:
   std::string Describe(absl::string_view op) const {
-    return absl::StrCat("gloo ", op, " in group \"", group_, "\" (rank ",
-                        context_->rank, " of ", context_->size, ")");
+    return absl::StrCat("gloo ", op, " in group \"", group_, "\" (rank ", context_->rank, " of ",
+                        context_->size, ")");
   }
 
   // Records a failed operation's status as the group's first error and
@@ -118,8 +113,7 @@ class GlooCollective final : public Collective {
   absl::Status Record(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (status.ok()) return status;
     broken_ = status;
-    RunGloo("closing connections", [&] { context_->closeConnections(); })
-        .IgnoreError();
+    RunGloo("closing connections", [&] { context_->closeConnections(); }).IgnoreError();
     return status;
   }
 
@@ -146,23 +140,19 @@ class GlooCollective final : public Collective {
 
 class GlooCollectiveFactory final : public CollectiveFactory {
  public:
-  explicit GlooCollectiveFactory(GlooOptions options)
-      : options_(std::move(options)) {}
+  explicit GlooCollectiveFactory(GlooOptions options) : options_(std::move(options)) {}
 
   absl::string_view backend() const override { return kBackend; }
 
-  absl::StatusOr<std::unique_ptr<Collective>> DoCreate(
-      absl::string_view group, int rank, int size, KeyValueStore* store,
-      absl::Duration timeout) override {
-    const std::chrono::milliseconds timeout_ms =
-        absl::ToChronoMilliseconds(timeout);
+  absl::StatusOr<std::unique_ptr<Collective>> DoCreate(absl::string_view group, int rank, int size,
+                                                       KeyValueStore* store,
+                                                       absl::Duration timeout) override {
+    const std::chrono::milliseconds timeout_ms = absl::ToChronoMilliseconds(timeout);
     IgnoreSigpipeUnlessHandled();
 
     std::shared_ptr<gloo::rendezvous::Context> context;
     absl::Status status = RunGloo(
-        absl::StrCat("forming gloo group \"", group, "\" (rank ", rank, " of ",
-                     size, ")"),
-        [&] {
+        absl::StrCat("forming gloo group \"", group, "\" (rank ", rank, " of ", size, ")"), [&] {
           gloo::transport::tcp::attr attr;
           if (!options_.interface.empty()) {
             attr.iface = options_.interface;
@@ -173,8 +163,7 @@ class GlooCollectiveFactory final : public CollectiveFactory {
               gloo::transport::tcp::CreateDevice(attr);
           auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
           ctx->setTimeout(timeout_ms);
-          GlooStoreAdapter adapter(store, GroupKeyPrefix(kBackend, group),
-                                   timeout);
+          GlooStoreAdapter adapter(store, GroupKeyPrefix(kBackend, group), timeout);
           ctx->connectFullMesh(adapter, device);
           context = std::move(ctx);
         });
@@ -190,8 +179,7 @@ class GlooCollectiveFactory final : public CollectiveFactory {
 
 }  // namespace
 
-std::unique_ptr<CollectiveFactory> NewGlooCollectiveFactory(
-    GlooOptions options) {
+std::unique_ptr<CollectiveFactory> NewGlooCollectiveFactory(GlooOptions options) {
   return std::make_unique<GlooCollectiveFactory>(std::move(options));
 }
 

@@ -46,8 +46,7 @@ struct GlooOptions {
 };
 
 // Returns a factory for Gloo groups configured by `options`.
-std::unique_ptr<CollectiveFactory> NewGlooCollectiveFactory(
-    GlooOptions options = GlooOptions());
+std::unique_ptr<CollectiveFactory> NewGlooCollectiveFactory(GlooOptions options = GlooOptions());
 
 }  // namespace worker
 }  // namespace psync

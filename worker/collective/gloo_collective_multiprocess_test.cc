@@ -62,8 +62,7 @@ class DirectoryKeyValueStore final : public KeyValueStore {
     return value.str();
   }
 
-  absl::Status Wait(absl::Span<const std::string> keys,
-                    absl::Duration timeout) override {
+  absl::Status Wait(absl::Span<const std::string> keys, absl::Duration timeout) override {
     const absl::Time deadline = absl::Now() + timeout;
     for (const std::string& key : keys) {
       struct stat st;
@@ -88,17 +87,14 @@ class DirectoryKeyValueStore final : public KeyValueStore {
 // One rank's work; returns the process exit code (0: all checks passed).
 int RunRank(const std::string& dir, int rank) {
   DirectoryKeyValueStore store(dir);
-  auto collective =
-      NewGlooCollectiveFactory()->Create("dp", rank, 2, &store, kTimeout);
+  auto collective = NewGlooCollectiveFactory()->Create("dp", rank, 2, &store, kTimeout);
   if (!collective.ok()) {
-    std::fprintf(stderr, "rank %d: %s\n", rank,
-                 collective.status().ToString().c_str());
+    std::fprintf(stderr, "rank %d: %s\n", rank, collective.status().ToString().c_str());
     return 1;
   }
   std::vector<uint8_t> send(100000, static_cast<uint8_t>(rank + 1));
   std::vector<uint8_t> recv(2 * send.size());
-  absl::Status status =
-      (*collective)->AllGather(send.data(), recv.data(), send.size());
+  absl::Status status = (*collective)->AllGather(send.data(), recv.data(), send.size());
   if (!status.ok()) {
     std::fprintf(stderr, "rank %d: %s\n", rank, status.ToString().c_str());
     return 2;

@@ -26,8 +26,7 @@ constexpr absl::Duration kTimeout = absl::Seconds(20);
 constexpr absl::Duration kShortTimeout = absl::Seconds(2);
 
 // Runs fn(rank) for rank in [0, n) on n threads and returns their statuses.
-std::vector<absl::Status> RunRanks(int n,
-                                   const std::function<absl::Status(int)>& fn) {
+std::vector<absl::Status> RunRanks(int n, const std::function<absl::Status(int)>& fn) {
   std::vector<absl::Status> statuses(n, absl::UnknownError("not run"));
   std::vector<std::thread> threads;
   for (int rank = 0; rank < n; ++rank) {
@@ -44,9 +43,7 @@ void ExpectAllOk(const std::vector<absl::Status>& statuses) {
 }
 
 // The byte rank `rank` contributes at position `i` of an all-gather.
-uint8_t GatherByte(int rank, size_t i) {
-  return static_cast<uint8_t>(rank * 37 + i * 11 + 1);
-}
+uint8_t GatherByte(int rank, size_t i) { return static_cast<uint8_t>(rank * 37 + i * 11 + 1); }
 
 // Creates group `group` of `size` ranks as `rank`, then all-gathers each
 // of `bytes_per_rank_list` in turn, checking every gathered byte.
@@ -63,15 +60,14 @@ absl::Status GatherAndCheck(CollectiveFactory& factory, KeyValueStore& store,
     std::vector<uint8_t> send(bytes);
     for (size_t i = 0; i < bytes; ++i) send[i] = GatherByte(rank, i);
     std::vector<uint8_t> recv(bytes * size, 0);
-    absl::Status status =
-        (*collective)->AllGather(send.data(), recv.data(), bytes);
+    absl::Status status = (*collective)->AllGather(send.data(), recv.data(), bytes);
     if (!status.ok()) return status;
     for (int r = 0; r < size; ++r) {
       for (size_t i = 0; i < bytes; ++i) {
         if (recv[r * bytes + i] != GatherByte(r, i)) {
-          return absl::InternalError(absl::StrCat(
-              "group ", group, " rank ", rank, ": byte ", i, " of rank ", r,
-              " is ", recv[r * bytes + i], ", want ", GatherByte(r, i)));
+          return absl::InternalError(absl::StrCat("group ", group, " rank ", rank, ": byte ", i,
+                                                  " of rank ", r, " is ", recv[r * bytes + i],
+                                                  ", want ", GatherByte(r, i)));
         }
       }
     }
@@ -82,8 +78,7 @@ absl::Status GatherAndCheck(CollectiveFactory& factory, KeyValueStore& store,
 // Creates the group and reduce-scatters `count_per_rank` floats where rank r
 // sends send[k] = r * 1000 + k; every value is an integer below 2^24, so the
 // fp32 sums are exact: recv[j] = 1000 * sum(r) + size * (rank * count + j).
-absl::Status ReduceScatterAndCheck(CollectiveFactory& factory,
-                                   KeyValueStore& store,
+absl::Status ReduceScatterAndCheck(CollectiveFactory& factory, KeyValueStore& store,
                                    const std::string& group, int rank, int size,
                                    const std::vector<size_t>& counts) {
   absl::StatusOr<std::unique_ptr<Collective>> collective =
@@ -96,17 +91,15 @@ absl::Status ReduceScatterAndCheck(CollectiveFactory& factory,
     }
     const std::vector<float> send_copy = send;
     std::vector<float> recv(count, -1.0f);
-    absl::Status status =
-        (*collective)->ReduceScatterSum(send.data(), recv.data(), count);
+    absl::Status status = (*collective)->ReduceScatterSum(send.data(), recv.data(), count);
     if (!status.ok()) return status;
     if (send != send_copy) return absl::InternalError("send was modified");
     const double rank_sum = size * (size - 1) / 2.0;
     for (size_t j = 0; j < count; ++j) {
-      const double want =
-          1000.0 * rank_sum + static_cast<double>(size) * (rank * count + j);
+      const double want = 1000.0 * rank_sum + static_cast<double>(size) * (rank * count + j);
       if (recv[j] != want) {
-        return absl::InternalError(absl::StrCat(
-            "rank ", rank, " recv[", j, "] = ", recv[j], ", want ", want));
+        return absl::InternalError(
+            absl::StrCat("rank ", rank, " recv[", j, "] = ", recv[j], ", want ", want));
       }
     }
   }
@@ -131,8 +124,7 @@ TEST(GlooCollectiveTest, AllGatherFourRanks) {
   InMemoryKeyValueStore store;
   ExpectAllOk(RunRanks(4, [&](int rank) {
     // 1 MiB + 3 crosses Gloo's segment boundaries and is not a multiple of 4.
-    return GatherAndCheck(*factory, store, "dp", rank, 4,
-                          {1, 5, 4096, (1 << 20) + 3});
+    return GatherAndCheck(*factory, store, "dp", rank, 4, {1, 5, 4096, (1 << 20) + 3});
   }));
 }
 
@@ -140,8 +132,7 @@ TEST(GlooCollectiveTest, ReduceScatterSumFourRanks) {
   auto factory = NewGlooCollectiveFactory();
   InMemoryKeyValueStore store;
   ExpectAllOk(RunRanks(4, [&](int rank) {
-    return ReduceScatterAndCheck(*factory, store, "dp", rank, 4,
-                                 {1, 3, 1000, 70001});
+    return ReduceScatterAndCheck(*factory, store, "dp", rank, 4, {1, 3, 1000, 70001});
   }));
 }
 
@@ -149,8 +140,7 @@ TEST(GlooCollectiveTest, ThreeRanksNotAPowerOfTwo) {
   auto factory = NewGlooCollectiveFactory();
   InMemoryKeyValueStore store;
   ExpectAllOk(RunRanks(3, [&](int rank) {
-    absl::Status status =
-        GatherAndCheck(*factory, store, "ag3", rank, 3, {7, 1000});
+    absl::Status status = GatherAndCheck(*factory, store, "ag3", rank, 3, {7, 1000});
     if (!status.ok()) return status;
     return ReduceScatterAndCheck(*factory, store, "rs3", rank, 3, {7, 1000});
   }));
@@ -160,8 +150,7 @@ TEST(GlooCollectiveTest, SingleRankGroup) {
   auto factory = NewGlooCollectiveFactory();
   InMemoryKeyValueStore store;
   EXPECT_TRUE(GatherAndCheck(*factory, store, "solo-ag", 0, 1, {1, 9}).ok());
-  EXPECT_TRUE(
-      ReduceScatterAndCheck(*factory, store, "solo-rs", 0, 1, {1, 9}).ok());
+  EXPECT_TRUE(ReduceScatterAndCheck(*factory, store, "solo-rs", 0, 1, {1, 9}).ok());
 }
 
 TEST(GlooCollectiveTest, ZeroSizedOperationsAreNoOps) {
@@ -195,14 +184,11 @@ TEST(GlooCollectiveTest, GroupsShareOneStoreConcurrently) {
     const int expert_rank = global_rank / 2;
     absl::Status dense;
     std::thread dense_thread([&] {
-      dense = ReduceScatterAndCheck(*factory, store, "dp", global_rank, 4,
-                                    {5, 333});
+      dense = ReduceScatterAndCheck(*factory, store, "dp", global_rank, 4, {5, 333});
     });
-    absl::Status expert = GatherAndCheck(*factory, store, expert_group,
-                                         expert_rank, 2, {3, 65537});
+    absl::Status expert = GatherAndCheck(*factory, store, expert_group, expert_rank, 2, {3, 65537});
     if (expert.ok()) {
-      expert = ReduceScatterAndCheck(*factory, store, expert_group + "-rs",
-                                     expert_rank, 2, {4});
+      expert = ReduceScatterAndCheck(*factory, store, expert_group + "-rs", expert_rank, 2, {4});
     }
     dense_thread.join();
     return dense.ok() ? expert : dense;
@@ -215,13 +201,12 @@ TEST(GlooCollectiveTest, ExpertGroupsGatherTheirOwnData) {
   // Each expert group gathers the global ranks of its members: {0, 2} must
   // see exactly 0 and 2, {1, 3} exactly 1 and 3.
   ExpectAllOk(RunRanks(4, [&](int global_rank) -> absl::Status {
-    auto collective = factory->Create(absl::StrCat("ep", global_rank % 2),
-                                      global_rank / 2, 2, &store, kTimeout);
+    auto collective =
+        factory->Create(absl::StrCat("ep", global_rank % 2), global_rank / 2, 2, &store, kTimeout);
     if (!collective.ok()) return collective.status();
     const int32_t send = global_rank;
     int32_t recv[2] = {-1, -1};
-    absl::Status status =
-        (*collective)->AllGather(&send, recv, sizeof(int32_t));
+    absl::Status status = (*collective)->AllGather(&send, recv, sizeof(int32_t));
     if (!status.ok()) return status;
     const int first = global_rank % 2;
     if (recv[0] != first || recv[1] != first + 2) {
@@ -236,9 +221,8 @@ TEST(GlooCollectiveTest, MissingPeerFailsRendezvousWithinTimeout) {
   auto factory = NewGlooCollectiveFactory();
   InMemoryKeyValueStore store;
   // Ranks 0..2 of a group of 4 arrive; rank 3 never does.
-  std::vector<absl::Status> statuses = RunRanks(3, [&](int rank) {
-    return factory->Create("dp", rank, 4, &store, kShortTimeout).status();
-  });
+  std::vector<absl::Status> statuses = RunRanks(
+      3, [&](int rank) { return factory->Create("dp", rank, 4, &store, kShortTimeout).status(); });
   for (const absl::Status& status : statuses) {
     EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
   }
@@ -292,8 +276,7 @@ TEST(GlooCollectiveTest, DepartedPeerFailsOperation) {
   ASSERT_TRUE(collective.ok()) << collective.status();
   ASSERT_TRUE(rank1_status.ok()) << rank1_status;
   std::vector<float> send(1000, 1.0f), recv(500);
-  absl::Status status =
-      (*collective)->ReduceScatterSum(send.data(), recv.data(), 500);
+  absl::Status status = (*collective)->ReduceScatterSum(send.data(), recv.data(), 500);
   EXPECT_TRUE(status.code() == absl::StatusCode::kUnavailable ||
               status.code() == absl::StatusCode::kDeadlineExceeded)
       << status;
@@ -308,9 +291,8 @@ TEST(GlooCollectiveTest, BadArgumentsAreInvalidAndLeaveGroupUsable) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(factory->Create("g", 0, 2, nullptr, kTimeout).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(
-      factory->Create("g", 0, 2, &store, absl::ZeroDuration()).status().code(),
-      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(factory->Create("g", 0, 2, &store, absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(store.size(), 0);
 
   ExpectAllOk(RunRanks(2, [&](int rank) -> absl::Status {
@@ -321,8 +303,7 @@ TEST(GlooCollectiveTest, BadArgumentsAreInvalidAndLeaveGroupUsable) {
         absl::StatusCode::kInvalidArgument) {
       return absl::InternalError("null recv accepted");
     }
-    if ((*collective)->AllGather(nullptr, &value, 1).code() !=
-        absl::StatusCode::kInvalidArgument) {
+    if ((*collective)->AllGather(nullptr, &value, 1).code() != absl::StatusCode::kInvalidArgument) {
       return absl::InternalError("null send accepted");
     }
     float send[2] = {1.0f, 2.0f};

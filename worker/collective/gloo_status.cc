@@ -14,14 +14,12 @@ namespace {
 // "Connect timeout", ...) from a broken connection.
 bool IsTimeoutMessage(absl::string_view message) {
   const std::string lower = absl::AsciiStrToLower(message);
-  return absl::StrContains(lower, "timed out") ||
-         absl::StrContains(lower, "timeout");
+  return absl::StrContains(lower, "timed out") || absl::StrContains(lower, "timeout");
 }
 
 }  // namespace
 
-absl::Status GlooExceptionToStatus(absl::string_view what,
-                                   std::exception_ptr error) {
+absl::Status GlooExceptionToStatus(absl::string_view what, std::exception_ptr error) {
   if (error == nullptr) {
     return absl::InternalError(absl::StrCat(what, ": no exception"));
   }
@@ -29,15 +27,12 @@ absl::Status GlooExceptionToStatus(absl::string_view what,
     std::rethrow_exception(error);
   } catch (const GlooStatusError& e) {
     if (e.status().ok()) {
-      return absl::InternalError(
-          absl::StrCat(what, ": store error without a status"));
+      return absl::InternalError(absl::StrCat(what, ": store error without a status"));
     }
-    return absl::Status(e.status().code(),
-                        absl::StrCat(what, ": ", e.status().message()));
+    return absl::Status(e.status().code(), absl::StrCat(what, ": ", e.status().message()));
   } catch (const gloo::IoException& e) {
-    const absl::StatusCode code = IsTimeoutMessage(e.what())
-                                      ? absl::StatusCode::kDeadlineExceeded
-                                      : absl::StatusCode::kUnavailable;
+    const absl::StatusCode code = IsTimeoutMessage(e.what()) ? absl::StatusCode::kDeadlineExceeded
+                                                             : absl::StatusCode::kUnavailable;
     return absl::Status(code, absl::StrCat(what, ": ", e.what()));
   } catch (const gloo::EnforceNotMet& e) {
     return absl::InternalError(absl::StrCat(what, ": ", e.what()));

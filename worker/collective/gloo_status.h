@@ -28,8 +28,7 @@ namespace worker {
 class GlooStatusError : public gloo::IoException {
  public:
   explicit GlooStatusError(absl::Status status)
-      : gloo::IoException(std::string(status.message())),
-        status_(std::move(status)) {}
+      : gloo::IoException(std::string(status.message())), status_(std::move(status)) {}
 
   const absl::Status& status() const { return status_; }
 
@@ -39,8 +38,7 @@ class GlooStatusError : public gloo::IoException {
 
 // Converts the exception `error` (as caught by `catch (...)`) to a non-OK
 // status whose message starts with `what`.
-absl::Status GlooExceptionToStatus(absl::string_view what,
-                                   std::exception_ptr error);
+absl::Status GlooExceptionToStatus(absl::string_view what, std::exception_ptr error);
 
 // Runs `fn` and returns OK, or the status of the exception it threw.
 template <typename Fn>

@@ -20,14 +20,11 @@ void ThrowIfError(absl::Status status) {
 
 GlooStoreAdapter::GlooStoreAdapter(KeyValueStore* store, std::string prefix,
                                    absl::Duration default_timeout)
-    : store_(store),
-      prefix_(std::move(prefix)),
-      default_timeout_(default_timeout) {}
+    : store_(store), prefix_(std::move(prefix)), default_timeout_(default_timeout) {}
 
-void GlooStoreAdapter::set(const std::string& key,
-                           const std::vector<char>& data) {
-  ThrowIfError(store_->Set(absl::StrCat(prefix_, key),
-                           absl::string_view(data.data(), data.size())));
+void GlooStoreAdapter::set(const std::string& key, const std::vector<char>& data) {
+  ThrowIfError(
+      store_->Set(absl::StrCat(prefix_, key), absl::string_view(data.data(), data.size())));
 }
 
 std::vector<char> GlooStoreAdapter::get(const std::string& key) {
@@ -46,13 +43,11 @@ void GlooStoreAdapter::wait(const std::vector<std::string>& keys,
                             const std::chrono::milliseconds& timeout) {
   // Gloo passes its context timeout here; zero means "no timeout" in Gloo,
   // which the adapter bounds by the default instead of waiting forever.
-  const absl::Duration bound =
-      timeout.count() > 0 ? absl::FromChrono(timeout) : default_timeout_;
+  const absl::Duration bound = timeout.count() > 0 ? absl::FromChrono(timeout) : default_timeout_;
   ThrowIfError(store_->Wait(Prefixed(keys), bound));
 }
 
-std::vector<std::string> GlooStoreAdapter::Prefixed(
-    const std::vector<std::string>& keys) const {
+std::vector<std::string> GlooStoreAdapter::Prefixed(const std::vector<std::string>& keys) const {
   std::vector<std::string> prefixed;
   prefixed.reserve(keys.size());
   for (const std::string& key : keys) {

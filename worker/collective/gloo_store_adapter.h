@@ -28,8 +28,7 @@ namespace worker {
 class GlooStoreAdapter final : public gloo::rendezvous::Store {
  public:
   // `default_timeout` bounds get() and the wait() overload without timeout.
-  GlooStoreAdapter(KeyValueStore* store, std::string prefix,
-                   absl::Duration default_timeout);
+  GlooStoreAdapter(KeyValueStore* store, std::string prefix, absl::Duration default_timeout);
   GlooStoreAdapter(const GlooStoreAdapter&) = delete;
   GlooStoreAdapter& operator=(const GlooStoreAdapter&) = delete;
 

@@ -15,9 +15,7 @@ namespace psync {
 namespace worker {
 namespace {
 
-std::vector<char> Bytes(const std::string& s) {
-  return std::vector<char>(s.begin(), s.end());
-}
+std::vector<char> Bytes(const std::string& s) { return std::vector<char>(s.begin(), s.end()); }
 
 absl::Status ThrownStatus(const std::function<void()>& fn) {
   try {
@@ -51,22 +49,16 @@ TEST(GlooStoreAdapterTest, WaitSeesPrefixedKeys) {
   InMemoryKeyValueStore store;
   ASSERT_TRUE(store.Set("p/1", "x").ok());
   GlooStoreAdapter adapter(&store, "p/", absl::Seconds(1));
-  EXPECT_TRUE(ThrownStatus([&] {
-                adapter.wait({"1"}, std::chrono::milliseconds(1));
-              }).ok());
+  EXPECT_TRUE(ThrownStatus([&] { adapter.wait({"1"}, std::chrono::milliseconds(1)); }).ok());
 }
 
 TEST(GlooStoreAdapterTest, WaitTimeoutThrowsDeadlineExceeded) {
   InMemoryKeyValueStore store;
   GlooStoreAdapter adapter(&store, "p/", absl::Milliseconds(10));
-  EXPECT_EQ(ThrownStatus([&] {
-              adapter.wait({"1"}, std::chrono::milliseconds(10));
-            }).code(),
+  EXPECT_EQ(ThrownStatus([&] { adapter.wait({"1"}, std::chrono::milliseconds(10)); }).code(),
             absl::StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(ThrownStatus([&] { adapter.wait({"1"}); }).code(),
-            absl::StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(ThrownStatus([&] { adapter.get("1"); }).code(),
-            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(ThrownStatus([&] { adapter.wait({"1"}); }).code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(ThrownStatus([&] { adapter.get("1"); }).code(), absl::StatusCode::kDeadlineExceeded);
 }
 
 }  // namespace

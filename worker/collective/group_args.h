@@ -25,19 +25,18 @@ inline constexpr size_t kMaxGroupNameLength = 128;
 // OK when `group` is 1..kMaxGroupNameLength characters from [A-Za-z0-9_.:-],
 // 0 <= rank < size, `store` is not null and 1 ms <= timeout < infinity.
 absl::Status ValidateGroupArgs(absl::string_view group, int rank, int size,
-                               const KeyValueStore* store,
-                               absl::Duration timeout);
+                               const KeyValueStore* store, absl::Duration timeout);
 
 // Collective::AllGather on a group of `size` ranks, bytes_per_rank > 0: send
 // and recv are not null and size * bytes_per_rank does not overflow.
-absl::Status CheckAllGatherArgs(const void* send, const void* recv,
-                                size_t bytes_per_rank, int size);
+absl::Status CheckAllGatherArgs(const void* send, const void* recv, size_t bytes_per_rank,
+                                int size);
 
 // Collective::ReduceScatterSum on a group of `size` ranks, count_per_rank > 0:
 // send and recv are not null and the bytes of size * count_per_rank floats do
 // not overflow.
-absl::Status CheckReduceScatterArgs(const float* send, const float* recv,
-                                    size_t count_per_rank, int size);
+absl::Status CheckReduceScatterArgs(const float* send, const float* recv, size_t count_per_rank,
+                                    int size);
 
 // The prefix of every store key `backend` writes for `group`:
 // "collective/<backend>/<group>/". Distinct (backend, group) pairs with valid

@@ -17,8 +17,7 @@ constexpr absl::Duration kTimeout = absl::Seconds(2);
 TEST(ValidateGroupArgsTest, AcceptsValidArgs) {
   InMemoryKeyValueStore store;
   EXPECT_TRUE(ValidateGroupArgs("dp", 0, 1, &store, kTimeout).ok());
-  EXPECT_TRUE(
-      ValidateGroupArgs("ep_1-of-4.v2:pp0", 3, 4, &store, kTimeout).ok());
+  EXPECT_TRUE(ValidateGroupArgs("ep_1-of-4.v2:pp0", 3, 4, &store, kTimeout).ok());
 }
 
 TEST(ValidateGroupArgsTest, RejectsBadArgsNamingTheField) {
@@ -35,8 +34,7 @@ TEST(ValidateGroupArgsTest, RejectsBadArgsNamingTheField) {
       {"", 0, 1, &store, kTimeout, "group"},
       {"a/b", 0, 1, &store, kTimeout, "group"},
       {"a b", 0, 1, &store, kTimeout, "group"},
-      {std::string(kMaxGroupNameLength + 1, 'a'), 0, 1, &store, kTimeout,
-       "group"},
+      {std::string(kMaxGroupNameLength + 1, 'a'), 0, 1, &store, kTimeout, "group"},
       {"g", 0, 0, &store, kTimeout, "size"},
       {"g", -1, 2, &store, kTimeout, "rank"},
       {"g", 2, 2, &store, kTimeout, "rank"},
@@ -45,10 +43,8 @@ TEST(ValidateGroupArgsTest, RejectsBadArgsNamingTheField) {
       {"g", 0, 2, &store, absl::InfiniteDuration(), "timeout"},
   };
   for (const Case& c : cases) {
-    absl::Status status =
-        ValidateGroupArgs(c.group, c.rank, c.size, c.store, c.timeout);
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument)
-        << c.field << " " << status;
+    absl::Status status = ValidateGroupArgs(c.group, c.rank, c.size, c.store, c.timeout);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.field << " " << status;
     EXPECT_EQ(status.message().rfind(c.field + ":", 0), 0) << status;
   }
 }
@@ -70,8 +66,7 @@ TEST(OperationArgsTest, RejectsNullBuffersAndOverflowingSizes) {
   EXPECT_TRUE(absl::IsInvalidArgument(CheckAllGatherArgs(buffer, buffer, SIZE_MAX / 2 + 1, 2)));
   EXPECT_TRUE(absl::IsInvalidArgument(CheckReduceScatterArgs(nullptr, floats, 1, 2)));
   EXPECT_TRUE(absl::IsInvalidArgument(CheckReduceScatterArgs(floats, nullptr, 1, 2)));
-  EXPECT_TRUE(
-      absl::IsInvalidArgument(CheckReduceScatterArgs(floats, floats, SIZE_MAX / 8 + 1, 2)));
+  EXPECT_TRUE(absl::IsInvalidArgument(CheckReduceScatterArgs(floats, floats, SIZE_MAX / 8 + 1, 2)));
 }
 
 TEST(GroupKeyPrefixTest, SeparatesBackendsAndGroups) {

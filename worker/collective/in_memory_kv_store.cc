@@ -9,8 +9,7 @@
 namespace psync {
 namespace worker {
 
-absl::Status InMemoryKeyValueStore::Set(absl::string_view key,
-                                        absl::string_view value) {
+absl::Status InMemoryKeyValueStore::Set(absl::string_view key, absl::string_view value) {
   absl::MutexLock lock(&mu_);
   values_[key] = std::string(value);
   return absl::OkStatus();
@@ -49,8 +48,7 @@ size_t InMemoryKeyValueStore::size() const {
   return values_.size();
 }
 
-bool InMemoryKeyValueStore::AllPresent(
-    absl::Span<const std::string> keys) const {
+bool InMemoryKeyValueStore::AllPresent(absl::Span<const std::string> keys) const {
   for (const std::string& key : keys) {
     if (!values_.contains(key)) return false;
   }

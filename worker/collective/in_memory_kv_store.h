@@ -37,17 +37,15 @@ class InMemoryKeyValueStore final : public KeyValueStore {
 
   absl::Status Set(absl::string_view key, absl::string_view value) override
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::StatusOr<std::string> Get(absl::string_view key) override
+  absl::StatusOr<std::string> Get(absl::string_view key) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Wait(absl::Span<const std::string> keys, absl::Duration timeout) override
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status Wait(absl::Span<const std::string> keys,
-                    absl::Duration timeout) override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Number of keys stored; for tests and status pages.
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  bool AllPresent(absl::Span<const std::string> keys) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  bool AllPresent(absl::Span<const std::string> keys) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // State below is protected by mu_.
   mutable absl::Mutex mu_;

@@ -51,8 +51,7 @@ TEST(InMemoryKeyValueStoreTest, WaitForPresentKeysReturnsAtOnce) {
 TEST(InMemoryKeyValueStoreTest, WaitTimesOutNamingMissingKeys) {
   InMemoryKeyValueStore store;
   ASSERT_TRUE(store.Set("present", "").ok());
-  absl::Status status =
-      store.Wait({"present", "absent"}, absl::Milliseconds(10));
+  absl::Status status = store.Wait({"present", "absent"}, absl::Milliseconds(10));
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_NE(status.message().find("absent"), absl::string_view::npos);
   EXPECT_EQ(status.message().find("present"), absl::string_view::npos);
@@ -79,9 +78,8 @@ TEST(InMemoryKeyValueStoreTest, ManyWaitersAllWake) {
   std::vector<absl::Status> statuses(kWaiters, absl::UnknownError("not run"));
   std::vector<std::thread> waiters;
   for (int i = 0; i < kWaiters; ++i) {
-    waiters.emplace_back([&store, &statuses, i] {
-      statuses[i] = store.Wait({"go"}, absl::InfiniteDuration());
-    });
+    waiters.emplace_back(
+        [&store, &statuses, i] { statuses[i] = store.Wait({"go"}, absl::InfiniteDuration()); });
   }
   ASSERT_TRUE(store.Set("go", "").ok());
   for (std::thread& t : waiters) t.join();

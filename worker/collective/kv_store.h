@@ -48,8 +48,7 @@ class KeyValueStore {
   // Blocks until every key in `keys` has a value (OK) or `timeout` has passed
   // (DEADLINE_EXCEEDED, naming the keys still missing). An empty `keys`
   // returns OK at once; absl::InfiniteDuration() waits without limit.
-  virtual absl::Status Wait(absl::Span<const std::string> keys,
-                            absl::Duration timeout) = 0;
+  virtual absl::Status Wait(absl::Span<const std::string> keys, absl::Duration timeout) = 0;
 };
 
 }  // namespace worker

@@ -1,13 +1,12 @@
 #include "worker/collective/nccl_collective.h"
 
-#include <thread>
-
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -54,36 +53,33 @@ absl::StatusCode NcclCode(ncclResult_t result) {
   }
 }
 
-absl::Status NcclStatus(absl::string_view what, ncclResult_t result,
-                        ncclComm_t comm) {
+absl::Status NcclStatus(absl::string_view what, ncclResult_t result, ncclComm_t comm) {
   const char* detail = ncclGetLastError(comm);
-  return absl::Status(
-      NcclCode(result),
-      absl::StrCat(what, ": ", ncclGetErrorString(result),
-                   detail != nullptr && *detail != '\0' ? " (" : "",
-                   detail != nullptr ? detail : "",
-                   detail != nullptr && *detail != '\0' ? ")" : ""));
+  return absl::Status(NcclCode(result),
+                      absl::StrCat(what, ": ", ncclGetErrorString(result),
+                                   detail != nullptr && *detail != '\0' ? " (" : "",
+                                   detail != nullptr ? detail : "",
+                                   detail != nullptr && *detail != '\0' ? ")" : ""));
 }
 
 absl::Status CudaStatus(absl::string_view what, cudaError_t error) {
-  const absl::StatusCode code =
-      (error == cudaErrorNoDevice || error == cudaErrorInsufficientDriver)
-          ? absl::StatusCode::kFailedPrecondition
-          : absl::StatusCode::kInternal;
-  return absl::Status(code, absl::StrCat(what, ": ", cudaGetErrorName(error),
-                                         ": ", cudaGetErrorString(error)));
+  const absl::StatusCode code = (error == cudaErrorNoDevice || error == cudaErrorInsufficientDriver)
+                                    ? absl::StatusCode::kFailedPrecondition
+                                    : absl::StatusCode::kInternal;
+  return absl::Status(
+      code, absl::StrCat(what, ": ", cudaGetErrorName(error), ": ", cudaGetErrorString(error)));
 }
 
 absl::Status TimedOut(absl::string_view what, absl::Duration timeout) {
-  return absl::DeadlineExceededError(absl::StrCat(
-      what, ": not finished within ", absl::FormatDuration(timeout),
-      "; a peer is gone or did not issue the same operation"));
+  return absl::DeadlineExceededError(
+      absl::StrCat(what, ": not finished within ", absl::FormatDuration(timeout),
+                   "; a peer is gone or did not issue the same operation"));
 }
 
 // Waits until `comm` has no NCCL call in progress. Non-OK when NCCL reports
 // an error or `deadline` passes first.
-absl::Status WaitForComm(ncclComm_t comm, absl::Time deadline,
-                         absl::Duration timeout, absl::string_view what) {
+absl::Status WaitForComm(ncclComm_t comm, absl::Time deadline, absl::Duration timeout,
+                         absl::string_view what) {
   const absl::Time started = absl::Now();
   for (;;) {
     ncclResult_t state = ncclSuccess;
@@ -98,9 +94,8 @@ absl::Status WaitForComm(ncclComm_t comm, absl::Time deadline,
 
 // Waits until all work on `stream` has finished. Non-OK when CUDA or the
 // communicator reports an error or `deadline` passes first.
-absl::Status WaitForStream(ncclComm_t comm, cudaStream_t stream,
-                           absl::Time deadline, absl::Duration timeout,
-                           absl::string_view what) {
+absl::Status WaitForStream(ncclComm_t comm, cudaStream_t stream, absl::Time deadline,
+                           absl::Duration timeout, absl::string_view what) {
   const absl::Time started = absl::Now();
   for (;;) {
     const cudaError_t error = cudaStreamQuery(stream);
@@ -119,8 +114,8 @@ absl::Status WaitForStream(ncclComm_t comm, cudaStream_t stream,
 
 class NcclCollective final : public Collective {
  public:
-  NcclCollective(std::string group, int rank, int size, ncclComm_t comm,
-                 cudaStream_t stream, bool owns_stream, absl::Duration timeout)
+  NcclCollective(std::string group, int rank, int size, ncclComm_t comm, cudaStream_t stream,
+                 bool owns_stream, absl::Duration timeout)
       : group_(std::move(group)),
         rank_(rank),
         size_(size),
@@ -138,9 +133,8 @@ class NcclCollective final : public Collective {
       // Flush what was issued (bounded by the timeout), then free; abort
       // when the flush fails so that destruction never hangs.
       const ncclResult_t result = ncclCommFinalize(comm_);
-      const bool flushed =
-          (result == ncclSuccess || result == ncclInProgress) &&
-          WaitForComm(comm_, absl::Now() + timeout_, timeout_, "finalize").ok();
+      const bool flushed = (result == ncclSuccess || result == ncclInProgress) &&
+                           WaitForComm(comm_, absl::Now() + timeout_, timeout_, "finalize").ok();
       if (flushed) {
         ncclCommDestroy(comm_);
       } else {
@@ -154,31 +148,26 @@ class NcclCollective final : public Collective {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  absl::Status DoAllGather(const void* send, void* recv,
-                           size_t bytes_per_rank) override
+  absl::Status DoAllGather(const void* send, void* recv, size_t bytes_per_rank) override
       ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     return Run("AllGather", [&](ncclComm_t comm) {
-      return ncclAllGather(send, recv, bytes_per_rank, ncclUint8, comm,
-                           stream_);
+      return ncclAllGather(send, recv, bytes_per_rank, ncclUint8, comm, stream_);
     });
   }
 
-  absl::Status DoReduceScatterSum(const float* send, float* recv,
-                                  size_t count_per_rank) override
+  absl::Status DoReduceScatterSum(const float* send, float* recv, size_t count_per_rank) override
       ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     return Run("ReduceScatterSum", [&](ncclComm_t comm) {
-      return ncclReduceScatter(send, recv, count_per_rank, ncclFloat32, ncclSum,
-                               comm, stream_);
+      return ncclReduceScatter(send, recv, count_per_rank, ncclFloat32, ncclSum, comm, stream_);
     });
   }
 
  private:
   // Enqueues one operation with `enqueue(comm)` and waits for it to finish.
   template <typename Enqueue>
-  absl::Status Run(absl::string_view op, Enqueue enqueue)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  absl::Status Run(absl::string_view op, Enqueue enqueue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!broken_.ok()) {
       return absl::FailedPreconditionError(
           absl::StrCat("nccl group \"", group_,
@@ -187,8 +176,7 @@ class NcclCollective final : public Collective {
                        broken_.ToString()));
     }
     const std::string what =
-        absl::StrCat("nccl ", op, " in group \"", group_, "\" (rank ", rank_,
-                     " of ", size_, ")");
+        absl::StrCat("nccl ", op, " in group \"", group_, "\" (rank ", rank_, " of ", size_, ")");
     const absl::Time deadline = absl::Now() + timeout_;
     const ncclResult_t result = enqueue(comm_);
     if (result == ncclInvalidArgument || result == ncclInvalidUsage) {
@@ -237,30 +225,27 @@ class NcclCollectiveFactory final : public CollectiveFactory {
 
   absl::string_view backend() const override { return kBackend; }
 
-  absl::StatusOr<std::unique_ptr<Collective>> DoCreate(
-      absl::string_view group, int rank, int size, KeyValueStore* store,
-      absl::Duration timeout) override {
+  absl::StatusOr<std::unique_ptr<Collective>> DoCreate(absl::string_view group, int rank, int size,
+                                                       KeyValueStore* store,
+                                                       absl::Duration timeout) override {
     const absl::Time deadline = absl::Now() + timeout;
-    const std::string what = absl::StrCat("forming nccl group \"", group,
-                                          "\" (rank ", rank, " of ", size, ")");
+    const std::string what =
+        absl::StrCat("forming nccl group \"", group, "\" (rank ", rank, " of ", size, ")");
 
     int devices = 0;
     const cudaError_t error = cudaGetDeviceCount(&devices);
     if (error != cudaSuccess) return CudaStatus(what, error);
     if (devices == 0) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(what, ": no CUDA device"));
+      return absl::FailedPreconditionError(absl::StrCat(what, ": no CUDA device"));
     }
 
-    absl::StatusOr<ncclUniqueId> id =
-        ExchangeUniqueId(what, group, rank, store, deadline);
+    absl::StatusOr<ncclUniqueId> id = ExchangeUniqueId(what, group, rank, store, deadline);
     if (!id.ok()) return id.status();
 
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclComm_t comm = nullptr;
-    const ncclResult_t result =
-        ncclCommInitRankConfig(&comm, size, *id, rank, &config);
+    const ncclResult_t result = ncclCommInitRankConfig(&comm, size, *id, rank, &config);
     if (result != ncclSuccess && result != ncclInProgress) {
       absl::Status status = NcclStatus(what, result, comm);
       if (comm != nullptr) ncclCommAbort(comm);
@@ -275,41 +260,35 @@ class NcclCollectiveFactory final : public CollectiveFactory {
     cudaStream_t stream = options_.stream;
     const bool owns_stream = stream == nullptr;
     if (owns_stream) {
-      const cudaError_t stream_error =
-          cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+      const cudaError_t stream_error = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
       if (stream_error != cudaSuccess) {
         ncclCommAbort(comm);
         return CudaStatus(what, stream_error);
       }
     }
-    return std::unique_ptr<Collective>(new NcclCollective(
-        std::string(group), rank, size, comm, stream, owns_stream, timeout));
+    return std::unique_ptr<Collective>(
+        new NcclCollective(std::string(group), rank, size, comm, stream, owns_stream, timeout));
   }
 
  private:
   // Rank 0 creates the group's unique id and publishes it; the other ranks
   // wait for it until `deadline`.
   static absl::StatusOr<ncclUniqueId> ExchangeUniqueId(absl::string_view what,
-                                                       absl::string_view group,
-                                                       int rank,
-                                                       KeyValueStore* store,
-                                                       absl::Time deadline) {
-    const std::string key =
-        absl::StrCat(GroupKeyPrefix(kBackend, group), kUniqueIdKey);
+                                                       absl::string_view group, int rank,
+                                                       KeyValueStore* store, absl::Time deadline) {
+    const std::string key = absl::StrCat(GroupKeyPrefix(kBackend, group), kUniqueIdKey);
     ncclUniqueId id;
     if (rank == 0) {
       const ncclResult_t result = ncclGetUniqueId(&id);
       if (result != ncclSuccess) return NcclStatus(what, result, nullptr);
-      absl::Status status =
-          store->Set(key, absl::string_view(id.internal, sizeof(id.internal)));
+      absl::Status status = store->Set(key, absl::string_view(id.internal, sizeof(id.internal)));
       if (!status.ok()) {
-        return absl::Status(status.code(),
-                            absl::StrCat(what, ": ", status.message()));
+        return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
       }
       return id;
     }
-    absl::Status status = store->Wait(
-        {key}, std::max(deadline - absl::Now(), absl::ZeroDuration()));
+    absl::Status status =
+        store->Wait({key}, std::max(deadline - absl::Now(), absl::ZeroDuration()));
     absl::StatusOr<std::string> value =
         status.ok() ? store->Get(key) : absl::StatusOr<std::string>(status);
     if (!value.ok()) {
@@ -317,9 +296,8 @@ class NcclCollectiveFactory final : public CollectiveFactory {
                           absl::StrCat(what, ": ", value.status().message()));
     }
     if (value->size() != sizeof(id.internal)) {
-      return absl::InternalError(
-          absl::StrCat(what, ": the unique id under \"", key, "\" has ",
-                       value->size(), " bytes, want ", sizeof(id.internal)));
+      return absl::InternalError(absl::StrCat(what, ": the unique id under \"", key, "\" has ",
+                                              value->size(), " bytes, want ", sizeof(id.internal)));
     }
     value->copy(id.internal, sizeof(id.internal));
     return id;
@@ -331,8 +309,7 @@ class NcclCollectiveFactory final : public CollectiveFactory {
 
 }  // namespace
 
-std::unique_ptr<CollectiveFactory> NewNcclCollectiveFactory(
-    NcclOptions options) {
+std::unique_ptr<CollectiveFactory> NewNcclCollectiveFactory(NcclOptions options) {
   return std::make_unique<NcclCollectiveFactory>(options);
 }
 

@@ -51,8 +51,7 @@ struct NcclOptions {
 
 // Returns a factory for NCCL groups configured by `options`. Creating the
 // factory touches no GPU; Create() does.
-std::unique_ptr<CollectiveFactory> NewNcclCollectiveFactory(
-    NcclOptions options = NcclOptions());
+std::unique_ptr<CollectiveFactory> NewNcclCollectiveFactory(NcclOptions options = NcclOptions());
 
 }  // namespace worker
 }  // namespace psync

@@ -16,8 +16,9 @@
 // later reader: another backend call, a collective on the same memory, a host copy.
 //
 // Errors. Arguments are checked before anything is written, by this interface for every backend
-// (backend_checks.h): on INVALID_ARGUMENT every output is unchanged. INTERNAL reports a device failure (e.g. a faulting kernel); the outputs are then
-// unspecified and the backend should be discarded. RESOURCE_EXHAUSTED: Allocate() is out of memory.
+// (backend_checks.h): on INVALID_ARGUMENT every output is unchanged. INTERNAL reports a device
+// failure (e.g. a faulting kernel); the outputs are then unspecified and the backend should be
+// discarded. RESOURCE_EXHAUSTED: Allocate() is out of memory.
 //
 // Thread-safety. A backend may be called from several threads at once, provided concurrent calls
 // touch disjoint memory. Results are deterministic: the same inputs give the same bytes, and the

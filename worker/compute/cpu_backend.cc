@@ -45,10 +45,10 @@ class CpuBackend final : public ComputeBackend {
         absl::Span<uint8_t>(static_cast<uint8_t*>(data), static_cast<size_t>(num_bytes))));
   }
 
-  absl::Status DoAdamStepAndStage(const AdamParams& hp, int64_t step,
-                                  absl::Span<float> main_param, absl::Span<const float> grad,
-                                  absl::Span<float> exp_avg, absl::Span<float> exp_avg_sq,
-                                  ParamDtype dtype, absl::Span<uint8_t> staged) override {
+  absl::Status DoAdamStepAndStage(const AdamParams& hp, int64_t step, absl::Span<float> main_param,
+                                  absl::Span<const float> grad, absl::Span<float> exp_avg,
+                                  absl::Span<float> exp_avg_sq, ParamDtype dtype,
+                                  absl::Span<uint8_t> staged) override {
     const AdamConstants c = MakeAdamConstants(hp, step);
     const int64_t n = main_param.size();
     if (dtype == ParamDtype::kBf16) {

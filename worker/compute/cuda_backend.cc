@@ -63,10 +63,10 @@ class CudaBackend final : public ComputeBackend {
     return std::unique_ptr<DeviceBuffer>(std::make_unique<CudaBuffer>(absl::Span<uint8_t>()));
   }
 
-  absl::Status DoAdamStepAndStage(const AdamParams& hp, int64_t step,
-                                  absl::Span<float> main_param, absl::Span<const float> grad,
-                                  absl::Span<float> exp_avg, absl::Span<float> exp_avg_sq,
-                                  ParamDtype dtype, absl::Span<uint8_t> staged) override {
+  absl::Status DoAdamStepAndStage(const AdamParams& hp, int64_t step, absl::Span<float> main_param,
+                                  absl::Span<const float> grad, absl::Span<float> exp_avg,
+                                  absl::Span<float> exp_avg_sq, ParamDtype dtype,
+                                  absl::Span<uint8_t> staged) override {
     if (main_param.empty()) return absl::OkStatus();
     if (absl::Status s = MakeCurrent(); !s.ok()) return s;
     const size_t float_bytes = main_param.size() * sizeof(float);

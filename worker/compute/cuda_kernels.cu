@@ -31,9 +31,7 @@ cudaStream_t AsStream(void* stream) { return static_cast<cudaStream_t>(stream); 
 // launch reports only its own failure; a sticky error makes the launch itself fail anyway.
 void ClearStaleError() { cudaGetLastError(); }
 
-bool Aligned(const void* p, uintptr_t bytes) {
-  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
-}
+bool Aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 __global__ void AdamStageBf16Kernel(AdamConstants c, float* __restrict__ main_param,
                                     const float* __restrict__ grad, float* __restrict__ exp_avg,
@@ -52,14 +50,13 @@ __global__ void AdamStageBf16Kernel(AdamConstants c, float* __restrict__ main_pa
   }
 }
 
-// Four elements per thread with 16-byte loads and stores (8-byte for the staged bf16): more bytes in
-// flight per thread, which is what a memory-bound kernel needs. Requires every pointer aligned to
-// its vector and n % 4 == 0 (LaunchAdamStage falls back to the scalar kernel otherwise).
+// Four elements per thread with 16-byte loads and stores (8-byte for the staged bf16): more bytes
+// in flight per thread, which is what a memory-bound kernel needs. Requires every pointer aligned
+// to its vector and n % 4 == 0 (LaunchAdamStage falls back to the scalar kernel otherwise).
 __global__ void AdamStageBf16x4Kernel(AdamConstants c, float4* __restrict__ main_param,
-                                      const float4* __restrict__ grad,
-                                      float4* __restrict__ exp_avg,
-                                      float4* __restrict__ exp_avg_sq,
-                                      ushort4* __restrict__ staged, int64_t n4) {
+                                      const float4* __restrict__ grad, float4* __restrict__ exp_avg,
+                                      float4* __restrict__ exp_avg_sq, ushort4* __restrict__ staged,
+                                      int64_t n4) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n4;
        i += stride) {
@@ -253,8 +250,8 @@ int LaunchAdamStage(const AdamConstants& constants, ParamDtype dtype, float* mai
                     int64_t n, void* stream) {
   if (n == 0) return cudaSuccess;
   ClearStaleError();
-  const bool fp32_aligned = Aligned(main_param, 16) && Aligned(grad, 16) &&
-                            Aligned(exp_avg, 16) && Aligned(exp_avg_sq, 16);
+  const bool fp32_aligned = Aligned(main_param, 16) && Aligned(grad, 16) && Aligned(exp_avg, 16) &&
+                            Aligned(exp_avg_sq, 16);
   if (dtype == ParamDtype::kBf16 && fp32_aligned && n % 4 == 0 && Aligned(staged, 8)) {
     const int64_t n4 = n / 4;
     AdamStageBf16x4Kernel<<<BlocksFor(n4, kThreadsPerBlock), kThreadsPerBlock, 0,

@@ -87,7 +87,8 @@ TEST(Bf16Test, MatchesNearestValueReferenceOnRandomBitPatterns) {
   std::mt19937 rng(20251130);
   for (int i = 0; i < 1000000; ++i) {
     const uint32_t bits = rng();
-    ASSERT_EQ(EncodeBf16(BitsToFloat(bits)), ReferenceEncodeBf16(BitsToFloat(bits))) << std::hex << bits;
+    ASSERT_EQ(EncodeBf16(BitsToFloat(bits)), ReferenceEncodeBf16(BitsToFloat(bits)))
+        << std::hex << bits;
   }
 }
 
@@ -325,8 +326,8 @@ TEST(Mxfp8Test, AllZeroBlockHasScaleZeroAndKeepsSigns) {
 
 TEST(Mxfp8Test, SubnormalInputs) {
   // A block of fp32 subnormals gets the clamped scale 2^-127; elements are x * 2^127 in E4M3.
-  const std::vector<float> values = {0x1p-127f, -0x1p-130f,           3 * 0x1p-137f,
-                                     0x1p-140f, BitsToFloat(0x00000001), 0x1.8p-126f};
+  const std::vector<float> values = {
+      0x1p-127f, -0x1p-130f, 3 * 0x1p-137f, 0x1p-140f, BitsToFloat(0x00000001), 0x1.8p-126f};
   const std::vector<uint8_t> region = Encode(values);
   EXPECT_EQ(region[6], 0x00);
   const std::vector<float> decoded = Decode(region, values.size());

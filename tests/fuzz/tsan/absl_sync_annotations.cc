@@ -53,8 +53,8 @@ namespace {
 template <typename F>
 F Real(const char* rest, bool konst = false) {
   const std::string ns = PSYNC_STRINGIFY(ABSL_OPTION_INLINE_NAMESPACE_NAME);
-  const std::string name = std::string(konst ? "_ZNK4absl" : "_ZN4absl") +
-                           std::to_string(ns.size()) + ns + rest;
+  const std::string name =
+      std::string(konst ? "_ZNK4absl" : "_ZN4absl") + std::to_string(ns.size()) + ns + rest;
   void* f = dlsym(RTLD_NEXT, name.c_str());
   if (f == nullptr) {
     std::fprintf(stderr, "tsan annotations: %s not found: %s\n", name.c_str(), dlerror());
@@ -148,8 +148,7 @@ bool Mutex::TryLock() {
   if (!scope.outer()) return real(this);
   __tsan_mutex_pre_lock(this, __tsan_mutex_try_lock);
   const bool locked = real(this);
-  __tsan_mutex_post_lock(this, locked ? __tsan_mutex_try_lock : __tsan_mutex_try_lock_failed,
-                         0);
+  __tsan_mutex_post_lock(this, locked ? __tsan_mutex_try_lock : __tsan_mutex_try_lock_failed, 0);
   return locked;
 }
 
@@ -189,8 +188,7 @@ void Mutex::LockWhen(Cond cond) {
 }
 
 void Mutex::ReaderLockWhen(Cond cond) {
-  static const auto real =
-      Real<void (*)(Mutex*, Cond)>("5Mutex14ReaderLockWhenERKNS0_9ConditionE");
+  static const auto real = Real<void (*)(Mutex*, Cond)>("5Mutex14ReaderLockWhenERKNS0_9ConditionE");
   Locking(this, __tsan_mutex_read_lock, [&] { return real(this, cond), 0; });
 }
 
@@ -231,8 +229,8 @@ bool Mutex::AwaitWithTimeout(Cond cond, Duration timeout) {
 }
 
 bool Mutex::AwaitWithDeadline(Cond cond, Time deadline) {
-  static const auto real = Real<bool (*)(Mutex*, Cond, Time)>(
-      "5Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE");
+  static const auto real =
+      Real<bool (*)(Mutex*, Cond, Time)>("5Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE");
   return Released(this, [&] { return real(this, cond, deadline); });
 }
 
@@ -250,8 +248,8 @@ bool CondVar::WaitWithTimeout(Mutex* mu, Duration timeout) {
 }
 
 bool CondVar::WaitWithDeadline(Mutex* mu, Time deadline) {
-  static const auto real = Real<bool (*)(CondVar*, Mutex*, Time)>(
-      "7CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE");
+  static const auto real =
+      Real<bool (*)(CondVar*, Mutex*, Time)>("7CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE");
   return Released(mu, [&] { return real(this, mu, deadline); });
 }
 
@@ -390,84 +388,122 @@ void PsyncScheduleOnDone(void* call, bool inline_ondone) {
 // through libstdc++ and Protobuf.
 #define PSYNC_UNCHECKED(lib) "called_from_lib:" lib "\n"
 extern "C" const char* __tsan_default_suppressions() {
-  return
-         PSYNC_UNCHECKED("libgrpc++.so")
-         PSYNC_UNCHECKED("libgrpc++_reflection.so")
-         PSYNC_UNCHECKED("libgrpc.so")
-         PSYNC_UNCHECKED("libgpr.so")
-         PSYNC_UNCHECKED("libaddress_sorting.so")
-         PSYNC_UNCHECKED("libre2.so")
-         PSYNC_UNCHECKED("libupb.so")
-         PSYNC_UNCHECKED("libcares.so")
-         PSYNC_UNCHECKED("libssl.so")
-         PSYNC_UNCHECKED("libcrypto.so")
-         PSYNC_UNCHECKED("libz.so")
-         PSYNC_UNCHECKED("libabsl_bad_any_cast_impl.so")
-         PSYNC_UNCHECKED("libabsl_bad_optional_access.so")
-         PSYNC_UNCHECKED("libabsl_bad_variant_access.so")
-         PSYNC_UNCHECKED("libabsl_base.so")
-         PSYNC_UNCHECKED("libabsl_city.so")
-         PSYNC_UNCHECKED("libabsl_civil_time.so")
-         PSYNC_UNCHECKED("libabsl_cord.so")
-         PSYNC_UNCHECKED("libabsl_cord_internal.so")
-         PSYNC_UNCHECKED("libabsl_cordz_functions.so")
-         PSYNC_UNCHECKED("libabsl_cordz_handle.so")
-         PSYNC_UNCHECKED("libabsl_cordz_info.so")
-         PSYNC_UNCHECKED("libabsl_cordz_sample_token.so")
-         PSYNC_UNCHECKED("libabsl_debugging_internal.so")
-         PSYNC_UNCHECKED("libabsl_demangle_internal.so")
-         PSYNC_UNCHECKED("libabsl_examine_stack.so")
-         PSYNC_UNCHECKED("libabsl_exponential_biased.so")
-         PSYNC_UNCHECKED("libabsl_flags_commandlineflag.so")
-         PSYNC_UNCHECKED("libabsl_flags_commandlineflag_internal.so")
-         PSYNC_UNCHECKED("libabsl_flags_config.so")
-         PSYNC_UNCHECKED("libabsl_flags_internal.so")
-         PSYNC_UNCHECKED("libabsl_flags_marshalling.so")
-         PSYNC_UNCHECKED("libabsl_flags_parse.so")
-         PSYNC_UNCHECKED("libabsl_flags_private_handle_accessor.so")
-         PSYNC_UNCHECKED("libabsl_flags_program_name.so")
-         PSYNC_UNCHECKED("libabsl_flags_reflection.so")
-         PSYNC_UNCHECKED("libabsl_flags_usage.so")
-         PSYNC_UNCHECKED("libabsl_flags_usage_internal.so")
-         PSYNC_UNCHECKED("libabsl_graphcycles_internal.so")
-         PSYNC_UNCHECKED("libabsl_hash.so")
-         PSYNC_UNCHECKED("libabsl_hashtablez_sampler.so")
-         PSYNC_UNCHECKED("libabsl_int128.so")
-         PSYNC_UNCHECKED("libabsl_leak_check.so")
-         PSYNC_UNCHECKED("libabsl_log_severity.so")
-         PSYNC_UNCHECKED("libabsl_low_level_hash.so")
-         PSYNC_UNCHECKED("libabsl_malloc_internal.so")
-         PSYNC_UNCHECKED("libabsl_periodic_sampler.so")
-         PSYNC_UNCHECKED("libabsl_random_distributions.so")
-         PSYNC_UNCHECKED("libabsl_random_internal_platform.so")
-         PSYNC_UNCHECKED("libabsl_random_internal_pool_urbg.so")
-         PSYNC_UNCHECKED("libabsl_random_internal_randen.so")
-         PSYNC_UNCHECKED("libabsl_random_internal_randen_hwaes.so")
-         PSYNC_UNCHECKED("libabsl_random_internal_randen_hwaes_impl.so")
-         PSYNC_UNCHECKED("libabsl_random_internal_randen_slow.so")
-         PSYNC_UNCHECKED("libabsl_random_internal_seed_material.so")
-         PSYNC_UNCHECKED("libabsl_random_seed_gen_exception.so")
-         PSYNC_UNCHECKED("libabsl_random_seed_sequences.so")
-         PSYNC_UNCHECKED("libabsl_raw_hash_set.so")
-         PSYNC_UNCHECKED("libabsl_raw_logging_internal.so")
-         PSYNC_UNCHECKED("libabsl_scoped_set_env.so")
-         PSYNC_UNCHECKED("libabsl_spinlock_wait.so")
-         PSYNC_UNCHECKED("libabsl_stacktrace.so")
-         PSYNC_UNCHECKED("libabsl_status.so")
-         PSYNC_UNCHECKED("libabsl_statusor.so")
-         PSYNC_UNCHECKED("libabsl_str_format_internal.so")
-         PSYNC_UNCHECKED("libabsl_strerror.so")
-         PSYNC_UNCHECKED("libabsl_strings.so")
-         PSYNC_UNCHECKED("libabsl_strings_internal.so")
-         PSYNC_UNCHECKED("libabsl_symbolize.so")
-         PSYNC_UNCHECKED("libabsl_synchronization.so")
-         PSYNC_UNCHECKED("libabsl_throw_delegate.so")
-         PSYNC_UNCHECKED("libabsl_time.so")
-         PSYNC_UNCHECKED("libabsl_time_zone.so")
-         // The callback client API: a finished call's status message is copied (in the inline
-         // CallOpClientRecvStatus::FinishOp, on a callback thread) out of a slice that libgrpc
-         // allocated and filled unseen, in heap memory TSan last saw as another thread's block.
-         "race:grpc::internal::CallOpClientRecvStatus::FinishOp\n";
+  return PSYNC_UNCHECKED("libgrpc++.so") PSYNC_UNCHECKED("libgrpc++_reflection.so") PSYNC_UNCHECKED(
+      "libgrpc.so") PSYNC_UNCHECKED("libgpr.so") PSYNC_UNCHECKED("libaddress_sorting.so")
+      PSYNC_UNCHECKED("libre2.so") PSYNC_UNCHECKED("libupb.so") PSYNC_UNCHECKED(
+          "libcares.so") PSYNC_UNCHECKED("libssl.so") PSYNC_UNCHECKED("libcrypto.so")
+          PSYNC_UNCHECKED("libz.so") PSYNC_UNCHECKED("libabsl_bad_any_cast_impl.so") PSYNC_UNCHECKED(
+              "libabsl_bad_optional_access.so") PSYNC_UNCHECKED("libabsl_bad_variant_access.so")
+              PSYNC_UNCHECKED("libabsl_base.so") PSYNC_UNCHECKED("libabsl_city.so") PSYNC_UNCHECKED(
+                  "libabsl_civil_time.so") PSYNC_UNCHECKED("libabsl_cord.so")
+                  PSYNC_UNCHECKED("libabsl_cord_internal.so") PSYNC_UNCHECKED(
+                      "libabsl_cordz_functions.so") PSYNC_UNCHECKED("libabsl_cordz_handle.so")
+                      PSYNC_UNCHECKED("libabsl_cordz_info.so") PSYNC_UNCHECKED(
+                          "libabsl_cordz_sample_token.so")
+                          PSYNC_UNCHECKED("libabsl_debugging_internal.so") PSYNC_UNCHECKED(
+                              "libabsl_demangle_internal.so")
+                              PSYNC_UNCHECKED("libabsl_examine_stack.so") PSYNC_UNCHECKED(
+                                  "libabsl_exponential_biased.so")
+                                  PSYNC_UNCHECKED("libabsl_flags_commandlineflag.so") PSYNC_UNCHECKED(
+                                      "libabsl_flags_commandlineflag_internal.so")
+                                      PSYNC_UNCHECKED("libabsl_flags_config.so") PSYNC_UNCHECKED(
+                                          "libabsl_flags_internal.so")
+                                          PSYNC_UNCHECKED("libabsl_flags_marshalling.so")
+                                              PSYNC_UNCHECKED("libabsl_flags_parse.so") PSYNC_UNCHECKED(
+                                                  "libabsl_flags_private_handle_accessor.so")
+                                                  PSYNC_UNCHECKED("libabsl_flags_program_name.so")
+                                                      PSYNC_UNCHECKED("libabsl_flags_reflection.so")
+                                                          PSYNC_UNCHECKED("libabsl_flags_usage.so")
+                                                              PSYNC_UNCHECKED(
+                                                                  "libabsl_flags_usage_internal.so")
+                                                                  PSYNC_UNCHECKED(
+                                                                      "libabsl_graphcycles_"
+                                                                      "internal.so")
+                                                                      PSYNC_UNCHECKED(
+                                                                          "libabsl_hash.so")
+                                                                          PSYNC_UNCHECKED(
+                                                                              "libabsl_hashtablez_"
+                                                                              "sampler.so")
+                                                                              PSYNC_UNCHECKED(
+                                                                                  "libabsl_int128."
+                                                                                  "so")
+                                                                                  PSYNC_UNCHECKED(
+                                                                                      "libabsl_"
+                                                                                      "leak_check."
+                                                                                      "so")
+                                                                                      PSYNC_UNCHECKED(
+                                                                                          "libabsl_"
+                                                                                          "log_"
+                                                                                          "severity"
+                                                                                          ".so")
+                                                                                          PSYNC_UNCHECKED(
+                                                                                              "liba"
+                                                                                              "bsl_"
+                                                                                              "low_"
+                                                                                              "leve"
+                                                                                              "l_"
+                                                                                              "hash"
+                                                                                              ".so")
+                                                                                              PSYNC_UNCHECKED(
+                                                                                                  "libabsl_malloc_internal.so")
+                                                                                                  PSYNC_UNCHECKED(
+                                                                                                      "libabsl_periodic_sampler.so")
+                                                                                                      PSYNC_UNCHECKED(
+                                                                                                          "libabsl_random_distributions.so")
+                                                                                                          PSYNC_UNCHECKED(
+                                                                                                              "libabsl_random_internal_platform.so")
+                                                                                                              PSYNC_UNCHECKED(
+                                                                                                                  "libabsl_random_internal_pool_urbg.so")
+                                                                                                                  PSYNC_UNCHECKED(
+                                                                                                                      "libabsl_random_internal_randen.so")
+                                                                                                                      PSYNC_UNCHECKED(
+                                                                                                                          "libabsl_random_internal_randen_hwaes.so")
+                                                                                                                          PSYNC_UNCHECKED(
+                                                                                                                              "libabsl_random_internal_randen_hwaes_impl.so")
+                                                                                                                              PSYNC_UNCHECKED(
+                                                                                                                                  "libabsl_random_internal_randen_slow.so")
+                                                                                                                                  PSYNC_UNCHECKED(
+                                                                                                                                      "libabsl_random_internal_seed_material.so")
+                                                                                                                                      PSYNC_UNCHECKED(
+                                                                                                                                          "libabsl_random_seed_gen_exception.so")
+                                                                                                                                          PSYNC_UNCHECKED(
+                                                                                                                                              "libabsl_random_seed_sequences.so")
+                                                                                                                                              PSYNC_UNCHECKED(
+                                                                                                                                                  "libabsl_raw_hash_set.so")
+                                                                                                                                                  PSYNC_UNCHECKED(
+                                                                                                                                                      "libabsl_raw_logging_internal.so")
+                                                                                                                                                      PSYNC_UNCHECKED(
+                                                                                                                                                          "libabsl_scoped_set_env.so")
+                                                                                                                                                          PSYNC_UNCHECKED(
+                                                                                                                                                              "libabsl_spinlock_wait.so")
+                                                                                                                                                              PSYNC_UNCHECKED(
+                                                                                                                                                                  "libabsl_stacktrace.so")
+                                                                                                                                                                  PSYNC_UNCHECKED(
+                                                                                                                                                                      "libabsl_status.so")
+                                                                                                                                                                      PSYNC_UNCHECKED(
+                                                                                                                                                                          "libabsl_statusor.so")
+                                                                                                                                                                          PSYNC_UNCHECKED(
+                                                                                                                                                                              "libabsl_str_format_internal.so")
+                                                                                                                                                                              PSYNC_UNCHECKED(
+                                                                                                                                                                                  "libabsl_strerror.so")
+                                                                                                                                                                                  PSYNC_UNCHECKED(
+                                                                                                                                                                                      "libabsl_strings.so")
+                                                                                                                                                                                      PSYNC_UNCHECKED(
+                                                                                                                                                                                          "libabsl_strings_internal.so")
+                                                                                                                                                                                          PSYNC_UNCHECKED(
+                                                                                                                                                                                              "libabsl_symbolize.so")
+                                                                                                                                                                                              PSYNC_UNCHECKED(
+                                                                                                                                                                                                  "libabsl_synchronization.so")
+                                                                                                                                                                                                  PSYNC_UNCHECKED(
+                                                                                                                                                                                                      "libabsl_throw_delegate.so")
+                                                                                                                                                                                                      PSYNC_UNCHECKED(
+                                                                                                                                                                                                          "libabsl_time.so")
+                                                                                                                                                                                                          PSYNC_UNCHECKED(
+                                                                                                                                                                                                              "libabsl_time_zone.so")
+      // The callback client API: a finished call's status message is copied (in the inline
+      // CallOpClientRecvStatus::FinishOp, on a callback thread) out of a slice that libgrpc
+      // allocated and filled unseen, in heap memory TSan last saw as another thread's block.
+      "race:grpc::internal::CallOpClientRecvStatus::FinishOp\n";
 }
 
 #endif  // PSYNC_TSAN
