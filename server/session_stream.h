@@ -3,7 +3,7 @@
 // The Session's rules are session_protocol.h's: the first message up must be `attach` (checked and
 // attached by AttachSession); a failed attach ends the stream with the attach's status. Every
 // later message is answered by an Ack carrying the coordinator's status (wire_status.h). Notices
-// for the rank arrive through an SessionStreamSink (a SessionSink) that queues them and writes one
+// for the rank arrive through a SessionStreamSink (a SessionSink) that queues them and writes one
 // at a time; the reactor never blocks on I/O and holds no lock across StartWrite. Owned by gRPC:
 // deletes itself in OnDone.
 #ifndef PSYNC_SERVER_SESSION_STREAM_H_

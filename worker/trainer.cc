@@ -95,6 +95,18 @@ absl::Status Trainer::Execute(int64_t step, int chunk,
   return absl::OkStatus();
 }
 
+absl::Status Trainer::AwaitDirective(int64_t step, int chunk) {
+  return Annotate(coordination_->WaitForDirective(step, chunk, options_.directive_timeout).status(),
+                  absl::StrCat("waiting for the directive of step ", step, " chunk ", chunk));
+}
+
+absl::Status Trainer::ReportSyncDone(int64_t step, int chunk,
+                                     std::vector<psync::v1::GroupChecksum> checksums,
+                                     uint32_t executions) {
+  return Annotate(coordination_->ReportSyncDone(step, chunk, std::move(checksums), executions),
+                  absl::StrCat("SyncDone of step ", step, " chunk ", chunk));
+}
+
 absl::Status Trainer::ObserveSyncDone(int64_t step, int chunk,
                                       std::vector<psync::v1::GroupChecksum> checksums,
                                       uint32_t executions, StepResult* result) {
@@ -160,21 +172,14 @@ absl::StatusOr<StepResult> Trainer::RunStep(int64_t step) {
   switch (options_.mode) {
     case SyncMode::kCoordinated:
       for (int c = 0; c < chunks; ++c) {
-        absl::StatusOr<psync::v1::SyncDirective> directive =
-            coordination_->WaitForDirective(step, c, options_.directive_timeout);
-        if (!directive.ok()) {
-          return Annotate(directive.status(),
-                          absl::StrCat("waiting for the directive of step ", step, " chunk ", c));
-        }
+        PSYNC_RETURN_IF_ERROR(AwaitDirective(step, c));
         if (last_synced_step_[c] >= static_cast<int64_t>(step)) {
           ++result.duplicate_directives;
           continue;
         }
         PSYNC_RETURN_IF_ERROR(
             Execute(step, c, staged, &executions, &result, &checksums[c], &check_seconds));
-        PSYNC_RETURN_IF_ERROR(
-            Annotate(coordination_->ReportSyncDone(step, c, checksums[c], executions[c]),
-                     absl::StrCat("SyncDone of step ", step, " chunk ", c)));
+        PSYNC_RETURN_IF_ERROR(ReportSyncDone(step, c, checksums[c], executions[c]));
       }
       break;
     case SyncMode::kLocalDeferred:
@@ -193,15 +198,8 @@ absl::StatusOr<StepResult> Trainer::RunStep(int64_t step) {
   // a SyncDone the coordinator already accepted is answered as a duplicate.
   if (options_.mode != SyncMode::kCoordinated && observe) {
     for (int c = 0; c < chunks; ++c) {
-      absl::StatusOr<psync::v1::SyncDirective> directive =
-          coordination_->WaitForDirective(step, c, options_.directive_timeout);
-      if (!directive.ok()) {
-        return Annotate(directive.status(),
-                        absl::StrCat("waiting for the directive of step ", step, " chunk ", c));
-      }
-      PSYNC_RETURN_IF_ERROR(
-          Annotate(coordination_->ReportSyncDone(step, c, checksums[c], executions[c]),
-                   absl::StrCat("SyncDone of step ", step, " chunk ", c)));
+      PSYNC_RETURN_IF_ERROR(AwaitDirective(step, c));
+      PSYNC_RETURN_IF_ERROR(ReportSyncDone(step, c, checksums[c], executions[c]));
     }
   }
   result.sync_seconds = SecondsSince(start) + sync_in_stage_seconds - check_seconds;

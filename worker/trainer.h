@@ -115,6 +115,11 @@ class Trainer {
   absl::Status Execute(int64_t step, int chunk, const std::vector<std::array<bool, 2>>& staged,
                        std::vector<int>* executions, StepResult* result,
                        std::vector<psync::v1::GroupChecksum>* checksums, double* check_seconds);
+  // The directive of (step, chunk); an error names what was awaited.
+  absl::Status AwaitDirective(int64_t step, int chunk);
+  // Reports the SyncDone of (step, chunk); an error names the report.
+  absl::Status ReportSyncDone(int64_t step, int chunk,
+                              std::vector<psync::v1::GroupChecksum> checksums, uint32_t executions);
   // An observe-only SyncDone: OK and FAILED_PRECONDITION (counted) are accepted.
   absl::Status ObserveSyncDone(int64_t step, int chunk,
                                std::vector<psync::v1::GroupChecksum> checksums, uint32_t executions,

@@ -42,6 +42,13 @@ Event JobTracker::MakeEvent(EventKind kind, absl::Time now) const {
   return e;
 }
 
+Event JobTracker::MakeChunkEvent(EventKind kind, absl::Time now, Step step, ChunkId chunk) const {
+  Event e = MakeEvent(kind, now);
+  e.step = step;
+  e.chunk = chunk;
+  return e;
+}
+
 Step JobTracker::rank_step(RankId rank) const {
   auto it = ranks_.find(rank);
   return it == ranks_.end() ? plan_.first_step() : it->second.step;

@@ -195,6 +195,8 @@ class JobTracker {
   void AbortAt(Step step, std::string reason, absl::Time now, Decisions* out);
   void Trim();
   Event MakeEvent(EventKind kind, absl::Time now) const;
+  // An event about one (step, chunk).
+  Event MakeChunkEvent(EventKind kind, absl::Time now, Step step, ChunkId chunk) const;
   bool ChunkFinished(Step step, ChunkId chunk) const;
 
   // Constant after construction.

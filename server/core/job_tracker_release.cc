@@ -42,9 +42,7 @@ void JobTracker::MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decision
     // Members that already executed this sync (re-announced after a restart) need no directive.
     if (!cs.done.contains(member)) out->deliveries.push_back({member, directive});
   }
-  Event e = MakeEvent(EventKind::kRelease, now);
-  e.step = step;
-  e.chunk = chunk;
+  Event e = MakeChunkEvent(EventKind::kRelease, now, step, chunk);
   e.rank = cs.last.rank;
   e.optimizer = cs.last.optimizer;
   e.sequence = cs.sequence;
@@ -54,9 +52,7 @@ void JobTracker::MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decision
   out->events.push_back(std::move(e));
   if (cs.done.size() == info.members.size()) {
     // Every member had synced before a coordinator restart: complete at once.
-    Event c = MakeEvent(EventKind::kSyncComplete, now);
-    c.step = step;
-    c.chunk = chunk;
+    Event c = MakeChunkEvent(EventKind::kSyncComplete, now, step, chunk);
     c.sequence = cs.sequence;
     c.duration = absl::ZeroDuration();
     c.detail =

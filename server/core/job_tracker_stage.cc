@@ -75,9 +75,7 @@ absl::Status JobTracker::CheckStaged(RankId rank, size_t i, const StagedItem& it
           *duplicate = true;
           return absl::OkStatus();
         }
-        Event v = MakeEvent(EventKind::kViolation, now);
-        v.step = item.step;
-        v.chunk = item.chunk;
+        Event v = MakeChunkEvent(EventKind::kViolation, now, item.step, item.chunk);
         v.rank = rank;
         v.optimizer = item.optimizer;
         v.detail =
@@ -139,9 +137,7 @@ absl::Status JobTracker::Stage(RankId rank, uint64_t generation, absl::Span<cons
     const StagedItem& item = items[i];
     const Contributor who{rank, item.optimizer};
     if (!fresh[i]) {
-      Event e = MakeEvent(EventKind::kDuplicate, now);
-      e.step = item.step;
-      e.chunk = item.chunk;
+      Event e = MakeChunkEvent(EventKind::kDuplicate, now, item.step, item.chunk);
       e.rank = rank;
       e.optimizer = item.optimizer;
       out->events.push_back(std::move(e));
@@ -152,9 +148,7 @@ absl::Status JobTracker::Stage(RankId rank, uint64_t generation, absl::Span<cons
     if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
     cs.last_checkin = now;
     cs.last = who;
-    Event e = MakeEvent(EventKind::kCheckin, now);
-    e.step = item.step;
-    e.chunk = item.chunk;
+    Event e = MakeChunkEvent(EventKind::kCheckin, now, item.step, item.chunk);
     e.rank = rank;
     e.optimizer = item.optimizer;
     out->events.push_back(std::move(e));

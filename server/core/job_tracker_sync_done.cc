@@ -91,9 +91,7 @@ absl::Status JobTracker::CheckSyncDone(RankId rank, size_t i, const SyncDoneItem
     plan_.chunk(item.chunk).ForEachContributor([&](const Contributor& who) {
       if (cs == nullptr || !cs->staged.contains(who)) missing.push_back(Describe(who));
     });
-    Event v = MakeEvent(EventKind::kViolation, now);
-    v.step = item.step;
-    v.chunk = item.chunk;
+    Event v = MakeChunkEvent(EventKind::kViolation, now, item.step, item.chunk);
     v.rank = rank;
     v.detail = absl::StrCat("early sync: rank ", rank, " synced step ", item.step, " chunk ",
                             item.chunk, " before its release; not staged: ",
@@ -108,9 +106,7 @@ absl::Status JobTracker::CheckSyncDone(RankId rank, size_t i, const SyncDoneItem
       *duplicate = true;
       return absl::OkStatus();
     }
-    Event v = MakeEvent(EventKind::kViolation, now);
-    v.step = item.step;
-    v.chunk = item.chunk;
+    Event v = MakeChunkEvent(EventKind::kViolation, now, item.step, item.chunk);
     v.rank = rank;
     v.detail = absl::StrCat("conflicting duplicate SyncDone: checksums ",
                             ChecksumsText(item.checksums), " after ", ChecksumsText(*done));
@@ -147,18 +143,14 @@ absl::Status JobTracker::SyncDone(RankId rank, uint64_t generation,
     ChunkStep& cs = ChunkStepFor(item.step, item.chunk);
     cs.done.Insert(rank, SortedByGroup(item.checksums));
     if (item.executions > 1) {
-      Event v = MakeEvent(EventKind::kViolation, now);
-      v.step = item.step;
-      v.chunk = item.chunk;
+      Event v = MakeChunkEvent(EventKind::kViolation, now, item.step, item.chunk);
       v.rank = rank;
       v.sequence = cs.sequence;
       v.detail = absl::StrCat("repeated sync: rank ", rank, " executed the sync of step ",
                               item.step, " chunk ", item.chunk, " ", item.executions, " times");
       out->events.push_back(std::move(v));
     }
-    Event e = MakeEvent(EventKind::kSyncDone, now);
-    e.step = item.step;
-    e.chunk = item.chunk;
+    Event e = MakeChunkEvent(EventKind::kSyncDone, now, item.step, item.chunk);
     e.rank = rank;
     e.sequence = cs.sequence;
     out->events.push_back(std::move(e));
@@ -166,9 +158,7 @@ absl::Status JobTracker::SyncDone(RankId rank, uint64_t generation,
     // is released again; MaybeRelease() then records the completion.
     if (plan_.complete() && cs.released &&
         cs.done.size() == plan_.chunk(item.chunk).members.size()) {
-      Event c = MakeEvent(EventKind::kSyncComplete, now);
-      c.step = item.step;
-      c.chunk = item.chunk;
+      Event c = MakeChunkEvent(EventKind::kSyncComplete, now, item.step, item.chunk);
       c.sequence = cs.sequence;
       c.duration = now - cs.released_at;
       c.detail = absl::StrCat("all ", cs.done.size(), " ranks synced in ",
@@ -207,9 +197,7 @@ void JobTracker::CheckChecksums(Step step, ChunkId chunk, const ChunkStep& cs, a
       std::sort(ranks.begin(), ranks.end());
       parts.push_back(absl::StrFormat("%#x from ranks [%s]", value, absl::StrJoin(ranks, ",")));
     }
-    Event v = MakeEvent(EventKind::kViolation, now);
-    v.step = step;
-    v.chunk = chunk;
+    Event v = MakeChunkEvent(EventKind::kViolation, now, step, chunk);
     v.sequence = cs.sequence;
     v.detail =
         absl::StrCat("checksum mismatch in group '", group, "': ", absl::StrJoin(parts, "; "));
