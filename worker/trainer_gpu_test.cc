@@ -13,6 +13,7 @@
 #include "worker/compute/backend_registry.h"
 #include "worker/fake_coordination.h"
 #include "worker/trainer.h"
+#include "worker/trainer_testing.h"
 
 namespace psync {
 namespace worker {
@@ -91,15 +92,7 @@ std::vector<RankRun> RunOnGpus(int world, int experts, ParamDtype dtype, SyncMod
       TrainerOptions options;
       options.mode = mode;
       Trainer trainer(model->get(), &reference, &link, options);
-      for (int step = 0; step < kSteps; ++step) {
-        absl::StatusOr<StepResult> result = trainer.RunStep(step);
-        if (!result.ok()) {
-          run.status = result.status();
-          return;
-        }
-        run.results.push_back(std::move(*result));
-      }
-      run.status = absl::OkStatus();
+      run.status = RunSteps(trainer, kSteps, &run.results);
     });
   }
   for (std::thread& t : threads) t.join();

@@ -13,6 +13,7 @@
 #include "worker/collective/in_memory_kv_store.h"
 #include "worker/compute/cpu_backend.h"
 #include "worker/fake_coordination.h"
+#include "worker/trainer_testing.h"
 
 namespace psync {
 namespace worker {
@@ -22,18 +23,16 @@ constexpr uint64_t kSeed = 9;
 constexpr int kChunks = 2;
 constexpr absl::Duration kTimeout = absl::Seconds(30);
 
-using FakeLink = FakeCoordination;
-
 struct RankRun {
   absl::Status status = absl::UnknownError("not run");
   std::vector<StepResult> results;
-  std::unique_ptr<FakeLink> link = std::make_unique<FakeLink>();
+  std::unique_ptr<FakeCoordination> link = std::make_unique<FakeCoordination>();
 };
 
 // Runs `steps` steps on 2 ranks (E = 2: expert groups of one rank) as threads, each with its own
 // fake link prepared by `prepare`.
 std::vector<RankRun> RunRanks(TrainerOptions options, int steps,
-                              const std::function<void(FakeLink&)>& prepare = nullptr) {
+                              const std::function<void(FakeCoordination&)>& prepare = nullptr) {
   constexpr int kWorld = 2;
   InMemoryKeyValueStore store;
   std::unique_ptr<CollectiveFactory> factory = NewGlooCollectiveFactory(GlooOptions());
@@ -72,15 +71,7 @@ std::vector<RankRun> RunRanks(TrainerOptions options, int steps,
       }
       ReferenceModel reference(config, kSeed, AdamParams());
       Trainer trainer(model->get(), &reference, run.link.get(), options);
-      for (int step = 0; step < steps; ++step) {
-        absl::StatusOr<StepResult> result = trainer.RunStep(step);
-        if (!result.ok()) {
-          run.status = result.status();
-          return;
-        }
-        run.results.push_back(std::move(*result));
-      }
-      run.status = absl::OkStatus();
+      run.status = RunSteps(trainer, steps, &run.results);
     });
   }
   for (std::thread& t : threads) t.join();
@@ -110,14 +101,14 @@ TEST(TrainerTest, CoordinatedStagesEverythingThenSyncsEachChunkOnItsDirective) {
     std::vector<std::string> log = run.link->log();
     log.resize(want.size());
     EXPECT_EQ(log, want);
-    for (const FakeLink::SyncDoneCall& c : run.link->sync_dones()) {
+    for (const FakeCoordination::SyncDoneCall& c : run.link->sync_dones()) {
       EXPECT_EQ(c.checksums, 2u);  // dp and edp<k>
     }
   }
 }
 
 TEST(TrainerTest, DirectiveTimeoutEndsTheStepWithItsStatus) {
-  std::vector<RankRun> runs = RunRanks(TrainerOptions(), 1, [](FakeLink& link) {
+  std::vector<RankRun> runs = RunRanks(TrainerOptions(), 1, [](FakeCoordination& link) {
     link.directive_status = absl::DeadlineExceededError("no directive");
   });
   for (RankRun& run : runs) {
@@ -129,7 +120,7 @@ TEST(TrainerTest, DirectiveTimeoutEndsTheStepWithItsStatus) {
 TEST(TrainerTest, NaiveSyncsTwicePerChunkAndZeroesTheDenseWeights) {
   TrainerOptions options;
   options.mode = SyncMode::kNaive;
-  std::vector<RankRun> runs = RunRanks(options, 2, [](FakeLink& link) {
+  std::vector<RankRun> runs = RunRanks(options, 2, [](FakeCoordination& link) {
     link.early_sync_done_status = absl::FailedPreconditionError("before the release");
   });
   for (RankRun& run : runs) {
@@ -162,7 +153,7 @@ TEST(TrainerTest, NaiveSyncsTwicePerChunkAndZeroesTheDenseWeights) {
     }
     // Per chunk: x1 after the dense stage, x2 after the expert stage, then x2 after the directive.
     std::vector<std::tuple<uint32_t, uint32_t>> step0;
-    for (const FakeLink::SyncDoneCall& c : run.link->sync_dones()) {
+    for (const FakeCoordination::SyncDoneCall& c : run.link->sync_dones()) {
       if (c.step == 0) step0.emplace_back(c.chunk, c.executions);
     }
     const std::vector<std::tuple<uint32_t, uint32_t>> want = {{0, 1}, {1, 1}, {0, 2},
@@ -213,7 +204,8 @@ TEST(TrainerTest, BackendGradientsRunUnverified) {
     ASSERT_TRUE(run.status.ok()) << run.status;
     EXPECT_EQ(run.results[1].executions, kChunks);
     EXPECT_TRUE(run.results[1].final_diff.empty());
-    for (const FakeLink::SyncDoneCall& c : run.link->sync_dones()) EXPECT_EQ(c.checksums, 0u);
+    for (const FakeCoordination::SyncDoneCall& c : run.link->sync_dones())
+      EXPECT_EQ(c.checksums, 0u);
   }
 }
 
