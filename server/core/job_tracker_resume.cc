@@ -56,7 +56,8 @@ void JobTracker::Reconcile(absl::Time now, Decisions* out) {
     pending.emplace_back(step, std::vector<ChunkId>());
     for (const auto& [chunk, cs] : st.chunks) pending.back().second.push_back(chunk);
   }
-  for (const auto& [step, chunks] : pending) {
+  for (const auto& [pending_step, chunks] : pending) {
+    const Step step = pending_step;  // a plain variable: lambdas below capture it
     auto st = steps_.find(step);
     if (st == steps_.end()) continue;
     for (ChunkId chunk : chunks) {
