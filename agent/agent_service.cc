@@ -67,6 +67,14 @@ grpc::ServerUnaryReactor* AgentService::ListJobs(grpc::CallbackServerContext* co
   });
 }
 
+grpc::ServerUnaryReactor* AgentService::EndJob(grpc::CallbackServerContext* context,
+                                               const v1::EndJobRequest* request,
+                                               v1::EndJobResponse* response) {
+  return new Forward(context, [this, request, response](grpc::ClientContext* c, auto done) {
+    coordinator_->async()->EndJob(c, request, response, std::move(done));
+  });
+}
+
 grpc::ServerUnaryReactor* AgentService::GetChunkStatus(grpc::CallbackServerContext* context,
                                                        const v1::GetChunkStatusRequest* request,
                                                        v1::ChunkStatus* response) {

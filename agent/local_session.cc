@@ -41,6 +41,7 @@ class LocalSession final : public grpc::ServerBidiReactor<v1::SessionUp, v1::Ses
       case server::SessionAction::kSkip:
       case server::SessionAction::kStaged:
       case server::SessionAction::kSyncDone:
+      case server::SessionAction::kLeave:
         upstream_->Submit(link_, std::move(request_));
         break;
     }

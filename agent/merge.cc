@@ -25,6 +25,8 @@ uint64_t GenerationOf(const v1::SessionUp& up) {
       return up.skip().generation();
     case v1::SessionUp::kSyncDone:
       return up.sync_done().generation();
+    case v1::SessionUp::kLeave:
+      return up.leave().generation();
     default:
       return 0;
   }
@@ -75,6 +77,12 @@ v1::AgentBatch MergeMessages(const std::string& job_id, uint64_t generation,
         v1::IndexedSyncDone* done = batch.add_sync_dones();
         done->set_message(index);
         *done->mutable_items() = up.sync_done().items();
+        break;
+      }
+      case v1::SessionUp::kLeave: {
+        v1::IndexedLeave* leave = batch.add_leaves();
+        leave->set_message(index);
+        leave->set_finished(up.leave().finished());
         break;
       }
       default:

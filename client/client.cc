@@ -150,6 +150,14 @@ absl::Status Client::ReportStaged(uint64_t step, uint32_t chunk, absl::string_vi
   return ReportStagedBatch(std::move(items));
 }
 
+absl::Status Client::Finish() {
+  SessionUp up;
+  up.mutable_leave()->set_finished(true);
+  absl::Status status = SendAndWait(std::move(up));
+  Close();
+  return status;
+}
+
 absl::Status Client::ReportStagedBatch(std::vector<psync::v1::Staged> items) {
   return SendAndWait(StagedMessage(std::move(items)));
 }

@@ -190,6 +190,12 @@ class Client final : private StreamProtocol<psync::v1::SessionUp, psync::v1::Ses
   void SetNoticeHandler(std::function<void(const psync::v1::SessionDown&)> handler)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // This rank completed its run: sends Leave with finished = true and waits (call_timeout) for
+  // its Ack, then closes the client. Once every rank of the generation has finished, the job ends
+  // on the coordinator (see EndJob in coordinator.proto). Returns the Leave's status; the client is
+  // closed either way.
+  absl::Status Finish() ABSL_LOCKS_EXCLUDED(mu_);
+
   // Half-closes the Session, waits up to a short grace (1 s, at most call_timeout) for the
   // coordinator to end it, cancels it otherwise, and joins the threads. Calls still waiting for
   // an Ack complete with CANCELLED. Idempotent; a call made while another closes returns when

@@ -62,7 +62,12 @@ happened exactly once.
 Usage: psyncctl [GLOBAL FLAGS] COMMAND [ARGS] [FLAGS]
 
 Commands:
-  jobs                               every job the coordinator holds
+  jobs [--state S,S]                 every job the coordinator holds: live ones, then the last
+                                     ended or evicted ones; --state keeps only those states
+                                     (FORMING, RUNNING, DEGRADED, ABORTED, ENDED, EVICTED)
+  end-job JOB [--reason TEXT] [--token T]
+                                     end the job: its ranks' sessions end, it moves to the
+                                     history of finished jobs (state ENDED)
   status JOB                         job state, per-chunk readiness, counters, audit totals
   missing JOB [--step S --chunk C]   contributors that have not staged (and ranks that have not
                                      reported SyncDone), how long the chunk has waited, and its
@@ -75,7 +80,7 @@ Commands:
                                      --replay first prints the events held in memory. Kinds: join,
                                      generation, checkin, duplicate, release, sync_done,
                                      sync_complete, skip_vote, step_skipped, violation, abort,
-                                     rejected, stall, rank_lost
+                                     rejected, stall, rank_lost, job_ended, job_evicted
   trace JOB --steps A:B -o FILE      Chrome trace JSON of steps A..B (open in ui.perfetto.dev);
                                      FILE "-" writes to stdout
 
@@ -107,7 +112,8 @@ constexpr FlagSpec kFlags[] = {
     {"help", false, nullptr},    {"step", true, "missing"},  {"chunk", true, "missing"},
     {"top", true, "stragglers"}, {"last", true, "audit"},    {"kinds", true, "watch"},
     {"count", true, "watch"},    {"replay", false, "watch"}, {"steps", true, "trace"},
-    {"output", true, "trace"},
+    {"output", true, "trace"},   {"state", true, "jobs"},    {"reason", true, "end-job"},
+    {"token", true, "end-job"},
 };
 
 const FlagSpec* FindFlag(absl::string_view name) {
@@ -296,15 +302,18 @@ class Command {
   }
 
   int Jobs() {
+    v1::ListJobsRequest request;
+    if (auto it = args_.flags.find("state"); it != args_.flags.end()) {
+      for (absl::string_view state : absl::StrSplit(it->second, ',', absl::SkipWhitespace())) {
+        request.add_states(std::string(absl::StripAsciiWhitespace(state)));
+      }
+    }
     v1::ListJobsResponse response;
     grpc::ClientContext context;
     SetDeadline(&context);
-    if (auto s = stub_->ListJobs(&context, v1::ListJobsRequest(), &response); !s.ok()) {
+    if (auto s = stub_->ListJobs(&context, request, &response); !s.ok()) {
       return RpcFailure(err_, "ListJobs", args_.target, s);
     }
-    std::sort(
-        response.mutable_jobs()->begin(), response.mutable_jobs()->end(),
-        [](const v1::JobSummary& a, const v1::JobSummary& b) { return a.job_id() < b.job_id(); });
     if (args_.json) {
       out_ << ToJson(response) << "\n";
       return kOk;
@@ -313,9 +322,31 @@ class Command {
     for (const v1::JobSummary& j : response.jobs()) {
       rows.push_back({j.job_id(), j.state(), absl::StrCat(j.generation()),
                       absl::StrCat(j.ranks_joined(), "/", j.world_size()),
-                      absl::StrCat(j.min_rank_step())});
+                      absl::StrCat(j.min_rank_step()), j.end_reason()});
     }
-    PrintTable(out_, {"JOB", "STATE", "GEN", "RANKS", "MIN_STEP"}, rows, "llrrr");
+    PrintTable(out_, {"JOB", "STATE", "GEN", "RANKS", "MIN_STEP", "ENDED_BECAUSE"}, rows, "llrrrl");
+    return kOk;
+  }
+
+  int EndJob(const std::string& job) {
+    v1::EndJobRequest request;
+    request.set_job_id(job);
+    if (auto it = args_.flags.find("reason"); it != args_.flags.end()) {
+      request.set_reason(it->second);
+    }
+    if (auto it = args_.flags.find("token"); it != args_.flags.end()) request.set_token(it->second);
+    v1::EndJobResponse response;
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    if (auto s = stub_->EndJob(&context, request, &response); !s.ok()) {
+      return RpcFailure(err_, "EndJob", args_.target, s);
+    }
+    if (args_.json) {
+      out_ << ToJson(response) << "\n";
+      return kOk;
+    }
+    out_ << "job " << job << (response.already_ended() ? " had already ended: " : " ended: ")
+         << response.status().end_reason() << "\n";
     return kOk;
   }
 
@@ -336,7 +367,8 @@ class Command {
     std::vector<std::vector<std::string>> summary = {
         {"job", status.job_id()},
         {"state", absl::StrCat(status.state(), status.abort_reason().empty() ? "" : ": ",
-                               status.abort_reason())},
+                               status.abort_reason(), status.end_reason().empty() ? "" : ": ",
+                               status.end_reason())},
         {"generation", absl::StrCat(status.generation())},
         {"ranks", absl::StrCat(status.ranks_joined(), "/", status.world_size(), " joined, ",
                                status.sessions_connected(), " connected")},
@@ -752,7 +784,7 @@ int RunPsyncctl(const std::vector<std::string>& argv, std::ostream& out, std::os
   // Commands and how many positional arguments they take: {min, max}.
   static const std::map<std::string, std::pair<size_t, size_t>> kArity = {
       {"jobs", {0, 0}},  {"status", {1, 1}}, {"missing", {1, 1}}, {"stragglers", {1, 1}},
-      {"audit", {1, 1}}, {"watch", {0, 1}},  {"trace", {1, 1}},
+      {"audit", {1, 1}}, {"watch", {0, 1}},  {"trace", {1, 1}},   {"end-job", {1, 1}},
   };
   auto arity = kArity.find(args.command);
   if (arity == kArity.end()) {
@@ -778,6 +810,7 @@ int RunPsyncctl(const std::vector<std::string>& argv, std::ostream& out, std::os
   if (args.command == "stragglers") return command.Stragglers(job);
   if (args.command == "audit") return command.Audit(job);
   if (args.command == "watch") return command.Watch(job);
+  if (args.command == "end-job") return command.EndJob(job);
   return command.Trace(job);
 }
 

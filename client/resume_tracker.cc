@@ -68,6 +68,9 @@ void SetMessageGeneration(psync::v1::SessionUp* up, uint64_t generation) {
     case psync::v1::SessionUp::kAttach:
       up->mutable_attach()->set_generation(generation);
       break;
+    case psync::v1::SessionUp::kLeave:
+      up->mutable_leave()->set_generation(generation);
+      break;
     default:
       break;
   }

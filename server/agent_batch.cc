@@ -9,7 +9,7 @@
 namespace psync::server {
 namespace {
 
-enum class Seen : uint8_t { kNone, kStaged, kSkip, kSyncDone };
+enum class Seen : uint8_t { kNone, kStaged, kSkip, kSyncDone, kLeave };
 
 const char* SeenName(Seen s) {
   switch (s) {
@@ -19,6 +19,8 @@ const char* SeenName(Seen s) {
       return "skips";
     case Seen::kSyncDone:
       return "sync_dones";
+    case Seen::kLeave:
+      return "leaves";
     case Seen::kNone:
       break;
   }
@@ -95,6 +97,12 @@ absl::Status ExpandAgentBatch(const v1::AgentBatch& batch, ExpandedBatch* out) {
     }
     done_total += batch.sync_dones(i).items_size();
   }
+  for (int i = 0; i < batch.leaves_size(); ++i) {
+    const std::string field = absl::StrCat("batch.leaves[", i, "].message");
+    if (absl::Status s = Claim(field, batch.leaves(i).message(), Seen::kLeave, &seen); !s.ok()) {
+      return s;
+    }
+  }
 
   // Staged items grouped by message (a counting sort: within a message they keep the order of
   // `staged`, the order the rank sent them in, see agent/merge.h, so item indices in errors
@@ -144,6 +152,11 @@ absl::Status ExpandAgentBatch(const v1::AgentBatch& batch, ExpandedBatch* out) {
     m.kind = RankMessage::Kind::kSyncDone;
     m.sync_done = absl::MakeConstSpan(out->sync_done_items.data() + first,
                                       out->sync_done_items.size() - first);
+  }
+  for (const v1::IndexedLeave& leave : batch.leaves()) {
+    RankMessage& m = out->messages[leave.message()];
+    m.kind = RankMessage::Kind::kLeave;
+    m.leave_finished = leave.finished();
   }
   return absl::OkStatus();
 }

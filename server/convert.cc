@@ -111,14 +111,6 @@ void AuditTotalsToProto(const observe::AuditTotals& t, v1::AuditTotals* out) {
   out->set_repeated_syncs(t.repeated_syncs);
 }
 
-// FORMING, RUNNING or ABORTED; DEGRADED while a running or forming job has lost ranks.
-std::string JobStateText(const JobStatusView& view) {
-  if (!view.lost_ranks.empty() && view.snapshot.state != core::JobState::kAborted) {
-    return "DEGRADED";
-  }
-  return core::JobStateName(view.snapshot.state);
-}
-
 }  // namespace
 
 v1::SessionDown NoticeToProto(const core::Notice& notice) {
@@ -153,6 +145,9 @@ void JobStatusToProto(const JobStatusView& view, v1::JobStatus* out) {
     p->set_times_last(score.times_last);
   }
   AuditTotalsToProto(view.audit, out->mutable_audit());
+  out->set_end_reason(view.end.reason);
+  if (view.end.kind != JobEndKind::kLive)
+    out->set_ended_unix_micros(absl::ToUnixMicros(view.end.time));
   v1::JobCounters* k = out->mutable_counters();
   k->set_checkins(view.counters.checkins);
   k->set_duplicate_checkins(view.counters.duplicate_checkins);
@@ -220,6 +215,9 @@ void JobSummaryToProto(const JobStatusView& view, v1::JobSummary* out) {
   out->set_world_size(view.snapshot.world_size);
   out->set_ranks_joined(view.snapshot.ranks_joined);
   out->set_min_rank_step(view.snapshot.min_rank_step);
+  out->set_end_reason(view.end.reason);
+  if (view.end.kind != JobEndKind::kLive)
+    out->set_ended_unix_micros(absl::ToUnixMicros(view.end.time));
 }
 
 }  // namespace psync::server

@@ -13,7 +13,37 @@ namespace psync::server {
 using core::EventKind;
 
 Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
-    : options_(std::move(options)), clock_(clock), events_(options_.event_log_capacity) {}
+    : options_(std::move(options)),
+      clock_(clock),
+      events_(options_.event_log_capacity),
+      history_(options_.finished_jobs_kept) {}
+
+namespace {
+
+constexpr size_t kMaxEndReasonBytes = 256;
+
+}  // namespace
+
+Coordinator::Job* Coordinator::FindJob(const std::string& job_id) {
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? nullptr : it->second.get();
+}
+
+absl::Status Coordinator::NoLiveJob(const std::string& job_id, absl::string_view hint) const {
+  const FinishedJob* finished = history_.Find(job_id);
+  if (finished == nullptr) {
+    return absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known", hint));
+  }
+  const JobEnd& end = finished->view.end;
+  if (end.kind == JobEndKind::kEvicted) {
+    return absl::FailedPreconditionError(absl::StrCat("job_id '", job_id, "' was evicted at ",
+                                                      absl::FormatTime(end.time), " (", end.reason,
+                                                      "); Join to start it again"));
+  }
+  return absl::FailedPreconditionError(absl::StrCat("job_id '", job_id, "' has ended at ",
+                                                    absl::FormatTime(end.time), " (", end.reason,
+                                                    "); it takes no more messages"));
+}
 
 void Coordinator::AppendEvent(core::Event event, Outgoing* out) {
   out->events.push_back(std::move(event));
@@ -22,6 +52,9 @@ void Coordinator::AppendEvent(core::Event event, Outgoing* out) {
 void Coordinator::CommitEvents(Outgoing* out) {
   out->committed = events_.Append(std::move(out->events));
   out->events.clear();
+  if (out->committed != nullptr || !out->notices.empty() || !out->closes.empty()) {
+    out->ticket = ++last_ticket_;
+  }
 }
 
 void Coordinator::Record(Job& job, core::Decisions& decisions, Outgoing* out) {
@@ -79,6 +112,32 @@ void Coordinator::RecordRejection(const std::string& job_id, Job* job, const abs
 }
 
 void Coordinator::Deliver(Outgoing& out) {
+  if (out.ticket == 0) return;
+  {
+    absl::MutexLock lock(&deliver_mu_);
+    const uint64_t ticket = out.ticket;
+    ready_.emplace(ticket, std::move(out));
+    if (delivering_) return;  // the thread delivering now delivers this one too, in turn
+    delivering_ = true;
+  }
+  for (;;) {
+    Outgoing next;
+    {
+      absl::MutexLock lock(&deliver_mu_);
+      auto it = ready_.find(next_delivery_);
+      if (it == ready_.end()) {  // its owner has not handed it over yet: the owner delivers it
+        delivering_ = false;
+        return;
+      }
+      next = std::move(it->second);
+      ready_.erase(it);
+      ++next_delivery_;
+    }
+    DeliverNow(next);
+  }
+}
+
+void Coordinator::DeliverNow(Outgoing& out) {
   // Sinks that share a transport (a node agent's stream) are corked meanwhile, so that the notices
   // of one decision for several of its ranks leave as one message.
   // A run of one notice to sinks of one batcher (a release's members on one node) goes to the
@@ -104,9 +163,11 @@ void Coordinator::Deliver(Outgoing& out) {
     batcher->SendToEach(run, *notice);
   }
   for (NoticeBatcher* batcher : corked) batcher->Uncork();
-  if (out.committed == nullptr) return;
-  absl::MutexLock lock(&sinks_mu_);
-  for (EventSink* sink : event_sinks_) sink->OnEvents(*out.committed);
+  for (auto& [sink, status] : out.closes) sink->Close(status);
+  if (out.committed != nullptr) {
+    absl::MutexLock lock(&sinks_mu_);
+    for (EventSink* sink : event_sinks_) sink->OnEvents(*out.committed);
+  }
 }
 
 uint64_t Coordinator::AddEventSink(EventSink* sink, std::vector<core::Event>* backlog) {
@@ -130,12 +191,16 @@ absl::StatusOr<core::JoinResult> Coordinator::Join(const core::RankPlan& plan) {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
     auto it = jobs_.find(plan.job_id);
+    const FinishedJob* finished = it == jobs_.end() ? history_.Find(plan.job_id) : nullptr;
     if (auto s = core::ValidateRankPlan(plan, options_.tracker.limits); !s.ok()) {
       RecordRejection(plan.job_id, it == jobs_.end() ? nullptr : it->second.get(), s, now, &out);
       result = s;
     } else if (auto auth = CheckToken(plan); !auth.ok()) {
       RecordRejection(plan.job_id, it == jobs_.end() ? nullptr : it->second.get(), auth, now, &out);
       result = auth;
+    } else if (finished != nullptr && finished->view.end.kind == JobEndKind::kEnded) {
+      result = NoLiveJob(plan.job_id, "");
+      RecordRejection(plan.job_id, nullptr, result.status(), now, &out);
     } else if (it == jobs_.end() && jobs_.size() >= options_.max_jobs) {
       result = absl::ResourceExhaustedError(
           absl::StrCat("job_id '", plan.job_id,
@@ -149,6 +214,7 @@ absl::StatusOr<core::JoinResult> Coordinator::Join(const core::RankPlan& plan) {
         it = jobs_.emplace(plan.job_id, std::move(job)).first;
       }
       Job& job = *it->second;
+      job.last_activity = now;
       core::Decisions decisions;
       const uint64_t generation_before = job.tracker->generation();
       result = job.tracker->Join(plan, now, &decisions, NewSecret());
@@ -170,7 +236,7 @@ absl::StatusOr<std::vector<core::Notice>> Coordinator::Attach(const std::string&
                                                               uint64_t generation,
                                                               const std::string& session_id,
                                                               std::shared_ptr<SessionSink> sink) {
-  std::shared_ptr<SessionSink> superseded;
+  std::shared_ptr<SessionSink> superseded;  // closed with ABORTED after the notices
   std::vector<core::Notice> pending;
   Outgoing out;
   absl::Status status;
@@ -178,7 +244,7 @@ absl::StatusOr<std::vector<core::Notice>> Coordinator::Attach(const std::string&
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) {
-      status = absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known; Join first"));
+      status = NoLiveJob(job_id, "; Join first");
       RecordRejection(job_id, nullptr, status, clock_->Now(), &out);
     } else if (status = it->second->tracker->CheckAttach(rank, generation, session_id);
                !status.ok()) {
@@ -194,16 +260,18 @@ absl::StatusOr<std::vector<core::Notice>> Coordinator::Attach(const std::string&
       slot = std::move(sink);
       it->second->detached_since.erase(rank);
       it->second->lost.erase(rank);
+      it->second->last_activity = clock_->Now();
       pending = it->second->tracker->Pending(rank);
+      if (superseded != nullptr) {
+        out.closes.emplace_back(std::move(superseded),
+                                absl::AbortedError(absl::StrCat("session of rank ", rank,
+                                                                " superseded by a newer session")));
+      }
     }
     CommitEvents(&out);
   }
   Deliver(out);
   if (!status.ok()) return status;
-  if (superseded != nullptr) {
-    superseded->Close(absl::AbortedError(
-        absl::StrCat("session of rank ", rank, " superseded by a newer session")));
-  }
   return pending;
 }
 
@@ -216,7 +284,11 @@ void Coordinator::Detach(const std::string& job_id, core::RankId rank, const Ses
   if (s == job.sessions.end() || s->second.get() != sink) return;
   job.sessions.erase(s);
   --sessions_;
-  if (job.tracker->IsJoined(rank)) job.detached_since.emplace(rank, clock_->Now());
+  job.last_activity = clock_->Now();
+  // A rank that left finished is not waited for.
+  if (job.tracker->IsJoined(rank) && !job.finished.contains(rank)) {
+    job.detached_since.emplace(rank, job.last_activity);
+  }
 }
 
 void Coordinator::TrackDetached(Job& job, core::RankId rank, uint64_t generation_before,
@@ -226,6 +298,7 @@ void Coordinator::TrackDetached(Job& job, core::RankId rank, uint64_t generation
     if (!job.sessions.contains(rank)) job.detached_since.try_emplace(rank, now);
     return;
   }
+  job.finished.clear();  // a new generation: every rank runs again
   const std::vector<core::RankId> joined = job.tracker->JoinedRanks();
   for (auto it = job.detached_since.begin(); it != job.detached_since.end();) {
     if (!std::binary_search(joined.begin(), joined.end(), it->first)) {
@@ -284,10 +357,11 @@ absl::Status Coordinator::Apply(
     const absl::Time now = clock_->Now();
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) {
-      status = absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
+      status = NoLiveJob(job_id, "");
       RecordRejection(job_id, nullptr, status, now, &out);
     } else {
       Job& job = *it->second;
+      job.last_activity = now;
       core::Decisions decisions;
       status = input(*job.tracker, now, &decisions);
       Record(job, decisions, &out);
@@ -326,6 +400,18 @@ std::vector<core::Event> Coordinator::EnforceLiveness() {
   {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
+    for (auto it = jobs_.begin(); it != jobs_.end();) {
+      const Job& job = *it->second;
+      if (job.sessions.empty() && now - job.last_activity >= options_.job_idle_ttl) {
+        FinishJob(it++, JobEndKind::kEvicted,
+                  absl::StrCat("no session and no message for ",
+                               absl::FormatDuration(now - job.last_activity), " (job_idle_ttl ",
+                               absl::FormatDuration(options_.job_idle_ttl), ")"),
+                  now, &out);
+      } else {
+        ++it;
+      }
+    }
     for (auto& [id, job] : jobs_) {
       EnforceLivenessOf(*job, now, &out);
       if (job->tracker->state() != core::JobState::kRunning) continue;
@@ -371,10 +457,11 @@ JobStatusView Coordinator::View(const Job& job, absl::Time now) const {
 absl::StatusOr<JobStatusView> Coordinator::GetJobStatus(const std::string& job_id) {
   absl::ReaderMutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) {
-    return absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
+  if (it != jobs_.end()) return View(*it->second, clock_->Now());
+  if (const FinishedJob* finished = history_.Find(job_id); finished != nullptr) {
+    return finished->view;
   }
-  return View(*it->second, clock_->Now());
+  return absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
 }
 
 absl::StatusOr<core::ChunkSnapshot> Coordinator::GetChunkStatus(const std::string& job_id,
@@ -383,9 +470,7 @@ absl::StatusOr<core::ChunkSnapshot> Coordinator::GetChunkStatus(const std::strin
                                                                 absl::Duration* deadline) {
   absl::ReaderMutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) {
-    return absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
-  }
+  if (it == jobs_.end()) return NoLiveJob(job_id, "");
   *deadline = it->second->observer.Deadline(chunk);
   return it->second->tracker->ChunkAt(step, chunk, clock_->Now());
 }
@@ -395,7 +480,7 @@ absl::StatusOr<std::string> Coordinator::Trace(const std::string& job_id, core::
   std::vector<core::Event> events;
   {
     absl::ReaderMutexLock lock(&mu_);
-    if (!jobs_.contains(job_id)) {
+    if (!jobs_.contains(job_id) && history_.Find(job_id) == nullptr) {
       return absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
     }
     events_.ForEach([&](const core::Event& e) {
@@ -408,10 +493,11 @@ absl::StatusOr<std::string> Coordinator::Trace(const std::string& job_id, core::
 absl::StatusOr<std::vector<observe::SyncAudit>> Coordinator::Audit(const std::string& job_id) {
   absl::ReaderMutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) {
-    return absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
+  if (it != jobs_.end()) return it->second->observer.Audit();
+  if (const FinishedJob* finished = history_.Find(job_id); finished != nullptr) {
+    return finished->audit;
   }
-  return it->second->observer.Audit();
+  return absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
 }
 
 absl::Status Coordinator::CheckToken(const core::RankPlan& plan) const {
@@ -438,9 +524,7 @@ absl::Status Coordinator::CheckGeneration(const std::string& job_id, uint64_t ge
                                           core::RankId rank, const std::string& session_id) {
   absl::ReaderMutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) {
-    return absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
-  }
+  if (it == jobs_.end()) return NoLiveJob(job_id, "");
   const uint64_t current = it->second->tracker->generation();
   if (generation != current) {
     return absl::FailedPreconditionError(absl::StrCat("generation ", generation, " is stale: job '",
@@ -455,15 +539,139 @@ absl::Status Coordinator::CheckGeneration(const std::string& job_id, uint64_t ge
   return absl::OkStatus();
 }
 
-std::vector<JobStatusView> Coordinator::ListJobs() {
+std::vector<JobStatusView> Coordinator::ListJobs(absl::Span<const std::string> states) {
+  auto wanted = [&](const JobStatusView& view) {
+    return states.empty() ||
+           std::find(states.begin(), states.end(), JobStateText(view)) != states.end();
+  };
   absl::ReaderMutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   std::vector<JobStatusView> out;
-  for (const auto& [id, job] : jobs_) out.push_back(View(*job, now));
+  for (const auto& [id, job] : jobs_) {
+    JobStatusView view = View(*job, now);
+    if (wanted(view)) out.push_back(std::move(view));
+  }
   std::sort(out.begin(), out.end(), [](const JobStatusView& a, const JobStatusView& b) {
     return a.snapshot.job_id < b.snapshot.job_id;
   });
+  for (const FinishedJob& finished : history_.jobs()) {
+    if (wanted(finished.view)) out.push_back(finished.view);
+  }
   return out;
+}
+
+size_t Coordinator::live_jobs() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return jobs_.size();
+}
+
+void Coordinator::FinishJob(absl::flat_hash_map<std::string, std::unique_ptr<Job>>::iterator it,
+                            JobEndKind kind, const std::string& reason, absl::Time now,
+                            Outgoing* out) {
+  Job& job = *it->second;
+  const std::string& job_id = it->first;
+  FinishedJob finished;
+  finished.view = View(job, now);
+  finished.view.end = {kind, reason, now};
+  finished.audit = job.observer.Audit();
+  const absl::Status closing = absl::FailedPreconditionError(
+      absl::StrCat("job_id '", job_id, "' has ",
+                   kind == JobEndKind::kEvicted ? "been evicted" : "ended", ": ", reason));
+  for (auto& [rank, sink] : job.sessions) {
+    --sessions_;
+    if (!job.finished.contains(rank)) out->closes.emplace_back(std::move(sink), closing);
+  }
+  core::Event e;
+  e.kind = kind == JobEndKind::kEvicted ? EventKind::kJobEvicted : EventKind::kJobEnded;
+  e.time = now;
+  e.job_id = job_id;
+  e.generation = job.tracker->generation();
+  e.detail = reason;
+  AppendEvent(std::move(e), out);
+  history_.Add(std::move(finished));
+  jobs_.erase(it);
+}
+
+absl::StatusOr<EndJobResult> Coordinator::EndJob(const std::string& job_id,
+                                                 const std::string& reason,
+                                                 const std::string& token) {
+  if (job_id.empty()) return absl::InvalidArgumentError("job_id must not be empty");
+  if (reason.size() > kMaxEndReasonBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("reason is ", reason.size(), " bytes; at most ", kMaxEndReasonBytes));
+  }
+  core::RankPlan credentials;
+  credentials.job_id = job_id;
+  credentials.token = token;
+  Outgoing out;
+  absl::StatusOr<EndJobResult> result;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    auto it = jobs_.find(job_id);
+    const FinishedJob* finished = it == jobs_.end() ? history_.Find(job_id) : nullptr;
+    if (absl::Status auth = CheckToken(credentials); !auth.ok()) {
+      result = auth;
+      RecordRejection(job_id, it == jobs_.end() ? nullptr : it->second.get(), auth, now, &out);
+    } else if (it != jobs_.end()) {
+      FinishJob(it, JobEndKind::kEnded, reason.empty() ? "ended by EndJob" : reason, now, &out);
+      result = EndJobResult{history_.Find(job_id)->view, /*already_ended=*/false};
+    } else if (finished != nullptr && finished->view.end.kind == JobEndKind::kEnded) {
+      result = EndJobResult{finished->view, /*already_ended=*/true};
+    } else {
+      result = NoLiveJob(job_id, "");
+      RecordRejection(job_id, nullptr, result.status(), now, &out);
+    }
+    CommitEvents(&out);
+  }
+  Deliver(out);
+  return result;
+}
+
+absl::Status Coordinator::LeaveLocked(Job& job, core::RankId rank, uint64_t generation,
+                                      bool finished, absl::Time now, Outgoing* out) {
+  const uint64_t current = job.tracker->generation();
+  if (generation != current) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "leave.generation ", generation, " is ", generation < current ? "stale" : "not issued yet",
+        ": job '", job.tracker->job_id(), "' is at generation ", current));
+  }
+  if (!job.tracker->IsJoined(rank)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", rank, " has not joined generation ", current));
+  }
+  if (!finished) return absl::OkStatus();
+  job.finished.insert(rank);
+  job.detached_since.erase(rank);
+  job.lost.erase(rank);
+  if (job.finished.size() == job.tracker->plan().world_size()) {
+    FinishJob(jobs_.find(job.tracker->job_id()), JobEndKind::kEnded, "every rank finished", now,
+              out);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::Leave(const std::string& job_id, core::RankId rank, uint64_t generation,
+                                bool finished) {
+  Outgoing out;
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    Job* job = FindJob(job_id);
+    if (job == nullptr) {
+      status = NoLiveJob(job_id, "");
+      RecordRejection(job_id, nullptr, status, now, &out);
+    } else {
+      job->last_activity = now;
+      status = LeaveLocked(*job, rank, generation, finished, now, &out);
+      // A refused leave changed nothing, so the job is still there.
+      if (!status.ok()) RecordRejection(job_id, job, status, now, &out);
+    }
+    CommitEvents(&out);
+  }
+  Deliver(out);
+  return status;
 }
 
 std::vector<core::Event> Coordinator::EventsSince(uint64_t from, uint64_t* next) {

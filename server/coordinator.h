@@ -3,8 +3,13 @@
 //
 // Every public method locks one mutex, feeds the input to the job's tracker with the clock's now,
 // records the resulting events, and, after unlocking, hands notices to the addressed ranks'
-// SessionSinks (which never block). Jobs are isolated: each has its own tracker, sessions and
-// counters; a job is created by its first Join.
+// SessionSinks (which never block) and events to the EventSinks. Deliveries happen in the order
+// the decisions were made: each locked scope that decided something takes a ticket, and tickets
+// are delivered one after the other, so every sink sees notices and events in decision order.
+// Jobs are isolated: each has its own tracker, sessions and counters; a job is created by its
+// first Join and leaves by EndJob, by every rank leaving finished, or by idle eviction, into a
+// bounded history (docs/reliability.md, "Job lifecycle"). Messages for a job in the history are
+// FAILED_PRECONDITION naming it as ended (a Join of an evicted job starts it again).
 //
 // A rejected input leaves every job unchanged (only the job's `rejected` counter and a kRejected
 // event record it). Unknown job: NOT_FOUND. Other codes: see core/job_tracker.h.
@@ -30,6 +35,8 @@
 #include "server/core/job_tracker.h"
 #include "server/core/types.h"
 #include "server/event_log.h"
+#include "server/job_history.h"
+#include "server/job_view.h"
 #include "server/observe/job_observer.h"
 #include "server/rank_message.h"
 #include "server/session_sink.h"
@@ -54,6 +61,11 @@ struct CoordinatorOptions {
   absl::flat_hash_map<std::string, std::string> job_tokens;
   // Attached Session streams at once, over all jobs; more are RESOURCE_EXHAUSTED.
   size_t max_sessions = 65536;
+  // A job with no attached session and no message for this long is evicted: it moves to the
+  // history of finished jobs (state EVICTED) with a kJobEvicted event.
+  absl::Duration job_idle_ttl = absl::Minutes(15);
+  // Ended and evicted jobs kept, with their final status and audit (oldest dropped first).
+  size_t finished_jobs_kept = 256;
 };
 
 // Receives events as they are recorded (after the coordinator's lock is released). Must not block.
@@ -63,25 +75,10 @@ class EventSink {
   virtual void OnEvents(const std::vector<core::Event>& events) = 0;
 };
 
-struct JobCounters {
-  uint64_t checkins = 0;
-  uint64_t duplicate_checkins = 0;
-  uint64_t releases = 0;
-  uint64_t syncs_done = 0;
-  uint64_t skipped_steps = 0;
-  uint64_t violations = 0;
-  uint64_t rejected = 0;
-};
-
-struct JobStatusView {
-  core::JobSnapshot snapshot;
-  JobCounters counters;
-  uint32_t sessions_connected = 0;
-  uint64_t stalls = 0;
-  std::vector<observe::StragglerScore> stragglers;  // highest score first
-  std::vector<absl::Duration> deadlines;            // per chunk
-  observe::AuditTotals audit;
-  std::vector<core::RankId> lost_ranks;  // sorted; non-empty makes a running job DEGRADED
+// The result of EndJob: the job's final status, and whether it had already ended.
+struct EndJobResult {
+  JobStatusView status;
+  bool already_ended = false;
 };
 
 class Coordinator {
@@ -126,7 +123,25 @@ class Coordinator {
   // (PERMISSION_DENIED otherwise).
   absl::Status CheckGeneration(const std::string& job_id, uint64_t generation, core::RankId rank,
                                const std::string& session_id) ABSL_LOCKS_EXCLUDED(mu_);
-  std::vector<JobStatusView> ListJobs() ABSL_LOCKS_EXCLUDED(mu_);
+  // Live jobs sorted by id, then the history of finished jobs, oldest first; only those whose
+  // JobStateText is in `states` when it is not empty.
+  std::vector<JobStatusView> ListJobs(absl::Span<const std::string> states = {})
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Live jobs held now (what --max_jobs bounds).
+  size_t live_jobs() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Ends the job: its attached sessions (of ranks that did not leave finished) are closed with
+  // FAILED_PRECONDITION, a kJobEnded event records `reason`, and it moves to the history.
+  // INVALID_ARGUMENT (empty job_id, reason over 256 bytes), NOT_FOUND (unknown job), and with job
+  // tokens PERMISSION_DENIED / UNAUTHENTICATED as for Join. An ended job: OK, already_ended.
+  absl::StatusOr<EndJobResult> EndJob(const std::string& job_id, const std::string& reason,
+                                      const std::string& token) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The rank leaves; with `finished` it completed its run: it is no longer tracked for liveness,
+  // and once every rank of the generation has left finished the job ends. FAILED_PRECONDITION for
+  // a stale generation or a rank that has not joined it.
+  absl::Status Leave(const std::string& job_id, core::RankId rank, uint64_t generation,
+                     bool finished) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Enforces the liveness rules, and so changes state: finds stalls in every job (chunks waiting
   // past their learned deadline) and lost ranks (no session past the lease), and aborts the
@@ -172,6 +187,10 @@ class Coordinator {
     // Joined ranks of the current generation without a Session, and since when.
     absl::flat_hash_map<core::RankId, absl::Time> detached_since;
     absl::flat_hash_set<core::RankId> lost;
+    // Ranks of the current generation that left finished.
+    absl::flat_hash_set<core::RankId> finished;
+    // The last message, join, attach or detach; with no session, idle since then.
+    absl::Time last_activity;
   };
   struct Outgoing {
     // Each addressed sink with its notice; deliveries of one notice share it (see Record).
@@ -179,6 +198,10 @@ class Coordinator {
         notices;
     std::vector<core::Event> events;  // decided, not yet in the log (CommitEvents)
     EventLog::Batch committed;        // the same events, numbered and logged: for the event sinks
+    // Sessions to close after the notices (a job that ended closes its ranks' sessions).
+    std::vector<std::pair<std::shared_ptr<SessionSink>, absl::Status>> closes;
+    // Position in the delivery order (CommitEvents takes it); 0: nothing to deliver.
+    uint64_t ticket = 0;
   };
 
   // Runs `input` on the job's tracker under the lock (records events and counts, routes the
@@ -192,9 +215,26 @@ class Coordinator {
   void RecordRejection(const std::string& job_id, Job* job, const absl::Status& status,
                        absl::Time now, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AppendEvent(core::Event event, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Moves out->events into the log as one batch (out->committed); call once per Outgoing, at the
-  // end of the locked scope that decided it, so that the log's order is the order of decisions.
+  // Moves out->events into the log as one batch (out->committed) and gives `out` its delivery
+  // ticket when it has anything to deliver; call once per Outgoing, at the end of the locked scope
+  // that decided it, so that the log's order and the delivery order are the order of decisions.
+  // An Outgoing with a ticket must then be passed to Deliver, or later deliveries are held back.
   void CommitEvents(Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job `it` leaves the coordinator (ended or evicted) into the history; its sessions not of
+  // finished ranks are closed with FAILED_PRECONDITION (after unlocking).
+  void FinishJob(absl::flat_hash_map<std::string, std::unique_ptr<Job>>::iterator it,
+                 JobEndKind kind, const std::string& reason, absl::Time now, Outgoing* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Leave of `rank` (see Leave); may end the job, which then is no longer in jobs_ (and `job` is
+  // destroyed) when this returns OK.
+  absl::Status LeaveLocked(Job& job, core::RankId rank, uint64_t generation, bool finished,
+                           absl::Time now, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why there is no live job `job_id`: FAILED_PRECONDITION naming it as ended or evicted when it is
+  // in the history, NOT_FOUND otherwise (`hint` ends the message).
+  absl::Status NoLiveJob(const std::string& job_id, absl::string_view hint) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The live job `job_id`, or null.
+  Job* FindJob(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   JobStatusView View(const Job& job, absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // OK, PERMISSION_DENIED (job not configured) or UNAUTHENTICATED (wrong token).
   absl::Status CheckToken(const core::RankPlan& plan) const;
@@ -206,8 +246,13 @@ class Coordinator {
                             absl::Time now);
   void EnforceLivenessOf(Job& job, absl::Time now, Outgoing* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Hands notices to sessions and events to event sinks; call without holding mu_.
-  void Deliver(Outgoing& out) ABSL_LOCKS_EXCLUDED(mu_);
+  // Hands `out` (moved from) over for delivery in ticket order: notices to sessions, then session
+  // closes, then events to event sinks. One thread at a time delivers: a caller that finds another
+  // delivering leaves `out` to it (so a sink that calls back into the coordinator from Send does
+  // not wait for itself); otherwise it delivers every ready Outgoing in turn before returning.
+  // Call without holding mu_.
+  void Deliver(Outgoing& out) ABSL_LOCKS_EXCLUDED(mu_, deliver_mu_);
+  void DeliverNow(Outgoing& out) ABSL_LOCKS_EXCLUDED(mu_, deliver_mu_);
 
   // Constant after construction.
   const CoordinatorOptions options_;
@@ -217,10 +262,18 @@ class Coordinator {
   absl::flat_hash_map<std::string, std::unique_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
   EventLog events_ ABSL_GUARDED_BY(mu_);
   size_t sessions_ ABSL_GUARDED_BY(mu_) = 0;  // attached, over all jobs
+  JobHistory history_ ABSL_GUARDED_BY(mu_);
+  uint64_t last_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Mutex secret_mu_ ABSL_ACQUIRED_AFTER(mu_);
   absl::BitGen bitgen_ ABSL_GUARDED_BY(secret_mu_);
+  // Outgoings handed over and not yet delivered, by ticket; the next ticket to deliver; whether a
+  // thread is delivering.
+  absl::Mutex deliver_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  absl::flat_hash_map<uint64_t, Outgoing> ready_ ABSL_GUARDED_BY(deliver_mu_);
+  uint64_t next_delivery_ ABSL_GUARDED_BY(deliver_mu_) = 1;
+  bool delivering_ ABSL_GUARDED_BY(deliver_mu_) = false;
   // Event sinks have their own lock so that delivery happens outside mu_.
-  absl::Mutex sinks_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  absl::Mutex sinks_mu_ ABSL_ACQUIRED_AFTER(mu_, deliver_mu_);
   std::vector<EventSink*> event_sinks_ ABSL_GUARDED_BY(sinks_mu_);
 };
 

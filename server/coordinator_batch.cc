@@ -1,7 +1,6 @@
 // Coordinator::ApplyBatch: several ranks' Session messages of one job under one lock.
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "server/coordinator.h"
 
 namespace psync::server {
@@ -19,12 +18,12 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
   {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
-    auto it = jobs_.find(job_id);
-    Job* job = it == jobs_.end() ? nullptr : it->second.get();
+    Job* job = FindJob(job_id);
+    if (job != nullptr) job->last_activity = now;
     core::Decisions decisions;  // reused: its vectors keep their capacity from message to message
     for (const RankMessage& m : messages) {
       if (job == nullptr) {
-        absl::Status s = absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
+        absl::Status s = NoLiveJob(job_id, "");
         RecordRejection(job_id, nullptr, s, now, &out);
         statuses.push_back(std::move(s));
         continue;
@@ -41,6 +40,14 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
           break;
         case RankMessage::Kind::kSyncDone:
           s = job->tracker->SyncDone(m.rank, generation, m.sync_done, now, &decisions);
+          break;
+        case RankMessage::Kind::kLeave:
+          s = LeaveLocked(*job, m.rank, generation, m.leave_finished, now, &out);
+          if (s.ok() && FindJob(job_id) == nullptr) {  // the last rank left finished: it ended
+            job = nullptr;
+            statuses.push_back(std::move(s));
+            continue;
+          }
           break;
       }
       Record(*job, decisions, &out);

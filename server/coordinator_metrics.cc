@@ -17,7 +17,7 @@ constexpr size_t kMaxOpenChunks = 100000;
 
 absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> CoordinatorMetrics::Create(
     Coordinator* coordinator, metrics::Registry* registry) {
-  std::unique_ptr<CoordinatorMetrics> m(new CoordinatorMetrics(coordinator));
+  std::unique_ptr<CoordinatorMetrics> m(new CoordinatorMetrics(coordinator, registry));
   if (auto s = m->Register(registry); !s.ok()) return s;
   CoordinatorMetrics* self = m.get();
   registry->AddCollector([self] { self->Collect(); });
@@ -54,8 +54,15 @@ absl::Status CoordinatorMetrics::Register(metrics::Registry* r) {
                                        {"job", "kind"}));
   PSYNC_ADD(stalls_, r->AddCounter("psync_stalls_total",
                                    "Chunks that waited past their learned deadline.", job));
-  PSYNC_ADD(rejected_, r->AddCounter("psync_rejected_total",
-                                     "Messages refused as bad input (state unchanged).", job));
+  PSYNC_ADD(rejected_,
+            r->AddCounter("psync_rejected_total",
+                          "Messages refused as bad input (state unchanged); job=\"\" counts those "
+                          "for no live job (unknown, ended or evicted).",
+                          job));
+  PSYNC_ADD(jobs_finished_, r->AddCounter("psync_jobs_finished_total",
+                                          "Jobs that left the coordinator, by how (ended: EndJob "
+                                          "or every rank finished; evicted: idle).",
+                                          {"how"}));
   PSYNC_ADD(aborts_, r->AddCounter("psync_aborts_total", "Generations aborted.", job));
   PSYNC_ADD(joins_, r->AddCounter("psync_joins_total", "Joins, reconnects included.", job));
   PSYNC_ADD(lost_ranks_, r->AddCounter("psync_ranks_lost_total",
@@ -69,7 +76,7 @@ absl::Status CoordinatorMetrics::Register(metrics::Registry* r) {
   PSYNC_ADD(sync_duration_, r->AddHistogram("psync_sync_duration_seconds",
                                             "Time from a release to the last member's SyncDone.",
                                             job, LatencyBuckets()));
-  PSYNC_ADD(jobs_, r->AddGauge("psync_jobs", "Jobs the coordinator holds."));
+  PSYNC_ADD(jobs_, r->AddGauge("psync_jobs", "Live jobs the coordinator holds."));
   PSYNC_ADD(active_ranks_, r->AddGauge("psync_active_ranks",
                                        "Ranks joined in the job's current generation.", job));
   PSYNC_ADD(sessions_, r->AddGauge("psync_sessions_connected", "Attached Session streams.", job));
@@ -146,7 +153,16 @@ void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
         stalls_->WithLabels(job)->Increment();
         break;
       case EventKind::kRejected:
-        if (!e.job_id.empty()) rejected_->WithLabels(job)->Increment();
+        // A rejection for no live job (generation 0) must not create a series per job id.
+        rejected_->WithLabels({e.generation == 0 ? std::string() : e.job_id.str()})->Increment();
+        break;
+      case EventKind::kJobEnded:
+      case EventKind::kJobEvicted:
+        flush_checkins();
+        ForgetJob(e.job_id);
+        run_job = nullptr;  // `checkins` pointed into the freed series
+        jobs_finished_->WithLabels({e.kind == EventKind::kJobEnded ? "ended" : "evicted"})
+            ->Increment();
         break;
       case EventKind::kAbort:
         aborts_->WithLabels(job)->Increment();
@@ -156,13 +172,8 @@ void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
         break;
       case EventKind::kGeneration:
         // Chunks of the old generation will never be released.
-        for (auto it = open_checkins_.begin(); it != open_checkins_.end();) {
-          if (it->first.job == e.job_id) {
-            open_checkins_.erase(it++);
-          } else {
-            ++it;
-          }
-        }
+        absl::erase_if(open_checkins_,
+                       [&](const auto& open) { return open.first.job == e.job_id; });
         break;
       case EventKind::kRankLost:
         lost_ranks_->WithLabels(job)->Increment();
@@ -174,8 +185,14 @@ void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
   flush_checkins();
 }
 
+void CoordinatorMetrics::ForgetJob(const std::string& job) {
+  absl::erase_if(open_checkins_, [&](const auto& open) { return open.first.job == job; });
+  registry_->EraseSeries("job", job);
+}
+
 void CoordinatorMetrics::Collect() {
-  const std::vector<JobStatusView> jobs = coordinator_->ListJobs();
+  static const std::vector<std::string> kLiveStates = {"FORMING", "RUNNING", "DEGRADED", "ABORTED"};
+  const std::vector<JobStatusView> jobs = coordinator_->ListJobs(kLiveStates);
   jobs_->Get()->Set(static_cast<double>(jobs.size()));
   for (const JobStatusView& view : jobs) {
     const std::vector<std::string> job = {view.snapshot.job_id};

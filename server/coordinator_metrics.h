@@ -1,8 +1,10 @@
 // CoordinatorMetrics: the coordinator's Prometheus metrics, all derived from the one event stream
 // (it is an EventSink of the Coordinator) and, for gauges, from job snapshots read at scrape time.
 //
-// Labels are bounded: `job`, and for violations a fixed `kind`; never a rank or a step. Metric
-// names follow Prometheus conventions (psync_ prefix, _total counters, _seconds histograms).
+// Labels are bounded: `job` (the live jobs: a job's series are freed when it ends or is evicted;
+// rejections not attributable to a live job count under job=""), and for violations a fixed
+// `kind`; never a rank or a step. Metric names follow Prometheus conventions (psync_ prefix,
+// _total counters, _seconds histograms).
 // Thread-safe. Does not own the Coordinator or the Registry; must be removed as an event sink
 // (the destructor does it) before either goes away.
 #ifndef PSYNC_SERVER_COORDINATOR_METRICS_H_
@@ -32,11 +34,15 @@ class CoordinatorMetrics final : public EventSink {
   void OnEvents(const std::vector<core::Event>& events) override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  explicit CoordinatorMetrics(Coordinator* coordinator) : coordinator_(coordinator) {}
+  CoordinatorMetrics(Coordinator* coordinator, metrics::Registry* registry)
+      : coordinator_(coordinator), registry_(registry) {}
+  // The job left the coordinator: its series and open chunks are freed.
+  void ForgetJob(const std::string& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Register(metrics::Registry* registry);
   void Collect();
 
   Coordinator* const coordinator_;
+  metrics::Registry* const registry_;
 
   metrics::CounterFamily* checkins_ = nullptr;
   metrics::CounterFamily* duplicates_ = nullptr;
@@ -49,6 +55,7 @@ class CoordinatorMetrics final : public EventSink {
   metrics::CounterFamily* aborts_ = nullptr;
   metrics::CounterFamily* joins_ = nullptr;
   metrics::CounterFamily* lost_ranks_ = nullptr;
+  metrics::CounterFamily* jobs_finished_ = nullptr;
   metrics::HistogramFamily* release_wait_ = nullptr;
   metrics::HistogramFamily* stage_wait_ = nullptr;
   metrics::HistogramFamily* sync_duration_ = nullptr;

@@ -21,6 +21,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
                                         const RendezvousStore::Caller& caller) {
         return coordinator->CheckGeneration(job, generation, caller.rank, caller.session_id);
       });
+  s->rendezvous_cleanup_ = std::make_unique<RendezvousCleanup>(coordinator, s->rendezvous_.get());
   s->service_ = std::make_unique<CoordinatorService>(coordinator, s->rendezvous_.get());
 
   auto metrics = CoordinatorMetrics::Create(coordinator, &s->registry_);

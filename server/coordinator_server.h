@@ -22,6 +22,7 @@
 #include "server/http/server.h"
 #include "server/http/static_files.h"
 #include "server/metrics/registry.h"
+#include "server/rendezvous_cleanup.h"
 #include "server/rendezvous_store.h"
 #include "server/service.h"
 
@@ -75,6 +76,7 @@ class CoordinatorServer {
   RealClock real_clock_;
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<RendezvousStore> rendezvous_;
+  std::unique_ptr<RendezvousCleanup> rendezvous_cleanup_;
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<grpc::Server> server_;
   metrics::Registry registry_;

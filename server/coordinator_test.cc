@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/clock.h"
@@ -142,9 +143,9 @@ TEST_F(CoordinatorTest, SinksMayFeedTheCoordinatorFromInsideSend) {
   EXPECT_EQ(Counters().syncs_done, kSteps);
 }
 
-// The rank reconnects while its old session is being handed a release: the old session is closed
-// (ABORTED) from inside its own Send, the new one gets the release as a pending notice, the
-// release's other members still get it, and later notices go to the new session only.
+// The rank reconnects while its old session is being handed a release: the reconnect (decided
+// after the release) closes the old session (ABORTED) once the release has reached every member,
+// the new one gets the release as a pending notice, and later notices go to the new session only.
 TEST_F(CoordinatorTest, SupersedingTheSessionBeingDeliveredTo) {
   JoinAll(2, 1);
   auto a = std::make_shared<FakeSink>("a", &log_);
@@ -161,9 +162,8 @@ TEST_F(CoordinatorTest, SupersedingTheSessionBeingDeliveredTo) {
   ASSERT_TRUE(Stage(0, 0, {0}).ok());
   ASSERT_TRUE(Stage(1, 0, {0}).ok());
   EXPECT_THAT(log_.Take(),
-              ElementsAre("a directive g1 s0 c0 seq1",
-                          "a close ABORTED: session of rank 0 superseded by a newer session",
-                          "b directive g1 s0 c0 seq1"));
+              ElementsAre("a directive g1 s0 c0 seq1", "b directive g1 s0 c0 seq1",
+                          "a close ABORTED: session of rank 0 superseded by a newer session"));
   EXPECT_THAT(pending_of_a2, ElementsAre("directive g1 s0 c0 seq1"));
   EXPECT_EQ(coordinator_.GetJobStatus("job")->sessions_connected, 2u);
 
@@ -234,6 +234,114 @@ struct Inbox {
   std::vector<uint64_t> sequences ABSL_GUARDED_BY(mu);
   size_t want ABSL_GUARDED_BY(mu) = 0;
 };
+
+// Two decisions on two threads: the first one's delivery is held up inside a sink while the second
+// is decided and handed over. Every sink still sees the first decision's notices before the
+// second's: the second waits for its turn (delivered by the thread delivering the first) instead
+// of overtaking it, and the call that decided it does not wait for it.
+TEST_F(CoordinatorTest, AHeldUpDeliveryIsNotOvertakenByALaterDecision) {
+  JoinAll(2, 2);
+  auto a = std::make_shared<FakeSink>("a", &log_);
+  auto b = Attached(1, "b");
+  absl::Notification in_send;
+  absl::Notification go_on;
+  a->on_send = [&](const core::Notice&) {
+    if (in_send.HasBeenNotified()) return;
+    in_send.Notify();
+    go_on.WaitForNotification();
+  };
+  ASSERT_TRUE(Attach(0, a).ok());
+  ASSERT_TRUE(Stage(1, 0, {0, 1}).ok());
+  std::thread first([&] { ASSERT_TRUE(Stage(0, 0, {0}).ok()); });  // releases chunk 0
+  in_send.WaitForNotification();       // a holds chunk 0's directive; b has not had it yet
+  ASSERT_TRUE(Stage(0, 0, {1}).ok());  // releases chunk 1; returns without delivering it
+  EXPECT_EQ(Counters().releases, 2u);
+  EXPECT_THAT(log_.Take(), ElementsAre("a directive g1 s0 c0 seq1"));
+  go_on.Notify();
+  first.join();
+  EXPECT_THAT(log_.Take(), ElementsAre("b directive g1 s0 c0 seq1", "a directive g1 s0 c1 seq2",
+                                       "b directive g1 s0 c1 seq2"));
+}
+
+// Records the index of every event it is handed.
+class IndexRecorder final : public EventSink {
+ public:
+  void OnEvents(const std::vector<core::Event>& events) override {
+    absl::MutexLock lock(&mu);
+    for (const core::Event& e : events) indices.push_back(e.index);
+  }
+  absl::Mutex mu;
+  std::vector<uint64_t> indices ABSL_GUARDED_BY(mu);
+};
+
+// Many jobs decided on many threads at once: each event sink gets every event exactly once, in
+// the order of the log (indices 0, 1, 2, ... without a gap), and each session gets its job's
+// releases in sequence order.
+TEST_F(CoordinatorTest, ConcurrentDecisionsReachEverySinkInDecisionOrder) {
+  constexpr int kJobs = 4;
+  constexpr core::Step kSteps = 200;
+  IndexRecorder events;
+  const uint64_t first_index = coordinator_.AddEventSink(&events, nullptr);
+  struct Seen {
+    absl::Mutex mu;
+    std::vector<uint64_t> sequences ABSL_GUARDED_BY(mu);
+  };
+  std::vector<Seen> seen(kJobs * 2);
+  std::vector<std::shared_ptr<FakeSink>> sinks;
+  CallLog unused;
+  std::vector<std::vector<std::string>> ids(kJobs);
+  for (int j = 0; j < kJobs; ++j) {
+    const std::string job = absl::StrCat("job", j);
+    for (core::RankId r = 0; r < 2; ++r) {
+      absl::StatusOr<core::JoinResult> joined = coordinator_.Join(DensePlan(job, r, 2, 1));
+      ASSERT_TRUE(joined.ok());
+      auto sink = std::make_shared<FakeSink>(absl::StrCat(job, "/", r), &unused);
+      Seen* mine = &seen[2 * j + r];
+      sink->on_send = [mine](const core::Notice& notice) {
+        absl::MutexLock lock(&mine->mu);
+        mine->sequences.push_back(std::get<core::SyncDirective>(notice).sequence);
+      };
+      ASSERT_TRUE(coordinator_.Attach(job, r, 1, joined->session_id, sink).ok());
+      sinks.push_back(std::move(sink));
+    }
+  }
+  std::vector<std::thread> threads;
+  for (int j = 0; j < kJobs; ++j) {
+    for (core::RankId r = 0; r < 2; ++r) {
+      threads.emplace_back([&, j, r] {
+        const std::string job = absl::StrCat("job", j);
+        Seen& mine = seen[2 * j + r];
+        for (core::Step s = 0; s < kSteps; ++s) {
+          // The job's releases interleave with the other jobs' decisions on the other threads.
+          EXPECT_TRUE(coordinator_.Stage(job, r, 1, {Item(s, 0, "dense")}).ok());
+          {
+            absl::MutexLock lock(&mine.mu);
+            auto released = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+              return mine.sequences.size() > s;
+            };
+            mine.mu.Await(absl::Condition(&released));
+          }
+          EXPECT_TRUE(coordinator_.SyncDone(job, r, 1, DenseDone(s, {0})).ok());
+        }
+      });
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  coordinator_.RemoveEventSink(&events);
+
+  uint64_t next = 0;
+  coordinator_.EventsSince(0, &next);
+  absl::MutexLock lock(&events.mu);
+  ASSERT_EQ(events.indices.size(), next - first_index);
+  for (size_t i = 0; i < events.indices.size(); ++i) {
+    ASSERT_EQ(events.indices[i], first_index + i) << "event " << i;
+  }
+  for (Seen& s : seen) {
+    absl::MutexLock seen_lock(&s.mu);
+    ASSERT_EQ(s.sequences.size(), kSteps);
+    for (size_t i = 0; i < s.sequences.size(); ++i) ASSERT_EQ(s.sequences[i], i + 1);
+  }
+}
 
 // Ranks on threads, each staging its step, waiting for its directives, reporting SyncDone: every
 // rank receives every release exactly once, in sequence order (a step's releases are one decision,

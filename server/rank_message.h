@@ -1,4 +1,5 @@
-// RankMessage: one Session message of one rank (a StagedBatch, a SkipStep or a SyncDoneBatch) in
+// RankMessage: one Session message of one rank (a StagedBatch, a SkipStep, a SyncDoneBatch or a
+// Leave) in
 // the core's types, for applying several ranks' messages at once (Coordinator::ApplyBatch, fed by
 // node agents).
 //
@@ -14,7 +15,7 @@
 namespace psync::server {
 
 struct RankMessage {
-  enum class Kind { kStaged, kSkip, kSyncDone };
+  enum class Kind { kStaged, kSkip, kSyncDone, kLeave };
 
   core::RankId rank = 0;
   Kind kind = Kind::kStaged;
@@ -22,6 +23,7 @@ struct RankMessage {
   core::Step skip_step = 0;                        // kSkip
   absl::string_view skip_reason;                   // kSkip
   absl::Span<const core::SyncDoneItem> sync_done;  // kSyncDone
+  bool leave_finished = false;                     // kLeave
 };
 
 }  // namespace psync::server

@@ -119,4 +119,26 @@ void RendezvousStore::Cancel(uint64_t id, const absl::Status& status) {
   done(status);
 }
 
+size_t RendezvousStore::DropJob(const std::string& job, const absl::Status& status) {
+  std::vector<Callback> parked;
+  size_t dropped = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = jobs_.find(job); it != jobs_.end()) {
+      dropped = it->second.values.size();
+      jobs_.erase(it);
+    }
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      if (it->second.job == job) {
+        parked.push_back(std::move(it->second.done));
+        waiters_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (Callback& done : parked) done(status);
+  return dropped;
+}
+
 }  // namespace psync::server

@@ -55,6 +55,10 @@ class RendezvousStore {
   // Completes the parked request `id` with `status`; no-op if it already completed.
   void Cancel(uint64_t id, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The job left the coordinator: its keys are dropped and its parked requests complete with
+  // `status`. Returns how many keys were dropped.
+  size_t DropJob(const std::string& job, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   struct Scope {
     uint64_t generation = 0;

@@ -104,5 +104,23 @@ TEST_F(RendezvousStoreTest, NewGenerationDropsOlderKeys) {
   EXPECT_THAT(**GetNow({"b"}), ElementsAre("2"));
 }
 
+TEST_F(RendezvousStoreTest, DropJobFreesItsKeysAndCompletesItsParkedGets) {
+  ASSERT_TRUE(store_.Set("j", 1, {}, "a", "1").ok());
+  ASSERT_TRUE(store_.Set("j", 1, {}, "b", "2").ok());  // max_keys_per_job = 2: the job is full
+  std::optional<absl::StatusOr<RendezvousStore::Values>> parked;
+  store_.Get("j", 1, {}, {"c"}, /*wait=*/true, [&](auto r) { parked = std::move(r); });
+  ASSERT_FALSE(parked.has_value());
+
+  EXPECT_EQ(store_.DropJob("j", absl::FailedPreconditionError("job_id 'j' has ended: done")), 2u);
+  ASSERT_TRUE(parked.has_value());
+  EXPECT_EQ(parked->status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(parked->status().message(), "job_id 'j' has ended: done");
+  // Its keys are gone (and its room with them).
+  EXPECT_EQ(GetNow({"a"})->status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(store_.Set("j", 1, {}, "x", "1").ok());
+  EXPECT_TRUE(store_.Set("j", 1, {}, "y", "1").ok());
+  EXPECT_EQ(store_.DropJob("other", absl::CancelledError("")), 0u);
+}
+
 }  // namespace
 }  // namespace psync::server

@@ -1,7 +1,10 @@
 #include "server/service.h"
 
 #include <atomic>
+#include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "server/agent_stream.h"
 #include "server/convert.h"
 #include "server/event_stream.h"
@@ -49,13 +52,38 @@ grpc::ServerUnaryReactor* CoordinatorService::GetJobStatus(grpc::CallbackServerC
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::ListJobs(grpc::CallbackServerContext* context,
-                                                       const v1::ListJobsRequest* /*request*/,
+                                                       const v1::ListJobsRequest* request,
                                                        v1::ListJobsResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  for (const JobStatusView& view : coordinator_->ListJobs()) {
+  const std::vector<std::string> states(request->states().begin(), request->states().end());
+  for (size_t i = 0; i < states.size(); ++i) {
+    if (!IsJobStateText(states[i])) {
+      reactor->Finish(grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("states[", i, "]: '", absl::string_view(states[i]).substr(0, 32),
+                       "' is not a job state (FORMING, RUNNING, DEGRADED, ABORTED, ENDED, "
+                       "EVICTED)")));
+      return reactor;
+    }
+  }
+  for (const JobStatusView& view : coordinator_->ListJobs(states)) {
     JobSummaryToProto(view, response->add_jobs());
   }
   reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::EndJob(grpc::CallbackServerContext* context,
+                                                     const v1::EndJobRequest* request,
+                                                     v1::EndJobResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<EndJobResult> result =
+      coordinator_->EndJob(request->job_id(), request->reason(), request->token());
+  if (result.ok()) {
+    JobStatusToProto(result->status, response->mutable_status());
+    response->set_already_ended(result->already_ended);
+  }
+  reactor->Finish(ToGrpcStatus(result.status()));
   return reactor;
 }
 

@@ -30,6 +30,9 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
                                      const v1::ListJobsRequest* request,
                                      v1::ListJobsResponse* response) override;
+  grpc::ServerUnaryReactor* EndJob(grpc::CallbackServerContext* context,
+                                   const v1::EndJobRequest* request,
+                                   v1::EndJobResponse* response) override;
   grpc::ServerUnaryReactor* GetChunkStatus(grpc::CallbackServerContext* context,
                                            const v1::GetChunkStatusRequest* request,
                                            v1::ChunkStatus* response) override;

@@ -17,6 +17,8 @@ SessionDecision DecideSessionMessage(bool attached, const v1::SessionUp& up) {
       return {SessionAction::kSkip, absl::OkStatus()};
     case v1::SessionUp::kSyncDone:
       return {SessionAction::kSyncDone, absl::OkStatus()};
+    case v1::SessionUp::kLeave:
+      return {SessionAction::kLeave, absl::OkStatus()};
     case v1::SessionUp::kAttach:
       return {SessionAction::kAck,
               absl::InvalidArgumentError("attach: this session is already attached")};
@@ -24,7 +26,7 @@ SessionDecision DecideSessionMessage(bool attached, const v1::SessionUp& up) {
       break;
   }
   return {SessionAction::kAck,
-          absl::InvalidArgumentError("kind: one of staged, skip, sync_done must be set")};
+          absl::InvalidArgumentError("kind: one of staged, skip, sync_done, leave must be set")};
 }
 
 absl::Status CheckAttach(const v1::Attach& attach) {

@@ -4,8 +4,8 @@
 // either. Transport-free: the caller carries out the decision on its stream.
 //
 //   - The first message must be `attach`; anything else ends the Session with INVALID_ARGUMENT.
-//   - Once attached, `staged`, `skip` and `sync_done` go to the tracker (directly, or through the
-//     agent) and each is answered by an Ack with the tracker's status.
+//   - Once attached, `staged`, `skip`, `sync_done` and `leave` go to the coordinator (directly,
+//     or through the agent) and each is answered by an Ack with its status.
 //   - A second `attach`, or a message with no kind, is answered by an INVALID_ARGUMENT Ack and
 //     changes nothing; the Session goes on.
 //
@@ -30,6 +30,7 @@ enum class SessionAction {
   kStaged,    // apply up.staged(); answer with its status
   kSkip,      // apply up.skip(); answer with its status
   kSyncDone,  // apply up.sync_done(); answer with its status
+  kLeave,     // apply up.leave(); answer with its status
 };
 
 struct SessionDecision {

@@ -9,7 +9,7 @@
 namespace psync::server {
 namespace {
 
-enum class Kind { kNone, kAttach, kStaged, kSkip, kSyncDone };
+enum class Kind { kNone, kAttach, kStaged, kSkip, kSyncDone, kLeave };
 
 v1::SessionUp Message(Kind kind) {
   v1::SessionUp up;
@@ -28,6 +28,9 @@ v1::SessionUp Message(Kind kind) {
       break;
     case Kind::kSyncDone:
       up.mutable_sync_done()->set_generation(1);
+      break;
+    case Kind::kLeave:
+      up.mutable_leave()->set_finished(true);
       break;
   }
   return up;
@@ -49,13 +52,15 @@ TEST(DecideSessionMessageTest, EveryKindAttachedOrNot) {
       {false, Kind::kStaged, SessionAction::kClose, absl::StatusCode::kInvalidArgument, kFirst},
       {false, Kind::kSkip, SessionAction::kClose, absl::StatusCode::kInvalidArgument, kFirst},
       {false, Kind::kSyncDone, SessionAction::kClose, absl::StatusCode::kInvalidArgument, kFirst},
+      {false, Kind::kLeave, SessionAction::kClose, absl::StatusCode::kInvalidArgument, kFirst},
       {true, Kind::kStaged, SessionAction::kStaged, absl::StatusCode::kOk, ""},
       {true, Kind::kSkip, SessionAction::kSkip, absl::StatusCode::kOk, ""},
       {true, Kind::kSyncDone, SessionAction::kSyncDone, absl::StatusCode::kOk, ""},
+      {true, Kind::kLeave, SessionAction::kLeave, absl::StatusCode::kOk, ""},
       {true, Kind::kAttach, SessionAction::kAck, absl::StatusCode::kInvalidArgument,
        "attach: this session is already attached"},
       {true, Kind::kNone, SessionAction::kAck, absl::StatusCode::kInvalidArgument,
-       "kind: one of staged, skip, sync_done must be set"},
+       "kind: one of staged, skip, sync_done, leave must be set"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message()

@@ -60,6 +60,7 @@ class SessionStream final : public Reactor {
       case SessionAction::kStaged:
       case SessionAction::kSkip:
       case SessionAction::kSyncDone:
+      case SessionAction::kLeave:
         outbox_->writer().Enqueue(
             AckFor(request_->request_id(), Dispatch(decision.action, *request_)));
         break;
@@ -125,6 +126,8 @@ class SessionStream final : public Reactor {
       case SessionAction::kSyncDone:
         return coordinator_->SyncDone(job_id, rank, up.sync_done().generation(),
                                       SyncDoneFromProto(up.sync_done()));
+      case SessionAction::kLeave:
+        return coordinator_->Leave(job_id, rank, up.leave().generation(), up.leave().finished());
       case SessionAction::kClose:
       case SessionAction::kAttach:
       case SessionAction::kAck:

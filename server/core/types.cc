@@ -43,6 +43,10 @@ const char* EventKindName(EventKind kind) {
       return "rejected";
     case EventKind::kStall:
       return "stall";
+    case EventKind::kJobEnded:
+      return "job_ended";
+    case EventKind::kJobEvicted:
+      return "job_evicted";
     case EventKind::kRankLost:
       return "rank_lost";
   }

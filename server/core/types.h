@@ -161,6 +161,8 @@ enum class EventKind {
   kRejected,      // a message was refused (bad input); state unchanged
   kStall,         // a chunk waited past its deadline for contributors (or members' SyncDone)
   kRankLost,      // a joined rank had no session for longer than its lease
+  kJobEnded,      // the job ended (EndJob, or every rank left finished): it moved to the history
+  kJobEvicted,    // the job had no session and no message for the idle TTL: it moved to the history
 };
 
 const char* EventKindName(EventKind kind);

@@ -5,12 +5,13 @@
 // validated the name and label names. Thread-safety: all methods may be
 // called concurrently. Children are created on first use and never freed
 // before the family, so a pointer returned by WithLabels stays valid for the
-// registry's lifetime; callers on hot paths should keep that pointer rather
-// than look it up per update.
+// registry's lifetime (unless erased with EraseWithPrefix); callers on hot
+// paths should keep that pointer rather than look it up per update.
 
 #ifndef PSYNC_SERVER_METRICS_FAMILY_H_
 #define PSYNC_SERVER_METRICS_FAMILY_H_
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -42,6 +43,12 @@ class FamilyBase {
   // exported series ordered by label values. Appends nothing when no series
   // is exported.
   virtual void Render(std::string* out) const = 0;
+
+  // Frees every series whose label values begin with `prefix` (e.g. {job} for the series of a job
+  // that ended), so that a long-running process does not keep one series per finished job.
+  // Unlike Remove, pointers to those children become invalid: only for series whose pointers
+  // nobody keeps past this call. WithLabels creates them afresh (from zero).
+  virtual void EraseWithPrefix(const std::vector<std::string>& prefix) = 0;
 
  protected:
   FamilyBase(std::string name, std::string help, std::vector<std::string> label_names)
@@ -129,6 +136,16 @@ class Family final : public FamilyBase {
   void RemoveAll() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     for (auto& [values, child] : children_) child.exported = false;
+  }
+
+  void EraseWithPrefix(const std::vector<std::string>& prefix) override ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    // Children are ordered by label values: those with the prefix are one contiguous range.
+    auto it = children_.lower_bound(prefix);
+    while (it != children_.end() && it->first.size() >= prefix.size() &&
+           std::equal(prefix.begin(), prefix.end(), it->first.begin())) {
+      it = children_.erase(it);
+    }
   }
 
   void Render(std::string* out) const override ABSL_LOCKS_EXCLUDED(mu_) {

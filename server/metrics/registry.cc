@@ -139,4 +139,13 @@ std::string Registry::Render() {
   return out;
 }
 
+void Registry::EraseSeries(absl::string_view label, const std::string& value) {
+  absl::MutexLock lock(&mu_);
+  for (auto& [name, family] : families_) {
+    if (!family->label_names().empty() && family->label_names()[0] == label) {
+      family->EraseWithPrefix({value});
+    }
+  }
+}
+
 }  // namespace psync::metrics

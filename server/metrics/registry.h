@@ -71,6 +71,10 @@ class Registry {
   // reads a snapshot and sets gauges. It must not call Render().
   void AddCollector(std::function<void()> collector) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // EraseWithPrefix (family.h) on every family whose first label is `label`: frees the series of
+  // label=value (e.g. job="a" once job a ended). Their pointers become invalid.
+  void EraseSeries(absl::string_view label, const std::string& value) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Runs the collectors, then returns every family in the text format.
   // Families without labels always render (starting at 0); a labeled family
   // renders once it has a series.

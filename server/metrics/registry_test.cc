@@ -179,6 +179,28 @@ TEST(RegistryTest, RemoveHidesSeriesAndWithLabelsRestoresIt) {
   EXPECT_EQ(registry.Render(), "");
 }
 
+TEST(RegistryTest, EraseSeriesFreesEveryFamilysSeriesOfOneLabelValue) {
+  Registry registry;
+  CounterFamily* checkins = *registry.AddCounter("c_total", "C.", {"job"});
+  CounterFamily* violations = *registry.AddCounter("v_total", "V.", {"job", "kind"});
+  GaugeFamily* by_kind = *registry.AddGauge("k", "K.", {"kind", "job"});
+  checkins->WithLabels({"a"})->Add(3);
+  checkins->WithLabels({"ab"})->Add(4);  // a longer value with the same first characters stays
+  violations->WithLabels({"a", "early_sync"})->Increment();
+  violations->WithLabels({"a", "repeated_sync"})->Increment();
+  violations->WithLabels({"b", "early_sync"})->Increment();
+  by_kind->WithLabels({"a", "a"})->Set(1);  // first label is not "job": untouched
+  registry.EraseSeries("job", "a");
+  EXPECT_EQ(
+      registry.Render(),
+      "# HELP c_total C.\n# TYPE c_total counter\nc_total{job=\"ab\"} 4\n"
+      "# HELP k K.\n# TYPE k gauge\nk{kind=\"a\",job=\"a\"} 1\n"
+      "# HELP v_total V.\n# TYPE v_total counter\nv_total{job=\"b\",kind=\"early_sync\"} 1\n");
+  // Created afresh, from zero.
+  checkins->WithLabels({"a"})->Increment();
+  EXPECT_NE(registry.Render().find("c_total{job=\"a\"} 1\n"), std::string::npos);
+}
+
 TEST(RegistryTest, CollectorsRunBeforeEachRender) {
   Registry registry;
   GaugeFamily* missing = *registry.AddGauge("psync_missing", "Missing per job.", {"job"});

@@ -1,0 +1,284 @@
+// Coordinator: how jobs end and go away. EndJob, every rank leaving finished, idle eviction, the
+// bounded history of finished jobs, --max_jobs counting live jobs only, and the exact status of
+// every message for a job that has ended. Fake sinks and a FakeClock; nothing sleeps.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/clock.h"
+#include "server/coordinator.h"
+#include "server/fake_sinks.h"
+
+namespace psync::server {
+namespace {
+
+using ::psync::core::testing::Item;
+using ::psync::server::testing::CallLog;
+using ::psync::server::testing::DenseDone;
+using ::psync::server::testing::DensePlan;
+using ::psync::server::testing::FakeSink;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+// Records every event it is handed.
+class EventRecorder final : public EventSink {
+ public:
+  void OnEvents(const std::vector<core::Event>& events) override {
+    for (const core::Event& e : events) {
+      kinds.push_back(core::EventKindName(e.kind));
+      details.push_back(e.detail);
+    }
+  }
+  std::vector<std::string> kinds;
+  std::vector<std::string> details;
+};
+
+class LifecycleTest : public ::testing::Test {
+ protected:
+  LifecycleTest() { Restart(CoordinatorOptions()); }
+  ~LifecycleTest() override { coordinator_->RemoveEventSink(&events_); }
+
+  void Restart(CoordinatorOptions options) {
+    if (coordinator_ != nullptr) coordinator_->RemoveEventSink(&events_);
+    coordinator_ = std::make_unique<Coordinator>(std::move(options), &clock_);
+    coordinator_->AddEventSink(&events_, nullptr);
+  }
+
+  // Joins both ranks of a 2-rank, 1-chunk job `job`; returns their session ids.
+  std::vector<std::string> JoinAll(const std::string& job) {
+    std::vector<std::string> ids;
+    for (core::RankId r = 0; r < 2; ++r) {
+      absl::StatusOr<core::JoinResult> joined = coordinator_->Join(DensePlan(job, r, 2, 1));
+      EXPECT_TRUE(joined.ok()) << joined.status();
+      ids.push_back(joined.ok() ? joined->session_id : "");
+    }
+    return ids;
+  }
+  std::shared_ptr<FakeSink> Attach(const std::string& job, core::RankId rank,
+                                   const std::string& session_id, const std::string& name) {
+    auto sink = std::make_shared<FakeSink>(name, &log_);
+    EXPECT_TRUE(coordinator_->Attach(job, rank, 1, session_id, sink).ok());
+    return sink;
+  }
+  // One whole step of a 2-rank, 1-chunk job: both stage, both report SyncDone.
+  void RunStep(const std::string& job, core::Step step) {
+    for (core::RankId r = 0; r < 2; ++r) {
+      ASSERT_TRUE(coordinator_->Stage(job, r, 1, {Item(step, 0, "dense")}).ok());
+    }
+    for (core::RankId r = 0; r < 2; ++r) {
+      ASSERT_TRUE(coordinator_->SyncDone(job, r, 1, DenseDone(step, {0})).ok());
+    }
+  }
+  std::vector<std::string> JobIds(std::vector<std::string> states) {
+    std::vector<std::string> ids;
+    for (const JobStatusView& v : coordinator_->ListJobs(states)) ids.push_back(v.snapshot.job_id);
+    return ids;
+  }
+
+  FakeClock clock_;
+  CallLog log_;
+  EventRecorder events_;
+  std::unique_ptr<Coordinator> coordinator_;
+};
+
+TEST_F(LifecycleTest, EndJobClosesItsSessionsAndKeepsItsFinalStatusInTheHistory) {
+  const std::vector<std::string> ids = JoinAll("job");
+  auto a = Attach("job", 0, ids[0], "a");
+  auto b = Attach("job", 1, ids[1], "b");
+  RunStep("job", 0);
+  log_.Take();
+
+  absl::StatusOr<EndJobResult> ended = coordinator_->EndJob("job", "training complete", "");
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  EXPECT_FALSE(ended->already_ended);
+  EXPECT_EQ(JobStateText(ended->status), "ENDED");
+  EXPECT_EQ(ended->status.end.reason, "training complete");
+  EXPECT_EQ(ended->status.counters.releases, 1u);
+  EXPECT_EQ(ended->status.counters.syncs_done, 2u);
+  EXPECT_THAT(log_.Take(),
+              ::testing::UnorderedElementsAre(
+                  "a close FAILED_PRECONDITION: job_id 'job' has ended: training complete",
+                  "b close FAILED_PRECONDITION: job_id 'job' has ended: training complete"));
+  EXPECT_EQ(coordinator_->live_jobs(), 0u);
+  EXPECT_EQ(events_.kinds.back(), "job_ended");
+  EXPECT_EQ(events_.details.back(), "training complete");
+
+  // Status, audit and the job list still answer for it, as it was when it ended.
+  absl::StatusOr<JobStatusView> view = coordinator_->GetJobStatus("job");
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(JobStateText(*view), "ENDED");
+  EXPECT_EQ(view->counters.releases, 1u);
+  absl::StatusOr<std::vector<observe::SyncAudit>> audit = coordinator_->Audit("job");
+  ASSERT_TRUE(audit.ok());
+  ASSERT_EQ(audit->size(), 1u);
+  EXPECT_EQ((*audit)[0].releases, 1u);
+  EXPECT_THAT(JobIds({"ENDED"}), ElementsAre("job"));
+  EXPECT_THAT(JobIds({"RUNNING"}), IsEmpty());
+}
+
+TEST_F(LifecycleTest, EveryMessageForAnEndedJobIsFailedPreconditionAndNothingIsRecreated) {
+  const std::vector<std::string> ids = JoinAll("job");
+  ASSERT_TRUE(coordinator_->EndJob("job", "done", "").ok());
+  log_.Take();
+
+  const absl::Status stage = coordinator_->Stage("job", 0, 1, {Item(0, 0, "dense")});
+  EXPECT_EQ(stage.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(stage.message()), HasSubstr("job_id 'job' has ended at "));
+  EXPECT_THAT(std::string(stage.message()), HasSubstr("(done); it takes no more messages"));
+  EXPECT_EQ(coordinator_->SyncDone("job", 0, 1, DenseDone(0, {0})).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(coordinator_->Skip("job", 0, 1, 0, "found_inf").code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(coordinator_->Leave("job", 0, 1, true).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(coordinator_->CheckGeneration("job", 1, 0, ids[0]).code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto sink = std::make_shared<FakeSink>("late", &log_);
+  EXPECT_EQ(coordinator_->Attach("job", 0, 1, ids[0], sink).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  absl::StatusOr<core::JoinResult> join = coordinator_->Join(DensePlan("job", 0, 2, 1));
+  EXPECT_EQ(join.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(coordinator_->live_jobs(), 0u);  // never silently created again
+
+  // Ending it again is OK and changes nothing.
+  absl::StatusOr<EndJobResult> again = coordinator_->EndJob("job", "other reason", "");
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->already_ended);
+  EXPECT_EQ(again->status.end.reason, "done");
+  EXPECT_THAT(JobIds({}), ElementsAre("job"));
+  EXPECT_THAT(log_.Take(), IsEmpty());
+}
+
+TEST_F(LifecycleTest, EndJobRefusesBadInputWithThePreciseStatusAndChangesNothing) {
+  JoinAll("job");
+  EXPECT_EQ(coordinator_->EndJob("", "x", "").status().code(), absl::StatusCode::kInvalidArgument);
+  const absl::Status long_reason = coordinator_->EndJob("job", std::string(257, 'r'), "").status();
+  EXPECT_EQ(long_reason.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(long_reason.message(), "reason is 257 bytes; at most 256");
+  const absl::Status unknown = coordinator_->EndJob("nope", "", "").status();
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(unknown.message(), "job_id 'nope' is not known");
+  EXPECT_EQ(coordinator_->live_jobs(), 1u);
+  EXPECT_THAT(JobIds({"FORMING", "RUNNING"}), ElementsAre("job"));
+}
+
+TEST_F(LifecycleTest, EndJobWithJobTokensNeedsTheJobsToken) {
+  CoordinatorOptions options;
+  options.job_tokens = {{"job", "s3cret"}};
+  Restart(options);
+  for (core::RankId r = 0; r < 2; ++r) {
+    core::RankPlan plan = DensePlan("job", r, 2, 1);
+    plan.token = "s3cret";
+    ASSERT_TRUE(coordinator_->Join(plan).ok());
+  }
+  EXPECT_EQ(coordinator_->EndJob("job", "", "wrong").status().code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(coordinator_->EndJob("other", "", "s3cret").status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(coordinator_->live_jobs(), 1u);
+  EXPECT_EQ(coordinator_->GetJobStatus("job")->counters.rejected, 1u);
+  absl::StatusOr<EndJobResult> ended = coordinator_->EndJob("job", "", "s3cret");
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  EXPECT_EQ(ended->status.end.reason, "ended by EndJob");
+}
+
+TEST_F(LifecycleTest, TheJobEndsWhenEveryRankLeftFinishedAndNoFinishedRankIsCut) {
+  const std::vector<std::string> ids = JoinAll("job");
+  auto a = Attach("job", 0, ids[0], "a");
+  auto b = Attach("job", 1, ids[1], "b");
+  RunStep("job", 0);
+  log_.Take();
+
+  // A stale or future generation, or a rank that never joined, is refused and counted.
+  const absl::Status stale = coordinator_->Leave("job", 0, 0, true);
+  EXPECT_EQ(stale.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(stale.message(), "leave.generation 0 is stale: job 'job' is at generation 1");
+  EXPECT_EQ(coordinator_->Leave("job", 0, 2, true).message(),
+            "leave.generation 2 is not issued yet: job 'job' is at generation 1");
+  EXPECT_EQ(coordinator_->Leave("job", 5, 1, true).message(),
+            "rank 5 has not joined generation 1");
+  EXPECT_EQ(coordinator_->GetJobStatus("job")->counters.rejected, 3u);
+
+  // Leaving without `finished` changes nothing.
+  ASSERT_TRUE(coordinator_->Leave("job", 0, 1, false).ok());
+  ASSERT_TRUE(coordinator_->Leave("job", 0, 1, true).ok());
+  EXPECT_EQ(coordinator_->live_jobs(), 1u);
+  // Rank 0 finished and went away: it is never reported lost, however long it stays away.
+  coordinator_->Detach("job", 0, a.get());
+  clock_.Advance(absl::Minutes(5));
+  EXPECT_THAT(coordinator_->EnforceLiveness(), IsEmpty());
+  EXPECT_THAT(coordinator_->GetJobStatus("job")->lost_ranks, IsEmpty());
+
+  ASSERT_TRUE(coordinator_->Leave("job", 1, 1, true).ok());
+  EXPECT_EQ(coordinator_->live_jobs(), 0u);
+  absl::StatusOr<JobStatusView> view = coordinator_->GetJobStatus("job");
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(JobStateText(*view), "ENDED");
+  EXPECT_EQ(view->end.reason, "every rank finished");
+  // The finished ranks' sessions are not closed under them: they close them themselves.
+  EXPECT_THAT(log_.Take(), IsEmpty());
+}
+
+TEST_F(LifecycleTest, AJobWithoutSessionsOrMessagesIsEvictedAfterTheIdleTtlAndMayStartAgain) {
+  CoordinatorOptions options;
+  options.job_idle_ttl = absl::Minutes(15);
+  options.rank_lease = absl::Hours(1);  // keep the lost-rank abort out of this test
+  options.lost_rank_abort_after = absl::Hours(2);
+  Restart(options);
+  const std::vector<std::string> ids = JoinAll("idle");
+  const std::vector<std::string> busy_ids = JoinAll("busy");
+  auto busy = Attach("busy", 0, busy_ids[0], "b0");
+
+  clock_.Advance(absl::Minutes(14));
+  ASSERT_TRUE(coordinator_->Stage("idle", 0, 1, {Item(0, 0, "dense")}).ok());  // a message
+  clock_.Advance(absl::Minutes(14));
+  coordinator_->EnforceLiveness();  // reports the chunk rank 1 never staged: a stall, no eviction
+  EXPECT_EQ(coordinator_->live_jobs(), 2u);
+
+  clock_.Advance(absl::Minutes(1));  // 15 minutes since the last message
+  coordinator_->EnforceLiveness();
+  EXPECT_EQ(coordinator_->live_jobs(), 1u);  // a job with a session is never evicted
+  absl::StatusOr<JobStatusView> view = coordinator_->GetJobStatus("idle");
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(JobStateText(*view), "EVICTED");
+  EXPECT_EQ(view->end.reason, "no session and no message for 15m (job_idle_ttl 15m)");
+  EXPECT_EQ(events_.kinds.back(), "job_evicted");
+  const absl::Status late = coordinator_->Stage("idle", 1, 1, {Item(0, 0, "dense")});
+  EXPECT_EQ(late.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(late.message()), HasSubstr("was evicted at"));
+  EXPECT_THAT(std::string(late.message()), HasSubstr("Join to start it again"));
+
+  // An evicted job's ranks may start it again by joining: a new job, the old one in the history.
+  ASSERT_TRUE(coordinator_->Join(DensePlan("idle", 0, 2, 1)).ok());
+  EXPECT_EQ(coordinator_->live_jobs(), 2u);
+  EXPECT_EQ(JobStateText(*coordinator_->GetJobStatus("idle")), "FORMING");
+  EXPECT_THAT(JobIds({"EVICTED"}), ElementsAre("idle"));
+}
+
+TEST_F(LifecycleTest, MaxJobsCountsLiveJobsAndTheHistoryKeepsExactlyTheLastN) {
+  CoordinatorOptions options;
+  options.max_jobs = 2;
+  options.finished_jobs_kept = 3;
+  Restart(options);
+  JoinAll("j0");
+  JoinAll("j1");
+  absl::StatusOr<core::JoinResult> refused = coordinator_->Join(DensePlan("j2", 0, 2, 1));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  for (int i = 2; i < 8; ++i) {
+    const std::string ended = "j" + std::to_string(i - 2);
+    ASSERT_TRUE(coordinator_->EndJob(ended, "", "").ok());
+    JoinAll("j" + std::to_string(i));  // room again: ended jobs do not count
+  }
+  EXPECT_EQ(coordinator_->live_jobs(), 2u);
+  EXPECT_THAT(JobIds({}), ElementsAre("j6", "j7", "j3", "j4", "j5"));
+  EXPECT_THAT(JobIds({"ENDED"}), ElementsAre("j3", "j4", "j5"));
+  EXPECT_EQ(coordinator_->GetJobStatus("j2").status().code(), absl::StatusCode::kNotFound);
+  // Once out of the history the id is free again.
+  EXPECT_TRUE(coordinator_->EndJob("j6", "", "").ok());
+  EXPECT_TRUE(coordinator_->Join(DensePlan("j0", 0, 2, 1)).ok());
+}
+
+}  // namespace
+}  // namespace psync::server
