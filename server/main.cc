@@ -49,7 +49,11 @@ ABSL_FLAG(int, max_receive_message_bytes, 1 << 20, "largest accepted client mess
 ABSL_FLAG(absl::Duration, heap_release_interval, absl::Seconds(1),
           "how often freed heap pages go back to the system (0: never; see heap_releaser.h)");
 ABSL_FLAG(uint32_t, history_steps, 16, "finished steps kept per job to answer late duplicates");
-ABSL_FLAG(uint32_t, max_jobs, 1024, "jobs held at once");
+ABSL_FLAG(uint32_t, max_jobs, 1024, "live jobs held at once (ended and evicted jobs do not count)");
+ABSL_FLAG(absl::Duration, job_idle_ttl, absl::Minutes(15),
+          "a job with no attached session and no message for this long is evicted");
+ABSL_FLAG(uint64_t, finished_jobs_kept, 256,
+          "ended and evicted jobs kept with their final status and audit (oldest dropped)");
 
 namespace {
 
@@ -122,6 +126,8 @@ int main(int argc, char** argv) {
   options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
   options.coordinator.tracker.history_steps = absl::GetFlag(FLAGS_history_steps);
   options.coordinator.max_jobs = absl::GetFlag(FLAGS_max_jobs);
+  options.coordinator.job_idle_ttl = absl::GetFlag(FLAGS_job_idle_ttl);
+  options.coordinator.finished_jobs_kept = absl::GetFlag(FLAGS_finished_jobs_kept);
   options.coordinator.observer.deadline.multiplier = absl::GetFlag(FLAGS_stall_multiplier);
   options.coordinator.observer.deadline.floor = absl::GetFlag(FLAGS_stall_floor);
   options.coordinator.observer.deadline.ceiling = absl::GetFlag(FLAGS_stall_ceiling);

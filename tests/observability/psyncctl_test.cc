@@ -195,7 +195,7 @@ TEST_F(PsyncctlTest, JobsListsEveryJobSorted) {
   Result r = Run({"jobs"});
   EXPECT_EQ(r.code, 0);
   EXPECT_EQ(r.out,
-            "JOB    STATE    GEN  RANKS  MIN_STEP\n"
+            "JOB    STATE    GEN  RANKS  MIN_STEP  ENDED_BECAUSE\n"
             "alpha  RUNNING    1    2/2         0\n"
             "train  RUNNING    1    4/4         0\n");
   Result json = Run({"jobs", "--json"});
@@ -203,6 +203,41 @@ TEST_F(PsyncctlTest, JobsListsEveryJobSorted) {
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json.out, &jobs).ok()) << json.out;
   ASSERT_EQ(jobs.jobs_size(), 2);
   EXPECT_EQ(jobs.jobs(0).job_id(), "alpha");
+}
+
+// end-job ends a job; it then shows as ENDED with its reason (live jobs first), --state filters,
+// and ending it again says so.
+TEST_F(PsyncctlTest, EndJobThenJobsShowsItAsEndedWithItsReason) {
+  SimJobOptions other;
+  other.job_id = "alpha";
+  other.world_size = 2;
+  auto second = SimJob::Start(server_->target(), other);
+  ASSERT_TRUE(second.ok());
+  Result ended = Run({"end-job", "alpha", "--reason", "ablation done"});
+  EXPECT_EQ(ended.code, 0) << ended.err;
+  EXPECT_EQ(ended.out, "job alpha ended: ablation done\n");
+  Result r = Run({"jobs"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out,
+            "JOB    STATE    GEN  RANKS  MIN_STEP  ENDED_BECAUSE\n"
+            "train  RUNNING    1    4/4         0\n"
+            "alpha  ENDED      1    2/2         0  ablation done\n");
+  Result only_ended = Run({"jobs", "--state", "ENDED"});
+  EXPECT_EQ(only_ended.out,
+            "JOB    STATE  GEN  RANKS  MIN_STEP  ENDED_BECAUSE\n"
+            "alpha  ENDED    1    2/2         0  ablation done\n");
+  Result bogus = Run({"jobs", "--state", "DONE"});
+  EXPECT_EQ(bogus.code, 2);
+  EXPECT_THAT(bogus.err, HasSubstr("INVALID_ARGUMENT"));
+  EXPECT_THAT(bogus.err, HasSubstr("states[0]: 'DONE' is not a job state"));
+  Result again = Run({"end-job", "alpha"});
+  EXPECT_EQ(again.code, 0);
+  EXPECT_EQ(again.out, "job alpha had already ended: ablation done\n");
+  Result unknown = Run({"end-job", "nope"});
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("NOT_FOUND"));
+  Result status = Run({"status", "alpha"});
+  EXPECT_THAT(status.out, HasSubstr("state       ENDED: ablation done\n"));
 }
 
 TEST_F(PsyncctlTest, StragglersRankTheLateRankFirst) {
