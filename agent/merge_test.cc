@@ -121,6 +121,36 @@ TEST(MergeTest, SkipsAndSyncDonesStayPerMessage) {
   EXPECT_EQ(ItemsOf(expanded[3]), std::vector<std::string>{"9/1/dense"});
 }
 
+TEST(MergeTest, LeavesStayPerMessageWithTheirFinishedFlag) {
+  v1::SessionUp finished;
+  finished.mutable_leave()->set_generation(3);
+  finished.mutable_leave()->set_finished(true);
+  v1::SessionUp leaving;
+  leaving.mutable_leave()->set_generation(3);
+  const v1::SessionUp staged = Staged({{9, 1, "dense"}});
+  EXPECT_EQ(GenerationOf(finished), 3u);
+  const std::vector<MergeInput> inputs = {{4, &staged}, {5, &finished}, {6, &leaving}};
+
+  const v1::AgentBatch batch = MergeMessages("job", 3, inputs);
+  ASSERT_EQ(batch.leaves_size(), 2);
+  server::ExpandedBatch expanded_batch;
+  ASSERT_TRUE(server::ExpandAgentBatch(batch, &expanded_batch).ok());
+  const std::vector<server::RankMessage>& expanded = expanded_batch.messages;
+  ASSERT_EQ(expanded.size(), 3u);
+  EXPECT_EQ(expanded[0].kind, server::RankMessage::Kind::kStaged);
+  EXPECT_EQ(expanded[1].rank, 5u);
+  EXPECT_EQ(expanded[1].kind, server::RankMessage::Kind::kLeave);
+  EXPECT_TRUE(expanded[1].leave_finished);
+  EXPECT_EQ(expanded[2].kind, server::RankMessage::Kind::kLeave);
+  EXPECT_FALSE(expanded[2].leave_finished);
+
+  // A message may be one kind only.
+  v1::AgentBatch twice = batch;
+  twice.add_skips()->set_message(1);
+  EXPECT_EQ(server::ExpandAgentBatch(twice, &expanded_batch).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(MergeTest, AReusedExpansionHoldsOnlyTheLatestBatch) {
   // A large batch with checksums, then a smaller one without: nothing of the first may show.
   std::vector<v1::SessionUp> ups;

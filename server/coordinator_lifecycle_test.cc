@@ -221,6 +221,33 @@ TEST_F(LifecycleTest, TheJobEndsWhenEveryRankLeftFinishedAndNoFinishedRankIsCut)
   EXPECT_THAT(log_.Take(), IsEmpty());
 }
 
+// A node agent's batch carries its ranks' leaves: the job ends at the last one, and the batch's
+// later messages are answered as messages for an ended job.
+TEST_F(LifecycleTest, LeavesInANodeAgentsBatchEndTheJobMidBatch) {
+  JoinAll("job");
+  const std::vector<core::StagedItem> item = {Item(0, 0, "dense")};
+  std::vector<RankMessage> batch(4);
+  batch[0].rank = 0;
+  batch[0].kind = RankMessage::Kind::kLeave;
+  batch[0].leave_finished = true;
+  batch[1].rank = 1;
+  batch[1].kind = RankMessage::Kind::kLeave;
+  batch[1].leave_finished = true;
+  batch[2].rank = 1;
+  batch[2].kind = RankMessage::Kind::kStaged;
+  batch[2].staged = item;
+  batch[3] = batch[1];
+  const std::vector<absl::Status> statuses = coordinator_->ApplyBatch("job", 1, batch);
+  ASSERT_EQ(statuses.size(), 4u);
+  EXPECT_TRUE(statuses[0].ok()) << statuses[0];
+  EXPECT_TRUE(statuses[1].ok()) << statuses[1];
+  EXPECT_EQ(statuses[2].code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(statuses[2].message()), HasSubstr("job_id 'job' has ended at"));
+  EXPECT_EQ(statuses[3].code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(coordinator_->live_jobs(), 0u);
+  EXPECT_EQ(coordinator_->GetJobStatus("job")->end.reason, "every rank finished");
+}
+
 TEST_F(LifecycleTest, AJobWithoutSessionsOrMessagesIsEvictedAfterTheIdleTtlAndMayStartAgain) {
   CoordinatorOptions options;
   options.job_idle_ttl = absl::Minutes(15);
