@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "client/testing/tcp_proxy.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/test_server.h"
 
@@ -98,6 +99,26 @@ TEST_F(ClientTest, ConnectPassesJoinErrorsThrough) {
   options = Options(DensePlan("bad", 1, 0, 1));
   options.call_timeout = absl::ZeroDuration();
   EXPECT_EQ(Client::Connect(options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Finish is Leave{finished} plus Close: once both ranks finished the job has ended, and a client
+// of an ended job gets the coordinator's FAILED_PRECONDITION naming it as ended.
+TEST_F(ClientTest, FinishOfEveryRankEndsTheJob) {
+  auto a = MustConnect(Options(DensePlan("finish", 2, 0, 1)));
+  auto b = MustConnect(Options(DensePlan("finish", 2, 1, 1)));
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(a->Finish().ok());
+  EXPECT_EQ(a->ReportStaged(0, 0, "dense").code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(b->Finish().ok());
+  absl::StatusOr<server::JobStatusView> view = server_->coordinator().GetJobStatus("finish");
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ(server::JobStateText(*view), "ENDED");
+  auto late = Client::Connect(Options(DensePlan("finish", 2, 0, 1)));
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(late.status().message()),
+              ::testing::HasSubstr("job_id 'finish' has ended"));
 }
 
 TEST_F(ClientTest, ConnectToNothingIsUnavailable) {

@@ -197,8 +197,7 @@ TEST_F(LifecycleTest, TheJobEndsWhenEveryRankLeftFinishedAndNoFinishedRankIsCut)
   EXPECT_EQ(stale.message(), "leave.generation 0 is stale: job 'job' is at generation 1");
   EXPECT_EQ(coordinator_->Leave("job", 0, 2, true).message(),
             "leave.generation 2 is not issued yet: job 'job' is at generation 1");
-  EXPECT_EQ(coordinator_->Leave("job", 5, 1, true).message(),
-            "rank 5 has not joined generation 1");
+  EXPECT_EQ(coordinator_->Leave("job", 5, 1, true).message(), "rank 5 has not joined generation 1");
   EXPECT_EQ(coordinator_->GetJobStatus("job")->counters.rejected, 3u);
 
   // Leaving without `finished` changes nothing.

@@ -135,6 +135,30 @@ TEST_F(AgentTest, EightRanksBehindTwoAgentsGetEveryDirectiveExactlyOnce) {
   unlink(socket.c_str());
 }
 
+// Ranks behind an agent finish their run (Client::Finish: Leave with finished): the job ends when
+// the last one left, and the coordinator's history says so.
+TEST_F(AgentTest, RanksFinishingThroughAnAgentEndTheJob) {
+  auto agent = StartAgent(server_->target());
+  ASSERT_NE(agent, nullptr);
+  std::vector<v1::JoinRequest> plans;
+  std::vector<std::unique_ptr<Client>> ranks;
+  for (uint32_t r = 0; r < 2; ++r) {
+    plans.push_back(MakeJoin("finishing", 2, r, 1));
+    ranks.push_back(ConnectRank(agent->local_target(), plans.back()));
+    ASSERT_NE(ranks.back(), nullptr);
+  }
+  OnThreads(2, [&](size_t r) { RunStep(*ranks[r], plans[r], 0); });
+  ASSERT_TRUE(ranks[0]->Finish().ok());
+  EXPECT_EQ(server_->coordinator().live_jobs(), 1u);
+  ASSERT_TRUE(ranks[1]->Finish().ok());
+  EXPECT_EQ(server_->coordinator().live_jobs(), 0u);
+  absl::StatusOr<server::JobStatusView> view = server_->coordinator().GetJobStatus("finishing");
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ(server::JobStateText(*view), "ENDED");
+  EXPECT_EQ(view->end.reason, "every rank finished");
+  EXPECT_EQ(view->counters.releases, 1u);
+}
+
 TEST_F(AgentTest, ChecksInTogetherLeaveAsOneMessageAndTheDirectiveComesBackAsOne) {
   // The agent waits for 4 queued messages (the window is never reached), so the 4 ranks'
   // check-ins, sent together, are one upstream message.
