@@ -441,11 +441,7 @@ absl::Status Coordinator::CheckGeneration(const std::string& job_id, uint64_t ge
   if (it == jobs_.end()) {
     return absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
   }
-  const uint64_t current = it->second->tracker->generation();
-  if (generation != current) {
-    return absl::FailedPreconditionError(absl::StrCat("generation ", generation, " is stale: job '",
-                                                      job_id, "' is at generation ", current));
-  }
+  if (auto s = it->second->tracker->CheckGeneration(generation); !s.ok()) return s;
   if (!options_.job_tokens.empty()) {
     if (auto s = it->second->tracker->CheckAttach(rank, generation, session_id); !s.ok()) {
       return absl::PermissionDeniedError(
