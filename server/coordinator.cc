@@ -207,6 +207,18 @@ absl::StatusOr<std::vector<core::Notice>> Coordinator::Attach(const std::string&
   return pending;
 }
 
+void Coordinator::RecordRejected(const std::string& job_id, const absl::Status& status) {
+  Outgoing out;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    RecordRejection(job_id, it == jobs_.end() ? nullptr : it->second.get(), status, clock_->Now(),
+                    &out);
+    CommitEvents(&out);
+  }
+  Deliver(out);
+}
+
 void Coordinator::Detach(const std::string& job_id, core::RankId rank, const SessionSink* sink) {
   absl::MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);

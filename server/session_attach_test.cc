@@ -63,11 +63,14 @@ class SessionAttachTest : public ::testing::Test {
   CallLog log_;
 };
 
-TEST_F(SessionAttachTest, AMissingJobNeverReachesTheCoordinator) {
+// An attach without a job never reaches a tracker; the refusal is recorded (a kRejected event),
+// and counted by no job.
+TEST_F(SessionAttachTest, AMissingJobIsRecordedButReachesNoJob) {
   v1::Attach a = AttachOf(0);
   a.clear_job_id();
   EXPECT_EQ(Refusal(a), absl::InvalidArgumentError("attach: attach.job_id must not be empty"));
-  EXPECT_EQ(Rejections(), 0u);
+  EXPECT_EQ(Rejections(), 1u);
+  EXPECT_EQ(coordinator_.GetJobStatus("job")->counters.rejected, 0u);
   EXPECT_EQ(Sessions(), 0u);
 }
 
@@ -77,6 +80,7 @@ TEST_F(SessionAttachTest, AMissingSessionIdIsCountedByTheJob) {
   a.clear_session_id();
   EXPECT_EQ(Refusal(a), absl::InvalidArgumentError("attach: session_id must not be empty"));
   EXPECT_EQ(Rejections(), 1u);
+  EXPECT_EQ(coordinator_.GetJobStatus("job")->counters.rejected, 1u);
   EXPECT_EQ(Sessions(), 0u);
 }
 
