@@ -1,4 +1,5 @@
-// The Session contract over real gRPC, case by case (proto/psync/v1/coordinator.proto, rpc Session):
+// The Session contract over real gRPC, case by case (proto/psync/v1/coordinator.proto, rpc
+// Session):
 //   - a refused first message (every way an attach can be refused, a first message that is not
 //     attach, bytes that do not parse) ends the stream with the refusal's status and no Ack;
 //   - every later message is answered by an Ack, except bytes that do not parse, which end the
@@ -13,7 +14,6 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/grpcpp.h"
-#include "grpcpp/support/sync_stream.h"
 #include "gtest/gtest.h"
 #include "tests/service/raw_session.h"
 #include "tests/service/service_fixture.h"
@@ -25,13 +25,12 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 // Bytes that are not a SessionUp: field 2 (attach) declares 5 bytes and carries 2.
-const std::string kGarbage("\x12\x05" "ab", 4);
+const std::string kGarbage(
+    "\x12\x05"
+    "ab",
+    4);
 
-// What the server sent on one Session stream, and how the stream ended.
-struct Outcome {
-  std::vector<v1::SessionDown> down;  // everything read, Acks included
-  grpc::Status status;
-};
+using Outcome = RawOutcome;
 
 class SessionContractTest : public ServiceFixture {
  protected:
@@ -54,37 +53,8 @@ class SessionContractTest : public ServiceFixture {
     return up;
   }
 
-  // Opens a Session on a raw (bytes) stream, writes each of `frames` as it is, half-closes, and
-  // reads until the server ends the stream.
   Outcome RunRaw(const std::vector<std::string>& frames) {
-    grpc::ClientContext context;
-    std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream(
-        grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
-            channel_.get(),
-            grpc::internal::RpcMethod("/psync.v1.Coordinator/Session",
-                                      grpc::internal::RpcMethod::BIDI_STREAMING),
-            &context));
-    for (const std::string& frame : frames) {
-      grpc::Slice slice(frame);
-      grpc::ByteBuffer buffer(&slice, 1);
-      if (!stream->Write(buffer)) break;  // the server ended the stream
-    }
-    stream->WritesDone();
-    Outcome outcome;
-    grpc::ByteBuffer buffer;
-    while (stream->Read(&buffer)) {
-      std::vector<grpc::Slice> slices;
-      EXPECT_TRUE(buffer.Dump(&slices).ok());
-      std::string bytes;
-      for (const grpc::Slice& s : slices) {
-        bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-      }
-      v1::SessionDown down;
-      EXPECT_TRUE(down.ParseFromString(bytes));
-      outcome.down.push_back(down);
-    }
-    outcome.status = stream->Finish();
-    return outcome;
+    return RunRawSession(channel_.get(), frames);
   }
 
   Outcome Run(const std::vector<v1::SessionUp>& messages) {
@@ -131,8 +101,7 @@ class SessionContractTest : public ServiceFixture {
   }
   void ExpectRefused(const v1::SessionUp& first, grpc::StatusCode code, const std::string& names,
                      uint64_t counted_by_job) {
-    ExpectRefused(std::vector<std::string>{first.SerializeAsString()}, code, names,
-                  counted_by_job);
+    ExpectRefused(std::vector<std::string>{first.SerializeAsString()}, code, names, counted_by_job);
   }
 
   v1::JoinResponse joined_[2];
@@ -173,8 +142,7 @@ TEST_F(SessionContractTest, RankOutOfRangeIsInvalidArgument) {
 TEST_F(SessionContractTest, StaleGenerationIsFailedPrecondition) {
   JoinBoth();
   ASSERT_EQ(joined_[0].generation(), 1u);
-  ExpectRefused(AttachUp("j", 0, 0, joined_[0].session_id()),
-                grpc::StatusCode::FAILED_PRECONDITION,
+  ExpectRefused(AttachUp("j", 0, 0, joined_[0].session_id()), grpc::StatusCode::FAILED_PRECONDITION,
                 "attach: generation 0 is stale: job 'j' is at generation 1", 1);
 }
 
@@ -226,19 +194,19 @@ TEST_F(SessionContractTest, LaterMessagesAreAnsweredByAnAckEach) {
   staged.mutable_staged()->set_generation(joined_[0].generation() + 1);
   staged.mutable_staged()->add_items()->set_optimizer("dense");
   const uint64_t rejected = Rejected();
-  const Outcome outcome =
-      Run({AttachUp("j", 0, joined_[0].generation(), joined_[0].session_id()), again, empty,
-           staged});
+  const Outcome outcome = Run(
+      {AttachUp("j", 0, joined_[0].generation(), joined_[0].session_id()), again, empty, staged});
   EXPECT_TRUE(outcome.status.ok()) << outcome.status.error_message();
   std::vector<std::pair<uint64_t, int>> acks;
   for (const v1::SessionDown& down : outcome.down) {
     if (down.has_ack()) acks.emplace_back(down.ack().request_id(), down.ack().code());
   }
-  EXPECT_THAT(acks, ::testing::ElementsAre(
-                        std::make_pair(1u, 0),
-                        std::make_pair(2u, static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT)),
-                        std::make_pair(3u, static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT)),
-                        std::make_pair(4u, static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION))));
+  EXPECT_THAT(acks,
+              ::testing::ElementsAre(
+                  std::make_pair(1u, 0),
+                  std::make_pair(2u, static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT)),
+                  std::make_pair(3u, static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT)),
+                  std::make_pair(4u, static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION))));
   EXPECT_EQ(Rejected(), rejected + 3);
 }
 
