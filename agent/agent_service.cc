@@ -51,8 +51,8 @@ AgentService::AgentService(Upstream* upstream, v1::Coordinator::Stub* coordinato
                            AgentCounters* counters)
     : upstream_(upstream), coordinator_(coordinator), counters_(counters) {
   MarkMethodCallback(server::SessionMethodIndex(),
-                     server::NewSessionHandler([upstream, counters](grpc::CallbackServerContext*) {
-                       return NewLocalSession(upstream, counters);
+                     server::NewSessionHandler([this](grpc::CallbackServerContext*) {
+                       return NewLocalSession(upstream_, counters_);
                      }));
 }
 
