@@ -110,7 +110,11 @@ TEST(JobTrackerTest, StaleGenerationIsFailedPrecondition) {
       {0, "generation 0 is stale: job 'job' is at generation 1; join again"},
       {2, "generation 2 is in the future (never issued): job 'job' is at generation 1; join again"},
   };
-  for (const auto& [g, message] : cases) {
+  for (const auto& c : cases) {
+    // Plain variables, not a structured binding: the lambdas below capture them (clang refuses to
+    // capture a structured binding).
+    const uint64_t g = c.first;
+    const std::string& message = c.second;
     SCOPED_TRACE(g);
     h.ExpectRefused([&] { return h.StageIn(1, g, {Item(0, 0, "dense")}); },
                     absl::StatusCode::kFailedPrecondition, message);
