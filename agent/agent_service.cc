@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "agent/local_session.h"
+#include "server/session_up_frame.h"
 
 namespace psync::agent {
 namespace {
@@ -46,9 +47,13 @@ grpc::ServerUnaryReactor* AgentService::Join(grpc::CallbackServerContext* contex
   });
 }
 
-grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>* AgentService::Session(
-    grpc::CallbackServerContext* /*context*/) {
-  return NewLocalSession(upstream_, counters_);
+AgentService::AgentService(Upstream* upstream, v1::Coordinator::Stub* coordinator,
+                           AgentCounters* counters)
+    : upstream_(upstream), coordinator_(coordinator), counters_(counters) {
+  MarkMethodCallback(server::SessionMethodIndex(),
+                     server::NewSessionHandler([this](grpc::CallbackServerContext*) {
+                       return NewLocalSession(upstream_, counters_);
+                     }));
 }
 
 grpc::ServerUnaryReactor* AgentService::GetJobStatus(grpc::CallbackServerContext* context,

@@ -22,14 +22,12 @@ namespace psync::agent {
 class AgentService final : public v1::Coordinator::CallbackService {
  public:
   // None is owned; all must outlive the service.
-  AgentService(Upstream* upstream, v1::Coordinator::Stub* coordinator, AgentCounters* counters)
-      : upstream_(upstream), coordinator_(coordinator), counters_(counters) {}
+  // Session is served with SessionUpFrames (server/session_up_frame.h), as on the coordinator.
+  AgentService(Upstream* upstream, v1::Coordinator::Stub* coordinator, AgentCounters* counters);
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
                                  const v1::JoinRequest* request,
                                  v1::JoinResponse* response) override;
-  grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>* Session(
-      grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* GetJobStatus(grpc::CallbackServerContext* context,
                                          const v1::GetJobStatusRequest* request,
                                          v1::JobStatus* response) override;

@@ -29,7 +29,7 @@ namespace psync::agent {
 
 class LocalRank {
  public:
-  using Reactor = grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>;
+  using Reactor = server::SessionReactor;
 
   // Neither is owned; `counters` must outlive the link.
   LocalRank(Reactor* reactor, AgentCounters* counters) : counters_(counters), writer_(reactor) {}

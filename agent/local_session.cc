@@ -10,11 +10,13 @@
 namespace psync::agent {
 namespace {
 
-class LocalSession final : public grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown> {
+class LocalSession final : public server::SessionReactor {
  public:
   LocalSession(Upstream* upstream, AgentCounters* counters)
-      : upstream_(upstream), link_(std::make_shared<LocalRank>(this, counters)) {
-    StartRead(&request_);
+      : upstream_(upstream),
+        counters_(counters),
+        link_(std::make_shared<LocalRank>(this, counters)) {
+    StartRead(&frame_);
   }
 
   void OnReadDone(bool ok) override {
@@ -23,30 +25,34 @@ class LocalSession final : public grpc::ServerBidiReactor<v1::SessionUp, v1::Ses
       link_->Close(grpc::Status::OK);
       return;
     }
-    const server::SessionDecision decision = server::DecideSessionMessage(attached_, request_);
+    const v1::SessionUp& up = frame_.message();
+    const server::SessionDecision decision = frame_.parsed()
+                                                 ? server::DecideSessionMessage(attached_, up)
+                                                 : server::DecideUnparsable(attached_);
     switch (decision.action) {
       case server::SessionAction::kClose:
+        counters_->local_rejected.fetch_add(1);
+        if (attached_) upstream_->Detach(link_);
         link_->Close(server::ToGrpcStatus(decision.status));
         return;
       case server::SessionAction::kAttach:
         // Forwarded unchecked: the coordinator answers it (LocalRank::AttachResult).
         attached_ = true;
-        link_->SetAttach(request_.attach(), request_.request_id());
+        link_->SetAttach(up.attach(), up.request_id());
         upstream_->Attach(link_);
-        StartRead(&request_);
-        return;
+        break;
       case server::SessionAction::kAck:
-        link_->Ack(request_.request_id(), decision.status);
+        counters_->local_rejected.fetch_add(1);
+        link_->Ack(up.request_id(), decision.status);
         break;
       case server::SessionAction::kSkip:
       case server::SessionAction::kStaged:
       case server::SessionAction::kSyncDone:
       case server::SessionAction::kLeave:
-        upstream_->Submit(link_, std::move(request_));
+        upstream_->Submit(link_, up);  // a copy: the frame's message lives on its arena
         break;
     }
-    request_.Clear();
-    StartRead(&request_);
+    StartRead(frame_.Renew());
   }
 
   void OnWriteDone(bool ok) override { link_->WriteDone(ok); }
@@ -64,15 +70,15 @@ class LocalSession final : public grpc::ServerBidiReactor<v1::SessionUp, v1::Ses
 
  private:
   Upstream* const upstream_;
+  AgentCounters* const counters_;
   const std::shared_ptr<LocalRank> link_;
-  v1::SessionUp request_;  // touched by the read reactions only, one at a time
-  bool attached_ = false;  // likewise
+  server::SessionUpFrame frame_;  // touched by the read reactions only, one at a time
+  bool attached_ = false;         // likewise
 };
 
 }  // namespace
 
-grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>* NewLocalSession(Upstream* upstream,
-                                                                         AgentCounters* counters) {
+server::SessionReactor* NewLocalSession(Upstream* upstream, AgentCounters* counters) {
   return new LocalSession(upstream, counters);
 }
 

@@ -6,6 +6,10 @@
 // by an Ack with the coordinator's status for it; notices arrive through the Session's LocalRank.
 // When the Session ends, its rank is detached upstream.
 //
+// Refusals are the coordinator's (session_protocol.h): a first message that is not attach, or bytes
+// that do not parse as a SessionUp, end the Session with INVALID_ARGUMENT (counted in the agent's
+// local_rejected); a refused attach ends it with the coordinator's status, never an Ack.
+//
 // Differences from a Session on the coordinator: messages are read while the attach is still on
 // its way (they follow it upstream, and fail if it is refused); a message's Ack may come after
 // the directive it caused.
@@ -18,12 +22,13 @@
 #include "agent/upstream.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
+#include "server/session_up_frame.h"
 
 namespace psync::agent {
 
 // Creates the reactor for one Session call. Neither argument is owned; both outlive the call.
-grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>* NewLocalSession(Upstream* upstream,
-                                                                         AgentCounters* counters);
+// Served as server/session_up_frame.h's NewSessionHandler says.
+server::SessionReactor* NewLocalSession(Upstream* upstream, AgentCounters* counters);
 
 }  // namespace psync::agent
 

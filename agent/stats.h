@@ -21,6 +21,9 @@ struct AgentStats {
   uint64_t duplicate_directives_dropped = 0;  // re-sent directives a local Session already had
   uint64_t reconnects = 0;                    // upstream streams after the first that got an answer
   uint64_t batches_resent = 0;  // unacknowledged batches written again after a reconnect
+  // Local messages the agent refused itself (bytes that do not parse, a first message that is not
+  // attach, a second attach, no kind); refusals of the coordinator are counted there.
+  uint64_t local_rejected = 0;
 };
 
 class AgentCounters {
@@ -37,6 +40,7 @@ class AgentCounters {
   std::atomic<uint64_t> duplicate_directives_dropped{0};
   std::atomic<uint64_t> reconnects{0};
   std::atomic<uint64_t> batches_resent{0};
+  std::atomic<uint64_t> local_rejected{0};
 
   AgentStats Snapshot() const {
     AgentStats s;
@@ -52,6 +56,7 @@ class AgentCounters {
     s.duplicate_directives_dropped = duplicate_directives_dropped.load();
     s.reconnects = reconnects.load();
     s.batches_resent = batches_resent.load();
+    s.local_rejected = local_rejected.load();
     return s;
   }
 };

@@ -371,6 +371,8 @@ void Client::HandleAck(const psync::v1::Ack& ack) {
   {
     absl::MutexLock lock(&mu_);
     if (ack.request_id() == attach_request_id_ && state_ == State::kAttaching) {
+      // psync.v1 servers end the Session with a refused attach's status and never ack it; a
+      // non-OK Ack for it (a server outside that contract) is taken as the same refusal.
       if (!status.ok()) {
         attach_status_ = absl::Status(status.code(), absl::StrCat("attach: ", status.message()));
         stream_->CancelStream();

@@ -48,8 +48,9 @@
 //    already seen), so a skip decided while the Session was down still arrives.
 //  * Not retried; the client fails for good and every call and wait returns the status: the
 //    Session finished with ABORTED (a newer Session of the same rank superseded this one); any
-//    other error ending the Session or answering the re-Join or the attach (e.g.
-//    FAILED_PRECONDITION for a changed plan, PERMISSION_DENIED); a re-Join that lands in another
+//    other error ending the Session or answering the re-Join (a refused attach is never acked:
+//    the coordinator ends the Session with the refusal, "attach: ..."; e.g. FAILED_PRECONDITION
+//    for a changed plan, PERMISSION_DENIED); a re-Join that lands in another
 //    generation (ABORTED: the job moved on while this rank was away, and the coordinator placed
 //    this incarnation in the new generation; connect a new Client with the same incarnation and
 //    restage).

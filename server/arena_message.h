@@ -28,6 +28,7 @@ class ArenaMessage {
   ArenaMessage& operator=(const ArenaMessage&) = delete;
 
   Message* get() { return message_; }
+  const Message* get() const { return message_; }
   Message& operator*() { return *message_; }
   Message* operator->() { return message_; }
 

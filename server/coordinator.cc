@@ -275,6 +275,18 @@ absl::StatusOr<std::vector<core::Notice>> Coordinator::Attach(const std::string&
   return pending;
 }
 
+void Coordinator::RecordRejected(const std::string& job_id, const absl::Status& status) {
+  Outgoing out;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    RecordRejection(job_id, it == jobs_.end() ? nullptr : it->second.get(), status, clock_->Now(),
+                    &out);
+    CommitEvents(&out);
+  }
+  Deliver(out);
+}
+
 void Coordinator::Detach(const std::string& job_id, core::RankId rank, const SessionSink* sink) {
   absl::MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
@@ -525,11 +537,7 @@ absl::Status Coordinator::CheckGeneration(const std::string& job_id, uint64_t ge
   absl::ReaderMutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return NoLiveJob(job_id, "");
-  const uint64_t current = it->second->tracker->generation();
-  if (generation != current) {
-    return absl::FailedPreconditionError(absl::StrCat("generation ", generation, " is stale: job '",
-                                                      job_id, "' is at generation ", current));
-  }
+  if (auto s = it->second->tracker->CheckGeneration(generation); !s.ok()) return s;
   if (!options_.job_tokens.empty()) {
     if (auto s = it->second->tracker->CheckAttach(rank, generation, session_id); !s.ok()) {
       return absl::PermissionDeniedError(

@@ -98,6 +98,11 @@ class Coordinator {
                                                    const std::string& session_id,
                                                    std::shared_ptr<SessionSink> sink)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Records a message refused before it reached a job's tracker (a Session's bytes that do not
+  // parse, a first message that is not attach, an attach without a job): `job_id`'s `rejected`
+  // counter when that job is known, and a kRejected event either way. Changes nothing else.
+  void RecordRejected(const std::string& job_id, const absl::Status& status)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Removes `sink` if it is still the session of (job, rank).
   void Detach(const std::string& job_id, core::RankId rank, const SessionSink* sink)
       ABSL_LOCKS_EXCLUDED(mu_);

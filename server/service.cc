@@ -9,6 +9,7 @@
 #include "server/convert.h"
 #include "server/event_stream.h"
 #include "server/session_stream.h"
+#include "server/session_up_frame.h"
 
 namespace psync::server {
 
@@ -27,9 +28,12 @@ grpc::ServerUnaryReactor* CoordinatorService::Join(grpc::CallbackServerContext* 
   return reactor;
 }
 
-grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>* CoordinatorService::Session(
-    grpc::CallbackServerContext* /*context*/) {
-  return NewSessionStream(coordinator_);
+CoordinatorService::CoordinatorService(Coordinator* coordinator, RendezvousStore* rendezvous)
+    : coordinator_(coordinator), rendezvous_(rendezvous) {
+  MarkMethodCallback(SessionMethodIndex(),
+                     NewSessionHandler([coordinator](grpc::CallbackServerContext* /*context*/) {
+                       return NewSessionStream(coordinator);
+                     }));
 }
 
 grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>* CoordinatorService::AgentSession(

@@ -14,14 +14,13 @@ namespace psync::server {
 class CoordinatorService final : public v1::Coordinator::CallbackService {
  public:
   // Neither is owned; both must outlive the service.
-  CoordinatorService(Coordinator* coordinator, RendezvousStore* rendezvous)
-      : coordinator_(coordinator), rendezvous_(rendezvous) {}
+  // Session is served with SessionUpFrames (session_up_frame.h), so that bytes that do not parse
+  // end the stream with INVALID_ARGUMENT.
+  CoordinatorService(Coordinator* coordinator, RendezvousStore* rendezvous);
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
                                  const v1::JoinRequest* request,
                                  v1::JoinResponse* response) override;
-  grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>* Session(
-      grpc::CallbackServerContext* context) override;
   grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>* AgentSession(
       grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* GetJobStatus(grpc::CallbackServerContext* context,

@@ -5,7 +5,8 @@
 //
 // Returns the notices the rank must hold now (to be written after the attach's Ack), or the
 // refusal as AttachRefused makes it ("attach: " + the reason, the reason's code): a refused
-// Session ends with it, an AgentSession acks the attach with it. A refusal attaches nothing.
+// Session ends with it, an AgentSession acks the attach with it. A refusal attaches nothing; it is
+// recorded as rejected (the job's counter when the job is known, and a kRejected event).
 //
 // Thread-safe (as Coordinator). Does not own `coordinator`; shares `sink` with it on success.
 #ifndef PSYNC_SERVER_SESSION_ATTACH_H_

@@ -63,14 +63,24 @@ class SessionAttachTest : public ::testing::Test {
   CallLog log_;
 };
 
-TEST_F(SessionAttachTest, MissingFieldsNeverReachTheCoordinator) {
+// An attach without a job never reaches a tracker; the refusal is recorded (a kRejected event),
+// and counted by no job.
+TEST_F(SessionAttachTest, AMissingJobIsRecordedButReachesNoJob) {
   v1::Attach a = AttachOf(0);
   a.clear_job_id();
   EXPECT_EQ(Refusal(a), absl::InvalidArgumentError("attach: attach.job_id must not be empty"));
-  a = AttachOf(0);
+  EXPECT_EQ(Rejections(), 1u);
+  EXPECT_EQ(coordinator_.GetJobStatus("job")->counters.rejected, 0u);
+  EXPECT_EQ(Sessions(), 0u);
+}
+
+// An empty session id names a job, which counts the refusal like every other refused attach.
+TEST_F(SessionAttachTest, AMissingSessionIdIsCountedByTheJob) {
+  v1::Attach a = AttachOf(0);
   a.clear_session_id();
-  EXPECT_EQ(Refusal(a), absl::InvalidArgumentError("attach: attach.session_id must not be empty"));
-  EXPECT_EQ(Rejections(), 0u);
+  EXPECT_EQ(Refusal(a), absl::InvalidArgumentError("attach: session_id must not be empty"));
+  EXPECT_EQ(Rejections(), 1u);
+  EXPECT_EQ(coordinator_.GetJobStatus("job")->counters.rejected, 1u);
   EXPECT_EQ(Sessions(), 0u);
 }
 
@@ -81,8 +91,8 @@ TEST_F(SessionAttachTest, CoordinatorRefusalsArePrefixed) {
   a = AttachOf(0);
   a.set_generation(2);
   EXPECT_EQ(Refusal(a), absl::FailedPreconditionError(
-                            "attach: generation 2 is stale: job 'job' is at generation 1; "
-                            "join again"));
+                            "attach: generation 2 is in the future (never issued): job 'job' is "
+                            "at generation 1; join again"));
   a = AttachOf(0);
   a.set_session_id(session_ids_[1]);
   EXPECT_EQ(Refusal(a), absl::PermissionDeniedError(

@@ -29,12 +29,16 @@ SessionDecision DecideSessionMessage(bool attached, const v1::SessionUp& up) {
           absl::InvalidArgumentError("kind: one of staged, skip, sync_done, leave must be set")};
 }
 
+SessionDecision DecideUnparsable(bool attached) {
+  return {SessionAction::kClose,
+          absl::InvalidArgumentError(absl::StrCat(
+              attached ? "" : "attach: ",
+              "the message does not parse as a psync.v1.SessionUp; the Session ends"))};
+}
+
 absl::Status CheckAttach(const v1::Attach& attach) {
   if (attach.job_id().empty()) {
     return absl::InvalidArgumentError("attach.job_id must not be empty");
-  }
-  if (attach.session_id().empty()) {
-    return absl::InvalidArgumentError("attach.session_id must not be empty");
   }
   return absl::OkStatus();
 }

@@ -4,15 +4,19 @@
 // either. Transport-free: the caller carries out the decision on its stream.
 //
 //   - The first message must be `attach`; anything else ends the Session with INVALID_ARGUMENT.
+//     A refused attach ends the Session with the refusal's status (AttachRefused), never an Ack:
+//     there is no session to answer on. Every refusal is counted by the job it names, if known.
 //   - Once attached, `staged`, `skip`, `sync_done` and `leave` go to the coordinator (directly,
 //     or through the agent) and each is answered by an Ack with its status.
 //   - A second `attach`, or a message with no kind, is answered by an INVALID_ARGUMENT Ack and
 //     changes nothing; the Session goes on.
+//   - Bytes that do not parse as a SessionUp (first message or later) end the Session with
+//     INVALID_ARGUMENT (DecideUnparsable): they carry no request_id an Ack could echo.
 //
-// The coordinator also checks an attach's own fields (CheckAttach) before the tracker sees it, on
-// Sessions and on node agents' AgentSessions alike (server/session_attach.h); a refused attach is
-// reported as AttachRefused(refusal). The agent forwards attaches unchecked: the coordinator
-// answers them.
+// The coordinator also checks an attach's job_id (CheckAttach) before the tracker sees it, on
+// Sessions and on node agents' AgentSessions alike (server/session_attach.h); the tracker checks
+// the rest (core::JobTracker::CheckAttach). A refused attach is reported as
+// AttachRefused(refusal). The agent forwards attaches unchecked: the coordinator answers them.
 //
 // Pure functions over the message; no gRPC, no locks; thread-safe.
 #ifndef PSYNC_SERVER_SESSION_PROTOCOL_H_
@@ -42,7 +46,12 @@ struct SessionDecision {
 // an attach that was taken) or not.
 SessionDecision DecideSessionMessage(bool attached, const v1::SessionUp& up);
 
-// OK when `attach` names a job and a session id; otherwise INVALID_ARGUMENT naming the field.
+// What to do with a message whose bytes did not parse as a SessionUp: kClose with
+// INVALID_ARGUMENT, whether or not the Session is attached.
+SessionDecision DecideUnparsable(bool attached);
+
+// OK when `attach` names a job; otherwise INVALID_ARGUMENT naming the field. (An empty session_id
+// is refused by the job, which counts it: core::JobTracker::CheckAttach.)
 absl::Status CheckAttach(const v1::Attach& attach);
 
 // The status a refused attach is reported with: `refusal`'s code, its message prefixed

@@ -88,13 +88,24 @@ v1::Attach Attach(std::string job_id, std::string session_id) {
   return a;
 }
 
+TEST(DecideUnparsableTest, EndsTheSessionWithInvalidArgumentAttachedOrNot) {
+  const SessionDecision first = DecideUnparsable(false);
+  EXPECT_EQ(first.action, SessionAction::kClose);
+  EXPECT_EQ(first.status, absl::InvalidArgumentError("attach: the message does not parse as a "
+                                                     "psync.v1.SessionUp; the Session ends"));
+  const SessionDecision later = DecideUnparsable(true);
+  EXPECT_EQ(later.action, SessionAction::kClose);
+  EXPECT_EQ(later.status,
+            absl::InvalidArgumentError(
+                "the message does not parse as a psync.v1.SessionUp; the Session ends"));
+}
+
 TEST(CheckAttachTest, NamesTheMissingField) {
   EXPECT_EQ(CheckAttach(Attach("job", "s")), absl::OkStatus());
   EXPECT_EQ(CheckAttach(Attach("", "s")),
             absl::InvalidArgumentError("attach.job_id must not be empty"));
-  EXPECT_EQ(CheckAttach(Attach("job", "")),
-            absl::InvalidArgumentError("attach.session_id must not be empty"));
-  // Both missing: the job is named first.
+  // An empty session id goes to the job (which counts it as rejected): see session_attach_test.
+  EXPECT_EQ(CheckAttach(Attach("job", "")), absl::OkStatus());
   EXPECT_EQ(CheckAttach(Attach("", "")),
             absl::InvalidArgumentError("attach.job_id must not be empty"));
 }

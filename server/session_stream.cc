@@ -6,7 +6,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "server/arena_message.h"
 #include "server/convert.h"
 #include "server/session_attach.h"
 #include "server/session_protocol.h"
@@ -16,7 +15,7 @@
 namespace psync::server {
 namespace {
 
-using Reactor = grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>;
+using Reactor = SessionReactor;
 
 // The coordinator's sink for one rank's notices: converts them and queues them on the stream's
 // writer. Outlives the reactor: once the stream is done, everything sent is dropped.
@@ -37,7 +36,7 @@ class SessionStream final : public Reactor {
  public:
   explicit SessionStream(Coordinator* coordinator)
       : coordinator_(coordinator), outbox_(std::make_shared<SessionStreamSink>(this)) {
-    StartRead(request_.get());
+    StartRead(&frame_);
   }
 
   void OnReadDone(bool ok) override {
@@ -46,26 +45,31 @@ class SessionStream final : public Reactor {
       outbox_->Close(absl::OkStatus());
       return;
     }
-    const SessionDecision decision = DecideSessionMessage(IsAttached(), *request_);
+    const bool attached = IsAttached();
+    const SessionDecision decision = frame_.parsed()
+                                         ? DecideSessionMessage(attached, frame_.message())
+                                         : DecideUnparsable(attached);
     switch (decision.action) {
       case SessionAction::kClose:
+        coordinator_->RecordRejected(attached ? AttachedJob() : "", decision.status);
         outbox_->Close(decision.status);
         return;
       case SessionAction::kAttach:
         if (!HandleAttach()) return;
         break;
       case SessionAction::kAck:
-        outbox_->writer().Enqueue(AckFor(request_->request_id(), decision.status));
+        coordinator_->RecordRejected(AttachedJob(), decision.status);
+        outbox_->writer().Enqueue(AckFor(frame_.message().request_id(), decision.status));
         break;
       case SessionAction::kStaged:
       case SessionAction::kSkip:
       case SessionAction::kSyncDone:
       case SessionAction::kLeave:
         outbox_->writer().Enqueue(
-            AckFor(request_->request_id(), Dispatch(decision.action, *request_)));
+            AckFor(frame_.message().request_id(), Dispatch(decision.action, frame_.message())));
         break;
     }
-    StartRead(request_.Renew());
+    StartRead(frame_.Renew());
   }
 
   void OnWriteDone(bool ok) override { outbox_->writer().WriteDone(ok); }
@@ -84,7 +88,7 @@ class SessionStream final : public Reactor {
  private:
   // Attaches as the request's attach says; false when refused (the stream is closing).
   bool HandleAttach() {
-    const v1::Attach& a = request_->attach();
+    const v1::Attach& a = frame_.message().attach();
     absl::StatusOr<std::vector<core::Notice>> pending = AttachSession(*coordinator_, a, outbox_);
     if (!pending.ok()) {
       outbox_->Close(pending.status());
@@ -96,7 +100,7 @@ class SessionStream final : public Reactor {
       rank_ = a.rank();
       attached_ = true;
     }
-    outbox_->writer().Enqueue(AckFor(request_->request_id(), absl::OkStatus()));
+    outbox_->writer().Enqueue(AckFor(frame_.message().request_id(), absl::OkStatus()));
     for (const core::Notice& n : *pending) outbox_->Send(n);
     return true;
   }
@@ -104,6 +108,12 @@ class SessionStream final : public Reactor {
   bool IsAttached() ABSL_LOCKS_EXCLUDED(attach_mu_) {
     absl::MutexLock lock(&attach_mu_);
     return attached_;
+  }
+
+  // The job of the attached Session (empty before the attach).
+  std::string AttachedJob() ABSL_LOCKS_EXCLUDED(attach_mu_) {
+    absl::MutexLock lock(&attach_mu_);
+    return job_id_;
   }
 
   // Applies a staged, skip or sync_done message as the attached rank.
@@ -151,7 +161,7 @@ class SessionStream final : public Reactor {
 
   Coordinator* const coordinator_;
   const std::shared_ptr<SessionStreamSink> outbox_;
-  ArenaMessage<v1::SessionUp> request_;  // touched by the read reactions only, one at a time
+  SessionUpFrame frame_;  // touched by the read reactions only, one at a time
   // Set once by the attach (a read reaction); read by OnCancel/OnDone, which may run concurrently.
   absl::Mutex attach_mu_;
   bool attached_ ABSL_GUARDED_BY(attach_mu_) = false;
@@ -162,8 +172,7 @@ class SessionStream final : public Reactor {
 
 }  // namespace
 
-grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>* NewSessionStream(
-    Coordinator* coordinator) {
+SessionReactor* NewSessionStream(Coordinator* coordinator) {
   return new SessionStream(coordinator);
 }
 

@@ -1,22 +1,26 @@
 // SessionStream: the server side of one psync.v1 Session (a bidirectional stream of one rank).
 //
 // The Session's rules are session_protocol.h's: the first message up must be `attach` (checked and
-// attached by AttachSession); a failed attach ends the stream with the attach's status. Every
-// later message is answered by an Ack carrying the coordinator's status (wire_status.h). Notices
-// for the rank arrive through a SessionStreamSink (a SessionSink) that queues them and writes one
-// at a time; the reactor never blocks on I/O and holds no lock across StartWrite. Owned by gRPC:
-// deletes itself in OnDone.
+// attached by AttachSession); a failed attach ends the stream with the attach's status, never an
+// Ack. Every later message is answered by an Ack carrying the coordinator's status
+// (wire_status.h). Bytes that do not parse as a SessionUp end the stream with INVALID_ARGUMENT
+// (messages are read as SessionUpFrames: session_up_frame.h). Every refusal is counted as rejected
+// by the job it names, where known (Coordinator::RecordRejected, or the tracker's own checks).
+// Notices for the rank arrive through a SessionStreamSink (a SessionSink) that queues them and
+// writes one at a time; the reactor never blocks on I/O and holds no lock across StartWrite. Owned
+// by gRPC: deletes itself in OnDone.
 #ifndef PSYNC_SERVER_SESSION_STREAM_H_
 #define PSYNC_SERVER_SESSION_STREAM_H_
 
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
 #include "server/coordinator.h"
+#include "server/session_up_frame.h"
 
 namespace psync::server {
 
-// Creates the reactor for one Session call.
-grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>* NewSessionStream(Coordinator* coordinator);
+// Creates the reactor for one Session call (served as session_up_frame.h's NewSessionHandler says).
+SessionReactor* NewSessionStream(Coordinator* coordinator);
 
 }  // namespace psync::server
 

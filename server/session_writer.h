@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "proto/psync/v1/coordinator.grpc.pb.h"
+#include "server/session_up_frame.h"
 #include "server/stream_writer.h"
 
 namespace psync::server {
@@ -31,7 +32,7 @@ class SessionDownQueue {
   std::deque<v1::SessionDown> messages_;
 };
 
-class SessionWriter : public StreamWriter<v1::SessionUp, v1::SessionDown, SessionDownQueue> {
+class SessionWriter : public StreamWriter<SessionUpFrame, v1::SessionDown, SessionDownQueue> {
  public:
   explicit SessionWriter(Reactor* reactor) : StreamWriter(reactor, "peer") {}
 

@@ -52,8 +52,8 @@ class FakeStream final : public grpc::ServerCallbackReaderWriter<Up, Down> {
   grpc::ServerBidiReactor<Up, Down>* const reactor_;
 };
 
-using SessionReactor = IdleReactor<v1::SessionUp, v1::SessionDown>;
-using SessionStream = FakeStream<v1::SessionUp, v1::SessionDown>;
+using SessionReactor = IdleReactor<SessionUpFrame, v1::SessionDown>;
+using SessionStream = FakeStream<SessionUpFrame, v1::SessionDown>;
 
 v1::SessionDown Msg(uint64_t id) {
   v1::SessionDown m;

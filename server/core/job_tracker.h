@@ -102,8 +102,14 @@ class JobTracker {
   absl::StatusOr<JoinResult> Join(const RankPlan& plan, absl::Time now, Decisions* out,
                                   absl::string_view secret = "");
 
-  // Checks that a session may attach as (rank, generation, session_id).
+  // Checks that a session may attach as (rank, generation, session_id): INVALID_ARGUMENT for an
+  // empty session_id or a rank outside the world, FAILED_PRECONDITION for another generation
+  // (CheckGeneration) or a rank that has not joined it, PERMISSION_DENIED for a session id that is
+  // not the one issued to the rank.
   absl::Status CheckAttach(RankId rank, uint64_t generation, absl::string_view session_id) const;
+  // OK for the current generation; otherwise FAILED_PRECONDITION saying whether `generation` is
+  // stale (older) or in the future (never issued), and the current one.
+  absl::Status CheckGeneration(uint64_t generation) const;
 
   absl::Status Stage(RankId rank, uint64_t generation, absl::Span<const StagedItem> items,
                      absl::Time now, Decisions* out);

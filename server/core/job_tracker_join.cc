@@ -35,10 +35,10 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
   auto existing = ranks_.find(plan.rank);
   if (existing != ranks_.end() && state_ != JobState::kAborted &&
       existing->second.incarnation == plan.incarnation) {
-    if (!plan_.SameAsJoined(plan)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("rank ", plan.rank, " joined again with incarnation '", plan.incarnation,
-                       "' but a different plan; a changed plan needs a new incarnation"));
+    if (std::string difference = plan_.DifferenceFromJoined(plan); !difference.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", plan.rank, " joined again with incarnation '", plan.incarnation,
+          "' but a different plan (", difference, "); a changed plan needs a new incarnation"));
     }
     Event e = MakeEvent(EventKind::kJoin, now);
     e.rank = plan.rank;
@@ -92,12 +92,16 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
                     plan.resume.has_value()};
 }
 
+absl::Status JobTracker::CheckGeneration(uint64_t generation) const {
+  if (generation == generation_) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("generation ", generation,
+                   generation < generation_ ? " is stale" : " is in the future (never issued)",
+                   ": job '", job_id_.str(), "' is at generation ", generation_, "; join again"));
+}
+
 absl::Status JobTracker::CheckSender(RankId rank, uint64_t generation) const {
-  if (generation != generation_) {
-    return absl::FailedPreconditionError(absl::StrCat("generation ", generation, " is stale: job '",
-                                                      job_id_.str(), "' is at generation ",
-                                                      generation_, "; join again"));
-  }
+  if (auto s = CheckGeneration(generation); !s.ok()) return s;
   if (state_ == JobState::kAborted) {
     return absl::AbortedError(absl::StrCat("job '", job_id_.str(), "' generation ", generation_,
                                            " was aborted at step ", abort_step_, ": ",
@@ -121,15 +125,12 @@ absl::Status JobTracker::CheckBatch(RankId rank, uint64_t generation, size_t ite
 
 absl::Status JobTracker::CheckAttach(RankId rank, uint64_t generation,
                                      absl::string_view session_id) const {
+  if (session_id.empty()) return absl::InvalidArgumentError("session_id must not be empty");
   if (plan_.world_size() > 0 && rank >= plan_.world_size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", rank, " out of range [0, ", plan_.world_size(), ")"));
   }
-  if (generation != generation_) {
-    return absl::FailedPreconditionError(absl::StrCat("generation ", generation, " is stale: job '",
-                                                      job_id_.str(), "' is at generation ",
-                                                      generation_, "; join again"));
-  }
+  if (auto s = CheckGeneration(generation); !s.ok()) return s;
   auto it = ranks_.find(rank);
   if (it == ranks_.end()) {
     return absl::FailedPreconditionError(

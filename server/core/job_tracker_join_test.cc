@@ -105,18 +105,25 @@ TEST(JobTrackerTest, StaleGenerationIsFailedPrecondition) {
   Harness h(TwoRankPlans(), TwoRankExpected());
   h.JoinAll();
   ASSERT_TRUE(h.Stage(0, {Item(0, 0, "dense")}).ok());
-  for (uint64_t g : {0, 2}) {
+  // Older than the job's generation is stale; newer was never issued.
+  const std::vector<std::pair<uint64_t, std::string>> cases = {
+      {0, "generation 0 is stale: job 'job' is at generation 1; join again"},
+      {2, "generation 2 is in the future (never issued): job 'job' is at generation 1; join again"},
+  };
+  for (const auto& c : cases) {
+    // Plain variables, not a structured binding: the lambdas below capture them (clang refuses to
+    // capture a structured binding).
+    const uint64_t g = c.first;
+    const std::string& message = c.second;
     SCOPED_TRACE(g);
-    const std::string message =
-        absl::StrCat("generation ", g, " is stale: job 'job' is at generation 1; join again");
     h.ExpectRefused([&] { return h.StageIn(1, g, {Item(0, 0, "dense")}); },
                     absl::StatusCode::kFailedPrecondition, message);
     h.ExpectRefused([&] { return h.SkipIn(1, g, 0, "x"); }, absl::StatusCode::kFailedPrecondition,
                     message);
     h.ExpectRefused([&] { return h.SyncDoneIn(1, g, {Done(0, 0)}); },
                     absl::StatusCode::kFailedPrecondition, message);
-    EXPECT_EQ(h.tracker().CheckAttach(1, g, "whatever").code(),
-              absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(h.tracker().CheckAttach(1, g, "whatever"), absl::FailedPreconditionError(message));
+    EXPECT_EQ(h.tracker().CheckGeneration(g), absl::FailedPreconditionError(message));
   }
 }
 
@@ -147,14 +154,23 @@ TEST(JobTrackerTest, ReconnectWithTheSameIncarnationKeepsGenerationAndSession) {
   absl::StatusOr<JoinResult> refused = h.Join(changed);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(refused.status().message(),
-            "rank 0 joined again with incarnation 'i0' but a different plan; a changed plan needs "
-            "a new incarnation");
+            "rank 0 joined again with incarnation 'i0' but a different plan "
+            "(chunks[0].optimizers [dense,expert] -> [dense]); a changed plan needs a new "
+            "incarnation");
   EXPECT_EQ(h.State(), before);
   // So is another membership of one of its groups (the plan keeps group members once per chunk).
   RankPlan regrouped = h.plan(0);
   ASSERT_FALSE(regrouped.chunks[0].groups.empty());
   regrouped.chunks[0].groups[0].ranks = {0};
-  EXPECT_EQ(h.Join(regrouped).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      h.Join(regrouped).status(),
+      absl::FailedPreconditionError(
+          "rank 0 joined again with incarnation 'i0' but a different plan "
+          "(chunks[0].groups[0].ranks [0,1] -> [0]); a changed plan needs a new incarnation"));
+  // And a plan with another chunk count names it.
+  RankPlan wider = h.plan(0);
+  wider.num_chunks = 2;
+  EXPECT_THAT(std::string(h.Join(wider).status().message()), HasSubstr("(num_chunks 1 -> 2)"));
   // Members listed in another order are the same plan.
   RankPlan reordered = h.plan(0);
   std::reverse(reordered.chunks[0].groups[0].ranks.begin(),
@@ -206,11 +222,18 @@ TEST(JobTrackerTest, CheckAttachValidatesRankGenerationAndSession) {
   absl::StatusOr<JoinResult> joined = h.Join(0);
   ASSERT_TRUE(joined.ok());
   EXPECT_TRUE(h.tracker().CheckAttach(0, 1, joined->session_id).ok());
-  EXPECT_EQ(h.tracker().CheckAttach(0, 1, "g1-r0-s9").code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(h.tracker().CheckAttach(1, 1, "").code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(h.tracker().CheckAttach(2, 1, "").code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(h.tracker().CheckAttach(0, 2, joined->session_id).code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(h.tracker().CheckAttach(0, 1, "g1-r0-s9"),
+            absl::PermissionDeniedError("session_id does not match the session issued to rank 0"));
+  EXPECT_EQ(h.tracker().CheckAttach(1, 1, "x"),
+            absl::FailedPreconditionError("rank 1 has not joined generation 1"));
+  EXPECT_EQ(h.tracker().CheckAttach(2, 1, "x"),
+            absl::InvalidArgumentError("rank 2 out of range [0, 2)"));
+  EXPECT_EQ(h.tracker().CheckAttach(0, 2, joined->session_id),
+            absl::FailedPreconditionError("generation 2 is in the future (never issued): job 'job' "
+                                          "is at generation 1; join again"));
+  // An empty session id is malformed, whatever else is wrong.
+  EXPECT_EQ(h.tracker().CheckAttach(2, 7, ""),
+            absl::InvalidArgumentError("session_id must not be empty"));
 }
 
 TEST(JobTrackerTest, SequenceNumbersIncreaseAcrossStepsChunksAndGenerations) {

@@ -14,6 +14,13 @@ absl::Status Invalid(absl::string_view field, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat(field, " ", problem));
 }
 
+// A value the wire allows but this coordinator is configured to refuse (a --max_* flag).
+absl::Status OverLimit(absl::string_view field, uint32_t value, absl::string_view limit,
+                       uint32_t max) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat(field, " ", value, " exceeds this coordinator's ", limit, "=", max));
+}
+
 absl::Status CheckLength(absl::string_view field, const std::string& value, size_t max) {
   if (value.empty() || value.size() > max) {
     return Invalid(field, absl::StrCat("must be 1..", max, " characters (got ", value.size(), ")"));
@@ -35,16 +42,16 @@ std::string RankList(const std::vector<RankId>& ranks) {
 
 absl::Status ValidateRankPlan(const RankPlan& plan, const PlanLimits& limits) {
   if (auto s = CheckLength("job_id", plan.job_id, limits.max_id_length); !s.ok()) return s;
-  if (plan.world_size < 1 || plan.world_size > limits.max_world_size) {
-    return Invalid("world_size", absl::StrCat("must be in [1, ", limits.max_world_size, "] (got ",
-                                              plan.world_size, ")"));
+  if (plan.world_size < 1) return Invalid("world_size", "must be at least 1 (got 0)");
+  if (plan.world_size > limits.max_world_size) {
+    return OverLimit("world_size", plan.world_size, "max_world_size", limits.max_world_size);
   }
   if (plan.rank >= plan.world_size) {
     return Invalid("rank", absl::StrCat(plan.rank, " out of range [0, ", plan.world_size, ")"));
   }
-  if (plan.num_chunks < 1 || plan.num_chunks > limits.max_chunks) {
-    return Invalid("num_chunks", absl::StrCat("must be in [1, ", limits.max_chunks, "] (got ",
-                                              plan.num_chunks, ")"));
+  if (plan.num_chunks < 1) return Invalid("num_chunks", "must be at least 1 (got 0)");
+  if (plan.num_chunks > limits.max_chunks) {
+    return OverLimit("num_chunks", plan.num_chunks, "max_chunks", limits.max_chunks);
   }
   if (auto s = CheckLength("incarnation", plan.incarnation, limits.max_id_length); !s.ok()) {
     return s;
@@ -148,43 +155,68 @@ absl::Status ValidateRankPlan(const RankPlan& plan, const PlanLimits& limits) {
   return absl::OkStatus();
 }
 
-bool SamePlan(const RankPlan& a, const RankPlan& b) {
-  if (a.job_id != b.job_id || a.world_size != b.world_size || a.rank != b.rank ||
-      a.num_chunks != b.num_chunks || a.first_step != b.first_step ||
-      a.chunks.size() != b.chunks.size()) {
-    return false;
+std::string PlanDifference(const RankPlan& a, const RankPlan& b) {
+  auto changed = [](absl::string_view field, const auto& was, const auto& now) {
+    return absl::StrCat(field, " ", was, " -> ", now);
+  };
+  if (a.job_id != b.job_id) return changed("job_id", a.job_id, b.job_id);
+  if (a.world_size != b.world_size) return changed("world_size", a.world_size, b.world_size);
+  if (a.rank != b.rank) return changed("rank", a.rank, b.rank);
+  if (a.num_chunks != b.num_chunks) return changed("num_chunks", a.num_chunks, b.num_chunks);
+  if (a.first_step != b.first_step) return changed("first_step", a.first_step, b.first_step);
+  if (a.chunks.size() != b.chunks.size()) {
+    return changed("chunks (entries)", a.chunks.size(), b.chunks.size());
   }
   for (size_t i = 0; i < a.chunks.size(); ++i) {
     const ChunkPart& x = a.chunks[i];
     const ChunkPart& y = b.chunks[i];
-    if (x.chunk != y.chunk || x.optimizers != y.optimizers || x.groups.size() != y.groups.size()) {
-      return false;
+    const std::string where = absl::StrCat("chunks[", i, "]");
+    if (x.chunk != y.chunk) return changed(absl::StrCat(where, ".chunk"), x.chunk, y.chunk);
+    if (x.optimizers != y.optimizers) {
+      return changed(absl::StrCat(where, ".optimizers"),
+                     absl::StrCat("[", absl::StrJoin(x.optimizers, ","), "]"),
+                     absl::StrCat("[", absl::StrJoin(y.optimizers, ","), "]"));
+    }
+    if (x.groups.size() != y.groups.size()) {
+      return changed(absl::StrCat(where, ".groups (entries)"), x.groups.size(), y.groups.size());
     }
     for (size_t j = 0; j < x.groups.size(); ++j) {
-      if (x.groups[j].name != y.groups[j].name ||
-          Sorted(x.groups[j].ranks) != Sorted(y.groups[j].ranks)) {
-        return false;
+      const std::string group = absl::StrCat(where, ".groups[", j, "]");
+      if (x.groups[j].name != y.groups[j].name) {
+        return changed(absl::StrCat(group, ".name"), x.groups[j].name, y.groups[j].name);
       }
+      const std::vector<RankId> was = Sorted(x.groups[j].ranks);
+      const std::vector<RankId> now = Sorted(y.groups[j].ranks);
+      if (was != now) return changed(absl::StrCat(group, ".ranks"), RankList(was), RankList(now));
     }
   }
-  return true;
+  return "";
 }
 
-bool JobPlan::SameAsJoined(const RankPlan& plan) const {
+bool SamePlan(const RankPlan& a, const RankPlan& b) { return PlanDifference(a, b).empty(); }
+
+std::string JobPlan::DifferenceFromJoined(const RankPlan& plan) const {
   const RankPlan* joined = rank_plan(plan.rank);
-  if (joined == nullptr) return false;
+  if (joined == nullptr) return absl::StrCat("rank ", plan.rank, " has not joined");
+  // The joined plan keeps groups by name (rank_plan); their members are the merged chunk's.
   RankPlan names_only = plan;
-  for (ChunkPart& part : names_only.chunks) {
-    for (GroupDecl& group : part.groups) {
-      if (part.chunk >= chunks_.size()) return false;
+  for (size_t i = 0; i < names_only.chunks.size(); ++i) {
+    ChunkPart& part = names_only.chunks[i];
+    if (part.chunk >= chunks_.size()) break;  // PlanDifference names the chunk
+    for (size_t j = 0; j < part.groups.size(); ++j) {
+      GroupDecl& group = part.groups[j];
       auto known = chunks_[part.chunk].groups.find(group.name);
-      if (known == chunks_[part.chunk].groups.end() || known->second != Sorted(group.ranks)) {
-        return false;
+      if (known != chunks_[part.chunk].groups.end()) {
+        const std::vector<RankId> now = Sorted(group.ranks);
+        if (known->second != now) {
+          return absl::StrCat("chunks[", i, "].groups[", j, "].ranks ", RankList(known->second),
+                              " -> ", RankList(now));
+        }
       }
       group.ranks.clear();
     }
   }
-  return SamePlan(*joined, names_only);
+  return PlanDifference(*joined, names_only);
 }
 
 const RankPlan* JobPlan::rank_plan(RankId rank) const {

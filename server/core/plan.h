@@ -1,10 +1,12 @@
 // Validation of one rank's declared plan, and the merged plan of a job generation.
 //
 // ValidateRankPlan checks a RankPlan on its own (ranges, lengths, duplicates) and answers
-// INVALID_ARGUMENT naming the field. JobPlan merges the plans of the ranks that joined one
-// generation and refuses, with FAILED_PRECONDITION naming both ranks, a plan that conflicts with
-// what was merged before (world size, chunk count, first step, group membership). A refused merge
-// changes nothing. Thread-compatible; owned by the JobTracker of its job.
+// INVALID_ARGUMENT naming the field, or RESOURCE_EXHAUSTED naming the field and the limit when the
+// plan is well formed but larger than this coordinator takes (max_world_size, max_chunks). JobPlan
+// merges the plans of the ranks that joined one generation and refuses, with FAILED_PRECONDITION
+// naming both ranks, a plan that conflicts with what was merged before (world size, chunk count,
+// first step, group membership). A refused merge changes nothing. Thread-compatible; owned by the
+// JobTracker of its job.
 #ifndef PSYNC_SERVER_CORE_PLAN_H_
 #define PSYNC_SERVER_CORE_PLAN_H_
 
@@ -30,10 +32,16 @@ struct PlanLimits {
   size_t max_name_length = 64;
 };
 
-// Checks one rank's plan on its own. OK or INVALID_ARGUMENT naming the field and allowed range.
+// Checks one rank's plan on its own. OK; INVALID_ARGUMENT naming the field and allowed range; or
+// RESOURCE_EXHAUSTED ("world_size 9 exceeds this coordinator's max_world_size=8", likewise
+// num_chunks and max_chunks). The other limits are the protocol's own, and so INVALID_ARGUMENT.
 absl::Status ValidateRankPlan(const RankPlan& plan, const PlanLimits& limits);
 
-// True when two plans of the same rank declare the same thing (incarnation aside).
+// The first difference between what two plans of the same rank declare (incarnation aside), as
+// "<field> <in a> -> <in b>" (e.g. "chunks[0].optimizers [dense,expert] -> [dense]"); empty when
+// they declare the same thing. Group members compare as sets.
+std::string PlanDifference(const RankPlan& a, const RankPlan& b);
+// True when PlanDifference(a, b) is empty.
 bool SamePlan(const RankPlan& a, const RankPlan& b);
 
 // Everything the coordinator knows about one chunk once ranks joined.
@@ -94,8 +102,9 @@ class JobPlan {
   const RankPlan* rank_plan(RankId rank) const;
   // The chunk part `rank` declared for `chunk` (groups by name only, as above), or nullptr.
   const ChunkPart* part(RankId rank, ChunkId chunk) const;
-  // True when `plan` declares what its rank declared when it joined (incarnation aside).
-  bool SameAsJoined(const RankPlan& plan) const;
+  // How `plan` differs from what its rank declared when it joined (incarnation aside), as
+  // PlanDifference says it; empty when it declares the same thing.
+  std::string DifferenceFromJoined(const RankPlan& plan) const;
   // Contributors and groups of `chunk` as merged so far. Requires chunk < num_chunks().
   const ChunkInfo& chunk(ChunkId chunk) const { return chunks_[chunk]; }
   // Chunks whose sync `rank` takes part in and that have at least one contributor (complete plans).

@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -79,11 +80,11 @@ TEST(ValidateRankPlanTest, RejectsEachFieldWithInvalidArgumentNamingIt) {
   const std::vector<RejectCase> cases = {
       {"empty job_id", [](RankPlan& p) { p.job_id = ""; }, "job_id", "must be 1..10 characters"},
       {"long job_id", [](RankPlan& p) { p.job_id = std::string(11, 'j'); }, "job_id", "(got 11)"},
-      {"world_size 0", [](RankPlan& p) { p.world_size = 0; }, "world_size", "must be in [1, 8]"},
-      {"world_size over limit", [](RankPlan& p) { p.world_size = 9; }, "world_size", "(got 9)"},
+      {"world_size 0", [](RankPlan& p) { p.world_size = 0; }, "world_size",
+       "must be at least 1 (got 0)"},
       {"rank == world_size", [](RankPlan& p) { p.rank = 4; }, "rank", "4 out of range [0, 4)"},
-      {"num_chunks 0", [](RankPlan& p) { p.num_chunks = 0; }, "num_chunks", "must be in [1, 4]"},
-      {"num_chunks over limit", [](RankPlan& p) { p.num_chunks = 5; }, "num_chunks", "(got 5)"},
+      {"num_chunks 0", [](RankPlan& p) { p.num_chunks = 0; }, "num_chunks",
+       "must be at least 1 (got 0)"},
       {"empty incarnation", [](RankPlan& p) { p.incarnation = ""; }, "incarnation",
        "must be 1..10 characters"},
       {"long incarnation", [](RankPlan& p) { p.incarnation = std::string(11, 'i'); }, "incarnation",
@@ -143,6 +144,26 @@ TEST(ValidateRankPlanTest, RejectsEachFieldWithInvalidArgumentNamingIt) {
   }
 }
 
+// A well-formed plan larger than this coordinator takes: RESOURCE_EXHAUSTED naming the field and
+// the flag's limit (the proto's "coordinator limits").
+TEST(ValidateRankPlanTest, CoordinatorLimitsAreResourceExhaustedNamingFieldAndLimit) {
+  const PlanLimits limits = SmallLimits();
+  RankPlan wide = ValidPlan();
+  wide.world_size = 9;
+  EXPECT_EQ(
+      ValidateRankPlan(wide, limits),
+      absl::ResourceExhaustedError("world_size 9 exceeds this coordinator's max_world_size=8"));
+  RankPlan deep = ValidPlan();
+  deep.num_chunks = 5;
+  EXPECT_EQ(ValidateRankPlan(deep, limits),
+            absl::ResourceExhaustedError("num_chunks 5 exceeds this coordinator's max_chunks=4"));
+  // At the limits: accepted.
+  wide.world_size = 8;
+  EXPECT_TRUE(ValidateRankPlan(wide, limits).ok());
+  deep.num_chunks = 4;
+  EXPECT_TRUE(ValidateRankPlan(deep, limits).ok());
+}
+
 TEST(ValidateRankPlanTest, DefaultLimitsAcceptLargeJobs) {
   RankPlan plan = Plan(1023, 1024, 64, {Part(63, {"dense"}, {Group("dp", {1023, 0})})});
   EXPECT_TRUE(ValidateRankPlan(plan, PlanLimits()).ok());
@@ -159,29 +180,36 @@ TEST(SamePlanTest, IgnoresIncarnationAndGroupRankOrder) {
   EXPECT_TRUE(SamePlan(a, b));
 }
 
-TEST(SamePlanTest, DetectsEveryDeclaredDifference) {
-  const std::vector<std::pair<std::string, std::function<void(RankPlan&)>>> changes = {
-      {"job_id", [](RankPlan& p) { p.job_id = "other"; }},
-      {"world_size", [](RankPlan& p) { p.world_size = 8; }},
-      {"rank", [](RankPlan& p) { p.rank = 3; }},
-      {"num_chunks", [](RankPlan& p) { p.num_chunks = 3; }},
-      {"first_step", [](RankPlan& p) { p.first_step = 7; }},
-      {"chunk count", [](RankPlan& p) { p.chunks.pop_back(); }},
-      {"chunk id", [](RankPlan& p) { p.chunks[1].chunk = 2; }},
-      {"optimizers", [](RankPlan& p) { p.chunks[0].optimizers = {"dense"}; }},
-      {"group count", [](RankPlan& p) { p.chunks[0].groups.pop_back(); }},
-      {"group name", [](RankPlan& p) { p.chunks[0].groups[1].name = "edp9"; }},
-      {"group ranks",
-       [](RankPlan& p) {
-         p.chunks[0].groups[1].ranks = {1, 2};
-       }},
-  };
-  for (const auto& [name, change] : changes) {
+TEST(SamePlanTest, NamesEveryDeclaredDifference) {
+  const std::vector<std::tuple<std::string, std::function<void(RankPlan&)>, std::string>> changes =
+      {
+          {"job_id", [](RankPlan& p) { p.job_id = "other"; }, "job_id job -> other"},
+          {"world_size", [](RankPlan& p) { p.world_size = 8; }, "world_size 4 -> 8"},
+          {"rank", [](RankPlan& p) { p.rank = 3; }, "rank 1 -> 3"},
+          {"num_chunks", [](RankPlan& p) { p.num_chunks = 3; }, "num_chunks 2 -> 3"},
+          {"first_step", [](RankPlan& p) { p.first_step = 7; }, "first_step 0 -> 7"},
+          {"chunk count", [](RankPlan& p) { p.chunks.pop_back(); }, "chunks (entries) 2 -> 1"},
+          {"chunk id", [](RankPlan& p) { p.chunks[1].chunk = 2; }, "chunks[1].chunk 1 -> 2"},
+          {"optimizers", [](RankPlan& p) { p.chunks[0].optimizers = {"dense"}; },
+           "chunks[0].optimizers [dense,expert] -> [dense]"},
+          {"group count", [](RankPlan& p) { p.chunks[0].groups.pop_back(); },
+           "chunks[0].groups (entries) 2 -> 1"},
+          {"group name", [](RankPlan& p) { p.chunks[0].groups[1].name = "edp9"; },
+           "chunks[0].groups[1].name edp1 -> edp9"},
+          {"group ranks",
+           [](RankPlan& p) {
+             p.chunks[0].groups[1].ranks = {1, 2};
+           },
+           "chunks[0].groups[1].ranks [1,3] -> [1,2]"},
+      };
+  for (const auto& [name, change, difference] : changes) {
     SCOPED_TRACE(name);
     RankPlan b = ValidPlan();
     change(b);
+    EXPECT_EQ(PlanDifference(ValidPlan(), b), difference);
     EXPECT_FALSE(SamePlan(ValidPlan(), b));
   }
+  EXPECT_EQ(PlanDifference(ValidPlan(), ValidPlan()), "");
 }
 
 // ---------------------------------------------------------------------------------------------

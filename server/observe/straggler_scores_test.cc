@@ -7,8 +7,12 @@ namespace {
 
 absl::Time At(int ms) { return absl::UnixEpoch() + absl::Milliseconds(ms); }
 
+// alpha is 0.25 in these tests, not 0.5, so that the newest sample's weight (alpha) and the
+// history's (1 - alpha) differ: a score with the weights swapped fails them.
+constexpr double kAlpha = 0.25;
+
 TEST(StragglerScoresTest, LatenessIsTimeAfterTheFirstCheckin) {
-  StragglerScores scores(0.5);
+  StragglerScores scores(kAlpha);
   scores.OnRelease({{0, At(100)}, {1, At(130)}, {2, At(110)}});
   auto top = scores.Top(3);
   ASSERT_EQ(top.size(), 3u);
@@ -22,17 +26,35 @@ TEST(StragglerScoresTest, LatenessIsTimeAfterTheFirstCheckin) {
 }
 
 TEST(StragglerScoresTest, MovingAverageAndLaterCheckinOfARankCounts) {
-  StragglerScores scores(0.5);
+  StragglerScores scores(kAlpha);
   scores.OnRelease({{0, At(0)}, {1, At(40)}});
   // Rank 1 has two optimizers: its later check-in (20 ms) counts.
   scores.OnRelease({{0, At(1000)}, {1, At(1010)}, {1, At(1020)}});
   auto top = scores.Top(1);
   ASSERT_EQ(top.size(), 1u);
   EXPECT_EQ(top[0].rank, 1u);
-  EXPECT_DOUBLE_EQ(top[0].score_seconds, 0.5 * 0.020 + 0.5 * 0.040);
+  // 0.25 * newest (20 ms) + 0.75 * previous (40 ms) = 35 ms; swapped weights would give 25 ms.
+  EXPECT_DOUBLE_EQ(top[0].score_seconds, 0.035);
   EXPECT_DOUBLE_EQ(top[0].last_seconds, 0.020);
   EXPECT_EQ(top[0].samples, 2u);
   EXPECT_EQ(top[0].times_last, 2u);
+}
+
+// Three samples with the default alpha (0.1): each new score is 0.1 * newest + 0.9 * the score
+// before it, so the oldest sample still dominates.
+TEST(StragglerScoresTest, DefaultAlphaWeighsTheNewestSampleATenth) {
+  StragglerScores scores;
+  scores.OnRelease({{0, At(0)}, {1, At(100)}});
+  scores.OnRelease({{0, At(1000)}, {1, At(1000)}});
+  scores.OnRelease({{0, At(2000)}, {1, At(2010)}});
+  const auto all = scores.All();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].rank, 1u);
+  // 100 ms; then 0.1 * 0 + 0.9 * 100 = 90 ms; then 0.1 * 10 + 0.9 * 90 = 82 ms.
+  EXPECT_NEAR(all[0].score_seconds, 0.082, 1e-12);
+  EXPECT_DOUBLE_EQ(all[0].last_seconds, 0.010);
+  EXPECT_EQ(all[0].samples, 3u);
+  EXPECT_EQ(all[0].times_last, 2u);
 }
 
 TEST(StragglerScoresTest, TiesOrderByRankAndTopTruncates) {
@@ -46,17 +68,19 @@ TEST(StragglerScoresTest, TiesOrderByRankAndTopTruncates) {
 }
 
 TEST(StragglerScoresTest, OnlyRanksThatContributedHaveScores) {
-  StragglerScores scores(0.5);
+  StragglerScores scores(kAlpha);
   scores.OnRelease({{1000, At(0)}, {7, At(30)}});
   scores.OnRelease({{7, At(100)}, {7, At(150)}, {1000, At(120)}});
   auto all = scores.All();
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[0].rank, 7u);
-  EXPECT_DOUBLE_EQ(all[0].score_seconds, 0.5 * 0.030 + 0.5 * 0.050);
+  // 0.25 * 50 ms + 0.75 * 30 ms = 35 ms (swapped: 45 ms).
+  EXPECT_DOUBLE_EQ(all[0].score_seconds, 0.035);
   EXPECT_EQ(all[0].samples, 2u);
   EXPECT_EQ(all[0].times_last, 2u);
   EXPECT_EQ(all[1].rank, 1000u);
-  EXPECT_DOUBLE_EQ(all[1].score_seconds, 0.5 * 0.0 + 0.5 * 0.020);
+  // 0.25 * 20 ms + 0.75 * 0 ms = 5 ms (swapped: 15 ms).
+  EXPECT_DOUBLE_EQ(all[1].score_seconds, 0.005);
   EXPECT_DOUBLE_EQ(all[1].last_seconds, 0.020);
   EXPECT_EQ(all[1].samples, 2u);
   EXPECT_EQ(all[1].times_last, 0u);

@@ -314,5 +314,58 @@ TEST_F(AgentTest, ForwardsQueriesAndRendezvousAndRefusesWatch) {
   }
 }
 
+// A rank's Session with its agent follows the coordinator's contract (server/session_protocol.h):
+// a refused first message ends the stream with its status and no Ack, bytes that do not parse end
+// it with INVALID_ARGUMENT (first message or later), and each refusal is counted once.
+TEST_F(AgentTest, LocalSessionRefusalsEndTheStreamAsOnTheCoordinator) {
+  auto node = StartAgent(server_->target());
+  ASSERT_NE(node, nullptr);
+  auto channel = grpc::CreateChannel(node->local_target(), grpc::InsecureChannelCredentials());
+  auto via_agent = v1::Coordinator::NewStub(channel);
+  v1::JoinResponse joined;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(via_agent->Join(&context, MakeJoin("local", 1, 0, 1), &joined).ok());
+  }
+  const std::string garbage(
+      "\x12\x05"
+      "ab",
+      4);  // field 2 declares 5 bytes, carries 2
+  auto attach = [&](const std::string& session_id) {
+    v1::SessionUp up;
+    up.set_request_id(1);
+    up.mutable_attach()->set_job_id("local");
+    up.mutable_attach()->set_rank(0);
+    up.mutable_attach()->set_generation(joined.generation());
+    up.mutable_attach()->set_session_id(session_id);
+    return up.SerializeAsString();
+  };
+
+  // Bytes that do not parse, as the first message: refused by the agent itself.
+  RawOutcome first = RunRawSession(channel.get(), {garbage});
+  EXPECT_EQ(first.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(first.status.error_message(),
+            "attach: the message does not parse as a psync.v1.SessionUp; the Session ends");
+  EXPECT_TRUE(first.down.empty());
+  EXPECT_EQ(node->stats().local_rejected, 1u);
+
+  // A refused attach: the coordinator's status ends the stream, no Ack; the job counts it. (The
+  // stream stays open for writing: a rank that half-closes while its attach is still on its way
+  // upstream has its Session ended with OK.)
+  RawOutcome refused = RunRawSession(channel.get(), {attach("not-issued")}, /*half_close=*/false);
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(refused.status.error_message(), HasSubstr("attach: session_id does not match"));
+  EXPECT_TRUE(refused.down.empty());
+  EXPECT_EQ(JobStatus(*coordinator_, "local").counters().rejected(), 1u);
+
+  // Attached, then bytes that do not parse: the attach's Ack, then INVALID_ARGUMENT.
+  RawOutcome later =
+      RunRawSession(channel.get(), {attach(joined.session_id()), garbage}, /*half_close=*/false);
+  EXPECT_EQ(later.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(later.status.error_message(),
+            "the message does not parse as a psync.v1.SessionUp; the Session ends");
+  EXPECT_EQ(node->stats().local_rejected, 2u);
+}
+
 }  // namespace
 }  // namespace psync::testing

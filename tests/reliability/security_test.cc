@@ -216,8 +216,8 @@ TEST(LimitsTest, JobAndPlanLimitsAreResourceExhaustedOrInvalid) {
   EXPECT_EQ(second_job.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(second_job.error_message(), HasSubstr("max_jobs=1"));
   grpc::Status too_big = Join(channel.get(), MakeJoin("a", 5, 0, 1));
-  EXPECT_EQ(too_big.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(too_big.error_message(), HasSubstr("world_size must be in [1, 4] (got 5)"));
+  EXPECT_EQ(too_big.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(too_big.error_message(), "world_size 5 exceeds this coordinator's max_world_size=4");
 }
 
 }  // namespace

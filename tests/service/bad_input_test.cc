@@ -155,12 +155,12 @@ TEST_F(BadInputTest, AttachWithRankOutsideWorldIsInvalidArgument) {
   EXPECT_THAT(s.error_message(), HasSubstr("rank 5 out of range [0, 2)"));
 }
 
-TEST_F(BadInputTest, AttachWithStaleGenerationIsFailedPrecondition) {
+TEST_F(BadInputTest, AttachWithFutureGenerationIsFailedPrecondition) {
   JoinBoth();
   RawSession session(stub_.get());
   grpc::Status s = session.Attach("j", 0, joined_[0].generation() + 1, joined_[0].session_id());
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_THAT(s.error_message(), HasSubstr("generation 2 is stale"));
+  EXPECT_THAT(s.error_message(), HasSubstr("generation 2 is in the future (never issued)"));
 }
 
 TEST_F(BadInputTest, AttachWithAnotherRanksSessionIsPermissionDenied) {
@@ -259,13 +259,18 @@ TEST_F(BadInputTest, StepTooFarAheadIsOutOfRange) {
   ExpectUnchanged(before);
 }
 
-TEST_F(BadInputTest, StaleGenerationIsFailedPrecondition) {
+TEST_F(BadInputTest, StaleOrFutureGenerationIsFailedPrecondition) {
   JoinBoth();
   auto session = Attach(0);
   v1::JobStatus before = State();
   grpc::Status s = session->Stage(joined_[0].generation() + 6, 0, 0, "dense");
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_THAT(s.error_message(), HasSubstr("generation 7 is stale: job 'j' is at generation 1"));
+  EXPECT_THAT(
+      s.error_message(),
+      HasSubstr("generation 7 is in the future (never issued): job 'j' is at generation 1"));
+  s = session->Stage(0, 0, 0, "dense");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("generation 0 is stale: job 'j' is at generation 1"));
   ExpectUnchanged(before);
 }
 

@@ -1,6 +1,9 @@
 #include "tests/service/raw_session.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
+#include "grpcpp/support/sync_stream.h"
 
 namespace psync::testing {
 
@@ -46,6 +49,39 @@ v1::KvGetRequest MakeKvGet(const std::string& job, uint64_t generation, const st
   get.add_keys(key);
   get.set_wait(wait);
   return get;
+}
+
+RawOutcome RunRawSession(grpc::Channel* channel, const std::vector<std::string>& frames,
+                         bool half_close) {
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+          channel,
+          grpc::internal::RpcMethod("/psync.v1.Coordinator/Session",
+                                    grpc::internal::RpcMethod::BIDI_STREAMING),
+          &context));
+  for (const std::string& frame : frames) {
+    grpc::Slice slice(frame);
+    grpc::ByteBuffer buffer(&slice, 1);
+    if (!stream->Write(buffer)) break;  // the server ended the stream
+  }
+  if (half_close) stream->WritesDone();
+  RawOutcome outcome;
+  grpc::ByteBuffer buffer;
+  while (stream->Read(&buffer)) {
+    std::vector<grpc::Slice> slices;
+    std::string bytes;
+    if (buffer.Dump(&slices).ok()) {
+      for (const grpc::Slice& s : slices) {
+        bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+      }
+    }
+    v1::SessionDown down;
+    if (!down.ParseFromString(bytes)) down.mutable_ack()->set_message("<unparsable SessionDown>");
+    outcome.down.push_back(std::move(down));
+  }
+  outcome.status = stream->Finish();
+  return outcome;
 }
 
 grpc::Status RawSession::Attach(const std::string& job, uint32_t rank, uint64_t generation,

@@ -24,6 +24,18 @@ v1::KvSetRequest MakeKvSet(const std::string& job, uint64_t generation, const st
 v1::KvGetRequest MakeKvGet(const std::string& job, uint64_t generation, const std::string& key,
                            bool wait = false);
 
+// What the server sent on one Session stream (Acks included) and how the stream ended.
+struct RawOutcome {
+  std::vector<v1::SessionDown> down;
+  grpc::Status status;
+};
+
+// Opens a Session on `channel` as a stream of bytes, writes each of `frames` as it is (so a test
+// can send bytes that are not a SessionUp), half-closes (unless !half_close: then the server must
+// end the stream itself), and reads until the server ends the stream.
+RawOutcome RunRawSession(grpc::Channel* channel, const std::vector<std::string>& frames,
+                         bool half_close = true);
+
 class RawSession {
  public:
   explicit RawSession(v1::Coordinator::Stub* stub) : stub_(stub) {}

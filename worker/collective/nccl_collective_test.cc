@@ -1,6 +1,7 @@
-// Runs on any machine of a --config=cuda build: without a CUDA device it
-// checks the clean failure; with devices it runs real groups, one rank per
-// device, as threads of this process.
+// Built only with --config=cuda. With devices it runs real groups, one rank per
+// device, as threads of this process. Without one, the device cases fail (a CUDA
+// build that ran nothing does not pass) and NoDeviceIsFailedPrecondition checks
+// the clean failure (the one case a machine with a device cannot run).
 #include "worker/collective/nccl_collective.h"
 
 #include <cuda_runtime.h>
@@ -99,7 +100,7 @@ TEST(NcclCollectiveTest, NoDeviceIsFailedPrecondition) {
 
 TEST(NcclCollectiveTest, AllGatherAndReduceScatterOnEveryDevice) {
   const int size = std::min(DeviceCount(), 8);
-  if (size == 0) GTEST_SKIP() << "no CUDA device";
+  ASSERT_GT(size, 0) << "no CUDA device (a --config=cuda test needs one)";
   auto factory = NewNcclCollectiveFactory();
   InMemoryKeyValueStore store;
   std::vector<absl::Status> statuses = RunRanksOnDevices(size, [&](int rank) -> absl::Status {
@@ -149,7 +150,7 @@ TEST(NcclCollectiveTest, AllGatherAndReduceScatterOnEveryDevice) {
 }
 
 TEST(NcclCollectiveTest, MissingPeerFailsRendezvousWithinTimeout) {
-  if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device (a --config=cuda test needs one)";
   InMemoryKeyValueStore store;
   // Rank 0 of a group of 2 arrives; rank 1 never does.
   auto collective = NewNcclCollectiveFactory()->Create("dp", 0, 2, &store, kShortTimeout);
@@ -157,7 +158,7 @@ TEST(NcclCollectiveTest, MissingPeerFailsRendezvousWithinTimeout) {
 }
 
 TEST(NcclCollectiveTest, MissingUniqueIdFailsRendezvousWithinTimeout) {
-  if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  ASSERT_GT(DeviceCount(), 0) << "no CUDA device (a --config=cuda test needs one)";
   InMemoryKeyValueStore store;
   // Rank 1 arrives; rank 0, which publishes the unique id, never does.
   auto collective = NewNcclCollectiveFactory()->Create("dp", 1, 2, &store, kShortTimeout);

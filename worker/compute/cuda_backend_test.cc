@@ -106,7 +106,8 @@ class CudaBackendTest : public ::testing::Test {
     int count = 0;
     const int error = cuda::GetDeviceCount(&count);
     if (error != 0 || count == 0) {
-      GTEST_SKIP() << "No usable CUDA GPU on this machine ("
+      // Built only with --config=cuda: a CUDA build without a GPU is a failure, not a pass.
+      GTEST_FAIL() << "No usable CUDA GPU on this machine ("
                    << (error != 0 ? std::string(cuda::ErrorString(error)) : "0 devices")
                    << "); the CUDA backend tests need one.";
     }
