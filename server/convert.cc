@@ -93,7 +93,7 @@ struct NoticeWriter {
     v1::Abort* p = out->mutable_abort();
     p->set_generation(a.generation);
     p->set_step(a.step);
-    p->set_reason(a.reason);
+    p->set_reason(BoundEcho(a.reason));
   }
 };
 
@@ -138,7 +138,7 @@ void JobStatusToProto(const JobStatusView& view, v1::JobStatus* out) {
   out->set_ranks_joined(s.ranks_joined);
   out->set_sessions_connected(view.sessions_connected);
   out->set_min_rank_step(s.min_rank_step);
-  out->set_abort_reason(s.abort_reason);
+  out->set_abort_reason(BoundEcho(s.abort_reason));
   for (size_t i = 0; i < s.chunks.size(); ++i) {
     ChunkStatusToProto(s.chunks[i],
                        i < view.deadlines.size() ? view.deadlines[i] : absl::ZeroDuration(),
@@ -210,7 +210,7 @@ void EventToProto(const core::Event& e, v1::Event* out) {
   out->set_duration_micros(absl::ToInt64Microseconds(e.duration));
   for (const auto& who : e.contributors) ContributorToProto(who, out->add_contributors());
   for (core::RankId r : e.ranks) out->add_ranks(r);
-  out->set_detail(e.detail);
+  out->set_detail(BoundEcho(e.detail));
 }
 
 void JobSummaryToProto(const JobStatusView& view, v1::JobSummary* out) {

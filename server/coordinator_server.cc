@@ -21,7 +21,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
                                         const RendezvousStore::Caller& caller) {
         return coordinator->CheckGeneration(job, generation, caller.rank, caller.session_id);
       });
-  s->service_ = std::make_unique<CoordinatorService>(coordinator, s->rendezvous_.get());
+  StreamLimits streams = options.streams;
+  streams.counters = &s->stream_counters_;
+  s->service_ = std::make_unique<CoordinatorService>(coordinator, s->rendezvous_.get(), streams);
 
   auto metrics = CoordinatorMetrics::Create(coordinator, &s->registry_);
   if (!metrics.ok()) return metrics.status();

@@ -50,6 +50,17 @@ ABSL_FLAG(absl::Duration, heap_release_interval, absl::Seconds(1),
           "how often freed heap pages go back to the system (0: never; see heap_releaser.h)");
 ABSL_FLAG(uint32_t, history_steps, 16, "finished steps kept per job to answer late duplicates");
 ABSL_FLAG(uint32_t, max_jobs, 1024, "jobs held at once");
+ABSL_FLAG(uint64_t, stream_queue_bytes, 1 << 20,
+          "bytes queued to go down one Session or AgentSession stream (answers and notices, "
+          "about: serialized size + 128 a message) past which the coordinator stops reading "
+          "that stream until it drained (HTTP/2 flow control holds the client back); 0: no bound");
+ABSL_FLAG(uint64_t, watch_queue_bytes, 16 << 20,
+          "bytes of events queued for one WatchEvents watcher past which it is ended with "
+          "RESOURCE_EXHAUSTED (it watches again with replay); 0: bounded by count only (65536)");
+ABSL_FLAG(absl::Duration, stream_overflow_deadline, absl::Seconds(10),
+          "how long a Session or AgentSession stream's queue may stay over --stream_queue_bytes "
+          "(its peer does not read) before the stream is ended with RESOURCE_EXHAUSTED; the "
+          "client re-attaches and gets its pending directives again");
 
 namespace {
 
@@ -122,6 +133,9 @@ int main(int argc, char** argv) {
   options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
   options.coordinator.tracker.history_steps = absl::GetFlag(FLAGS_history_steps);
   options.coordinator.max_jobs = absl::GetFlag(FLAGS_max_jobs);
+  options.streams.queue_bytes = absl::GetFlag(FLAGS_stream_queue_bytes);
+  options.streams.overflow_deadline = absl::GetFlag(FLAGS_stream_overflow_deadline);
+  options.streams.watch_queue_bytes = absl::GetFlag(FLAGS_watch_queue_bytes);
   options.coordinator.observer.deadline.multiplier = absl::GetFlag(FLAGS_stall_multiplier);
   options.coordinator.observer.deadline.floor = absl::GetFlag(FLAGS_stall_floor);
   options.coordinator.observer.deadline.ceiling = absl::GetFlag(FLAGS_stall_ceiling);

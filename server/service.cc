@@ -26,12 +26,12 @@ grpc::ServerUnaryReactor* CoordinatorService::Join(grpc::CallbackServerContext* 
 
 grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>* CoordinatorService::Session(
     grpc::CallbackServerContext* /*context*/) {
-  return NewSessionStream(coordinator_);
+  return NewSessionStream(coordinator_, streams_);
 }
 
 grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>* CoordinatorService::AgentSession(
     grpc::CallbackServerContext* /*context*/) {
-  return NewAgentStream(coordinator_);
+  return NewAgentStream(coordinator_, streams_);
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::GetJobStatus(grpc::CallbackServerContext* context,
@@ -107,7 +107,7 @@ grpc::ServerUnaryReactor* CoordinatorService::GetTrace(grpc::CallbackServerConte
 
 grpc::ServerWriteReactor<v1::Event>* CoordinatorService::WatchEvents(
     grpc::CallbackServerContext* /*context*/, const v1::WatchEventsRequest* request) {
-  return NewEventStream(coordinator_, *request);
+  return NewEventStream(coordinator_, *request, streams_);
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::KvSet(grpc::CallbackServerContext* context,

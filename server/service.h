@@ -8,14 +8,17 @@
 #include "proto/psync/v1/coordinator.grpc.pb.h"
 #include "server/coordinator.h"
 #include "server/rendezvous_store.h"
+#include "server/stream_writer.h"
 
 namespace psync::server {
 
 class CoordinatorService final : public v1::Coordinator::CallbackService {
  public:
-  // Neither is owned; both must outlive the service.
-  CoordinatorService(Coordinator* coordinator, RendezvousStore* rendezvous)
-      : coordinator_(coordinator), rendezvous_(rendezvous) {}
+  // Neither is owned; both must outlive the service. `streams` bounds every stream's outbound
+  // queue (Session, AgentSession, WatchEvents).
+  CoordinatorService(Coordinator* coordinator, RendezvousStore* rendezvous,
+                     StreamLimits streams = {})
+      : coordinator_(coordinator), rendezvous_(rendezvous), streams_(streams) {}
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
                                  const v1::JoinRequest* request,
@@ -51,6 +54,7 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
  private:
   Coordinator* const coordinator_;
   RendezvousStore* const rendezvous_;
+  const StreamLimits streams_;
 };
 
 }  // namespace psync::server

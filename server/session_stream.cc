@@ -1,5 +1,6 @@
 #include "server/session_stream.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -20,9 +21,17 @@ using Reactor = grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>;
 
 // The coordinator's sink for one rank's notices: converts them and queues them on the stream's
 // writer. Outlives the reactor: once the stream is done, everything sent is dropped.
-class SessionStreamSink final : public SessionSink {
+class SessionStreamSink final : public SessionSink,
+                                public std::enable_shared_from_this<SessionStreamSink> {
  public:
-  explicit SessionStreamSink(Reactor* reactor) : writer_(reactor) {}
+  // Bounded by `limits`; call ArmOverflowTimer once the sink is owned by a shared_ptr.
+  SessionStreamSink(Reactor* reactor, const StreamLimits& limits)
+      : writer_(reactor, limits, /*clock=*/nullptr,
+                [this](absl::Duration after) { overflow_timer_(after); }) {}
+  void ArmOverflowTimer() {
+    overflow_timer_ = AlarmTimer(weak_from_this(),
+                                 [](SessionStreamSink& s) -> SessionWriter& { return s.writer_; });
+  }
 
   void Send(const core::Notice& notice) override { writer_.Enqueue(NoticeToProto(notice)); }
   void Close(const absl::Status& status) override { writer_.Close(ToGrpcStatus(status)); }
@@ -30,13 +39,19 @@ class SessionStreamSink final : public SessionSink {
   SessionWriter& writer() { return writer_; }
 
  private:
+  // Set once by ArmOverflowTimer, before the stream reads its first message.
+  std::function<void(absl::Duration)> overflow_timer_;
   SessionWriter writer_;
 };
 
 class SessionStream final : public Reactor {
  public:
-  explicit SessionStream(Coordinator* coordinator)
-      : coordinator_(coordinator), outbox_(std::make_shared<SessionStreamSink>(this)) {
+  SessionStream(Coordinator* coordinator, const StreamLimits& limits)
+      : coordinator_(coordinator), outbox_(std::make_shared<SessionStreamSink>(this, limits)) {
+    outbox_->ArmOverflowTimer();
+    // Reading stops while the answers queued are over the bound (the client does not read them):
+    // HTTP/2 flow control then holds the client back. It resumes once the queue drained.
+    outbox_->writer().SetResumeRead([this] { StartRead(request_.Renew()); });
     StartRead(request_.get());
   }
 
@@ -64,7 +79,7 @@ class SessionStream final : public Reactor {
             AckFor(request_->request_id(), Dispatch(decision.action, *request_)));
         break;
     }
-    StartRead(request_.Renew());
+    if (outbox_->writer().ReadAllowed()) StartRead(request_.Renew());
   }
 
   void OnWriteDone(bool ok) override { outbox_->writer().WriteDone(ok); }
@@ -160,8 +175,8 @@ class SessionStream final : public Reactor {
 }  // namespace
 
 grpc::ServerBidiReactor<v1::SessionUp, v1::SessionDown>* NewSessionStream(
-    Coordinator* coordinator) {
-  return new SessionStream(coordinator);
+    Coordinator* coordinator, const StreamLimits& limits) {
+  return new SessionStream(coordinator, limits);
 }
 
 }  // namespace psync::server
