@@ -51,8 +51,8 @@ class BackpressureTest : public ServiceFixture {
     // 64 KiB, so the server's writes stall after that much (not after many MiB).
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-    idle_stub_ = v1::Coordinator::NewStub(grpc::CreateCustomChannel(
-        server_->target(), grpc::InsecureChannelCredentials(), args));
+    idle_stub_ = v1::Coordinator::NewStub(
+        grpc::CreateCustomChannel(server_->target(), grpc::InsecureChannelCredentials(), args));
   }
 
   std::unique_ptr<v1::Coordinator::Stub> idle_stub_;
@@ -129,7 +129,8 @@ TEST_F(BackpressureTest, ASessionThatNeverReadsIsPausedThenEndedAndGetsItsDirect
   writer.join();
   const grpc::Status end = flood->Finish();
   EXPECT_EQ(end.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << end.error_message();
-  EXPECT_TRUE(absl::StrContains(end.error_message(), "--stream_queue_bytes")) << end.error_message();
+  EXPECT_TRUE(absl::StrContains(end.error_message(), "--stream_queue_bytes"))
+      << end.error_message();
   EXPECT_LT(answers, written.load());
 
   // Attaching again (as a reconnecting client does), rank 0 gets the directive it missed.
