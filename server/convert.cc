@@ -48,7 +48,9 @@ std::vector<core::StagedItem> StagedFromProto(const v1::StagedBatch& batch) {
     core::StagedItem item;
     item.step = s.step();
     item.chunk = s.chunk();
-    item.optimizer = s.optimizer();
+    // Cut like echoed text (a longer name is never declared; its refusal quotes it, and the
+    // coordinator records the refusal).
+    item.optimizer = BoundEcho(s.optimizer());
     if (s.has_shard_checksum()) item.checksum = s.shard_checksum();
     items.push_back(std::move(item));
   }
@@ -63,7 +65,7 @@ std::vector<core::SyncDoneItem> SyncDoneFromProto(const v1::SyncDoneBatch& batch
     item.step = s.step();
     item.chunk = s.chunk();
     for (const v1::GroupChecksum& g : s.checksums())
-      item.checksums.push_back({g.group(), g.checksum()});
+      item.checksums.push_back({BoundEcho(g.group()), g.checksum()});
     item.executions = std::max<uint32_t>(1, s.executions());
     items.push_back(std::move(item));
   }

@@ -136,7 +136,7 @@ class SessionStream final : public Reactor {
                                    StagedFromProto(up.staged()));
       case SessionAction::kSkip:
         return coordinator_->Skip(job_id, rank, up.skip().generation(), up.skip().step(),
-                                  up.skip().reason());
+                                  BoundEcho(up.skip().reason()));
       case SessionAction::kSyncDone:
         return coordinator_->SyncDone(job_id, rank, up.sync_done().generation(),
                                       SyncDoneFromProto(up.sync_done()));
