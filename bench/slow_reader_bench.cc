@@ -45,10 +45,11 @@ ABSL_FLAG(std::string, coordinator_args, "",
 ABSL_FLAG(int, streams, 100, "Session streams that write and never read");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(30), "length of each phase");
 ABSL_FLAG(int, echo_bytes, 65536, "length of the optimizer name each flooding check-in carries");
-ABSL_FLAG(bool, flood_bdp_probe, false,
-          "let the flooding clients' HTTP/2 receive windows grow (BDP probing): their transport then "
-          "absorbs megabytes of answers before the coordinator's queue for them fills; off, a "
-          "client that never reads stalls after 64 KiB, as any does in the end");
+ABSL_FLAG(
+    bool, flood_bdp_probe, false,
+    "let the flooding clients' HTTP/2 receive windows grow (BDP probing): their transport then "
+    "absorbs megabytes of answers before the coordinator's queue for them fills; off, a "
+    "client that never reads stalls after 64 KiB, as any does in the end");
 
 namespace psync::bench {
 namespace {
@@ -182,7 +183,8 @@ int Main() {
     return 1;
   }
   const std::string target = absl::StrCat("127.0.0.1:", *port);
-  auto stub = v1::Coordinator::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  auto stub =
+      v1::Coordinator::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
 
   Rank r0, r1;
   if (!JoinAndAttach(stub.get(), Plan("normal", 2, 0), &r0) ||

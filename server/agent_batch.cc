@@ -127,7 +127,7 @@ absl::Status ExpandAgentBatch(const v1::AgentBatch& batch, ExpandedBatch* out) {
     RankMessage& m = out->messages[skip.message()];
     m.kind = RankMessage::Kind::kSkip;
     m.skip_step = skip.step();
-    m.skip_reason = BoundEcho(skip.reason());
+    m.skip_reason = BoundEchoView(skip.reason());  // a view into the batch
   }
   out->sync_done_items.reserve(done_total);  // no reallocation below: the spans stay valid
   for (const v1::IndexedSyncDone& done : batch.sync_dones()) {

@@ -22,6 +22,13 @@ v1::SessionDown AckFor(uint64_t request_id, const absl::Status& status) {
   return down;
 }
 
+absl::string_view BoundEchoView(absl::string_view text, size_t max) {
+  if (text.size() <= max) return text;
+  size_t keep = max;
+  while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xC0) == 0x80) --keep;
+  return text.substr(0, keep);
+}
+
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), BoundEcho(status.message()));

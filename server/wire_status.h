@@ -28,6 +28,9 @@ inline constexpr size_t kMaxEchoedBytes = 1024;
 // boundary) followed by "...(<n> more bytes)", `max` bytes at most in all. `max` must leave room
 // for the marker (at least 32).
 std::string BoundEcho(absl::string_view text, size_t max = kMaxEchoedBytes);
+// Where BoundEcho keeps nothing to copy: the longest prefix of `text` of at most `max` bytes that
+// does not cut a UTF-8 character (no marker).
+absl::string_view BoundEchoView(absl::string_view text, size_t max = kMaxEchoedBytes);
 
 // Writes `status` into `out`'s code and message (bounded by BoundEcho). `WireStatus` is any
 // psync.v1 message with `int32 code` and `string message` (Ack, AgentAck, MessageStatus,

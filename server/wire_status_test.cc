@@ -49,6 +49,15 @@ TEST(BoundEchoTest, NeverCutsAUtf8Character) {
   }
 }
 
+TEST(BoundEchoTest, TheViewIsAPrefixThatKeepsCharactersWhole) {
+  EXPECT_EQ(BoundEchoView("short"), "short");
+  const std::string text(5000, 'z');
+  EXPECT_EQ(BoundEchoView(text), absl::string_view(text).substr(0, kMaxEchoedBytes));
+  std::string accents;
+  for (int i = 0; i < 10; ++i) accents += "\xc3\xa9";
+  EXPECT_EQ(BoundEchoView(accents, 5).size(), 4u);
+}
+
 TEST(BoundEchoTest, StatusesOnTheWireAreBounded) {
   const absl::Status long_status =
       absl::NotFoundError(absl::StrCat("job '", std::string(1 << 20, 'j'), "' not found"));
