@@ -92,10 +92,10 @@ class EventStream final : public grpc::ServerWriteReactor<v1::Event>, public Eve
   EventStream(Coordinator* coordinator, const v1::WatchEventsRequest& request,
               const StreamLimits& limits)
       : coordinator_(coordinator),
+        counters_(limits.counters),
         queue_(request.job_id(),
                absl::flat_hash_set<std::string>(request.kinds().begin(), request.kinds().end()),
-               limits.watch_queue_bytes),
-        counters_(limits.counters) {
+               limits.watch_queue_bytes) {
     std::vector<core::Event> backlog;
     // Live events may reach OnEvents before this returns: the queue holds them until Start.
     const uint64_t first_live =
