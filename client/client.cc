@@ -425,7 +425,7 @@ absl::Status Client::OnClosed(const StreamEnd& end, bool* retry) {
       *retry = true;
       why = absl::UnavailableError("the coordinator ended the Session");
     } else {
-      *retry = IsTransientFailure(end.finished);
+      *retry = IsTransientStreamEnd(end.finished, end.established);
       why = end.finished;
     }
     if (closing_) return why;

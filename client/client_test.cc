@@ -454,6 +454,66 @@ TEST_F(ClientTest, ReconnectResendsAndDropsTheRepeatedDirective) {
   EXPECT_GE((*proxy)->connections_accepted(), 2);
 }
 
+// A rank whose reader stalls (its notice handler blocks) while it keeps sending: the coordinator's
+// queue of answers for it goes over the bound, the Session is ended with RESOURCE_EXHAUSTED, and
+// the client reconnects, re-attaches, gets its pending directive again (dropped as a repeat) and
+// has every call answered: the overflow costs a reconnect, never the client.
+TEST_F(ClientTest, AStreamEndedForOverflowReconnectsAndReattaches) {
+  server::ServerOptions server_options;
+  server_options.streams.queue_bytes = 1;  // anything queued behind a write is over
+  server_options.streams.overflow_deadline = absl::Milliseconds(50);
+  auto bounded = TestServer::Start(server_options);
+  ASSERT_TRUE(bounded.ok()) << bounded.status();
+  ClientOptions options = Options(DensePlan("overflow", 2, 0, 1), (*bounded)->target());
+  options.backoff.initial = absl::Milliseconds(5);
+  auto client = MustConnect(options);
+  ASSERT_NE(client, nullptr);
+  auto other = MustConnect(Options(DensePlan("overflow", 2, 1, 1), (*bounded)->target()));
+  ASSERT_NE(other, nullptr);
+  absl::Notification in_handler, let_go;
+  client->SetNoticeHandler([&](const psync::v1::SessionDown& notice) {
+    if (in_handler.HasBeenNotified()) return;
+    in_handler.Notify();
+    let_go.WaitForNotification();  // the reader thread stalls here
+  });
+  ASSERT_TRUE(client->ReportStaged(0, 0, "dense").ok());
+  ASSERT_TRUE(other->ReportStaged(0, 0, "dense").ok());
+  in_handler.WaitForNotification();  // rank 0's directive arrived; its reader is stuck
+
+  // Check-ins of an undeclared optimizer: refused with a message quoting the name (cut to 1 KiB).
+  // Enough answers to fill the client's HTTP/2 receive window (which BDP probing may have grown
+  // to several MiB) and then the coordinator's queue.
+  constexpr int kCalls = 20000;
+  std::atomic<int> answered{0};
+  for (int i = 0; i < kCalls; ++i) {
+    psync::v1::Staged item;
+    item.set_step(1);
+    item.set_chunk(0);
+    item.set_optimizer(absl::StrCat(i, std::string(1100, 'x')));
+    client->ReportStagedAsync({item}, [&](absl::Status s) {
+      EXPECT_FALSE(s.ok());
+      answered.fetch_add(1);
+    });
+  }
+  const absl::Time give_up = absl::Now() + absl::Minutes(1);
+  while ((*bounded)->stream_counters().overflows.load() == 0 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_GE((*bounded)->stream_counters().overflows.load(), 1u);
+  let_go.Notify();
+
+  // The client comes back: its calls are answered on the new stream, and it works.
+  EXPECT_TRUE(client->WaitForDirective(0, 0, absl::Seconds(10)).ok());
+  ASSERT_TRUE(client->ReportSyncDone(0, 0, DpChecksum(1)).ok());
+  EXPECT_TRUE(other->ReportSyncDone(0, 0, DpChecksum(1)).ok());
+  while (answered.load() < kCalls && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_EQ(answered.load(), kCalls);
+  const ClientStats stats = client->stats();
+  EXPECT_GE(stats.reconnects, 1u);
+  EXPECT_EQ(stats.directives_received, 1u);
+  EXPECT_TRUE(client->connected());
+}
+
 TEST_F(ClientTest, StepSkippedDecidedWhileDisconnectedIsResentOnAttach) {
   auto proxy = TcpProxy::Start(server_->target());
   ASSERT_TRUE(proxy.ok()) << proxy.status();

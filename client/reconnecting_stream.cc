@@ -20,6 +20,11 @@ bool IsTransientFailure(const absl::Status& status) {
   }
 }
 
+bool IsTransientStreamEnd(const absl::Status& status, bool established) {
+  return IsTransientFailure(status) ||
+         (established && status.code() == absl::StatusCode::kResourceExhausted);
+}
+
 grpc::ChannelArguments ReconnectingChannelArguments(const BackoffOptions& backoff,
                                                     absl::Duration keepalive) {
   grpc::ChannelArguments args;

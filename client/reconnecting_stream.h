@@ -58,6 +58,13 @@ absl::Status StatusFromGrpc(const grpc::Status& status, absl::string_view what);
 // DEADLINE_EXCEEDED, CANCELLED, UNKNOWN).
 bool IsTransientFailure(const absl::Status& status);
 
+// Whether a stream that ended with `status` is worth opening again: a transient failure, or, on a
+// stream that was `established` (its attach answered), RESOURCE_EXHAUSTED: the coordinator ends a
+// stream whose outbound queue stayed over its bound (the client did not read fast enough), and a
+// new stream re-attaches and gets what is pending. RESOURCE_EXHAUSTED before that (an attach
+// refused for a limit) is final.
+bool IsTransientStreamEnd(const absl::Status& status, bool established);
+
 // Channel arguments that align gRPC's own reconnect backoff with `backoff` (gRPC's default, 1 s
 // doubling to 120 s, gates fail-fast calls while the channel is down) and turn on HTTP/2
 // keepalive every `keepalive` (zero: off), so a half-open connection ends the stream.

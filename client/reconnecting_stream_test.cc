@@ -148,6 +148,15 @@ class ReconnectingStreamTest : public ::testing::Test {
   std::unique_ptr<v1::Coordinator::Stub> stub_;
 };
 
+TEST(IsTransientStreamEndTest, ResourceExhaustedOfAnEstablishedStreamIsRetried) {
+  const absl::Status overflow = absl::ResourceExhaustedError("outbound queue over 1048576 bytes");
+  EXPECT_TRUE(IsTransientStreamEnd(overflow, /*established=*/true));
+  EXPECT_FALSE(IsTransientStreamEnd(overflow, /*established=*/false));  // a refused attach
+  EXPECT_FALSE(IsTransientFailure(overflow));  // a refused Join stays final
+  EXPECT_TRUE(IsTransientStreamEnd(absl::UnavailableError("gone"), false));
+  EXPECT_FALSE(IsTransientStreamEnd(absl::InvalidArgumentError("bad"), true));
+}
+
 TEST_F(ReconnectingStreamTest, NothingButTheHandshakeIsWrittenBeforeEstablished) {
   auto stream = Make();
   stream->Send(1, Up(1), Delivery::kTracked);

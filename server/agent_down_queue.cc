@@ -2,12 +2,15 @@
 
 #include <utility>
 
+#include "server/stream_writer.h"
+
 namespace psync::server {
 
 AgentDownQueue::Message& AgentDownQueue::Open(size_t items) {
   if (messages_.empty() ||
       (messages_.back().items > 0 && messages_.back().items + items > kMaxItems)) {
     messages_.emplace_back();
+    Count(messages_.back(), kQueuedMessageOverhead);
   }
   Message& m = messages_.back();
   m.items += items;
@@ -16,6 +19,7 @@ AgentDownQueue::Message& AgentDownQueue::Open(size_t items) {
 
 void AgentDownQueue::AddAck(v1::AgentAck ack) {
   Message& m = Open(1 + static_cast<size_t>(ack.rejected_size()));
+  Count(m, ack.ByteSizeLong());
   *m.down.add_acks() = std::move(ack);
 }
 
@@ -45,6 +49,7 @@ void AgentDownQueue::AddNotice(const std::string& job_id, absl::Span<const core:
     auto last = last_of_job->try_emplace(rank, -1).first;  // -1: no notice of this rank yet
     if (same >= 0 && last->second < same) {
       m.down.mutable_notices(same)->add_ranks(rank);
+      Count(m, 8);
       last->second = same;
       continue;
     }
@@ -53,6 +58,7 @@ void AgentDownQueue::AddNotice(const std::string& job_id, absl::Span<const core:
     n->set_job_id(job_id);
     n->add_ranks(rank);
     *n->mutable_notice() = notice;
+    Count(m, n->ByteSizeLong());
     m.items += 1;                 // the entry itself, besides its first rank
     m.notice_index[key] = index;  // later equal notices merge into the newest entry
     same = index;
@@ -61,11 +67,14 @@ void AgentDownQueue::AddNotice(const std::string& job_id, absl::Span<const core:
 }
 
 void AgentDownQueue::AddClosed(v1::AgentRankClosed closed) {
-  *Open(1).down.add_closed() = std::move(closed);
+  Message& m = Open(1);
+  Count(m, closed.ByteSizeLong());
+  *m.down.add_closed() = std::move(closed);
 }
 
 v1::AgentDown AgentDownQueue::Take() {
   v1::AgentDown down = std::move(messages_.front().down);
+  bytes_ -= messages_.front().bytes;
   messages_.pop_front();
   return down;
 }

@@ -6,6 +6,10 @@
 // unless that rank already has a later notice in the open message (each rank's notices keep the
 // order they were produced in). A message holds about kMaxItems entries (acks, rejected statuses,
 // notices, ranks of notices, closures); beyond that a new message opens.
+//
+// bytes() is what the queued messages hold, about: each ack, closure and new notice entry counts
+// its serialized size (and a message's kQueuedMessageOverhead, stream_writer.h), a rank merged
+// into an entry 8 bytes. StreamWriter bounds a stream's queue by it.
 #ifndef PSYNC_SERVER_AGENT_DOWN_QUEUE_H_
 #define PSYNC_SERVER_AGENT_DOWN_QUEUE_H_
 
@@ -48,12 +52,17 @@ class AgentDownQueue {
   size_t size() const { return messages_.size(); }
   // Removes and returns the oldest message. Requires !empty().
   v1::AgentDown Take();
-  void Clear() { messages_.clear(); }
+  void Clear() {
+    messages_.clear();
+    bytes_ = 0;
+  }
+  size_t bytes() const { return bytes_; }
 
  private:
   struct Message {
     v1::AgentDown down;
     size_t items = 0;
+    size_t bytes = 0;  // this message's share of bytes_
     // Notice content (job, serialized SessionDown) -> index in down.notices.
     absl::flat_hash_map<std::string, int> notice_index;
     // job -> rank -> index of its last notice in down.notices.
@@ -62,8 +71,13 @@ class AgentDownQueue {
 
   // The open message, with room for `items` more (a new one opens if needed).
   Message& Open(size_t items);
+  void Count(Message& m, size_t bytes) {
+    m.bytes += bytes;
+    bytes_ += bytes;
+  }
 
   std::deque<Message> messages_;
+  size_t bytes_ = 0;
 };
 
 }  // namespace psync::server

@@ -1,6 +1,7 @@
 #include "server/agent_stream.h"
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,6 +33,7 @@ using Reactor = grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>;
 struct ConvertedAgentDownQueue {
   bool empty() const { return queue.empty(); }
   size_t size() const { return queue.size(); }
+  size_t bytes() const { return queue.bytes(); }
   void Clear() { queue.Clear(); }
   v1::AgentDown Take() { return queue.Take(); }
 
@@ -57,9 +59,19 @@ struct ConvertedAgentDownQueue {
 // time (StreamWriter). Shared by the sinks of every rank of the stream; while corked (the
 // coordinator hands out one decision's notices) nothing new starts, so those notices leave
 // together. Outlives the reactor: once the stream is done, everything added is dropped.
-class AgentStreamBatcher final : public NoticeBatcher {
+class AgentStreamBatcher final : public NoticeBatcher,
+                                 public std::enable_shared_from_this<AgentStreamBatcher> {
  public:
-  explicit AgentStreamBatcher(Reactor* reactor) : writer_(reactor, "agent") {}
+  using Writer = StreamWriter<v1::AgentUp, v1::AgentDown, ConvertedAgentDownQueue>;
+
+  // Bounded by `limits`; call ArmOverflowTimer once the batcher is owned by a shared_ptr.
+  AgentStreamBatcher(Reactor* reactor, const StreamLimits& limits)
+      : writer_(reactor, "agent", limits, /*clock=*/nullptr,
+                [this](absl::Duration after) { overflow_timer_(after); }) {}
+  void ArmOverflowTimer() {
+    overflow_timer_ =
+        AlarmTimer(weak_from_this(), [](AgentStreamBatcher& b) -> Writer& { return b.writer_; });
+  }
 
   void AddAck(v1::AgentAck ack) {
     writer_.Add([&](ConvertedAgentDownQueue& p) { p.queue.AddAck(std::move(ack)); });
@@ -82,9 +94,12 @@ class AgentStreamBatcher final : public NoticeBatcher {
   void WriteDone(bool ok) { writer_.WriteDone(ok); }
   // Called from the reactor's OnDone: nothing is written after this.
   void Detach() { writer_.Detach(); }
+  Writer& writer() { return writer_; }
 
  private:
-  StreamWriter<v1::AgentUp, v1::AgentDown, ConvertedAgentDownQueue> writer_;
+  // Set once by ArmOverflowTimer, before the stream reads its first message.
+  std::function<void(absl::Duration)> overflow_timer_;
+  Writer writer_;
 };
 
 // The session of one rank attached on an AgentSession: its notices go into the stream's outbox
@@ -152,8 +167,12 @@ using RankKey = std::pair<std::string, core::RankId>;
 
 class AgentStream final : public Reactor {
  public:
-  explicit AgentStream(Coordinator* coordinator)
-      : coordinator_(coordinator), outbox_(std::make_shared<AgentStreamBatcher>(this)) {
+  AgentStream(Coordinator* coordinator, const StreamLimits& limits)
+      : coordinator_(coordinator), outbox_(std::make_shared<AgentStreamBatcher>(this, limits)) {
+    outbox_->ArmOverflowTimer();
+    // Reading stops while what is queued for the agent is over the bound (it does not read):
+    // HTTP/2 flow control then holds the agent back. It resumes once the queue drained.
+    outbox_->writer().SetResumeRead([this] { StartRead(request_.Renew()); });
     StartRead(request_.get());
   }
 
@@ -182,7 +201,7 @@ class AgentStream final : public Reactor {
         break;
       }
     }
-    StartRead(request_.Renew());
+    if (outbox_->writer().ReadAllowed()) StartRead(request_.Renew());
   }
 
   void OnWriteDone(bool ok) override { outbox_->WriteDone(ok); }
@@ -307,8 +326,9 @@ class AgentStream final : public Reactor {
 
 }  // namespace
 
-grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>* NewAgentStream(Coordinator* coordinator) {
-  return new AgentStream(coordinator);
+grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>* NewAgentStream(Coordinator* coordinator,
+                                                                    const StreamLimits& limits) {
+  return new AgentStream(coordinator, limits);
 }
 
 }  // namespace psync::server

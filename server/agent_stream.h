@@ -10,6 +10,11 @@
 // attached on this stream is FAILED_PRECONDITION. `detach` and the end of the stream detach ranks,
 // so the coordinator's liveness sees them go. The tracker stays the only place decisions are made.
 //
+// Flow control, as a Session's (session_stream.h): while what is queued for the agent is over
+// `limits.queue_bytes` the stream reads nothing; over it for `limits.overflow_deadline`, the
+// stream ends with RESOURCE_EXHAUSTED and the agent reconnects and re-attaches its ranks, which
+// get their pending directives again.
+//
 // The reactor never blocks on I/O and holds no lock across StartWrite. Owned by gRPC: deletes
 // itself in OnDone.
 #ifndef PSYNC_SERVER_AGENT_STREAM_H_
@@ -18,11 +23,13 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
 #include "server/coordinator.h"
+#include "server/stream_writer.h"
 
 namespace psync::server {
 
 // Creates the reactor for one AgentSession call.
-grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>* NewAgentStream(Coordinator* coordinator);
+grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>* NewAgentStream(Coordinator* coordinator,
+                                                                    const StreamLimits& limits);
 
 }  // namespace psync::server
 

@@ -13,6 +13,8 @@
 namespace psync::server {
 
 core::RankPlan RankPlanFromProto(const v1::JoinRequest& request);
+// Client text in them (optimizer and group names) is cut by BoundEcho (wire_status.h): a longer
+// name is never a declared one, and what the coordinator quotes and records stays bounded.
 std::vector<core::StagedItem> StagedFromProto(const v1::StagedBatch& batch);
 std::vector<core::SyncDoneItem> SyncDoneFromProto(const v1::SyncDoneBatch& batch);
 

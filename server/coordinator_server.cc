@@ -22,7 +22,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
         return coordinator->CheckGeneration(job, generation, caller.rank, caller.session_id);
       });
   s->rendezvous_cleanup_ = std::make_unique<RendezvousCleanup>(coordinator, s->rendezvous_.get());
-  s->service_ = std::make_unique<CoordinatorService>(coordinator, s->rendezvous_.get());
+  StreamLimits streams = options.streams;
+  streams.counters = &s->stream_counters_;
+  s->service_ = std::make_unique<CoordinatorService>(coordinator, s->rendezvous_.get(), streams);
 
   auto metrics = CoordinatorMetrics::Create(coordinator, &s->registry_);
   if (!metrics.ok()) return metrics.status();

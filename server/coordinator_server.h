@@ -34,6 +34,10 @@ struct ServerOptions {
   // Largest message accepted from a client; larger ones fail with RESOURCE_EXHAUSTED.
   int max_receive_message_bytes = 1 << 20;
   CoordinatorOptions coordinator;
+  // The bound of each stream's outbound queue (stream_writer.h): a client that does not read is
+  // paused, then ended with RESOURCE_EXHAUSTED. The flags' defaults.
+  // `streams.counters` is set by Start (stream_counters()).
+  StreamLimits streams = {1 << 20, absl::Seconds(10), 16 << 20};
   RendezvousLimits rendezvous;
   // Not owned; nullptr uses the real clock.
   Clock* clock = nullptr;
@@ -65,6 +69,8 @@ class CoordinatorServer {
   // "127.0.0.1:<port>": where a client on this machine connects.
   std::string local_target() const;
   Coordinator& coordinator() { return *coordinator_; }
+  // What the stream bounds did (streams paused, ended for overflow).
+  const StreamCounters& stream_counters() const { return stream_counters_; }
 
   void Shutdown();
   // Blocks until Shutdown() is called from another thread.
@@ -74,6 +80,7 @@ class CoordinatorServer {
   CoordinatorServer() = default;
 
   RealClock real_clock_;
+  StreamCounters stream_counters_;
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<RendezvousStore> rendezvous_;
   std::unique_ptr<RendezvousCleanup> rendezvous_cleanup_;

@@ -54,6 +54,17 @@ ABSL_FLAG(absl::Duration, job_idle_ttl, absl::Minutes(15),
           "a job with no attached session and no message for this long is evicted");
 ABSL_FLAG(uint64_t, finished_jobs_kept, 256,
           "ended and evicted jobs kept with their final status and audit (oldest dropped)");
+ABSL_FLAG(uint64_t, stream_queue_bytes, 1 << 20,
+          "bytes queued to go down one Session or AgentSession stream (answers and notices, "
+          "about: serialized size + 128 a message) past which the coordinator stops reading "
+          "that stream until it drained (HTTP/2 flow control holds the client back); 0: no bound");
+ABSL_FLAG(uint64_t, watch_queue_bytes, 16 << 20,
+          "bytes of events queued for one WatchEvents watcher past which it is ended with "
+          "RESOURCE_EXHAUSTED (it watches again with replay); 0: bounded by count only (65536)");
+ABSL_FLAG(absl::Duration, stream_overflow_deadline, absl::Seconds(10),
+          "how long a Session or AgentSession stream's queue may stay over --stream_queue_bytes "
+          "(its peer does not read) before the stream is ended with RESOURCE_EXHAUSTED; the "
+          "client re-attaches and gets its pending directives again");
 
 namespace {
 
@@ -128,6 +139,9 @@ int main(int argc, char** argv) {
   options.coordinator.max_jobs = absl::GetFlag(FLAGS_max_jobs);
   options.coordinator.job_idle_ttl = absl::GetFlag(FLAGS_job_idle_ttl);
   options.coordinator.finished_jobs_kept = absl::GetFlag(FLAGS_finished_jobs_kept);
+  options.streams.queue_bytes = absl::GetFlag(FLAGS_stream_queue_bytes);
+  options.streams.overflow_deadline = absl::GetFlag(FLAGS_stream_overflow_deadline);
+  options.streams.watch_queue_bytes = absl::GetFlag(FLAGS_watch_queue_bytes);
   options.coordinator.observer.deadline.multiplier = absl::GetFlag(FLAGS_stall_multiplier);
   options.coordinator.observer.deadline.floor = absl::GetFlag(FLAGS_stall_floor);
   options.coordinator.observer.deadline.ceiling = absl::GetFlag(FLAGS_stall_ceiling);

@@ -28,17 +28,18 @@ grpc::ServerUnaryReactor* CoordinatorService::Join(grpc::CallbackServerContext* 
   return reactor;
 }
 
-CoordinatorService::CoordinatorService(Coordinator* coordinator, RendezvousStore* rendezvous)
-    : coordinator_(coordinator), rendezvous_(rendezvous) {
+CoordinatorService::CoordinatorService(Coordinator* coordinator, RendezvousStore* rendezvous,
+                                       StreamLimits streams)
+    : coordinator_(coordinator), rendezvous_(rendezvous), streams_(streams) {
   MarkMethodCallback(SessionMethodIndex(),
-                     NewSessionHandler([coordinator](grpc::CallbackServerContext* /*context*/) {
-                       return NewSessionStream(coordinator);
+                     NewSessionHandler([this](grpc::CallbackServerContext* /*context*/) {
+                       return NewSessionStream(coordinator_, streams_);
                      }));
 }
 
 grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>* CoordinatorService::AgentSession(
     grpc::CallbackServerContext* /*context*/) {
-  return NewAgentStream(coordinator_);
+  return NewAgentStream(coordinator_, streams_);
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::GetJobStatus(grpc::CallbackServerContext* context,
@@ -139,7 +140,7 @@ grpc::ServerUnaryReactor* CoordinatorService::GetTrace(grpc::CallbackServerConte
 
 grpc::ServerWriteReactor<v1::Event>* CoordinatorService::WatchEvents(
     grpc::CallbackServerContext* /*context*/, const v1::WatchEventsRequest* request) {
-  return NewEventStream(coordinator_, *request);
+  return NewEventStream(coordinator_, *request, streams_);
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::KvSet(grpc::CallbackServerContext* context,

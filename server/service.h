@@ -8,15 +8,17 @@
 #include "proto/psync/v1/coordinator.grpc.pb.h"
 #include "server/coordinator.h"
 #include "server/rendezvous_store.h"
+#include "server/stream_writer.h"
 
 namespace psync::server {
 
 class CoordinatorService final : public v1::Coordinator::CallbackService {
  public:
-  // Neither is owned; both must outlive the service.
-  // Session is served with SessionUpFrames (session_up_frame.h), so that bytes that do not parse
-  // end the stream with INVALID_ARGUMENT.
-  CoordinatorService(Coordinator* coordinator, RendezvousStore* rendezvous);
+  // Neither is owned; both must outlive the service. `streams` bounds every stream's outbound
+  // queue (Session, AgentSession, WatchEvents). Session is served with SessionUpFrames
+  // (session_up_frame.h), so that bytes that do not parse end the stream with INVALID_ARGUMENT.
+  CoordinatorService(Coordinator* coordinator, RendezvousStore* rendezvous,
+                     StreamLimits streams = {});
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
                                  const v1::JoinRequest* request,
@@ -53,6 +55,7 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
  private:
   Coordinator* const coordinator_;
   RendezvousStore* const rendezvous_;
+  const StreamLimits streams_;
 };
 
 }  // namespace psync::server

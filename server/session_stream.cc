@@ -1,5 +1,6 @@
 #include "server/session_stream.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -19,9 +20,17 @@ using Reactor = SessionReactor;
 
 // The coordinator's sink for one rank's notices: converts them and queues them on the stream's
 // writer. Outlives the reactor: once the stream is done, everything sent is dropped.
-class SessionStreamSink final : public SessionSink {
+class SessionStreamSink final : public SessionSink,
+                                public std::enable_shared_from_this<SessionStreamSink> {
  public:
-  explicit SessionStreamSink(Reactor* reactor) : writer_(reactor) {}
+  // Bounded by `limits`; call ArmOverflowTimer once the sink is owned by a shared_ptr.
+  SessionStreamSink(Reactor* reactor, const StreamLimits& limits)
+      : writer_(reactor, limits, /*clock=*/nullptr,
+                [this](absl::Duration after) { overflow_timer_(after); }) {}
+  void ArmOverflowTimer() {
+    overflow_timer_ = AlarmTimer(weak_from_this(),
+                                 [](SessionStreamSink& s) -> SessionWriter& { return s.writer_; });
+  }
 
   void Send(const core::Notice& notice) override { writer_.Enqueue(NoticeToProto(notice)); }
   void Close(const absl::Status& status) override { writer_.Close(ToGrpcStatus(status)); }
@@ -29,13 +38,19 @@ class SessionStreamSink final : public SessionSink {
   SessionWriter& writer() { return writer_; }
 
  private:
+  // Set once by ArmOverflowTimer, before the stream reads its first message.
+  std::function<void(absl::Duration)> overflow_timer_;
   SessionWriter writer_;
 };
 
 class SessionStream final : public Reactor {
  public:
-  explicit SessionStream(Coordinator* coordinator)
-      : coordinator_(coordinator), outbox_(std::make_shared<SessionStreamSink>(this)) {
+  SessionStream(Coordinator* coordinator, const StreamLimits& limits)
+      : coordinator_(coordinator), outbox_(std::make_shared<SessionStreamSink>(this, limits)) {
+    outbox_->ArmOverflowTimer();
+    // Reading stops while the answers queued are over the bound (the client does not read them):
+    // HTTP/2 flow control then holds the client back. It resumes once the queue drained.
+    outbox_->writer().SetResumeRead([this] { StartRead(frame_.Renew()); });
     StartRead(&frame_);
   }
 
@@ -69,7 +84,7 @@ class SessionStream final : public Reactor {
             AckFor(frame_.message().request_id(), Dispatch(decision.action, frame_.message())));
         break;
     }
-    StartRead(frame_.Renew());
+    if (outbox_->writer().ReadAllowed()) StartRead(frame_.Renew());
   }
 
   void OnWriteDone(bool ok) override { outbox_->writer().WriteDone(ok); }
@@ -132,7 +147,7 @@ class SessionStream final : public Reactor {
                                    StagedFromProto(up.staged()));
       case SessionAction::kSkip:
         return coordinator_->Skip(job_id, rank, up.skip().generation(), up.skip().step(),
-                                  up.skip().reason());
+                                  BoundEcho(up.skip().reason()));
       case SessionAction::kSyncDone:
         return coordinator_->SyncDone(job_id, rank, up.sync_done().generation(),
                                       SyncDoneFromProto(up.sync_done()));
@@ -172,8 +187,8 @@ class SessionStream final : public Reactor {
 
 }  // namespace
 
-SessionReactor* NewSessionStream(Coordinator* coordinator) {
-  return new SessionStream(coordinator);
+SessionReactor* NewSessionStream(Coordinator* coordinator, const StreamLimits& limits) {
+  return new SessionStream(coordinator, limits);
 }
 
 }  // namespace psync::server

@@ -9,6 +9,11 @@
 // Notices for the rank arrive through a SessionStreamSink (a SessionSink) that queues them and
 // writes one at a time; the reactor never blocks on I/O and holds no lock across StartWrite. Owned
 // by gRPC: deletes itself in OnDone.
+//
+// Flow control: while the queue is over `limits.queue_bytes` the stream reads nothing (HTTP/2
+// flow control holds the client back); a queue over the bound for `limits.overflow_deadline` ends
+// the stream with RESOURCE_EXHAUSTED (StreamWriter). The coordinator keeps the rank's pending
+// directives: its next attach gets them.
 #ifndef PSYNC_SERVER_SESSION_STREAM_H_
 #define PSYNC_SERVER_SESSION_STREAM_H_
 
@@ -16,11 +21,12 @@
 #include "proto/psync/v1/coordinator.grpc.pb.h"
 #include "server/coordinator.h"
 #include "server/session_up_frame.h"
+#include "server/stream_writer.h"
 
 namespace psync::server {
 
 // Creates the reactor for one Session call (served as session_up_frame.h's NewSessionHandler says).
-SessionReactor* NewSessionStream(Coordinator* coordinator);
+SessionReactor* NewSessionStream(Coordinator* coordinator, const StreamLimits& limits);
 
 }  // namespace psync::server
 

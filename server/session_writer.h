@@ -18,23 +18,41 @@ namespace psync::server {
 // The messages of one Session, written in the order queued.
 class SessionDownQueue {
  public:
-  void Push(v1::SessionDown message) { messages_.push_back(std::move(message)); }
+  void Push(v1::SessionDown message) {
+    const size_t bytes = QueuedBytes(message);
+    messages_.push_back({std::move(message), bytes});
+    bytes_ += bytes;
+  }
   bool empty() const { return messages_.empty(); }
   size_t size() const { return messages_.size(); }
-  void Clear() { messages_.clear(); }
+  // The sum of QueuedBytes over the queued messages.
+  size_t bytes() const { return bytes_; }
+  void Clear() {
+    messages_.clear();
+    bytes_ = 0;
+  }
   v1::SessionDown Take() {
-    v1::SessionDown next = std::move(messages_.front());
+    v1::SessionDown next = std::move(messages_.front().message);
+    bytes_ -= messages_.front().bytes;
     messages_.pop_front();
     return next;
   }
 
  private:
-  std::deque<v1::SessionDown> messages_;
+  struct Queued {
+    v1::SessionDown message;
+    size_t bytes;
+  };
+  std::deque<Queued> messages_;
+  size_t bytes_ = 0;
 };
 
 class SessionWriter : public StreamWriter<SessionUpFrame, v1::SessionDown, SessionDownQueue> {
  public:
-  explicit SessionWriter(Reactor* reactor) : StreamWriter(reactor, "peer") {}
+  // Without limits the queue is unbounded (a node agent's local side).
+  explicit SessionWriter(Reactor* reactor, StreamLimits limits = {}, Clock* clock = nullptr,
+                         ArmTimer arm_timer = nullptr)
+      : StreamWriter(reactor, "peer", limits, clock, std::move(arm_timer)) {}
 
   // Queues `message`; dropped once the writer is closing or detached.
   void Enqueue(v1::SessionDown message) {

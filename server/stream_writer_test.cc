@@ -1,6 +1,8 @@
 // StreamWriter (through SessionWriter, and over an AgentDownQueue): one write at a time in queue
 // order, Finish only once the queue is drained after Close, the first Close wins, a failed write
-// drops the queue, a cork holds the newest message back, and nothing happens after Detach.
+// drops the queue, a cork holds the newest message back, and nothing happens after Detach. Flow
+// control: over the bound reading pauses and resumes once drained; over it past the deadline (a
+// FakeClock, the timer fired by hand) the stream ends with RESOURCE_EXHAUSTED.
 //
 // The reactor's stream is a fake bound through gRPC's mocking seam (ServerCallbackReaderWriter):
 // StartWrite and Finish land in its journal, and the test completes each write by hand, as the
@@ -9,6 +11,7 @@
 
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/agent_down_queue.h"
@@ -250,6 +253,169 @@ TEST(AgentStreamWriterTest, FailedWriteNamesThePeer) {
   writer.Add([](AgentDownQueue& q) { q.AddAck(v1::AgentAck()); });
   writer.WriteDone(false);
   EXPECT_THAT(Finishes(stream.finishes), ElementsAre(Finished{1, "write failed: agent gone"}));
+}
+
+// Flow control. Each Msg() counts QueuedBytes(Msg(1)) bytes; the bound holds two of them.
+class BoundedSessionWriterTest : public ::testing::Test {
+ protected:
+  static size_t One() { return QueuedBytes(Msg(1)); }
+
+  BoundedSessionWriterTest()
+      : writer_(&reactor_, StreamLimits{2 * One(), absl::Seconds(10), 0, &counters_}, &clock_,
+                [this](absl::Duration after) { armed_.push_back(after); }) {
+    writer_.SetResumeRead([this] { ++resumed_; });
+  }
+
+  SessionReactor reactor_;
+  SessionStream stream_{&reactor_};
+  FakeClock clock_;
+  StreamCounters counters_;
+  std::vector<absl::Duration> armed_;
+  int resumed_ = 0;
+  SessionWriter writer_;
+};
+
+TEST_F(BoundedSessionWriterTest, ReadingPausesOverTheBoundAndResumesOnceDrained) {
+  // A peer that never reads: the first write never completes, the rest queue.
+  writer_.Enqueue(Msg(1));  // in flight: not in the queue
+  writer_.Enqueue(Msg(2));
+  writer_.Enqueue(Msg(3));
+  EXPECT_EQ(writer_.queued_bytes(), 2 * One());
+  EXPECT_TRUE(writer_.ReadAllowed());  // at the bound, not over it
+  EXPECT_THAT(armed_, IsEmpty());
+  writer_.Enqueue(Msg(4));
+  EXPECT_FALSE(writer_.ReadAllowed());
+  EXPECT_EQ(counters_.reads_paused.load(), 1u);
+  EXPECT_THAT(armed_, ElementsAre(absl::Seconds(10)));
+  // Notices are never dropped while the stream lives: still queued over the bound.
+  writer_.Enqueue(Msg(5));
+  EXPECT_EQ(writer_.queued_bytes(), 4 * One());
+  writer_.WriteDone(true);  // 2 leaves: 3 queued, still over
+  writer_.WriteDone(true);  // 3 leaves: 2 queued, at the bound
+  EXPECT_EQ(resumed_, 1);
+  writer_.WriteDone(true);
+  EXPECT_EQ(resumed_, 1);  // resumed once, not at every write
+  EXPECT_THAT(Ids(stream_.writes), ElementsAre(1, 2, 3, 4));
+  EXPECT_THAT(stream_.finishes, IsEmpty());
+}
+
+TEST_F(BoundedSessionWriterTest, OverTheBoundPastTheDeadlineEndsWithResourceExhausted) {
+  for (uint64_t id = 1; id <= 4; ++id) writer_.Enqueue(Msg(id));
+  ASSERT_FALSE(writer_.ReadAllowed());
+  ASSERT_THAT(armed_, ElementsAre(absl::Seconds(10)));
+  clock_.Advance(absl::Seconds(4));
+  EXPECT_FALSE(writer_.CheckOverflow());  // early: asks again for the time left
+  EXPECT_THAT(armed_, ElementsAre(absl::Seconds(10), absl::Seconds(6)));
+  clock_.Advance(absl::Seconds(6));
+  EXPECT_TRUE(writer_.CheckOverflow());
+  // Finished at once, though write 1 never completed (the peer does not read); the queue is gone.
+  ASSERT_EQ(stream_.finishes.size(), 1u);
+  EXPECT_EQ(stream_.finishes[0].error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(absl::StrContains(stream_.finishes[0].error_message(), "--stream_queue_bytes"))
+      << stream_.finishes[0].error_message();
+  EXPECT_EQ(writer_.queued_bytes(), 0u);
+  EXPECT_EQ(counters_.overflows.load(), 1u);
+  writer_.Enqueue(Msg(5));  // dropped
+  writer_.WriteDone(true);  // the late completion of write 1: nothing more
+  EXPECT_FALSE(writer_.CheckOverflow());
+  EXPECT_THAT(Ids(stream_.writes), ElementsAre(1));
+  EXPECT_EQ(stream_.finishes.size(), 1u);
+  EXPECT_EQ(resumed_, 0);  // a finished stream does not read again
+}
+
+TEST_F(BoundedSessionWriterTest, TheDeadlineCountsFromTheLastTimeTheQueueWentOver) {
+  for (uint64_t id = 1; id <= 4; ++id) writer_.Enqueue(Msg(id));
+  ASSERT_FALSE(writer_.ReadAllowed());
+  clock_.Advance(absl::Seconds(8));
+  writer_.WriteDone(true);  // drained to the bound: no longer over
+  EXPECT_EQ(resumed_, 1);
+  writer_.Enqueue(Msg(5));  // over again, at t = 8 s; the timer armed at t = 0 is still pending
+  EXPECT_THAT(armed_, ElementsAre(absl::Seconds(10)));
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_FALSE(writer_.CheckOverflow());  // over for 2 s only
+  EXPECT_THAT(armed_, ElementsAre(absl::Seconds(10), absl::Seconds(8)));
+  EXPECT_THAT(stream_.finishes, IsEmpty());
+  clock_.Advance(absl::Seconds(8));
+  EXPECT_TRUE(writer_.CheckOverflow());
+}
+
+TEST_F(BoundedSessionWriterTest, ATimerAfterTheQueueDrainedDoesNothing) {
+  for (uint64_t id = 1; id <= 4; ++id) writer_.Enqueue(Msg(id));
+  for (int i = 0; i < 4; ++i) writer_.WriteDone(true);
+  clock_.Advance(absl::Minutes(1));
+  EXPECT_FALSE(writer_.CheckOverflow());
+  EXPECT_THAT(armed_, ElementsAre(absl::Seconds(10)));
+  EXPECT_THAT(stream_.finishes, IsEmpty());
+}
+
+TEST(SessionDownQueueTest, BytesFollowWhatIsQueued) {
+  SessionDownQueue q;
+  EXPECT_EQ(q.bytes(), 0u);
+  v1::SessionDown big = Msg(1);
+  big.mutable_ack()->set_message(std::string(1000, 'x'));
+  q.Push(big);
+  q.Push(Msg(2));
+  EXPECT_EQ(q.bytes(), QueuedBytes(big) + QueuedBytes(Msg(2)));
+  EXPECT_GT(q.bytes(), 1000u + 2 * kQueuedMessageOverhead);
+  q.Take();
+  EXPECT_EQ(q.bytes(), QueuedBytes(Msg(2)));
+  q.Clear();
+  EXPECT_EQ(q.bytes(), 0u);
+}
+
+TEST(AgentDownQueueBytesTest, BytesFollowWhatIsQueuedAndReturnToZero) {
+  AgentDownQueue q;
+  v1::SessionDown directive;
+  directive.mutable_directive()->set_generation(1);
+  v1::AgentAck ack;
+  ack.set_request_id(1);
+  ack.set_message(std::string(500, 'x'));
+  q.AddAck(ack);
+  const size_t after_ack = q.bytes();
+  EXPECT_GE(after_ack, 500u + kQueuedMessageOverhead);
+  q.AddNotice("job", 0, directive);
+  const size_t after_notice = q.bytes();
+  EXPECT_GT(after_notice, after_ack);
+  q.AddNotice("job", 1, directive);  // merged: a rank more
+  EXPECT_EQ(q.bytes(), after_notice + 8);
+  v1::AgentRankClosed closed;
+  closed.set_job_id("job");
+  q.AddClosed(closed);
+  EXPECT_GT(q.bytes(), after_notice + 8);
+  while (!q.empty()) q.Take();
+  EXPECT_EQ(q.bytes(), 0u);
+}
+
+// The agent stream's writer is bounded the same way.
+TEST(AgentStreamWriterTest, PausesAndOverflowsLikeASession) {
+  using Up = v1::AgentUp;
+  using Down = v1::AgentDown;
+  IdleReactor<Up, Down> reactor;
+  FakeStream<Up, Down> stream(&reactor);
+  FakeClock clock;
+  std::vector<absl::Duration> armed;
+  StreamWriter<Up, Down, AgentDownQueue> writer(
+      &reactor, "agent", StreamLimits{1000, absl::Seconds(1)}, &clock,
+      [&](absl::Duration after) { armed.push_back(after); });
+  auto add_ack = [&](uint64_t id) {
+    writer.Add([&](AgentDownQueue& q) {
+      v1::AgentAck ack;
+      ack.set_request_id(id);
+      ack.set_message(std::string(400, 'x'));
+      q.AddAck(std::move(ack));
+    });
+  };
+  add_ack(1);  // in flight
+  add_ack(2);
+  add_ack(3);
+  EXPECT_TRUE(writer.ReadAllowed());  // merged into one message of about 950 bytes
+  add_ack(4);
+  EXPECT_FALSE(writer.ReadAllowed());
+  ASSERT_THAT(armed, ElementsAre(absl::Seconds(1)));
+  clock.Advance(absl::Seconds(1));
+  EXPECT_TRUE(writer.CheckOverflow());
+  ASSERT_EQ(stream.finishes.size(), 1u);
+  EXPECT_EQ(stream.finishes[0].error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
 }
 
 }  // namespace

@@ -22,6 +22,7 @@ class TestServer {
   std::string target() const { return server_->local_target(); }
   int http_port() const { return server_->http_port(); }
   Coordinator& coordinator() { return server_->coordinator(); }
+  const StreamCounters& stream_counters() const { return server_->stream_counters(); }
   void Shutdown() { server_->Shutdown(); }
 
  private:

@@ -2,7 +2,8 @@
 // a Session message, the code and message of AgentAck, MessageStatus and AgentRankClosed, and the
 // grpc::Status a call or stream ends with. The code travels as its number (absl::StatusCode and
 // grpc::StatusCode share google.rpc.Code's numbering), the message unchanged; an OK status is
-// code 0 with an empty message.
+// code 0 with an empty message, and a message is cut to kMaxEchoedBytes (BoundEcho): statuses
+// quote what the client sent (ids, reasons), and what goes back must not grow with it.
 //
 // Depends on the protos, Abseil and grpc::Status only (not on the coordinator), so the node agent
 // uses it too. Pure functions; thread-safe.
@@ -13,17 +14,31 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "grpcpp/support/status.h"
 #include "proto/psync/v1/coordinator.pb.h"
 
 namespace psync::server {
 
-// Writes `status` into `out`'s code and message. `WireStatus` is any psync.v1 message with
-// `int32 code` and `string message` (Ack, AgentAck, MessageStatus, AgentRankClosed).
+// The most bytes of text that go back to a client in one field that may quote what a client sent:
+// a status message, an event's detail, an abort reason.
+inline constexpr size_t kMaxEchoedBytes = 1024;
+
+// `text` when it has at most `max` bytes; otherwise its first bytes (cut at a UTF-8 character
+// boundary) followed by "...(<n> more bytes)", `max` bytes at most in all. `max` must leave room
+// for the marker (at least 32).
+std::string BoundEcho(absl::string_view text, size_t max = kMaxEchoedBytes);
+// Where BoundEcho keeps nothing to copy: the longest prefix of `text` of at most `max` bytes that
+// does not cut a UTF-8 character (no marker).
+absl::string_view BoundEchoView(absl::string_view text, size_t max = kMaxEchoedBytes);
+
+// Writes `status` into `out`'s code and message (bounded by BoundEcho). `WireStatus` is any
+// psync.v1 message with `int32 code` and `string message` (Ack, AgentAck, MessageStatus,
+// AgentRankClosed).
 template <typename WireStatus>
 void SetWireStatus(const absl::Status& status, WireStatus* out) {
   out->set_code(static_cast<int32_t>(status.code()));
-  out->set_message(std::string(status.message()));
+  out->set_message(BoundEcho(status.message()));
 }
 
 // The status carried by `in`'s code and message (the reverse of SetWireStatus).

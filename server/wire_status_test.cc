@@ -1,9 +1,11 @@
-// Every status reaches the wire with its code's number and its message unchanged, in each of the
-// forms psync.v1 carries it, and comes back equal.
+// Every status reaches the wire with its code's number and its message unchanged (up to
+// kMaxEchoedBytes; longer ones are cut by BoundEcho), in each of the forms psync.v1 carries it,
+// and comes back equal.
 #include "server/wire_status.h"
 
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace psync::server {
@@ -13,6 +15,56 @@ std::vector<absl::StatusCode> AllCodes() {
   std::vector<absl::StatusCode> codes;
   for (int c = 0; c <= 16; ++c) codes.push_back(static_cast<absl::StatusCode>(c));
   return codes;
+}
+
+TEST(BoundEchoTest, ShortTextIsUnchanged) {
+  EXPECT_EQ(BoundEcho(""), "");
+  EXPECT_EQ(BoundEcho("job 'a' not found"), "job 'a' not found");
+  const std::string exactly(kMaxEchoedBytes, 'x');
+  EXPECT_EQ(BoundEcho(exactly), exactly);
+}
+
+TEST(BoundEchoTest, LongTextIsCutWithAMarkerWithinTheBound) {
+  const std::string text(1 << 20, 'x');
+  const std::string cut = BoundEcho(text);
+  EXPECT_LE(cut.size(), kMaxEchoedBytes);
+  EXPECT_GT(cut.size(), kMaxEchoedBytes - 32);
+  const size_t kept = cut.find("...(");
+  ASSERT_NE(kept, std::string::npos);
+  EXPECT_EQ(cut.substr(kept), absl::StrCat("...(", text.size() - kept, " more bytes)"));
+  // The marker is sized for the longest count, so a shorter count leaves a byte or two unused.
+  EXPECT_LE(BoundEcho(std::string(100, 'y'), 40).size(), 40u);
+  EXPECT_GE(BoundEcho(std::string(100, 'y'), 40).size(), 38u);
+}
+
+TEST(BoundEchoTest, NeverCutsAUtf8Character) {
+  std::string text;
+  for (int i = 0; i < 600; ++i) text += "\xc3\xa9";  // é, two bytes each
+  for (size_t max : {size_t{64}, size_t{65}, size_t{1024}}) {
+    const std::string cut = BoundEcho(text, max);
+    const size_t kept = cut.find("...(");
+    ASSERT_NE(kept, std::string::npos);
+    EXPECT_EQ(kept % 2, 0u) << max;
+    EXPECT_LE(cut.size(), max);
+  }
+}
+
+TEST(BoundEchoTest, TheViewIsAPrefixThatKeepsCharactersWhole) {
+  EXPECT_EQ(BoundEchoView("short"), "short");
+  const std::string text(5000, 'z');
+  EXPECT_EQ(BoundEchoView(text), absl::string_view(text).substr(0, kMaxEchoedBytes));
+  std::string accents;
+  for (int i = 0; i < 10; ++i) accents += "\xc3\xa9";
+  EXPECT_EQ(BoundEchoView(accents, 5).size(), 4u);
+}
+
+TEST(BoundEchoTest, StatusesOnTheWireAreBounded) {
+  const absl::Status long_status =
+      absl::NotFoundError(absl::StrCat("job '", std::string(1 << 20, 'j'), "' not found"));
+  const v1::SessionDown down = AckFor(1, long_status);
+  EXPECT_LE(down.ack().message().size(), kMaxEchoedBytes);
+  EXPECT_EQ(down.ack().code(), static_cast<int>(absl::StatusCode::kNotFound));
+  EXPECT_LE(ToGrpcStatus(long_status).error_message().size(), kMaxEchoedBytes);
 }
 
 TEST(AckForTest, OkIsCodeZeroWithNoMessage) {
