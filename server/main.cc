@@ -12,6 +12,7 @@
 #include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "server/coordinator_server.h"
@@ -161,6 +162,13 @@ int main(int argc, char** argv) {
     options.http_api.token = std::move(token);
   }
   options.http_api.metrics_require_token = absl::GetFlag(FLAGS_metrics_require_token);
+  if (const std::string& http = options.http_listen;
+      !http.empty() && options.http_api.token.empty() && !absl::StartsWith(http, "127.") &&
+      !absl::StartsWith(http, "localhost:") && !absl::StartsWith(http, "[::1]:")) {
+    std::cerr << "psync-coordinator: warning: the HTTP side listens on " << http
+              << " and /api/ needs no token (set --http_token_file, or --http_listen=127.0.0.1:"
+                 "PORT; docs/reliability.md, 'The HTTP side: security')\n";
+  }
   options.dashboard = psync::dashboard::Files();
   auto server = psync::server::CoordinatorServer::Start(options);
   if (!server.ok()) {
