@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -159,11 +160,12 @@ absl::Status Server::Start(absl::string_view host, int port) {
 
   // cpp-httplib's default also sets SO_REUSEPORT, which lets a second server bind the same port
   // and silently take half the connections; a taken port must be an error instead.
-  int listen_fd = -1;
-  impl->set_socket_options([&listen_fd](int sock) {
+  // The callback is kept by cpp-httplib, so it records the listening socket in shared state.
+  auto listen_fd = std::make_shared<int>(-1);
+  impl->set_socket_options([listen_fd](int sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    listen_fd = sock;
+    *listen_fd = sock;
   });
   const int num_threads = options_.num_threads;
   impl->new_task_queue = [num_threads] { return new httplib::ThreadPool(num_threads); };
@@ -212,7 +214,7 @@ absl::Status Server::Start(absl::string_view host, int port) {
   // cpp-httplib listens with a backlog of 5: a burst of connections (64 opened at once in the
   // tests) then loses SYNs while the accept thread is busy, and each loss costs the client a 1 s
   // retransmission. Listening again on the bound socket raises the backlog (Linux).
-  if (listen_fd >= 0) listen(listen_fd, kListenBacklog);
+  if (*listen_fd >= 0) listen(*listen_fd, kListenBacklog);
   httplib::Server* raw = impl.get();
   listener_ = std::thread([raw] { raw->listen_after_bind(); });
   // stop() only takes effect once the listener runs; wait for it so Shutdown cannot be lost.
