@@ -682,10 +682,13 @@ absl::Status Coordinator::Leave(const std::string& job_id, core::RankId rank, ui
   return status;
 }
 
-std::vector<core::Event> Coordinator::EventsSince(uint64_t from, uint64_t* next) {
+std::vector<core::Event> Coordinator::EventsSince(uint64_t from, uint64_t* next, size_t limit,
+                                                  uint64_t* end) {
   absl::ReaderMutexLock lock(&mu_);
-  *next = events_.end_index();
-  return events_.Since(from);
+  std::vector<core::Event> events = events_.Since(from, limit);
+  *next = events.empty() ? events_.end_index() : events.back().index + 1;
+  if (end != nullptr) *end = events_.end_index();
+  return events;
 }
 
 }  // namespace psync::server

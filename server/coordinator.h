@@ -17,6 +17,7 @@
 #ifndef PSYNC_SERVER_COORDINATOR_H_
 #define PSYNC_SERVER_COORDINATOR_H_
 
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -178,9 +179,13 @@ class Coordinator {
       ABSL_LOCKS_EXCLUDED(mu_);
   void RemoveEventSink(EventSink* sink) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Events recorded so far with index >= `from` (indices count from 0 since start; older ones may
-  // have been dropped). `next` receives the index after the last returned event.
-  std::vector<core::Event> EventsSince(uint64_t from, uint64_t* next) ABSL_LOCKS_EXCLUDED(mu_);
+  // The first `limit` events recorded so far with index >= `from`, oldest first (indices count
+  // from 0 since start; older ones may have been dropped). `next` receives the index after the
+  // last returned event (where to continue), or the index the next recorded event will get when
+  // none is returned; `end`, when not null, that index. Copies at most `limit` events under the
+  // lock.
+  std::vector<core::Event> EventsSince(uint64_t from, uint64_t* next, size_t limit = SIZE_MAX,
+                                       uint64_t* end = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Job {

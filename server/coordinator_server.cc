@@ -37,8 +37,12 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
       return absl::InvalidArgumentError(
           absl::StrCat("http_listen '", options.http_listen, "' must be host:port"));
     }
-    s->http_ = std::make_unique<http::Server>();
-    if (auto st = RegisterHttpApi(s->http_.get(), coordinator, &s->registry_, options.dashboard);
+    http::ServerOptions http_options = options.http;
+    http_options.tls_cert_pem = options.tls_cert_pem;
+    http_options.tls_key_pem = options.tls_key_pem;
+    s->http_ = std::make_unique<http::Server>(std::move(http_options));
+    if (auto st = RegisterHttpApi(s->http_.get(), coordinator, &s->registry_, options.dashboard,
+                                  options.http_api);
         !st.ok()) {
       return st;
     }

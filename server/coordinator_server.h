@@ -21,6 +21,7 @@
 #include "server/coordinator_metrics.h"
 #include "server/http/server.h"
 #include "server/http/static_files.h"
+#include "server/http_api.h"
 #include "server/metrics/registry.h"
 #include "server/rendezvous_cleanup.h"
 #include "server/rendezvous_store.h"
@@ -52,7 +53,13 @@ struct ServerOptions {
   std::string tls_key_pem;
   std::string tls_client_ca_pem;
   // host:port for /metrics, the JSON API and the dashboard (see http_api.h); empty disables it.
+  // With tls_cert_pem and tls_key_pem the HTTP side serves HTTPS with the same certificate (client
+  // certificates are not asked for there: /api/ is guarded by http_api.token instead).
   std::string http_listen;
+  // The HTTP side's threads and timeouts (its TLS fields are filled from tls_cert_pem/tls_key_pem).
+  http::ServerOptions http;
+  // Bearer token for /api/ (and /metrics with metrics_require_token); see http_api.h.
+  HttpApiOptions http_api;
   // The dashboard's files (may be empty).
   absl::Span<const http::EmbeddedFile> dashboard;
 };
@@ -66,6 +73,8 @@ class CoordinatorServer {
   int port() const { return port_; }
   // The bound HTTP port (0 when HTTP is disabled).
   int http_port() const { return http_ != nullptr ? http_->port() : 0; }
+  // Whether the HTTP side serves HTTPS.
+  bool http_tls() const { return http_ != nullptr && http_->tls(); }
   // "127.0.0.1:<port>": where a client on this machine connects.
   std::string local_target() const;
   Coordinator& coordinator() { return *coordinator_; }

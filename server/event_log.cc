@@ -19,15 +19,17 @@ EventLog::Batch EventLog::Append(std::vector<core::Event> events) {
   return batch;
 }
 
-std::vector<core::Event> EventLog::Since(uint64_t from) const {
+std::vector<core::Event> EventLog::Since(uint64_t from, size_t limit) const {
   std::vector<core::Event> out;
   uint64_t index = dropped_;
   for (const Batch& b : batches_) {
+    if (out.size() >= limit) break;
     if (index + b->size() <= from) {
       index += b->size();
       continue;
     }
     for (const core::Event& e : *b) {
+      if (out.size() >= limit) break;
       if (index++ >= from) out.push_back(e);
     }
   }

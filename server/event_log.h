@@ -33,8 +33,8 @@ class EventLog {
   uint64_t first_index() const { return dropped_; }
   uint64_t end_index() const { return dropped_ + size_; }
 
-  // Copies of the kept events with index >= from, oldest first.
-  std::vector<core::Event> Since(uint64_t from) const;
+  // Copies of the first `limit` kept events with index >= from, oldest first.
+  std::vector<core::Event> Since(uint64_t from, size_t limit = SIZE_MAX) const;
 
   // Calls fn(const core::Event&) for every kept event, oldest first.
   template <typename Fn>

@@ -42,6 +42,17 @@ TEST(EventLogTest, SinceReturnsEventsFromAnIndexAcrossBatches) {
   EXPECT_EQ(Indices(log.Since(9)), std::vector<uint64_t>{});
 }
 
+TEST(EventLogTest, SinceStopsAtTheLimit) {
+  EventLog log(100);
+  log.Append(Events(3));
+  log.Append(Events(2));
+  log.Append(Events(4));
+  EXPECT_EQ(Indices(log.Since(1, 3)), (std::vector<uint64_t>{1, 2, 3}));
+  EXPECT_EQ(Indices(log.Since(4, 1)), (std::vector<uint64_t>{4}));
+  EXPECT_EQ(Indices(log.Since(7, 5)), (std::vector<uint64_t>{7, 8}));
+  EXPECT_EQ(Indices(log.Since(0, 0)), std::vector<uint64_t>{});
+}
+
 TEST(EventLogTest, DropsOldestWholeBatchesBeyondCapacity) {
   EventLog log(5);
   log.Append(Events(3));  // 0..2

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -13,8 +14,6 @@
 
 namespace psync::server {
 namespace {
-
-constexpr size_t kMaxEventsPerAnswer = 5000;
 
 http::Response JsonOf(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;
@@ -57,12 +56,57 @@ absl::Status RequireId(const http::Request& request, std::string* id) {
   return absl::OkStatus();
 }
 
+// Compares in time independent of where the strings first differ.
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+http::Response Unauthorized(absl::string_view why) {
+  http::Response response = http::Response::Text(
+      401, absl::StrCat("401 Unauthorized: ", why, "; send 'Authorization: Bearer <token>'\n"));
+  response.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"psync\"");
+  return response;
+}
+
+// `handler`, answering 401 unless the request carries "Authorization: Bearer <token>".
+http::Handler RequireToken(std::string token, http::Handler handler) {
+  return [token = std::move(token), handler = std::move(handler)](const http::Request& request) {
+    const std::string authorization = request.Header("authorization");
+    if (authorization.empty()) return Unauthorized("no Authorization header");
+    constexpr absl::string_view kBearer = "Bearer ";
+    if (authorization.size() < kBearer.size() ||
+        !absl::EqualsIgnoreCase(absl::string_view(authorization).substr(0, kBearer.size()),
+                                kBearer)) {
+      return Unauthorized("the Authorization header is not a Bearer token");
+    }
+    if (!ConstantTimeEquals(absl::string_view(authorization).substr(kBearer.size()), token)) {
+      return Unauthorized("wrong token");
+    }
+    return handler(request);
+  };
+}
+
 }  // namespace
 
 absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
                              metrics::Registry* registry,
-                             absl::Span<const http::EmbeddedFile> dashboard) {
-  if (auto s = server->Handle("/metrics", metrics::MetricsHandler(registry)); !s.ok()) return s;
+                             absl::Span<const http::EmbeddedFile> dashboard,
+                             const HttpApiOptions& options) {
+  const bool api_token = !options.token.empty();
+  auto guarded = [&](bool needs_token, http::Handler handler) {
+    return needs_token ? RequireToken(options.token, std::move(handler)) : std::move(handler);
+  };
+  if (auto s = server->Handle("/metrics", guarded(api_token && options.metrics_require_token,
+                                                  metrics::MetricsHandler(registry)));
+      !s.ok()) {
+    return s;
+  }
+  auto handle_api = [&](absl::string_view path, http::Handler handler) {
+    return server->Handle(path, guarded(api_token, std::move(handler)));
+  };
 
   auto jobs = [coordinator](const http::Request&) {
     v1::ListJobsResponse response;
@@ -71,7 +115,7 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
     }
     return JsonOf(response);
   };
-  if (auto s = server->Handle("/api/jobs", jobs); !s.ok()) return s;
+  if (auto s = handle_api("/api/jobs", jobs); !s.ok()) return s;
 
   auto job = [coordinator](const http::Request& request) {
     std::string id;
@@ -82,7 +126,7 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
     JobStatusToProto(*view, &status);
     return JsonOf(status);
   };
-  if (auto s = server->Handle("/api/job", job); !s.ok()) return s;
+  if (auto s = handle_api("/api/job", job); !s.ok()) return s;
 
   auto chunk = [coordinator](const http::Request& request) {
     std::string id;
@@ -99,7 +143,7 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
     ChunkStatusToProto(*snapshot, deadline, &status);
     return JsonOf(status);
   };
-  if (auto s = server->Handle("/api/chunk", chunk); !s.ok()) return s;
+  if (auto s = handle_api("/api/chunk", chunk); !s.ok()) return s;
 
   auto audit = [coordinator](const http::Request& request) {
     std::string id;
@@ -112,11 +156,18 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
     AuditToProto(*records, view->audit, &response);
     return JsonOf(response);
   };
-  if (auto s = server->Handle("/api/audit", audit); !s.ok()) return s;
+  if (auto s = handle_api("/api/audit", audit); !s.ok()) return s;
 
   auto events = [coordinator](const http::Request& request) {
     uint64_t since = 0;
+    uint64_t limit = 0;
     if (auto s = ParseUint(request, "since", 0, &since); !s.ok()) return ErrorOf(s);
+    if (auto s = ParseUint(request, "limit", kMaxEventsPerAnswer, &limit); !s.ok())
+      return ErrorOf(s);
+    if (limit == 0 || limit > kMaxEventsPerAnswer) {
+      return ErrorOf(absl::InvalidArgumentError(
+          absl::StrCat("query parameter 'limit' must be in 1..", kMaxEventsPerAnswer)));
+    }
     const std::string job_filter = request.QueryParam("job");
     absl::flat_hash_set<std::string> kinds;
     for (absl::string_view k :
@@ -124,20 +175,16 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
       kinds.insert(std::string(k));
     }
     uint64_t next = 0;
-    size_t returned = 0;
+    uint64_t end = 0;
+    const std::vector<core::Event> page =
+        coordinator->EventsSince(since, &next, static_cast<size_t>(limit), &end);
     std::string body = "{\"events\":[";
     bool first = true;
     google::protobuf::util::JsonPrintOptions options;
     options.preserve_proto_field_names = true;
-    const std::vector<core::Event> all = coordinator->EventsSince(since, &next);
-    for (const core::Event& e : all) {
-      if (returned == kMaxEventsPerAnswer) {
-        next = e.index;  // the caller continues from here
-        break;
-      }
+    for (const core::Event& e : page) {
       if (!job_filter.empty() && e.job_id != job_filter) continue;
       if (!kinds.empty() && !kinds.contains(core::EventKindName(e.kind))) continue;
-      ++returned;
       v1::Event proto;
       EventToProto(e, &proto);
       std::string json;
@@ -146,10 +193,10 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
       first = false;
       body += json;
     }
-    absl::StrAppend(&body, "],\"next\":", next, "}");
+    absl::StrAppend(&body, "],\"next\":", next, ",\"end\":", end, "}");
     return http::Response::Json(200, std::move(body));
   };
-  if (auto s = server->Handle("/api/events", events); !s.ok()) return s;
+  if (auto s = handle_api("/api/events", events); !s.ok()) return s;
 
   auto trace = [coordinator](const http::Request& request) {
     std::string id;
@@ -162,7 +209,7 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
     if (!json.ok()) return ErrorOf(json.status());
     return http::Response::Json(200, std::move(*json));
   };
-  if (auto s = server->Handle("/api/trace", trace); !s.ok()) return s;
+  if (auto s = handle_api("/api/trace", trace); !s.ok()) return s;
 
   if (!dashboard.empty()) {
     if (auto s = server->HandlePrefix("/", http::ServeEmbeddedFiles(dashboard)); !s.ok()) return s;

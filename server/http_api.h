@@ -6,14 +6,28 @@
 //   /api/job?id=J                     JobStatus
 //   /api/chunk?id=J&step=S&chunk=C    ChunkStatus
 //   /api/audit?id=J                   GetAuditResponse
-//   /api/events?job=J&since=N&kinds=a,b  {"next": N, "events": [Event, ...]} from the events held
-//                                     in memory, at most 5000 per answer (continue from `next`)
+//   /api/events?job=J&since=N&kinds=a,b&limit=L
+//                                     {"events": [Event, ...], "next": N, "end": E}: the events
+//                                     held in memory with index in [since, next) that match `job`
+//                                     and `kinds`. One answer looks at most `limit` events
+//                                     (default and largest: kMaxEventsPerAnswer), so it may hold
+//                                     fewer; continue from `next` until it equals `end`.
 //   /api/trace?id=J&first=A&last=B    Chrome trace JSON
 //
 // JSON uses the proto field names (snake_case). Errors: 400 (bad parameter), 404 (unknown job).
+//
+// Auth: when HttpApiOptions::token is set, every /api/ request must carry
+// "Authorization: Bearer <token>"; otherwise the answer is 401 with a "WWW-Authenticate: Bearer"
+// header and a body naming what was wrong (missing header, not a Bearer token, wrong token).
+// /metrics is open unless metrics_require_token; the dashboard's static files are always open
+// (they hold no data; the page sends the token it is given in its URL fragment, #token=...).
+//
 // Routes must be registered before the server starts. Thread-safe; nothing is owned.
 #ifndef PSYNC_SERVER_HTTP_API_H_
 #define PSYNC_SERVER_HTTP_API_H_
+
+#include <cstddef>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -24,9 +38,22 @@
 
 namespace psync::server {
 
+// Events one /api/events answer looks at, at most (and by default).
+inline constexpr size_t kMaxEventsPerAnswer = 1000;
+
+struct HttpApiOptions {
+  // Bearer token /api/ requires; empty: no token needed.
+  std::string token;
+  // /metrics also requires the token (when one is set).
+  bool metrics_require_token = false;
+};
+
+// Registers the routes above on `server`. Errors: those of http::Server::Handle (a route
+// registered twice, or after Start); on error some routes may be registered.
 absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
                              metrics::Registry* registry,
-                             absl::Span<const http::EmbeddedFile> dashboard);
+                             absl::Span<const http::EmbeddedFile> dashboard,
+                             const HttpApiOptions& options = {});
 
 }  // namespace psync::server
 

@@ -12,6 +12,7 @@
 #include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "server/coordinator_server.h"
@@ -23,7 +24,19 @@ ABSL_FLAG(std::string, listen, "0.0.0.0:7070",
           "host:port to serve gRPC on (port 0: any free port)");
 ABSL_FLAG(std::string, port_file, "", "if set, write the bound port to this file once serving");
 ABSL_FLAG(std::string, http_listen, "0.0.0.0:7071",
-          "host:port for /metrics, the JSON API and the dashboard (empty: off; port 0: any)");
+          "host:port for /metrics, the JSON API and the dashboard (empty: off; port 0: any); "
+          "HTTPS with --tls_cert/--tls_key (docs/reliability.md, 'The HTTP side: security')");
+ABSL_FLAG(std::string, http_token_file, "",
+          "file holding one bearer token; when set, /api/ requires 'Authorization: Bearer <it>'");
+ABSL_FLAG(bool, metrics_require_token, false,
+          "with --http_token_file, /metrics requires the token too (default: open for scraping)");
+ABSL_FLAG(int, http_threads, 128,
+          "HTTP threads; each open connection holds one until it closes or times out");
+ABSL_FLAG(absl::Duration, http_idle_timeout, absl::Seconds(2),
+          "an HTTP connection that sends no request for this long is closed (>= 1s)");
+ABSL_FLAG(absl::Duration, http_io_timeout, absl::Seconds(5),
+          "an HTTP request that stops arriving, or a response that stops being read, for this "
+          "long (no byte) is dropped");
 ABSL_FLAG(std::string, http_port_file, "", "if set, write the bound HTTP port to this file");
 ABSL_FLAG(absl::Duration, inspect_interval, absl::Milliseconds(50),
           "how often to look for stalled chunks");
@@ -150,6 +163,32 @@ int main(int argc, char** argv) {
   options.coordinator.rank_lease = absl::GetFlag(FLAGS_rank_lease);
   options.coordinator.lost_rank_abort_after = absl::GetFlag(FLAGS_lost_rank_abort_after);
   options.http_listen = absl::GetFlag(FLAGS_http_listen);
+  options.http.num_threads = absl::GetFlag(FLAGS_http_threads);
+  options.http.idle_timeout = absl::GetFlag(FLAGS_http_idle_timeout);
+  options.http.read_timeout = absl::GetFlag(FLAGS_http_io_timeout);
+  options.http.write_timeout = absl::GetFlag(FLAGS_http_io_timeout);
+  if (const std::string path = absl::GetFlag(FLAGS_http_token_file); !path.empty()) {
+    std::string token;
+    if (!ReadFile(path, &token)) {
+      std::cerr << "psync-coordinator: cannot read http_token_file " << path << "\n";
+      return 2;
+    }
+    token = std::string(absl::StripAsciiWhitespace(token));
+    if (token.empty() || token.find_first_of(" \t\r\n") != std::string::npos) {
+      std::cerr << "psync-coordinator: http_token_file " << path
+                << " must hold one token (no spaces)\n";
+      return 2;
+    }
+    options.http_api.token = std::move(token);
+  }
+  options.http_api.metrics_require_token = absl::GetFlag(FLAGS_metrics_require_token);
+  if (const std::string& http = options.http_listen;
+      !http.empty() && options.http_api.token.empty() && !absl::StartsWith(http, "127.") &&
+      !absl::StartsWith(http, "localhost:") && !absl::StartsWith(http, "[::1]:")) {
+    std::cerr << "psync-coordinator: warning: the HTTP side listens on " << http
+              << " and /api/ needs no token (set --http_token_file, or --http_listen=127.0.0.1:"
+                 "PORT; docs/reliability.md, 'The HTTP side: security')\n";
+  }
   options.dashboard = psync::dashboard::Files();
   auto server = psync::server::CoordinatorServer::Start(options);
   if (!server.ok()) {
@@ -158,8 +197,10 @@ int main(int argc, char** argv) {
   }
   std::cerr << "psync-coordinator: serving psync.v1 on port " << (*server)->port() << "\n";
   if ((*server)->http_port() != 0) {
-    std::cerr << "psync-coordinator: metrics at http://localhost:" << (*server)->http_port()
-              << "/metrics, dashboard at http://localhost:" << (*server)->http_port() << "/\n";
+    const std::string base = absl::StrCat((*server)->http_tls() ? "https" : "http",
+                                          "://localhost:", (*server)->http_port());
+    std::cerr << "psync-coordinator: metrics at " << base << "/metrics, dashboard at " << base
+              << "/\n";
   }
   psync::server::WritePortFile(absl::GetFlag(FLAGS_port_file), (*server)->port());
   psync::server::WritePortFile(absl::GetFlag(FLAGS_http_port_file), (*server)->http_port());

@@ -1,83 +1,87 @@
 #include "server/http/server.h"
 
-#include <poll.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <string>
+#include <chrono>
+#include <cstdint>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "server/http/request_parser.h"
+#include "httplib.h"
 
 namespace psync::http {
 namespace {
 
-constexpr size_t kReadChunk = 4096;
-// Bodies up to this size are sent in the same write as the head.
-constexpr size_t kCoalesceLimit = 64 * 1024;
-// Input discarded while lingering before the socket is closed regardless.
-constexpr size_t kMaxLingerBytes = 256 * 1024;
-// Pause before retrying accept() after a resource error.
-constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
+// Connections the kernel completes before the accept thread takes them (capped by somaxconn).
+constexpr int kListenBacklog = 1024;
 
-std::string HttpDate(absl::Time now) {
-  return absl::FormatTime("%a, %d %b %Y %H:%M:%S GMT", now, absl::UTCTimeZone());
+// Seconds and microseconds, as cpp-httplib's timeout setters take them.
+std::pair<time_t, time_t> SecondsAndMicros(absl::Duration d) {
+  const int64_t micros = absl::ToInt64Microseconds(d);
+  return {static_cast<time_t>(micros / 1000000), static_cast<time_t>(micros % 1000000)};
 }
 
-bool HasLineBreak(absl::string_view text) {
-  return text.find_first_of("\r\n") != absl::string_view::npos;
-}
-
-// Header fields the server sets itself; a handler's copies are dropped.
-bool IsServerOwnedHeader(absl::string_view name) {
-  return absl::EqualsIgnoreCase(name, "content-length") ||
-         absl::EqualsIgnoreCase(name, "content-type") ||
-         absl::EqualsIgnoreCase(name, "connection") || absl::EqualsIgnoreCase(name, "date") ||
-         absl::EqualsIgnoreCase(name, "transfer-encoding");
-}
-
-// RFC 9110 section 6.4.1: these statuses never carry content.
-bool StatusHasBody(int status) { return status >= 200 && status != 204 && status != 304; }
-
-std::string SerializeHead(const Response& response, size_t body_size) {
-  std::string head =
-      absl::StrCat("HTTP/1.1 ", response.status, " ", ReasonPhrase(response.status), "\r\n");
-  if (StatusHasBody(response.status)) {
-    if (!HasLineBreak(response.content_type) && !response.content_type.empty()) {
-      absl::StrAppend(&head, "Content-Type: ", response.content_type, "\r\n");
+// Loads a PEM certificate chain and its private key into `ctx`. Returns false (leaving `ctx`
+// unusable) when either does not parse or the key does not match the certificate.
+bool LoadPem(const std::string& cert_pem, const std::string& key_pem, SSL_CTX* ctx) {
+  BIO* certs = BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size()));
+  if (certs == nullptr) return false;
+  X509* leaf = PEM_read_bio_X509(certs, nullptr, nullptr, nullptr);
+  bool ok = leaf != nullptr && SSL_CTX_use_certificate(ctx, leaf) == 1;
+  X509_free(leaf);
+  while (ok) {
+    X509* intermediate = PEM_read_bio_X509(certs, nullptr, nullptr, nullptr);
+    if (intermediate == nullptr) break;
+    // On success the context owns `intermediate`.
+    if (SSL_CTX_add_extra_chain_cert(ctx, intermediate) != 1) {
+      X509_free(intermediate);
+      ok = false;
     }
-    absl::StrAppend(&head, "Content-Length: ", body_size, "\r\n");
   }
-  absl::StrAppend(&head, "Date: ", HttpDate(absl::Now()), "\r\n", "Connection: close\r\n");
-  for (const auto& [name, value] : response.headers) {
-    if (name.empty() || HasLineBreak(name) || HasLineBreak(value) ||
-        name.find(':') != std::string::npos || IsServerOwnedHeader(name)) {
+  BIO_free(certs);
+  if (!ok) return false;
+  BIO* key_bio = BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size()));
+  if (key_bio == nullptr) return false;
+  EVP_PKEY* key = PEM_read_bio_PrivateKey(key_bio, nullptr, nullptr, nullptr);
+  BIO_free(key_bio);
+  ok = key != nullptr && SSL_CTX_use_PrivateKey(ctx, key) == 1 &&
+       SSL_CTX_check_private_key(ctx) == 1;
+  EVP_PKEY_free(key);
+  // TLS 1.2 and later only.
+  return ok && SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) == 1;
+}
+
+Request ToRequest(const httplib::Request& in) {
+  Request out;
+  out.method = in.method;
+  out.target = in.target;
+  out.path = in.path;
+  out.version = in.version;
+  for (const auto& [name, value] : in.params) out.query.try_emplace(name, value);
+  for (const auto& [name, value] : in.headers) {
+    auto [it, inserted] = out.headers.try_emplace(absl::AsciiStrToLower(name), value);
+    if (!inserted) absl::StrAppend(&it->second, ", ", value);
+  }
+  return out;
+}
+
+void FromResponse(const Response& in, httplib::Response* out) {
+  out->status = in.status;
+  for (const auto& [name, value] : in.headers) {
+    if (absl::StrContains(name, '\r') || absl::StrContains(name, '\n') ||
+        absl::StrContains(value, '\r') || absl::StrContains(value, '\n')) {
       continue;
     }
-    absl::StrAppend(&head, name, ": ", value, "\r\n");
+    out->set_header(name, value);
   }
-  head += "\r\n";
-  return head;
-}
-
-// Waits up to `timeout` for `wake_fd` to become readable; true if it did.
-bool WokenWithin(int wake_fd, absl::Duration timeout) {
-  return WaitReady(wake_fd, POLLIN, absl::Now() + timeout, -1).ok();
-}
-
-// The 503 sent by the accept thread when the queue is full: best effort,
-// never blocks.
-void RejectBusy(int fd) {
-  Response response = Response::Error(503);
-  response.headers.emplace_back("Retry-After", "1");
-  std::string message = SerializeHead(response, response.body.size()) + response.body;
-  (void)send(fd, message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  out->set_content(in.body, in.content_type);
 }
 
 }  // namespace
@@ -102,7 +106,7 @@ absl::Status Server::AddRoute(absl::string_view path, Handler handler, bool pref
     return absl::InvalidArgumentError(absl::StrCat("route \"", path, "\" has an empty handler"));
   }
   absl::MutexLock lock(&mu_);
-  if (routes_frozen_) {
+  if (started_ || stopped_) {
     return absl::FailedPreconditionError(absl::StrCat("route \"", path, "\" added after Start"));
   }
   if (prefix) {
@@ -122,179 +126,113 @@ absl::Status Server::AddRoute(absl::string_view path, Handler handler, bool pref
 }
 
 absl::Status Server::Start(absl::string_view host, int port) {
-  absl::MutexLock lifecycle(&lifecycle_mu_);
-  if (started_ || stopped_) {
-    return absl::FailedPreconditionError("server was already started");
+  absl::MutexLock lock(&mu_);
+  if (started_ || stopped_) return absl::FailedPreconditionError("server was already started");
+  if (port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("port ", port, " is out of range 0..65535"));
   }
-  if (options_.num_workers < 1 || options_.max_pending_connections < 1 ||
-      options_.max_header_bytes < 16) {
+  if (options_.num_threads < 1 || options_.max_requests_per_connection < 1 ||
+      options_.idle_timeout < absl::Seconds(1) || options_.read_timeout <= absl::ZeroDuration() ||
+      options_.write_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
-        "ServerOptions: num_workers and max_pending_connections must be >= 1 "
-        "and max_header_bytes >= 16");
+        "HTTP server options: num_threads and max_requests_per_connection must be >= 1, "
+        "idle_timeout >= 1s, read_timeout and write_timeout > 0");
   }
-  absl::StatusOr<UniqueFd> listener =
-      Listen(host, port, /*backlog=*/options_.max_pending_connections + 64);
-  if (!listener.ok()) return listener.status();
-  absl::StatusOr<int> bound_port = LocalPort(listener->get());
-  if (!bound_port.ok()) return bound_port.status();
-  int pipe_fds[2];
-  if (pipe(pipe_fds) != 0) {
-    return absl::UnavailableError(absl::StrCat("pipe: ", strerror(errno)));
-  }
-  UniqueFd wake_read(pipe_fds[0]);
-  UniqueFd wake_write(pipe_fds[1]);
-  for (int fd : pipe_fds) {
-    if (absl::Status status = SetNonBlocking(fd); !status.ok()) return status;
+  if (options_.tls_cert_pem.empty() != options_.tls_key_pem.empty()) {
+    return absl::InvalidArgumentError("HTTPS needs both a certificate and a private key");
   }
 
-  {
-    absl::MutexLock lock(&mu_);
-    routes_frozen_ = true;
-    routes_ = std::move(pending_routes_);
+  std::unique_ptr<httplib::Server> impl;
+  if (tls()) {
+    bool loaded = false;
+    auto ssl = std::make_unique<httplib::SSLServer>([this, &loaded](SSL_CTX& ctx) {
+      loaded = LoadPem(options_.tls_cert_pem, options_.tls_key_pem, &ctx);
+      return loaded;
+    });
+    if (!loaded || !ssl->is_valid()) {
+      return absl::InvalidArgumentError(
+          "HTTPS: the certificate or private key does not load, or they do not match");
+    }
+    impl = std::move(ssl);
+  } else {
+    impl = std::make_unique<httplib::Server>();
   }
-  listen_fd_ = *std::move(listener);
-  wake_read_fd_ = std::move(wake_read);
-  wake_write_fd_ = std::move(wake_write);
-  port_.store(*bound_port, std::memory_order_release);
+
+  // cpp-httplib's default also sets SO_REUSEPORT, which lets a second server bind the same port
+  // and silently take half the connections; a taken port must be an error instead.
+  // The callback is kept by cpp-httplib, so it records the listening socket in shared state.
+  auto listen_fd = std::make_shared<int>(-1);
+  impl->set_socket_options([listen_fd](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    *listen_fd = sock;
+  });
+  const int num_threads = options_.num_threads;
+  impl->new_task_queue = [num_threads] { return new httplib::ThreadPool(num_threads); };
+  impl->set_keep_alive_timeout(static_cast<time_t>(absl::ToInt64Seconds(options_.idle_timeout)));
+  impl->set_keep_alive_max_count(static_cast<size_t>(options_.max_requests_per_connection));
+  const auto [read_s, read_us] = SecondsAndMicros(options_.read_timeout);
+  impl->set_read_timeout(read_s, read_us);
+  const auto [write_s, write_us] = SecondsAndMicros(options_.write_timeout);
+  impl->set_write_timeout(write_s, write_us);
+  // Handlers take no body; a larger one is refused (413) without being read.
+  impl->set_payload_max_length(64 << 10);
+
+  routes_ = std::move(pending_routes_);
+  pending_routes_ = Routes();
+  auto serve = [this](const httplib::Request& in, httplib::Response& out) {
+    FromResponse(Dispatch(ToRequest(in)), &out);
+  };
+  impl->Get(".*", serve);
+  auto refuse = [](const httplib::Request&, httplib::Response& out) {
+    Response response = Response::Error(405);
+    response.headers.emplace_back("Allow", "GET, HEAD");
+    FromResponse(response, &out);
+  };
+  impl->Post(".*", refuse);
+  impl->Put(".*", refuse);
+  impl->Patch(".*", refuse);
+  impl->Delete(".*", refuse);
+  impl->Options(".*", refuse);
+  impl->set_exception_handler([](const httplib::Request&, httplib::Response& out,
+                                 std::exception_ptr) { FromResponse(Response::Error(500), &out); });
+
+  int bound = 0;
+  const std::string host_string(host);
+  if (port == 0) {
+    bound = impl->bind_to_any_port(host_string);
+  } else if (impl->bind_to_port(host_string, port)) {
+    bound = port;
+  } else {
+    bound = -1;
+  }
+  if (bound <= 0) {
+    pending_routes_ = std::move(routes_);
+    routes_ = Routes();
+    return absl::UnavailableError(absl::StrCat("cannot bind HTTP to ", host, ":", port));
+  }
+  // cpp-httplib listens with a backlog of 5: a burst of connections (64 opened at once in the
+  // tests) then loses SYNs while the accept thread is busy, and each loss costs the client a 1 s
+  // retransmission. Listening again on the bound socket raises the backlog (Linux).
+  if (*listen_fd >= 0) listen(*listen_fd, kListenBacklog);
+  httplib::Server* raw = impl.get();
+  listener_ = std::thread([raw] { raw->listen_after_bind(); });
+  // stop() only takes effect once the listener runs; wait for it so Shutdown cannot be lost.
+  while (!raw->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  impl_ = std::move(impl);
   started_ = true;
-  accept_thread_ = std::thread([this] { AcceptLoop(); });
-  workers_.reserve(options_.num_workers);
-  for (int i = 0; i < options_.num_workers; ++i) {
-    workers_.emplace_back([this] { WorkerLoop(); });
-  }
+  port_.store(bound, std::memory_order_release);
   return absl::OkStatus();
 }
 
 void Server::Shutdown() {
-  absl::MutexLock lifecycle(&lifecycle_mu_);
-  if (!started_ || stopped_) return;
+  absl::MutexLock lock(&mu_);
+  if (stopped_) return;
   stopped_ = true;
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  char byte = 1;
-  while (write(wake_write_fd_.get(), &byte, 1) < 0 && errno == EINTR) {
-  }
-  accept_thread_.join();
-  for (std::thread& worker : workers_) worker.join();
-  workers_.clear();
-  {
-    absl::MutexLock lock(&mu_);
-    for (int fd : queue_) close(fd);
-    queue_.clear();
-  }
-  listen_fd_.reset();
-  wake_read_fd_.reset();
-  wake_write_fd_.reset();
-}
-
-void Server::AcceptLoop() {
-  const int listen_fd = listen_fd_.get();
-  const int wake_fd = wake_read_fd_.get();
-  while (true) {
-    absl::Status ready = WaitReady(listen_fd, POLLIN, absl::InfiniteFuture(), wake_fd);
-    if (absl::IsCancelled(ready)) return;
-    if (!ready.ok()) {
-      // poll() itself failed; back off instead of spinning.
-      if (WokenWithin(wake_fd, kAcceptBackoff)) return;
-      continue;
-    }
-    int fd = accept(listen_fd, nullptr, nullptr);
-    if (fd < 0) {
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        // Out of descriptors or memory: the listener stays readable, so wait
-        // a little (or for shutdown) before trying again.
-        if (WokenWithin(wake_fd, kAcceptBackoff)) return;
-      }
-      continue;  // EAGAIN, EINTR, ECONNABORTED, ...: try again.
-    }
-    if (!SetNonBlocking(fd).ok()) {
-      close(fd);
-      continue;
-    }
-    bool queued = false;
-    {
-      absl::MutexLock lock(&mu_);
-      if (queue_.size() < static_cast<size_t>(options_.max_pending_connections)) {
-        queue_.push_back(fd);
-        queued = true;
-      }
-    }
-    if (!queued) {
-      RejectBusy(fd);
-      close(fd);
-    }
-  }
-}
-
-bool Server::HasWorkOrStopping() const { return stopping_ || !queue_.empty(); }
-
-void Server::WorkerLoop() {
-  while (true) {
-    int fd;
-    {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(this, &Server::HasWorkOrStopping));
-      if (stopping_) return;
-      fd = queue_.front();
-      queue_.pop_front();
-    }
-    ServeConnection(fd);
-    close(fd);
-  }
-}
-
-void Server::ServeConnection(int fd) const {
-  const int wake_fd = wake_read_fd_.get();
-  const absl::Time read_deadline = absl::Now() + options_.read_timeout;
-  std::string buffer;
-  size_t head_end = absl::string_view::npos;
-  while (true) {
-    head_end = FindHeadEnd(buffer);
-    if (head_end != absl::string_view::npos) break;
-    if (buffer.size() > options_.max_header_bytes) break;
-    size_t old_size = buffer.size();
-    buffer.resize(old_size + kReadChunk);
-    absl::StatusOr<size_t> n = ReadSome(fd, &buffer[old_size], kReadChunk, read_deadline, wake_fd);
-    buffer.resize(old_size + (n.ok() ? *n : 0));
-    if (n.ok() && *n > 0) {
-      if (!CouldStartRequest(buffer)) {
-        Response response = Response::Error(400);
-        response.body += "not an HTTP request\n";
-        if (SendResponse(fd, response, true)) Linger(fd);
-        return;
-      }
-      continue;
-    }
-    // Nothing was sent, or the client vanished, or the server is stopping:
-    // close without an answer.
-    if (buffer.empty() || absl::IsCancelled(n.status())) return;
-    if (n.ok()) {  // End of input inside the head.
-      SendResponse(fd, Response::Error(400), true);
-      return;
-    }
-    if (absl::IsDeadlineExceeded(n.status())) {
-      SendResponse(fd, Response::Error(408), true);
-    }
-    return;
-  }
-  Response response;
-  bool is_head = false;
-  if (head_end == absl::string_view::npos || head_end > options_.max_header_bytes) {
-    response = Response::Error(431);
-  } else {
-    absl::StatusOr<Request> request =
-        ParseRequestHead(absl::string_view(buffer).substr(0, head_end));
-    if (!request.ok()) {
-      response = Response::Error(absl::IsUnimplemented(request.status()) ? 505 : 400);
-      absl::StrAppend(&response.body, request.status().message(), "\n");
-    } else {
-      is_head = request->method == "HEAD";
-      response = Dispatch(*request);
-    }
-  }
-  if (SendResponse(fd, response, !is_head)) Linger(fd);
+  if (!started_) return;
+  impl_->stop();
+  listener_.join();
+  impl_.reset();
 }
 
 Response Server::Dispatch(const Request& request) const {
@@ -311,41 +249,10 @@ Response Server::Dispatch(const Request& request) const {
     }
   }
   if (handler == nullptr) return Response::Error(404);
-  if (request.method != "GET" && request.method != "HEAD") {
-    Response response = Response::Error(405);
-    response.headers.emplace_back("Allow", "GET, HEAD");
-    return response;
-  }
   try {
     return (*handler)(request);
   } catch (...) {
     return Response::Error(500);
-  }
-}
-
-bool Server::SendResponse(int fd, const Response& response, bool include_body) const {
-  const absl::Time deadline = absl::Now() + options_.write_timeout;
-  const int wake_fd = wake_read_fd_.get();
-  const bool send_body = include_body && StatusHasBody(response.status);
-  std::string head = SerializeHead(response, response.body.size());
-  if (send_body && response.body.size() <= kCoalesceLimit) {
-    head += response.body;
-    return WriteAll(fd, head, deadline, wake_fd).ok();
-  }
-  if (!WriteAll(fd, head, deadline, wake_fd).ok()) return false;
-  return !send_body || WriteAll(fd, response.body, deadline, wake_fd).ok();
-}
-
-void Server::Linger(int fd) const {
-  if (shutdown(fd, SHUT_WR) != 0) return;
-  const absl::Time deadline = absl::Now() + options_.linger_timeout;
-  char discard[kReadChunk];
-  size_t total = 0;
-  while (total < kMaxLingerBytes) {
-    absl::StatusOr<size_t> n =
-        ReadSome(fd, discard, sizeof(discard), deadline, wake_read_fd_.get());
-    if (!n.ok() || *n == 0) return;
-    total += *n;
   }
 }
 

@@ -5,10 +5,11 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "server/http/client.h"
 #include "server/http/server.h"
 #include "server/http/test_assets.h"
+#include "server/http/testing/curl_client.h"
 
 namespace psync::http {
 namespace {
@@ -110,15 +111,18 @@ TEST(ServeEmbeddedFilesTest, ServedOverHttpIncludingBinary) {
   Server server;
   ASSERT_TRUE(server.HandlePrefix("/ui/", ServeEmbeddedFiles(Files(), "/ui/")).ok());
   ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
-  absl::StatusOr<Response> response = Get("127.0.0.1", server.port(), "/ui/all_bytes.bin");
+  absl::StatusOr<Response> response =
+      testing::CurlGet(absl::StrCat("http://127.0.0.1:", server.port(), "/ui/all_bytes.bin"));
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->status, 200);
   EXPECT_EQ(response->content_type, "application/octet-stream");
   EXPECT_EQ(response->body, ByPath()["all_bytes.bin"]->bytes());
 
-  response = Get("127.0.0.1", server.port(), "/ui/../secret");
+  // Dot segments are not resolved: only the table's own paths are ever served.
+  response = testing::CurlGet(absl::StrCat("http://127.0.0.1:", server.port(), "/ui/../secret"));
   ASSERT_TRUE(response.ok()) << response.status();
-  EXPECT_EQ(response->status, 400);
+  EXPECT_EQ(response->status, 404);
+  EXPECT_EQ(response->body, "404 Not Found\n");
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 #include "server/metrics/http_handler.h"
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "server/http/client.h"
 #include "server/http/server.h"
+#include "server/http/testing/curl_client.h"
 #include "server/metrics/registry.h"
 
 namespace psync::metrics {
@@ -21,7 +22,8 @@ TEST(MetricsHandlerTest, ServesTheRenderedRegistry) {
   ASSERT_TRUE(server.Handle("/metrics", MetricsHandler(&registry)).ok());
   ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
 
-  absl::StatusOr<http::Response> response = http::Get("127.0.0.1", server.port(), "/metrics");
+  absl::StatusOr<http::Response> response =
+      http::testing::CurlGet(absl::StrCat("http://127.0.0.1:", server.port(), "/metrics"));
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->status, 200);
   EXPECT_EQ(response->content_type, "text/plain; version=0.0.4; charset=utf-8");
@@ -30,7 +32,7 @@ TEST(MetricsHandlerTest, ServesTheRenderedRegistry) {
             "# TYPE psync_scrapes_total counter\n"
             "psync_scrapes_total 1\n");
 
-  response = http::Get("127.0.0.1", server.port(), "/metrics");
+  response = http::testing::CurlGet(absl::StrCat("http://127.0.0.1:", server.port(), "/metrics"));
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_NE(response->body.find("psync_scrapes_total 2\n"), std::string::npos);
   EXPECT_EQ(collected, 2);

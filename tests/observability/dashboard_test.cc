@@ -23,15 +23,17 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/http/client.h"
+#include "server/http/testing/curl_client.h"
 #include "tests/observability/sim_job.h"
 
 namespace psync::testing {
@@ -251,7 +253,7 @@ class DashboardTest : public ::testing::Test {
     ASSERT_GT(grpc_port, 0) << ReadFile(TempDir() + "/coordinator.log");
     ASSERT_GT(http_port_, 0) << ReadFile(TempDir() + "/coordinator.log");
     for (const char* path : {"/", "/index.html", "/app.js", "/style.css"}) {
-      auto page = http::Get("127.0.0.1", http_port_, path);
+      auto page = http::testing::CurlGet(absl::StrCat("http://127.0.0.1:", http_port_, path));
       ASSERT_TRUE(page.ok()) << path << ": " << page.status();
       ASSERT_EQ(page->status, 200) << "the coordinator does not serve the dashboard's " << path
                                    << " (ServerOptions::dashboard = psync::dashboard::Files())";
@@ -268,6 +270,37 @@ class DashboardTest : public ::testing::Test {
   }
 
   std::string Url() const { return absl::StrCat("http://127.0.0.1:", http_port_, "/?job=train"); }
+
+  // Waits (up to 20 s) until the coordinator has recorded a stall of (step, chunk) of the job,
+  // reading /api/events page by page; returns whether it did.
+  bool WaitForStall(uint64_t step, uint32_t chunk) {
+    const std::string step_field = absl::StrCat("\"step\":\"", step, "\"");
+    const std::string chunk_field = absl::StrCat("\"chunk\":", chunk);
+    uint64_t since = 0;
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (absl::Now() < deadline) {
+      auto page = http::testing::CurlGet(absl::StrCat(
+          "http://127.0.0.1:", http_port_, "/api/events?job=train&kinds=stall&since=", since));
+      if (page.ok() && page->status == 200) {
+        for (absl::string_view event : absl::StrSplit(page->body, "},{")) {
+          if (absl::StrContains(event, step_field) &&
+              (absl::StrContains(event, chunk_field + ",") ||
+               absl::StrContains(event, chunk_field + "}"))) {
+            return true;
+          }
+        }
+        // Continue after what this answer covered: {"events":[...],"next":N,"end":E}.
+        absl::string_view rest = page->body;
+        const size_t at = rest.find("\"next\":");
+        if (at != absl::string_view::npos) {
+          rest.remove_prefix(at + 7);
+          absl::SimpleAtoi(rest.substr(0, rest.find(',')), &since);
+        }
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
+  }
 
   std::unique_ptr<Chromium> chromium_;
   std::unique_ptr<Process> coordinator_;
@@ -299,7 +332,8 @@ TEST_F(DashboardTest, ShowsTheHeldBackRankAsMissingThenTheNextStep) {
   ASSERT_TRUE(job_->StageStep(8, {{5, 3, "expert"}}).ok());
   for (uint32_t c : {0, 1, 2, 5}) ASSERT_TRUE(job_->SyncChunk(8, c).ok());
   ASSERT_TRUE(job_->SyncChunk(8, 4, /*skip_rank=*/6).ok());
-  absl::SleepFor(absl::Milliseconds(700));
+  // The page is read once chunk 3 has waited past its stall deadline (the stall is recorded).
+  ASSERT_TRUE(WaitForStall(8, 3)) << ReadFile(TempDir() + "/coordinator.log");
 
   const std::string dom = chromium_->DumpDom(Url());
   ASSERT_THAT(dom, HasSubstr("id=\"heatmap\"")) << ReadFile(TempDir() + "/chromium.log");

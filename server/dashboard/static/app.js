@@ -5,6 +5,10 @@
 //   /api/audit?id=J           every 2 s: release wait and sync time per step (chart)
 //   /api/events?job=J&since=N every 1 s: violations, stalls, lost ranks, aborts (kept client-side)
 //
+// When the coordinator requires a token for /api/ (--http_token_file), open the page as
+// /?job=J#token=T: the fragment never leaves the browser, and every API call sends
+// "Authorization: Bearer T".
+//
 // Numbers of type (u)int64 arrive as JSON strings (proto3 JSON); num() reads both forms.
 // Elements carry data attributes (data-rank, data-chunk, data-state, data-step, ...) that the
 // dashboard test asserts on. Text from the server is only ever set with textContent.
@@ -57,8 +61,11 @@
     return node;
   }
 
+  const TOKEN = new URLSearchParams(window.location.hash.slice(1)).get('token') || '';
+
   async function getJson(path) {
-    const response = await fetch(path, { cache: 'no-store' });
+    const headers = TOKEN ? { Authorization: 'Bearer ' + TOKEN } : {};
+    const response = await fetch(path, { cache: 'no-store', headers });
     if (!response.ok) {
       const body = await response.text();
       throw new Error(path + ': HTTP ' + response.status + ' ' + body.trim());

@@ -1,0 +1,276 @@
+// The coordinator's HTTP side end to end, in process (server/coordinator_server.h with the
+// dashboard): idle connections do not hold it, /api/ needs the token when one is set, it speaks
+// HTTPS with the gRPC side's certificate, and /api/events is paged.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "server/dashboard/assets.h"
+#include "server/http/testing/curl_client.h"
+#include "server/http/testing/test_certificate.h"
+#include "server/http_api.h"
+#include "server/test_server.h"
+#include "tests/observability/sim_job.h"
+
+namespace psync::server {
+namespace {
+
+using http::testing::CurlFetch;
+using http::testing::CurlGet;
+using http::testing::CurlOptions;
+
+constexpr char kToken[] = "s3cret-token";
+
+std::string TempDir() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : "/tmp";
+}
+
+absl::StatusOr<std::unique_ptr<TestServer>> StartHttp(ServerOptions options) {
+  options.http_listen = "127.0.0.1:0";
+  options.dashboard = dashboard::Files();
+  return TestServer::Start(std::move(options));
+}
+
+std::string Url(const TestServer& server, const std::string& path) {
+  return absl::StrCat("http://127.0.0.1:", server.http_port(), path);
+}
+
+// A TCP connection that sends nothing, or the start of a request and then nothing.
+class IdleConnection {
+ public:
+  IdleConnection(int port, const std::string& partial) : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok_ = fd_ >= 0 && connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+          (partial.empty() || send(fd_, partial.data(), partial.size(), MSG_NOSIGNAL) ==
+                                  static_cast<ssize_t>(partial.size()));
+  }
+  ~IdleConnection() {
+    if (fd_ >= 0) close(fd_);
+  }
+  IdleConnection(const IdleConnection&) = delete;
+  IdleConnection& operator=(const IdleConnection&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  int fd_;
+  bool ok_ = false;
+};
+
+// The figure in docs/reliability.md ("The HTTP side: security"): with the shipped thread count,
+// 64 connections that send nothing or half a request leave the dashboard and /metrics answering
+// at once. The timeouts are raised to a minute so the answers cannot come from the server giving
+// up on the idle connections.
+TEST(HttpSideTest, DashboardAndMetricsAnswerBesideSixtyFourIdleConnections) {
+  ServerOptions options;
+  options.http.idle_timeout = absl::Seconds(60);
+  options.http.read_timeout = absl::Seconds(60);
+  auto server = StartHttp(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::vector<std::unique_ptr<IdleConnection>> idle;
+  for (int i = 0; i < 64; ++i) {
+    idle.push_back(std::make_unique<IdleConnection>(
+        (*server)->http_port(), i % 2 == 0 ? "" : "GET /metrics HTTP/1.1\r\nHost: x\r\n"));
+    ASSERT_TRUE(idle.back()->ok()) << i;
+  }
+  const absl::Time start = absl::Now();
+  absl::StatusOr<http::Response> page = CurlGet(Url(**server, "/"));
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(page->status, 200);
+  EXPECT_TRUE(absl::StrContains(page->body, "<title>")) << page->body.substr(0, 200);
+  absl::StatusOr<http::Response> metrics = CurlGet(Url(**server, "/metrics"));
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_EQ(metrics->status, 200);
+  EXPECT_TRUE(absl::StrContains(metrics->body, "# TYPE psync_")) << metrics->body.substr(0, 200);
+  const absl::Duration elapsed = absl::Now() - start;
+  EXPECT_LT(elapsed, absl::Seconds(10));
+  std::cout << "dashboard + /metrics beside 64 idle connections: " << elapsed << "\n";
+}
+
+TEST(HttpSideTest, ApiRequiresTheBearerTokenAndMetricsStayOpen) {
+  ServerOptions options;
+  options.http_api.token = kToken;
+  auto server = StartHttp(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  absl::StatusOr<http::Response> missing = CurlGet(Url(**server, "/api/jobs"));
+  ASSERT_TRUE(missing.ok()) << missing.status();
+  EXPECT_EQ(missing->status, 401);
+  EXPECT_EQ(missing->body,
+            "401 Unauthorized: no Authorization header; send 'Authorization: Bearer <token>'\n");
+  EXPECT_EQ(missing->Header("WWW-Authenticate"), "Bearer realm=\"psync\"");
+
+  absl::StatusOr<http::Response> basic =
+      CurlGet(Url(**server, "/api/jobs"), {"Authorization: Basic eDp5"});
+  ASSERT_TRUE(basic.ok()) << basic.status();
+  EXPECT_EQ(basic->status, 401);
+  EXPECT_EQ(basic->body,
+            "401 Unauthorized: the Authorization header is not a Bearer token; send "
+            "'Authorization: Bearer <token>'\n");
+
+  absl::StatusOr<http::Response> wrong =
+      CurlGet(Url(**server, "/api/jobs"), {"Authorization: Bearer s3cret-tokeN"});
+  ASSERT_TRUE(wrong.ok()) << wrong.status();
+  EXPECT_EQ(wrong->status, 401);
+  EXPECT_EQ(wrong->body, "401 Unauthorized: wrong token; send 'Authorization: Bearer <token>'\n");
+
+  for (const char* path : {"/api/jobs", "/api/job?id=none", "/api/events?since=0"}) {
+    absl::StatusOr<http::Response> right =
+        CurlGet(Url(**server, path), {absl::StrCat("Authorization: Bearer ", kToken)});
+    ASSERT_TRUE(right.ok()) << right.status();
+    EXPECT_EQ(right->status, absl::StrContains(path, "none") ? 404 : 200) << path;
+  }
+  absl::StatusOr<http::Response> jobs =
+      CurlGet(Url(**server, "/api/jobs"), {absl::StrCat("Authorization: Bearer ", kToken)});
+  EXPECT_EQ(jobs->body, "{\"jobs\":[]}");
+
+  // Unguarded: /metrics (by default) and the dashboard's files, which hold no data.
+  EXPECT_EQ(CurlGet(Url(**server, "/metrics"))->status, 200);
+  EXPECT_EQ(CurlGet(Url(**server, "/"))->status, 200);
+  EXPECT_EQ(CurlGet(Url(**server, "/app.js"))->status, 200);
+}
+
+TEST(HttpSideTest, MetricsRequireTheTokenWhenAsked) {
+  ServerOptions options;
+  options.http_api.token = kToken;
+  options.http_api.metrics_require_token = true;
+  auto server = StartHttp(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<http::Response> open = CurlGet(Url(**server, "/metrics"));
+  ASSERT_TRUE(open.ok()) << open.status();
+  EXPECT_EQ(open->status, 401);
+  EXPECT_EQ(open->body,
+            "401 Unauthorized: no Authorization header; send 'Authorization: Bearer <token>'\n");
+  absl::StatusOr<http::Response> with =
+      CurlGet(Url(**server, "/metrics"), {absl::StrCat("Authorization: Bearer ", kToken)});
+  ASSERT_TRUE(with.ok()) << with.status();
+  EXPECT_EQ(with->status, 200);
+  EXPECT_TRUE(absl::StrContains(with->body, "# TYPE psync_"));
+}
+
+TEST(HttpSideTest, NoTokenConfiguredMeansNoneNeeded) {
+  auto server = StartHttp(ServerOptions());
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<http::Response> jobs = CurlGet(Url(**server, "/api/jobs"));
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  EXPECT_EQ(jobs->status, 200);
+  EXPECT_EQ(jobs->body, "{\"jobs\":[]}");
+}
+
+TEST(HttpSideTest, ServesHttpsWithTheGrpcSidesCertificate) {
+  absl::StatusOr<http::testing::TestCertificate> cert =
+      http::testing::MakeTestCertificate(TempDir());
+  ASSERT_TRUE(cert.ok()) << cert.status();
+  ServerOptions options;
+  options.tls_cert_pem = cert->cert_pem;
+  options.tls_key_pem = cert->key_pem;
+  options.http_api.token = kToken;
+  auto server = StartHttp(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  CurlOptions verified;
+  verified.ca_file = cert->cert_path;
+  verified.headers = {absl::StrCat("Authorization: Bearer ", kToken)};
+  const std::string base = absl::StrCat("https://localhost:", (*server)->http_port());
+  absl::StatusOr<http::testing::CurlResponse> jobs = CurlFetch(base + "/api/jobs", verified);
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  EXPECT_TRUE(jobs->tls);
+  EXPECT_EQ(jobs->response.status, 200);
+  EXPECT_EQ(jobs->response.body, "{\"jobs\":[]}");
+  absl::StatusOr<http::testing::CurlResponse> metrics = CurlFetch(base + "/metrics", verified);
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_TRUE(metrics->tls);
+  EXPECT_EQ(metrics->response.status, 200);
+  // Plain HTTP on the same port gets no answer.
+  EXPECT_FALSE(CurlGet(Url(**server, "/metrics")).ok());
+}
+
+// Reads the number after "\"<name>\":" in `json`.
+uint64_t JsonNumber(const std::string& json, const std::string& name) {
+  const std::string key = absl::StrCat("\"", name, "\":");
+  const size_t at = json.find(key);
+  if (at == std::string::npos) return UINT64_MAX;
+  size_t end = at + key.size();
+  while (end < json.size() && json[end] >= '0' && json[end] <= '9') ++end;
+  uint64_t value = 0;
+  if (!absl::SimpleAtoi(json.substr(at + key.size(), end - at - key.size()), &value)) {
+    return UINT64_MAX;
+  }
+  return value;
+}
+
+TEST(HttpSideTest, EventsArePagedWithLimitAndNext) {
+  auto server = StartHttp(ServerOptions());
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto job = testing::SimJob::Start((*server)->target(), testing::SimJobOptions());
+  ASSERT_TRUE(job.ok()) << job.status();
+  for (uint64_t step = 0; step < 2; ++step) {
+    absl::Status ran = (*job)->RunStep(step);
+    ASSERT_TRUE(ran.ok()) << ran;
+  }
+
+  uint64_t end = 0;
+  (*server)->coordinator().EventsSince(0, &end, 0);
+  ASSERT_GT(end, 10u);
+
+  // Pages of 4 from 0 cover every event once, in order, and stop at `end`.
+  uint64_t since = 0;
+  int pages = 0;
+  uint64_t events = 0;
+  while (since < end) {
+    absl::StatusOr<http::Response> page =
+        CurlGet(Url(**server, absl::StrCat("/api/events?since=", since, "&limit=4")));
+    ASSERT_TRUE(page.ok()) << page.status();
+    ASSERT_EQ(page->status, 200) << page->body;
+    const uint64_t next = JsonNumber(page->body, "next");
+    EXPECT_EQ(next, std::min(since + 4, end)) << page->body;
+    EXPECT_GE(JsonNumber(page->body, "end"), end) << page->body;
+    uint64_t in_page = 0;
+    for (size_t at = page->body.find("\"index\""); at != std::string::npos;
+         at = page->body.find("\"index\"", at + 1)) {
+      ++in_page;
+    }
+    // Event 0 has index 0, which JSON leaves out (proto3 default).
+    EXPECT_EQ(in_page + (since == 0 ? 1 : 0), next - since) << page->body;
+    events += next - since;
+    since = next;
+    ++pages;
+  }
+  EXPECT_EQ(events, end);
+  EXPECT_EQ(pages, static_cast<int>((end + 3) / 4));
+
+  // Past the end: empty, and `next` stays at the end.
+  absl::StatusOr<http::Response> past =
+      CurlGet(Url(**server, absl::StrCat("/api/events?since=", end)));
+  ASSERT_TRUE(past.ok());
+  EXPECT_EQ(past->status, 200);
+  EXPECT_TRUE(absl::StartsWith(past->body, "{\"events\":[],\"next\":")) << past->body;
+
+  for (const char* bad : {"limit=0", "limit=1001", "limit=x", "since=-1"}) {
+    absl::StatusOr<http::Response> refused =
+        CurlGet(Url(**server, absl::StrCat("/api/events?", bad)));
+    ASSERT_TRUE(refused.ok());
+    EXPECT_EQ(refused->status, 400) << bad;
+  }
+  absl::StatusOr<http::Response> refused = CurlGet(Url(**server, "/api/events?limit=1001"));
+  EXPECT_EQ(refused->body, "query parameter 'limit' must be in 1..1000\n");
+}
+
+}  // namespace
+}  // namespace psync::server
