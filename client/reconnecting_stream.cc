@@ -1,5 +1,8 @@
 #include "client/reconnecting_stream.h"
 
+#include "absl/strings/match.h"
+#include "server/wire_status.h"
+
 namespace psync {
 
 absl::Status StatusFromGrpc(const grpc::Status& status, absl::string_view what) {
@@ -22,7 +25,8 @@ bool IsTransientFailure(const absl::Status& status) {
 
 bool IsTransientStreamEnd(const absl::Status& status, bool established) {
   return IsTransientFailure(status) ||
-         (established && status.code() == absl::StatusCode::kResourceExhausted);
+         (established && status.code() == absl::StatusCode::kResourceExhausted &&
+          absl::StrContains(status.message(), server::kStreamOverflowMessage));
 }
 
 grpc::ChannelArguments ReconnectingChannelArguments(const BackoffOptions& backoff,

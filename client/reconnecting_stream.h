@@ -59,10 +59,11 @@ absl::Status StatusFromGrpc(const grpc::Status& status, absl::string_view what);
 bool IsTransientFailure(const absl::Status& status);
 
 // Whether a stream that ended with `status` is worth opening again: a transient failure, or, on a
-// stream that was `established` (its attach answered), RESOURCE_EXHAUSTED: the coordinator ends a
-// stream whose outbound queue stayed over its bound (the client did not read fast enough), and a
-// new stream re-attaches and gets what is pending. RESOURCE_EXHAUSTED before that (an attach
-// refused for a limit) is final.
+// stream that was `established` (its attach answered), the RESOURCE_EXHAUSTED with which the
+// coordinator ends a stream whose outbound queue stayed over its bound (the client did not read
+// fast enough; server::kStreamOverflowMessage): a new stream re-attaches and gets what is pending.
+// Any other RESOURCE_EXHAUSTED (an attach refused for a limit, a message over the size limit,
+// which would only be refused again) is final.
 bool IsTransientStreamEnd(const absl::Status& status, bool established);
 
 // Channel arguments that align gRPC's own reconnect backoff with `backoff` (gRPC's default, 1 s

@@ -155,6 +155,11 @@ TEST(IsTransientStreamEndTest, ResourceExhaustedOfAnEstablishedStreamIsRetried) 
   EXPECT_FALSE(IsTransientFailure(overflow));  // a refused Join stays final
   EXPECT_TRUE(IsTransientStreamEnd(absl::UnavailableError("gone"), false));
   EXPECT_FALSE(IsTransientStreamEnd(absl::InvalidArgumentError("bad"), true));
+  // A message over the coordinator's size limit would be refused again: final.
+  EXPECT_FALSE(IsTransientStreamEnd(
+      absl::ResourceExhaustedError("session: Received message larger than max (2097152 vs. "
+                                   "1048576)"),
+      /*established=*/true));
 }
 
 TEST_F(ReconnectingStreamTest, NothingButTheHandshakeIsWrittenBeforeEstablished) {

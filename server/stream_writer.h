@@ -42,6 +42,7 @@
 #include "grpcpp/alarm.h"
 #include "grpcpp/grpcpp.h"
 #include "server/clock.h"
+#include "server/wire_status.h"
 
 namespace psync::server {
 
@@ -207,7 +208,7 @@ class StreamWriter {
       } else {
         finish_status_ = grpc::Status(
             grpc::StatusCode::RESOURCE_EXHAUSTED,
-            absl::StrCat("outbound queue over ", limits_.queue_bytes, " bytes (", queue_.bytes(),
+            absl::StrCat(kStreamOverflowMessage, limits_.queue_bytes, " bytes (", queue_.bytes(),
                          " queued) for ", absl::FormatDuration(limits_.overflow_deadline),
                          ": the peer does not read what it is sent (--stream_queue_bytes, "
                          "--stream_overflow_deadline); re-attach to get what is pending"));

@@ -24,6 +24,12 @@ namespace psync::server {
 // a status message, an event's detail, an abort reason.
 inline constexpr size_t kMaxEchoedBytes = 1024;
 
+// How the message starts when the coordinator ends a stream whose outbound queue stayed over its
+// bound (server/stream_writer.h). Such a RESOURCE_EXHAUSTED is worth a reconnect (the client read
+// too slowly); any other RESOURCE_EXHAUSTED (a message over the size limit, a limit on attach) is
+// not: sending the same thing again would meet the same limit.
+inline constexpr absl::string_view kStreamOverflowMessage = "outbound queue over ";
+
 // `text` when it has at most `max` bytes; otherwise its first bytes (cut at a UTF-8 character
 // boundary) followed by "...(<n> more bytes)", `max` bytes at most in all. `max` must leave room
 // for the marker (at least 32).
