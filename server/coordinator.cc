@@ -443,7 +443,10 @@ std::vector<core::Event> Coordinator::EnforceLiveness() {
   std::vector<core::Event> found;
   if (out.committed != nullptr) {
     for (const core::Event& e : *out.committed) {
-      if (e.kind == EventKind::kStall || e.kind == EventKind::kRankLost) found.push_back(e);
+      if (e.kind == EventKind::kStall || e.kind == EventKind::kRankLost ||
+          e.kind == EventKind::kJobEvicted) {
+        found.push_back(e);
+      }
     }
   }
   Deliver(out);

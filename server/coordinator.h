@@ -152,7 +152,8 @@ class Coordinator {
   // Enforces the liveness rules, and so changes state: finds stalls in every job (chunks waiting
   // past their learned deadline) and lost ranks (no session past the lease), and aborts the
   // generation of a job whose rank stayed lost past lost_rank_abort_after (its ranks get Abort).
-  // Records a kStall / kRankLost event for each new finding and returns those events. Called
+  // Evicts jobs idle past job_idle_ttl (kJobEvicted). Records a kStall / kRankLost event for each
+  // new finding and returns those events and the evictions. Called
   // periodically by the server's inspector thread (tests call it themselves).
   std::vector<core::Event> EnforceLiveness() ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -264,7 +264,10 @@ TEST_F(LifecycleTest, AJobWithoutSessionsOrMessagesIsEvictedAfterTheIdleTtlAndMa
   EXPECT_EQ(coordinator_->live_jobs(), 2u);
 
   clock_.Advance(absl::Minutes(1));  // 15 minutes since the last message
-  coordinator_->EnforceLiveness();
+  const std::vector<core::Event> found = coordinator_->EnforceLiveness();
+  ASSERT_EQ(found.size(), 1u);  // what the server's inspector logs
+  EXPECT_EQ(found[0].kind, core::EventKind::kJobEvicted);
+  EXPECT_EQ(found[0].job_id.str(), "idle");
   EXPECT_EQ(coordinator_->live_jobs(), 1u);  // a job with a session is never evicted
   absl::StatusOr<JobStatusView> view = coordinator_->GetJobStatus("idle");
   ASSERT_TRUE(view.ok());

@@ -77,9 +77,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
     s->inspector_ =
         std::thread([self, interval = options.inspect_interval, log = options.log_stalls] {
           while (!self->stop_inspector_.WaitForNotificationWithTimeout(interval)) {
-            for (const core::Event& stall : self->coordinator_->EnforceLiveness()) {
-              if (log)
-                std::cerr << "psync: stall: job '" << stall.job_id << "' " << stall.detail << "\n";
+            for (const core::Event& found : self->coordinator_->EnforceLiveness()) {
+              if (log) {
+                std::cerr << "psync: " << core::EventKindName(found.kind) << ": job '"
+                          << found.job_id << "' " << found.detail << "\n";
+              }
             }
           }
         });

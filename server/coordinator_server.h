@@ -46,7 +46,7 @@ struct ServerOptions {
   // thread.
   absl::Duration inspect_interval = absl::Milliseconds(50);
   // Log each stall to stderr.
-  bool log_stalls = true;
+  bool log_stalls = true;  // and rank losses and evictions, one line each to stderr
   // TLS: PEM server certificate chain and private key (both or neither). With client_ca_pem, every
   // client must present a certificate signed by that CA (mutual TLS).
   std::string tls_cert_pem;
