@@ -164,6 +164,16 @@ TEST_F(LifecycleTest, EndJobRefusesBadInputWithThePreciseStatusAndChangesNothing
   EXPECT_THAT(JobIds({"FORMING", "RUNNING"}), ElementsAre("job"));
 }
 
+// The id of an unknown job is the client's text: its rejection's event keeps a bounded copy.
+TEST_F(LifecycleTest, ARejectionOfAHugeUnknownJobIdRecordsABoundedEvent) {
+  const std::string huge(1 << 20, 'j');
+  EXPECT_EQ(coordinator_->Stage(huge, 0, 1, {Item(0, 0, "dense")}).code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_EQ(events_.kinds.back(), "rejected");
+  EXPECT_LE(events_.details.back().size(), 1100u);
+  EXPECT_THAT(events_.details.back(), HasSubstr("more bytes)"));
+}
+
 TEST_F(LifecycleTest, EndJobWithJobTokensNeedsTheJobsToken) {
   CoordinatorOptions options;
   options.job_tokens = {{"job", "s3cret"}};

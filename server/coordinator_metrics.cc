@@ -107,10 +107,11 @@ void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
       flush_checkins();
       run_job = &e.job_id.str();
       job = {e.job_id.str()};
-      checkins = checkins_->WithLabels(job);
+      checkins = nullptr;  // looked up at the run's first check-in: a run may have none
     }
     switch (e.kind) {
       case EventKind::kCheckin: {
+        if (checkins == nullptr) checkins = checkins_->WithLabels(job);
         ++run_checkins;
         const OpenChunkView key(e.job_id.str(), e.generation, *e.step, *e.chunk);
         auto open = open_checkins_.find(key);
