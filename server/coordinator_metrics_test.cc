@@ -26,7 +26,8 @@ TEST(CoordinatorMetricsTest, AnEndedJobsSeriesAreFreedAndUnknownJobsShareOneSeri
   metrics::Registry registry;
   auto created = CoordinatorMetrics::Create(&coordinator, &registry);
   ASSERT_TRUE(created.ok()) << created.status();
-  for (core::RankId r = 0; r < 2; ++r) ASSERT_TRUE(coordinator.Join(DensePlan("job", r, 2, 1)).ok());
+  for (core::RankId r = 0; r < 2; ++r)
+    ASSERT_TRUE(coordinator.Join(DensePlan("job", r, 2, 1)).ok());
   for (core::RankId r = 0; r < 2; ++r) {
     ASSERT_TRUE(coordinator.Stage("job", r, 1, {Item(0, 0, "dense")}).ok());
   }
