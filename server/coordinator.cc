@@ -6,6 +6,7 @@
 #include "absl/random/distributions.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/bounded_text.h"
 #include "server/observe/trace_export.h"
 
 namespace psync::server {
@@ -21,18 +22,6 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
 namespace {
 
 constexpr size_t kMaxEndReasonBytes = 256;
-
-// A rejected message's text is the client's (the id of an unknown job may be anything up to the
-// message size limit), and the event log is bounded by count: an event keeps at most this much of
-// it, cut at a UTF-8 boundary.
-constexpr size_t kMaxRejectedTextBytes = 1024;
-
-std::string BoundedRejectedText(absl::string_view text) {
-  if (text.size() <= kMaxRejectedTextBytes) return std::string(text);
-  size_t cut = kMaxRejectedTextBytes;
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-  return absl::StrCat(text.substr(0, cut), "...(", text.size() - cut, " more bytes)");
-}
 
 }  // namespace
 
@@ -117,9 +106,9 @@ void Coordinator::RecordRejection(const std::string& job_id, Job* job, const abs
   core::Event e;
   e.kind = EventKind::kRejected;
   e.time = now;
-  e.job_id = job != nullptr ? job->tracker->job_id() : BoundedRejectedText(job_id);
+  e.job_id = job != nullptr ? job->tracker->job_id() : BoundEcho(job_id);
   if (job != nullptr) e.generation = job->tracker->generation();
-  e.detail = BoundedRejectedText(status.ToString());
+  e.detail = BoundEcho(status.ToString());
   AppendEvent(std::move(e), out);
 }
 

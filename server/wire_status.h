@@ -17,26 +17,15 @@
 #include "absl/strings/string_view.h"
 #include "grpcpp/support/status.h"
 #include "proto/psync/v1/coordinator.pb.h"
+#include "server/bounded_text.h"
 
 namespace psync::server {
-
-// The most bytes of text that go back to a client in one field that may quote what a client sent:
-// a status message, an event's detail, an abort reason.
-inline constexpr size_t kMaxEchoedBytes = 1024;
 
 // How the message starts when the coordinator ends a stream whose outbound queue stayed over its
 // bound (server/stream_writer.h). Such a RESOURCE_EXHAUSTED is worth a reconnect (the client read
 // too slowly); any other RESOURCE_EXHAUSTED (a message over the size limit, a limit on attach) is
 // not: sending the same thing again would meet the same limit.
 inline constexpr absl::string_view kStreamOverflowMessage = "outbound queue over ";
-
-// `text` when it has at most `max` bytes; otherwise its first bytes (cut at a UTF-8 character
-// boundary) followed by "...(<n> more bytes)", `max` bytes at most in all. `max` must leave room
-// for the marker (at least 32).
-std::string BoundEcho(absl::string_view text, size_t max = kMaxEchoedBytes);
-// Where BoundEcho keeps nothing to copy: the longest prefix of `text` of at most `max` bytes that
-// does not cut a UTF-8 character (no marker).
-absl::string_view BoundEchoView(absl::string_view text, size_t max = kMaxEchoedBytes);
 
 // Writes `status` into `out`'s code and message (bounded by BoundEcho). `WireStatus` is any
 // psync.v1 message with `int32 code` and `string message` (Ack, AgentAck, MessageStatus,
