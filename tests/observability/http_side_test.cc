@@ -98,8 +98,9 @@ TEST(HttpSideTest, DashboardAndMetricsAnswerBesideSixtyFourIdleConnections) {
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   EXPECT_EQ(metrics->status, 200);
   EXPECT_TRUE(absl::StrContains(metrics->body, "# TYPE psync_")) << metrics->body.substr(0, 200);
+  // A server held by the idle connections would not answer before curl's 10 s timeout (the
+  // server's own timeouts are a minute here): the requests above would fail. The time is a figure.
   const absl::Duration elapsed = absl::Now() - start;
-  EXPECT_LT(elapsed, absl::Seconds(10));
   std::cout << "dashboard + /metrics beside 64 idle connections: " << elapsed << "\n";
 }
 
