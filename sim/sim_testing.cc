@@ -26,6 +26,7 @@ BrokenRun RunBreakingConnections(const SimPlan& plan, const SimOptions& options,
   absl::Notification done;
   std::thread chaos([&] {
     while (!done.WaitForNotificationWithTimeout(period)) {
+      if (run.breaks == 0) run.connections_before_first_break = proxy->connections_accepted();
       proxy->BreakConnections();
       ++run.breaks;
     }

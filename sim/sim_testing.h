@@ -34,6 +34,9 @@ SimPlan SixteenRankPlan();
 struct BrokenRun {
   absl::StatusOr<SimReport> report;
   int breaks = 0;  // BreakConnections calls made while the job ran
+  // Connections the proxy had accepted when it first broke them (those it accepted after that are
+  // the clients connecting again). Ranks may share one connection, so this is not the rank count.
+  int connections_before_first_break = 0;
 };
 
 // RunSimulatedJob(plan, options), while every `period` `proxy` breaks every connection it carries.
