@@ -1,0 +1,179 @@
+"""psync.torch: gate a Megatron-style distributed optimizer's param sync with psync.
+
+A training step of a model whose parameters are sharded by distributed optimizers (DistOpts: a
+dense one and, in MoE models, an expert one) ends with each DistOpt stepping its shards and
+*staging* the result for every model chunk; then each chunk's *param sync* all-gathers the staged
+shards of every DistOpt into the model weights. When the DistOpts share one param buffer per chunk
+(Megatron's `reuse_grad_buf_for_mxfp8_param_ag`), a chunk may be synced only once every DistOpt
+staged it, and only once per step (Megatron-LM #4800). `ParamSyncGate` makes the coordinator
+decide that:
+
+    gate = ParamSyncGate(client, num_chunks, start_sync, finish_sync, overlap=True)
+    gate.register_forward_pre_hooks(chunk_modules)          # overlap: wait per chunk
+    for step in range(steps):
+        loss = model(batch).backward(); reduce_scatter_grads()
+        for opt in (dense_opt, expert_opt):
+            for chunk in range(num_chunks):
+                opt.step_and_stage(chunk)
+                gate.staged(step, chunk, opt.name)           # asynchronous report
+        gate.end_step(step)
+    gate.flush()
+
+`start_sync(chunk)` launches the chunk's param all-gathers (torch.distributed, async_op=True) and
+returns a handle with `wait()`; `finish_sync(chunk, handle)` waits for them, copies the gathered
+values into the weights (and zeroes a shared buffer), and returns the checksum of the weights per
+sync group ({"dp": ..., "edp0": ...}), which is reported in SyncDone.
+
+Without overlap, `end_step` waits for each chunk's directive (in chunk order), runs its sync and
+reports SyncDone. With overlap (Megatron's `overlap_param_gather`), `staged` and `end_step` only
+launch the gathers of chunks whose directive has already arrived, and the forward pre-hook of
+chunk c makes sure chunk c's gather was launched (waiting for its directive only if it has not
+arrived) and has finished before the chunk's forward runs: the step never waits for the
+coordinator unless a chunk's weights are needed before its release.
+
+Gathers are launched in chunk order on every rank, so collectives on a process group are issued in
+the same order everywhere. Every chunk is synced at most once per step (a repeated directive is
+counted in `duplicate_directives` and ignored). With `client=None` the gate runs the same
+schedule with no coordinator: a chunk is released when `end_step` is called (the reference
+without psync). Not thread-safe: use it from the training loop's thread.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+import psync
+
+StartSync = Callable[[int], Any]
+FinishSync = Callable[[int, Any], Mapping[str, int]]
+
+
+class ParamSyncGate:
+    """Runs each chunk's param sync when the coordinator releases it, once per step."""
+
+    def __init__(self, client: Optional[psync.Client], num_chunks: int, start_sync: StartSync,
+                 finish_sync: FinishSync, *, overlap: bool = False,
+                 directive_timeout: float = 300.0):
+        self.client = client
+        self.num_chunks = num_chunks
+        self.overlap = overlap
+        self.directive_timeout = directive_timeout
+        self._start = start_sync
+        self._finish = finish_sync
+        self._step: Optional[int] = None  # the step whose syncs are outstanding
+        self._ended = False  # end_step was called for _step
+        self._next_launch = 0  # chunks below it were launched for _step
+        self._handles: Dict[int, Any] = {}
+        self._last_synced = [-1] * num_chunks
+        self._reports: List[psync.Pending] = []
+        self.duplicate_directives = 0
+        self.directive_waits = 0  # times a directive had not arrived when it was needed
+        self.checksums: Dict[int, Mapping[str, int]] = {}
+
+    # -- the loop's calls ---------------------------------------------------------------------
+
+    def staged(self, step: int, chunk: int, optimizer: str, checksum: Optional[int] = None) -> None:
+        """`optimizer` staged `chunk` for `step`: reported without waiting. The first call of a
+        step finishes what is left of the previous step's syncs."""
+        self._begin(step)
+        if self.client is not None:
+            self._reports.append(self.client.staged_async(step, chunk, optimizer, checksum))
+            if self.overlap:
+                self._launch_ready()
+        self._check_reports(block=False)
+
+    def end_step(self, step: int) -> None:
+        """Every DistOpt staged every chunk of `step`. Without overlap: wait for each chunk's
+        directive, sync it, report SyncDone. With overlap: launch what is released; the forward
+        pre-hooks do the rest."""
+        self._begin(step)
+        self._ended = True
+        if self.overlap:
+            self._launch_ready()
+        else:
+            self._complete_through(self.num_chunks - 1)
+
+    def wait_chunk(self, chunk: int) -> None:
+        """Makes sure `chunk`'s sync of the outstanding step has run (the forward pre-hook)."""
+        if self._step is not None and self._ended:
+            self._complete_through(chunk)
+
+    def register_forward_pre_hooks(self, chunk_modules: Sequence[Any]) -> List[Any]:
+        """Registers on chunk_modules[c] a forward pre-hook that calls wait_chunk(c)."""
+        handles = []
+        for c, module in enumerate(chunk_modules):
+            handles.append(module.register_forward_pre_hook(
+                lambda _module, _inputs, c=c: self.wait_chunk(c)))
+        return handles
+
+    def flush(self) -> None:
+        """Runs every outstanding sync and waits for every report's answer; raises the first
+        refusal (PsyncError)."""
+        if self._step is not None and self._ended:
+            self._complete_through(self.num_chunks - 1)
+        self._check_reports(block=True)
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _begin(self, step: int) -> None:
+        if self._step == step:
+            return
+        if self._step is not None:
+            if not self._ended:
+                raise RuntimeError(f"step {step} began before end_step({self._step})")
+            self._complete_through(self.num_chunks - 1)
+        self._step = step
+        self._ended = False
+        self._next_launch = 0
+        self._handles.clear()
+
+    def _directive(self, chunk: int, block: bool) -> bool:
+        """True when (step, chunk) is released (a directive arrived, or no coordinator and
+        end_step was called); waits for it when `block`."""
+        if self.client is None:
+            return self._ended
+        step = self._step
+        while True:
+            if block:
+                d = self.client.poll_directive(step, chunk)
+                if d is None:
+                    self.directive_waits += 1
+                    d = self.client.wait_directive(step, chunk, self.directive_timeout)
+            else:
+                d = self.client.poll_directive(step, chunk)
+                if d is None:
+                    return False
+            if self._last_synced[chunk] >= step:
+                self.duplicate_directives += 1
+                continue
+            return True
+
+    def _launch(self, chunk: int) -> None:
+        self._handles[chunk] = self._start(chunk)
+        self._next_launch = chunk + 1
+
+    def _launch_ready(self) -> None:
+        while self._next_launch < self.num_chunks and self._directive(self._next_launch, False):
+            self._launch(self._next_launch)
+
+    def _complete_through(self, last: int) -> None:
+        while self._next_launch <= last:
+            if not self._directive(self._next_launch, True):
+                raise RuntimeError(f"chunk {self._next_launch} needed before end_step({self._step})")
+            self._launch(self._next_launch)
+        for chunk in sorted(c for c in self._handles if c <= last):
+            checksums = self._finish(chunk, self._handles.pop(chunk))
+            self._last_synced[chunk] = self._step
+            self.checksums[chunk] = checksums
+            if self.client is not None:
+                self._reports.append(
+                    self.client.sync_done_async(self._step, chunk, dict(checksums), 1))
+
+    def _check_reports(self, block: bool) -> None:
+        keep = []
+        for pending in self._reports:
+            if block or pending.done():
+                pending.result(timeout=self.directive_timeout if block else 0)
+            else:
+                keep.append(pending)
+        self._reports = keep
