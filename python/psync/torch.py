@@ -157,11 +157,15 @@ class ParamSyncGate:
             self._launch(self._next_launch)
 
     def _complete_through(self, last: int) -> None:
-        while self._next_launch <= last:
-            if not self._directive(self._next_launch, True):
-                raise RuntimeError(f"chunk {self._next_launch} needed before end_step({self._step})")
-            self._launch(self._next_launch)
-        for chunk in sorted(c for c in self._handles if c <= last):
+        """Runs the syncs of chunks 0..last that have not run: each is launched (after its
+        directive) if it was not, then finished and reported."""
+        for chunk in range(last + 1):
+            if chunk >= self._next_launch:
+                if not self._directive(chunk, True):
+                    raise RuntimeError(f"chunk {chunk} needed before end_step({self._step})")
+                self._launch(chunk)
+            if chunk not in self._handles:
+                continue
             checksums = self._finish(chunk, self._handles.pop(chunk))
             self._last_synced[chunk] = self._step
             self.checksums[chunk] = checksums
