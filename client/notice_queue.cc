@@ -92,6 +92,13 @@ absl::Status NoticeQueue::Terminal() const {
   return absl::OkStatus();
 }
 
+void NoticeQueue::AwaitUntil(const absl::Condition& condition, absl::Time deadline) {
+  // A deadline already passed only looks (a poll): absl's timed wait would still block in the
+  // kernel for a scheduler round.
+  if (condition.Eval() || deadline <= absl::Now()) return;
+  mu_.AwaitWithDeadline(condition, deadline);
+}
+
 absl::StatusOr<psync::v1::SyncDirective> NoticeQueue::WaitForDirective(uint64_t step,
                                                                        uint32_t chunk,
                                                                        absl::Time deadline) {
@@ -100,7 +107,7 @@ absl::StatusOr<psync::v1::SyncDirective> NoticeQueue::WaitForDirective(uint64_t 
     return !Terminal().ok() || ready_.contains(key);
   };
   absl::MutexLock lock(&mu_);
-  mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
+  AwaitUntil(absl::Condition(&done), deadline);
   if (absl::Status s = Terminal(); !s.ok()) return s;
   auto it = ready_.find(key);
   if (it == ready_.end()) {
@@ -118,7 +125,7 @@ absl::Status NoticeQueue::WaitForStepSkipped(uint64_t step, absl::Time deadline)
     return !Terminal().ok() || skipped_.contains(step);
   };
   absl::MutexLock lock(&mu_);
-  mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
+  AwaitUntil(absl::Condition(&done), deadline);
   if (absl::Status s = Terminal(); !s.ok()) return s;
   if (!skipped_.contains(step)) {
     return absl::DeadlineExceededError(absl::StrCat("no StepSkipped for generation ", generation_,

@@ -84,6 +84,10 @@ class NoticeQueue {
 
   // The error every wait returns now, or OK.
   absl::Status Terminal() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits until `condition` holds or `deadline`; returns at once when it holds or the deadline
+  // has passed.
+  void AwaitUntil(const absl::Condition& condition, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Trim() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.

@@ -71,7 +71,8 @@ class TicketBook {
         *answered = true;
         return status;
       }
-      if (answered_.WaitWithDeadline(&mu_, deadline)) {
+      // A deadline already passed only looks: a timed wait would still block in the kernel.
+      if (deadline <= absl::Now() || answered_.WaitWithDeadline(&mu_, deadline)) {
         return absl::DeadlineExceededError(absl::StrCat("no answer for ticket ", ticket, " within ",
                                                         absl::FormatDuration(timeout)));
       }

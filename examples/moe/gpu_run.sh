@@ -21,12 +21,15 @@ ep=$world
   $python -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
 } | tee "$out/host.txt"
 # Correctness: the three modes, 100 steps, the example's shape (hidden 128), MXFP8.
-timeout 300 $python examples/moe/launch.py --backend=nccl --dtype=mxfp8 --world=$world \
-  --expert_parallel=$ep --steps=100 --overlap=both --run_timeout=120 \
+timeout 150 $python examples/moe/launch.py --backend=nccl --dtype=mxfp8 --world=$world \
+  --expert_parallel=$ep --steps=100 --overlap=both --run_timeout=60 \
   --summary_json="$out/moe.json" 2>&1 | tee "$out/moe.txt" || true
-# Step time with a wider model (hidden 1024, FFN 4096, 4096 tokens per rank): reference and
-# coordinated, overlap off and on.
-timeout 240 $python examples/moe/launch.py --backend=nccl --dtype=mxfp8 --world=$world \
-  --expert_parallel=$ep --steps=100 --overlap=both --modes=reference,coordinated \
-  --run_timeout=100 --train_args="--hidden=1024 --ffn=4096 --tokens=4096 --lr=1e-3" \
+# Step time: reference and coordinated, overlap off and on, in rounds of alternating order; the
+# example's shape, then a wider model (hidden 1024, FFN 4096, 4096 tokens per rank).
+timeout 200 $python examples/moe/launch.py --backend=nccl --dtype=mxfp8 --world=$world \
+  --expert_parallel=$ep --steps=100 --overlap=both --modes=reference,coordinated --repeat=3 \
+  --run_timeout=40 --summary_json="$out/moe-time.json" 2>&1 | tee "$out/moe-time.txt" || true
+timeout 200 $python examples/moe/launch.py --backend=nccl --dtype=mxfp8 --world=$world \
+  --expert_parallel=$ep --steps=100 --overlap=both --modes=reference,coordinated --repeat=2 \
+  --run_timeout=45 --train_args="--hidden=1024 --ffn=4096 --tokens=4096 --lr=1e-3" \
   --summary_json="$out/moe-wide.json" 2>&1 | tee "$out/moe-wide.txt" || true

@@ -72,6 +72,9 @@ def parse_args():
     p.add_argument("--workdir", default="")
     p.add_argument("--summary_json", default="", help="write the figures here")
     p.add_argument("--train_args", default="", help="more train.py flags, space-separated")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run every mode this many times, alternating the order, for step times "
+                        "(correctness is judged on the first round)")
     return p.parse_args()
 
 
@@ -97,9 +100,9 @@ def start_coordinator(binary: str, work: Path) -> str:
     raise SystemExit(f"launch: the coordinator did not start: {(work / 'coordinator.log').read_text()}")
 
 
-def run_mode(args, name, mode, overlap, target, work: Path):
+def run_mode(args, name, mode, overlap, target, work: Path, round_: int = 0):
     """Runs one mode on every rank; returns (exit codes, per-rank results, job id, out dir)."""
-    out = work / name
+    out = work / (name if round_ == 0 else f"{name}.{round_}")
     out.mkdir(parents=True, exist_ok=True)
     job = f"{name}-{uuid.uuid4().hex[:8]}"
     init = f"tcp://127.0.0.1:{free_port()}"
@@ -189,12 +192,18 @@ def main():
           f"{args.backend}, {args.dtype}; coordinator {target}; logs in {work}", flush=True)
 
     done = {}
-    for name, mode, overlap in runs:
-        t0 = time.monotonic()
-        codes, results, job, out = run_mode(args, name, mode, overlap, target, work)
-        done[name] = dict(mode=mode, overlap=overlap, codes=codes, results=results, job=job,
-                          out=out)
-        print(f"launch: {name}: exit codes {codes} ({time.monotonic() - t0:.1f} s)", flush=True)
+    round_medians = {name: [] for name, _, _ in runs}
+    for round_ in range(args.repeat):
+        for name, mode, overlap in (runs if round_ % 2 == 0 else runs[::-1]):
+            t0 = time.monotonic()
+            codes, results, job, out = run_mode(args, name, mode, overlap, target, work, round_)
+            if round_ == 0:
+                done[name] = dict(mode=mode, overlap=overlap, codes=codes, results=results,
+                                  job=job, out=out)
+            if results[0] and len(results[0]["step_seconds"]) > 3:
+                round_medians[name].append(statistics.median(results[0]["step_seconds"][3:]))
+            print(f"launch: {name} (round {round_}): exit codes {codes} "
+                  f"({time.monotonic() - t0:.1f} s)", flush=True)
 
     failures = []
     summary = {"world": args.world, "expert_parallel": args.expert_parallel, "steps": args.steps,
@@ -217,14 +226,15 @@ def main():
             cells.append(f"{ls[step]:>22.8f}" if ls and step < len(ls) else f"{'-':>22}")
         print(f"{step:>4} " + "".join(cells))
 
-    # Step times (informational: a ratio measured in this run).
-    print("\nstep time, median over steps 3.. of rank 0 (ms)")
+    # Step times (informational: ratios measured in this run).
+    print(f"\nstep time of rank 0, median over steps 3.. (ms); {args.repeat} round(s): "
+          "median of the rounds [each round]")
     medians = {}
     for n in names:
-        r = done[n]["results"][0]
-        if r and len(r["step_seconds"]) > 3:
-            medians[n] = statistics.median(r["step_seconds"][3:]) * 1e3
-            print(f"  {n:<22} {medians[n]:9.3f}")
+        if round_medians[n]:
+            medians[n] = statistics.median(round_medians[n]) * 1e3
+            each = " ".join(f"{m * 1e3:.3f}" for m in round_medians[n])
+            print(f"  {n:<22} {medians[n]:9.3f}  [{each}]")
     for n in names:
         if done[n]["mode"] == "coordinated":
             ref = n.replace("coordinated", "reference")
@@ -235,7 +245,8 @@ def main():
     for n in names:
         d = done[n]
         summary["runs"][n] = {"codes": d["codes"], "losses": losses(n),
-                              "median_step_ms": medians.get(n)}
+                              "median_step_ms": medians.get(n),
+                              "round_median_step_ms": [m * 1e3 for m in round_medians[n]]}
         if d["mode"] == "naive":
             continue
         if any(c != 0 for c in d["codes"]):
@@ -258,7 +269,11 @@ def main():
         print(f"\n{n} vs {ref}: loss at every step {'equal' if exact else 'differs'} "
               f"(largest difference {worst:.3g}; within atol=rtol=1e-4: {close}); final weights "
               f"of every rank {'equal' if equal else 'differ'} (largest difference {wdiff:.3g})")
-        summary["runs"][n].update(loss_equal=exact, loss_close=close, weights_equal=equal)
+        waits = sum(r["directive_waits"] for r in d["results"] if r)
+        print(f"{n}: times a chunk's directive had not arrived when the loop needed it, summed "
+              f"over ranks: {waits} of {args.steps * _chunks(args) * args.world}")
+        summary["runs"][n].update(loss_equal=exact, loss_close=close, weights_equal=equal,
+                                  directive_waits=waits)
         if not close:
             failures.append(f"{n}: loss differs from {ref} beyond atol=rtol=1e-4 ({worst:.3g})")
         if not ok:
