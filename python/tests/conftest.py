@@ -23,8 +23,9 @@ def coordinator_binary() -> Path:
 class Coordinator:
     """A psync-coordinator process. start() binds port 0 the first time, the same port after."""
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, flags=()):
         self.workdir = workdir
+        self.flags = list(flags)  # more psync-coordinator flags
         self.port = 0
         self.proc = None
         self.starts = 0
@@ -39,7 +40,7 @@ class Coordinator:
         log = open(self.workdir / f"coordinator{self.starts}.log", "w")
         self.proc = subprocess.Popen(
             [str(coordinator_binary()), f"--listen=127.0.0.1:{self.port}",
-             f"--port_file={port_file}", "--http_listen="],
+             f"--port_file={port_file}", "--http_listen="] + self.flags,
             stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
