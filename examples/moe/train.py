@@ -36,7 +36,6 @@ import argparse
 import datetime
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path

@@ -242,6 +242,8 @@ class Client:
         self.tls = tls
         if not isinstance(target, str) or not target:
             raise _invalid("target must be a non-empty str (host:port)")
+        if not isinstance(job, str):
+            raise _invalid("job must be a str")
         plans = list(chunks)
         for p in plans:
             if not isinstance(p, ChunkPlan):
@@ -257,8 +259,6 @@ class Client:
             "incarnation": incarnation,
             "token": token,
         }
-        if not isinstance(job, str):
-            raise _invalid("job must be a str")
         if isinstance(call_timeout, bool) or not isinstance(call_timeout, (int, float)) \
                 or not call_timeout > 0:
             raise _invalid(f"call_timeout must be a number of seconds > 0, got {call_timeout!r}")
