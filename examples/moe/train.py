@@ -471,7 +471,6 @@ class Trainer:
             "problem_count": len(self.problems), "early_answers": self.early_answers,
         }
         if self.gate is not None:
-            result["duplicate_directives"] = self.gate.duplicate_directives
             result["directive_waits"] = self.gate.directive_waits
         if self.client is not None:
             info = self.client.info()

@@ -32,8 +32,8 @@ arrived) and has finished before the chunk's forward runs: the step never waits 
 coordinator unless a chunk's weights are needed before its release.
 
 Gathers are launched in chunk order on every rank, so collectives on a process group are issued in
-the same order everywhere. Every chunk is synced at most once per step (a repeated directive is
-counted in `duplicate_directives` and ignored). With `client=None` the gate runs the same
+the same order everywhere. Every chunk is synced at most once per step: it is launched once per
+step, after the one directive the client hands out for it. With `client=None` the gate runs the same
 schedule with no coordinator: a chunk is released when `end_step` is called (the reference
 without psync). Not thread-safe: use it from the training loop's thread.
 """
@@ -64,9 +64,7 @@ class ParamSyncGate:
         self._ended = False  # end_step was called for _step
         self._next_launch = 0  # chunks below it were launched for _step
         self._handles: Dict[int, Any] = {}
-        self._last_synced = [-1] * num_chunks
         self._reports: List[psync.Pending] = []
-        self.duplicate_directives = 0
         self.directive_waits = 0  # times a directive had not arrived when it was needed
         self.checksums: Dict[int, Mapping[str, int]] = {}
 
@@ -128,25 +126,19 @@ class ParamSyncGate:
         self._handles.clear()
 
     def _directive(self, chunk: int, block: bool) -> bool:
-        """True when (step, chunk) is released (a directive arrived, or no coordinator and
-        end_step was called); waits for it when `block`."""
+        """True when (step, chunk) is released (its directive arrived, or no coordinator and
+        end_step was called); waits for it when `block`. Called once per launch, and a chunk is
+        launched once per step (_next_launch), so a chunk runs at most once per step; the client
+        hands each directive out once."""
         if self.client is None:
             return self._ended
-        step = self._step
-        while True:
-            if block:
-                d = self.client.poll_directive(step, chunk)
-                if d is None:
-                    self.directive_waits += 1
-                    d = self.client.wait_directive(step, chunk, self.directive_timeout)
-            else:
-                d = self.client.poll_directive(step, chunk)
-                if d is None:
-                    return False
-            if self._last_synced[chunk] >= step:
-                self.duplicate_directives += 1
-                continue
+        if self.client.poll_directive(self._step, chunk) is not None:
             return True
+        if not block:
+            return False
+        self.directive_waits += 1
+        self.client.wait_directive(self._step, chunk, self.directive_timeout)
+        return True
 
     def _launch(self, chunk: int) -> None:
         self._handles[chunk] = self._start(chunk)
@@ -167,7 +159,6 @@ class ParamSyncGate:
             if chunk not in self._handles:
                 continue
             checksums = self._finish(chunk, self._handles.pop(chunk))
-            self._last_synced[chunk] = self._step
             self.checksums[chunk] = checksums
             if self.client is not None:
                 self._reports.append(
