@@ -5,7 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
-#include "grpcpp/health_check_service_interface.h"
+#include "server/health_status.h"
 #include "server/http_api.h"
 #include "server/rank_server.h"
 
@@ -51,7 +51,6 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
     }
   }
 
-  grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (options.tls_cert_pem.empty() != options.tls_key_pem.empty()) {
@@ -93,12 +92,18 @@ CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 
 std::string CoordinatorServer::local_target() const { return absl::StrCat("127.0.0.1:", port_); }
 
-void CoordinatorServer::Shutdown() {
-  std::call_once(shutdown_once_, [this] {
+void CoordinatorServer::Shutdown() { Drain(absl::ZeroDuration()); }
+
+void CoordinatorServer::Drain(absl::Duration grace) {
+  std::call_once(shutdown_once_, [this, grace] {
+    if (server_ != nullptr) {
+      SetServing(server_.get(), false);
+      // Blocks until every call ended, or cancels those still open at the deadline.
+      server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    }
     stop_inspector_.Notify();
     if (inspector_.joinable()) inspector_.join();
     if (http_ != nullptr) http_->Shutdown();
-    if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now());
   });
 }
 

@@ -3,6 +3,8 @@
 //
 // Start() binds and returns once the server accepts calls. Shutdown() stops accepting calls,
 // cancels open streams and waits for handlers; it is idempotent and called by the destructor.
+// Drain() is the graceful form (SIGTERM): health NOT_SERVING, calls in flight finish within a
+// grace period.
 // Thread-safe.
 #ifndef PSYNC_SERVER_COORDINATOR_SERVER_H_
 #define PSYNC_SERVER_COORDINATOR_SERVER_H_
@@ -82,7 +84,15 @@ class CoordinatorServer {
   const StreamCounters& stream_counters() const { return stream_counters_; }
 
   void Shutdown();
-  // Blocks until Shutdown() is called from another thread.
+  // Graceful stop (SIGTERM): the health service answers NOT_SERVING for every service (open
+  // health Watch calls see it), the server stops accepting connections and calls, the calls in
+  // flight (open Session streams included: they keep checking in and being answered) run until
+  // they end or `grace` has passed, and those still open then are cancelled (their clients
+  // reconnect elsewhere); then the liveness inspector and the HTTP side (/metrics answers while
+  // draining) stop. Returns when all that is done. Shutdown() is Drain(zero). Only the first of
+  // Shutdown() and Drain() acts; a later call returns at once.
+  void Drain(absl::Duration grace);
+  // Blocks until Shutdown() or Drain() is called from another thread.
   void Wait();
 
  private:

@@ -24,6 +24,7 @@ class TestServer {
   Coordinator& coordinator() { return server_->coordinator(); }
   const StreamCounters& stream_counters() const { return server_->stream_counters(); }
   void Shutdown() { server_->Shutdown(); }
+  void Drain(absl::Duration grace) { server_->Drain(grace); }
 
  private:
   explicit TestServer(std::unique_ptr<CoordinatorServer> server) : server_(std::move(server)) {}
