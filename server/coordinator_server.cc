@@ -29,6 +29,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
   auto metrics = CoordinatorMetrics::Create(coordinator, &s->registry_);
   if (!metrics.ok()) return metrics.status();
   s->metrics_ = std::move(*metrics);
+  // The conventional start time: alerts see a restart as a change of it (deploy/prometheus).
+  auto start_time = s->registry_.AddGauge("process_start_time_seconds",
+                                          "Start time of the process, in seconds since the epoch.");
+  if (!start_time.ok()) return start_time.status();
+  (*start_time)->Get()->Set(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
   if (!options.http_listen.empty()) {
     const size_t colon = options.http_listen.rfind(':');
     int http_port = 0;
