@@ -76,6 +76,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
                                 s->service_.get(), &s->port_);
   if (!server.ok()) return server.status();
   s->server_ = std::move(*server);
+  if (!options.health_listen.empty()) {
+    auto health = StartHealthServer(options.health_listen, &s->health_port_);
+    if (!health.ok()) return health.status();
+    s->health_server_ = std::move(*health);
+  }
   if (options.inspect_interval > absl::ZeroDuration()) {
     CoordinatorServer* self = s.get();
     s->inspector_ =
@@ -101,11 +106,13 @@ void CoordinatorServer::Shutdown() { Drain(absl::ZeroDuration()); }
 
 void CoordinatorServer::Drain(absl::Duration grace) {
   std::call_once(shutdown_once_, [this, grace] {
+    if (health_server_ != nullptr) SetServing(health_server_.get(), false);
     if (server_ != nullptr) {
       SetServing(server_.get(), false);
       // Blocks until every call ended, or cancels those still open at the deadline.
       server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     }
+    if (health_server_ != nullptr) health_server_->Shutdown(std::chrono::system_clock::now());
     stop_inspector_.Notify();
     if (inspector_.joinable()) inspector_.join();
     if (http_ != nullptr) http_->Shutdown();

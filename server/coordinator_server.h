@@ -62,6 +62,10 @@ struct ServerOptions {
   http::ServerOptions http;
   // Bearer token for /api/ (and /metrics with metrics_require_token); see http_api.h.
   HttpApiOptions http_api;
+  // host:port of a plaintext gRPC server with only the health service (same statuses as on
+  // `listen`), for Kubernetes' gRPC probes, which cannot speak TLS, when `listen` serves TLS; empty
+  // disables it.
+  std::string health_listen;
   // The dashboard's files (may be empty).
   absl::Span<const http::EmbeddedFile> dashboard;
 };
@@ -75,6 +79,8 @@ class CoordinatorServer {
   int port() const { return port_; }
   // The bound HTTP port (0 when HTTP is disabled).
   int http_port() const { return http_ != nullptr ? http_->port() : 0; }
+  // The bound port of health_listen (0 when disabled).
+  int health_port() const { return health_port_; }
   // Whether the HTTP side serves HTTPS.
   bool http_tls() const { return http_ != nullptr && http_->tls(); }
   // "127.0.0.1:<port>": where a client on this machine connects.
@@ -105,6 +111,8 @@ class CoordinatorServer {
   std::unique_ptr<RendezvousCleanup> rendezvous_cleanup_;
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> health_server_;  // health_listen's
+  int health_port_ = 0;
   metrics::Registry registry_;
   std::unique_ptr<CoordinatorMetrics> metrics_;
   std::unique_ptr<http::Server> http_;

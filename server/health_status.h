@@ -10,7 +10,10 @@
 #define PSYNC_SERVER_HEALTH_STATUS_H_
 
 #include <array>
+#include <memory>
+#include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "grpcpp/grpcpp.h"
 
@@ -21,6 +24,12 @@ namespace psync::server {
 inline constexpr std::array<absl::string_view, 2> kHealthServices = {"", "psync.v1.Coordinator"};
 
 void SetServing(grpc::Server* server, bool serving);
+
+// Starts a plaintext gRPC server on `listen` with only the health service, SERVING for the names
+// above: Kubernetes' gRPC probes cannot speak TLS, so a TLS coordinator answers them here. The
+// bound port goes to *port. UNAVAILABLE naming `listen` when it cannot be bound.
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartHealthServer(const std::string& listen,
+                                                                int* port);
 
 }  // namespace psync::server
 

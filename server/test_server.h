@@ -21,6 +21,7 @@ class TestServer {
 
   std::string target() const { return server_->local_target(); }
   int http_port() const { return server_->http_port(); }
+  int health_port() const { return server_->health_port(); }
   Coordinator& coordinator() { return server_->coordinator(); }
   const StreamCounters& stream_counters() const { return server_->stream_counters(); }
   void Shutdown() { server_->Shutdown(); }

@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
@@ -164,6 +165,40 @@ TEST_F(HealthTest, DrainCancelsCallsStillOpenAfterTheGracePeriod) {
   const grpc::Status final_status = session.Finish();
   EXPECT_FALSE(final_status.ok());
   EXPECT_NE(final_status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+}
+
+// --health_listen: a plaintext port with only the health service (for probes of a TLS
+// coordinator), answering as the main port does, draining with it.
+TEST(HealthPortTest, AnswersLikeTheMainPortAndDrainsWithIt) {
+  server::ServerOptions options;
+  options.health_listen = "127.0.0.1:0";
+  auto server = server::TestServer::Start(std::move(options));
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_NE((*server)->health_port(), 0);
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*server)->health_port()),
+                                     grpc::InsecureChannelCredentials());
+  auto health = Health::NewStub(channel);
+  for (const std::string service : {"", "psync.v1.Coordinator"}) {
+    const CheckResult r = Check(health.get(), service);
+    EXPECT_EQ(r.code, grpc::StatusCode::OK) << "'" << service << "'";
+    EXPECT_EQ(r.status, HealthCheckResponse::SERVING) << "'" << service << "'";
+  }
+  EXPECT_EQ(Check(health.get(), "psync.v1.Nope").code, grpc::StatusCode::NOT_FOUND);
+  // Only the health service is there.
+  {
+    grpc::ClientContext context;
+    v1::ListJobsResponse response;
+    EXPECT_EQ(v1::Coordinator::NewStub(channel)
+                  ->ListJobs(&context, v1::ListJobsRequest(), &response)
+                  .error_code(),
+              grpc::StatusCode::UNIMPLEMENTED);
+  }
+  Watch coordinator(health.get(), "psync.v1.Coordinator");
+  ASSERT_EQ(coordinator.Next(), HealthCheckResponse::SERVING);
+  std::thread drainer([&] { (*server)->Drain(absl::Hours(1)); });
+  EXPECT_EQ(coordinator.Next(), HealthCheckResponse::NOT_SERVING);
+  coordinator.Cancel();
+  drainer.join();
 }
 
 }  // namespace
