@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/grpc/health/v1/health.grpc.pb.h"
@@ -70,11 +71,20 @@ TEST(AgentHealthTest, ServingThenNotServingWhileARankFinishesItsStepsThroughTheD
   });
   ASSERT_TRUE(watch->Read(&response));
   EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING);
+  // A new call meanwhile is answered NOT_SERVING (in the moment between the status change and
+  // the server refusing calls) or refused, and soon refused (UNAVAILABLE or CANCELLED, as gRPC
+  // reports a call to a server shutting down).
   auto fresh = Health::NewStub(
       grpc::CreateChannel(agent->local_target(), grpc::InsecureChannelCredentials()));
-  // Refused: UNAVAILABLE when the call finds the listener closed, CANCELLED when it reaches the
-  // server over a connection it shares with an earlier channel (gRPC pools them per target).
-  EXPECT_THAT(Check(fresh.get(), "", &ignored).error_code(),
+  grpc::Status during;
+  for (absl::Time end = absl::Now() + absl::Seconds(30); absl::Now() < end;) {
+    HealthCheckResponse::ServingStatus status;
+    during = Check(fresh.get(), "", &status);
+    if (!during.ok()) break;
+    EXPECT_EQ(status, HealthCheckResponse::NOT_SERVING);
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_THAT(during.error_code(),
               ::testing::AnyOf(grpc::StatusCode::UNAVAILABLE, grpc::StatusCode::CANCELLED));
 
   // The rank's Session, open before the drain, still carries whole steps.

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -125,11 +126,20 @@ TEST_F(HealthTest, DrainTurnsEveryServiceNotServingAndLetsAnOpenSessionFinish) {
   EXPECT_EQ(whole.Next(), HealthCheckResponse::NOT_SERVING);
   EXPECT_EQ(coordinator.Next(), HealthCheckResponse::NOT_SERVING);
 
-  // No new connection is accepted while draining.
-  auto fresh = grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials());
-  // Refused: UNAVAILABLE when the call finds the listener closed, CANCELLED when it reaches the
-  // server over a connection it shares with an earlier channel (gRPC pools them per target).
-  EXPECT_THAT(Check(Health::NewStub(fresh).get(), "").code,
+  // A new call meanwhile is answered NOT_SERVING (in the moment between the status change and
+  // the server refusing calls) or refused, and soon refused: UNAVAILABLE when it finds the listener
+  // closed, CANCELLED when it reaches the shutting-down server over a connection it shares with an
+  // earlier channel (gRPC pools them per target).
+  auto fresh =
+      Health::NewStub(grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials()));
+  CheckResult during{grpc::StatusCode::OK, HealthCheckResponse::UNKNOWN};
+  for (absl::Time end = absl::Now() + kCallTimeout; absl::Now() < end;) {
+    during = Check(fresh.get(), "");
+    if (during.code != grpc::StatusCode::OK) break;
+    EXPECT_EQ(during.status, HealthCheckResponse::NOT_SERVING);
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_THAT(during.code,
               ::testing::AnyOf(grpc::StatusCode::UNAVAILABLE, grpc::StatusCode::CANCELLED));
   EXPECT_FALSE(drained.HasBeenNotified());
 
