@@ -35,8 +35,9 @@ if ! podman image exists "$base"; then
       >"$cache/debootstrap.log" 2>&1 || {
       tail -20 "$cache/debootstrap.log" >&2; exit 1; }
     rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* "$root"/var/log/*
-    tar -C "$root" --numeric-owner -cf "$tarball.tmp" .
-    mv "$tarball.tmp" "$tarball"
+    partial=$(mktemp "$cache/partial.XXXXXX")
+    tar -C "$root" --numeric-owner -cf "$partial" .
+    mv "$partial" "$tarball"
     rm -rf "$root"
     trap - EXIT
   fi

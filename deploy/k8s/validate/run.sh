@@ -28,8 +28,13 @@ if [[ ! -f $cache/node_modules/.installed ]]; then
     exit 1
   fi
   touch "$staging/node_modules/.installed"
-  rm -rf "$cache"
-  mv "$staging" "$cache"
+  # A concurrent run may have filled the cache first: keep its copy.
+  if [[ -f $cache/node_modules/.installed ]]; then
+    rm -rf "$staging"
+  else
+    rm -rf "$cache"
+    mv -T "$staging" "$cache"
+  fi
 fi
 cp "$here/validate.mjs" "$here/operator-types.ts" "$cache/"
 exec node "$cache/validate.mjs" "$here/.." "${bins[@]}"
