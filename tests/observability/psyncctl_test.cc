@@ -187,7 +187,7 @@ TEST_F(PsyncctlTest, StatusOfADegradedJobExitsOne) {
 }
 
 TEST_F(PsyncctlTest, HealthAnswersServingPerServiceAndNotFoundOtherwise) {
-  for (const std::vector<std::string> args :
+  for (const std::vector<std::string>& args :
        {std::vector<std::string>{"health"}, {"health", "psync.v1.Coordinator"}}) {
     Result r = Run(args);
     EXPECT_EQ(r.code, 0) << r.err;
