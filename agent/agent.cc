@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/agent_batch.h"
+#include "server/health_status.h"
 #include "server/rank_server.h"
 
 namespace psync::agent {
@@ -99,10 +100,15 @@ std::string Agent::local_target() const {
   return absl::StrCat(host, ":", port_);
 }
 
-void Agent::Shutdown() {
-  std::call_once(shutdown_once_, [this] {
+void Agent::Shutdown() { Drain(absl::ZeroDuration()); }
+
+void Agent::Drain(absl::Duration grace) {
+  std::call_once(shutdown_once_, [this, grace] {
     // Local Sessions end first (their ranks are detached), then the stream to the coordinator.
-    if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now());
+    if (server_ != nullptr) {
+      server::SetServing(server_.get(), false);
+      server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    }
     if (upstream_ != nullptr) upstream_->Shutdown();
   });
 }

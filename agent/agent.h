@@ -74,7 +74,12 @@ class Agent {
   bool upstream_connected() const { return upstream_->connected(); }
 
   void Shutdown();
-  // Blocks until Shutdown() is called from another thread.
+  // Graceful stop (SIGTERM): the health service answers NOT_SERVING, no new local call is
+  // accepted, local calls in flight (the ranks' Sessions) run until they end or `grace` passed and
+  // are cancelled then; then the stream to the coordinator ends. Shutdown() is Drain(zero); only
+  // the first of the two acts.
+  void Drain(absl::Duration grace);
+  // Blocks until Shutdown() or Drain() is called from another thread.
   void Wait();
 
  private:

@@ -20,6 +20,9 @@ ABSL_FLAG(absl::Duration, flush_window, absl::ZeroDuration(),
           "stream is free)");
 ABSL_FLAG(uint64_t, flush_messages, 1024, "send at once when this many messages are queued");
 ABSL_FLAG(uint64_t, max_batch_messages, 1024, "local messages per merged upstream message");
+ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(5),
+          "on SIGTERM or SIGINT: health turns NOT_SERVING, no new rank call is accepted, and the "
+          "ranks' open Sessions get this long to end before they are cancelled");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -48,7 +51,7 @@ int main(int argc, char** argv) {
   std::thread stopper([&] {
     const int signal = psync::server::WaitForStopSignal(stop_signals);
     std::cerr << "psync-agent: stopping on signal " << signal << "\n";
-    (*agent)->Shutdown();
+    (*agent)->Drain(absl::GetFlag(FLAGS_drain_timeout));
   });
   (*agent)->Wait();
   stopper.join();

@@ -26,6 +26,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/grpc/health/v1/health.grpc.pb.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
 
 namespace psync::ctl {
@@ -83,6 +84,8 @@ Commands:
                                      rejected, stall, rank_lost, job_ended, job_evicted
   trace JOB --steps A:B -o FILE      Chrome trace JSON of steps A..B (open in ui.perfetto.dev);
                                      FILE "-" writes to stdout
+  health [SERVICE]                   the gRPC health status (grpc.health.v1) of SERVICE (default
+                                     "": the server as a whole; e.g. psync.v1.Coordinator)
 
 Global flags:
   --target HOST:PORT   coordinator gRPC address (default localhost:7070)
@@ -95,7 +98,7 @@ Exit codes:
   1  the answer is bad: status (job ABORTED or DEGRADED, a rank lost, violations counted, or a
      chunk waiting past its deadline), missing (someone waited past the deadline), audit (a
      double release, checksum mismatch, early or repeated sync), watch (a violation, stall,
-     rank_lost or abort event was printed)
+     rank_lost or abort event was printed), health (not SERVING)
   2  usage error, RPC failure (the gRPC code and message are printed), or unwritable output file
 )";
 
@@ -326,6 +329,24 @@ class Command {
     }
     PrintTable(out_, {"JOB", "STATE", "GEN", "RANKS", "MIN_STEP", "ENDED_BECAUSE"}, rows, "llrrrl");
     return kOk;
+  }
+
+  int Health(const std::string& service) {
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(service);
+    grpc::health::v1::HealthCheckResponse response;
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    if (auto s = grpc::health::v1::Health::NewStub(channel_)->Check(&context, request, &response);
+        !s.ok()) {
+      return RpcFailure(err_, "Health.Check", args_.target, s);
+    }
+    if (args_.json) {
+      out_ << ToJson(response) << "\n";
+    } else {
+      out_ << grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status()) << "\n";
+    }
+    return response.status() == grpc::health::v1::HealthCheckResponse::SERVING ? kOk : kBad;
   }
 
   int EndJob(const std::string& job) {
@@ -783,8 +804,9 @@ int RunPsyncctl(const std::vector<std::string>& argv, std::ostream& out, std::os
 
   // Commands and how many positional arguments they take: {min, max}.
   static const std::map<std::string, std::pair<size_t, size_t>> kArity = {
-      {"jobs", {0, 0}},  {"status", {1, 1}}, {"missing", {1, 1}}, {"stragglers", {1, 1}},
-      {"audit", {1, 1}}, {"watch", {0, 1}},  {"trace", {1, 1}},   {"end-job", {1, 1}},
+      {"jobs", {0, 0}},       {"status", {1, 1}},  {"missing", {1, 1}},
+      {"stragglers", {1, 1}}, {"audit", {1, 1}},   {"watch", {0, 1}},
+      {"trace", {1, 1}},      {"end-job", {1, 1}}, {"health", {0, 1}},
   };
   auto arity = kArity.find(args.command);
   if (arity == kArity.end()) {
@@ -800,10 +822,11 @@ int RunPsyncctl(const std::vector<std::string>& argv, std::ostream& out, std::os
                          : absl::StrCat(arity->second.first, " or ", arity->second.second),
                      arity->second.second == 1 ? " argument (JOB)" : " arguments", ", got ", n));
   }
+  Command command(args, out, err, interrupt);
+  if (args.command == "health") return command.Health(n == 1 ? args.positional[0] : "");
   if (n == 1 && args.positional[0].empty()) return UsageFailure(err, "JOB must not be empty");
   const std::string job = n == 1 ? args.positional[0] : "";
 
-  Command command(args, out, err, interrupt);
   if (args.command == "jobs") return command.Jobs();
   if (args.command == "status") return command.Status(job);
   if (args.command == "missing") return command.Missing(job);

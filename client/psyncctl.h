@@ -15,6 +15,7 @@
 //   watch [JOB] [--kinds a,b] [--count N] [--replay]
 //                                     one line per event, live, until interrupted or N events
 //   trace JOB --steps A:B -o FILE     Chrome trace JSON of steps A..B (FILE "-" is stdout)
+//   health [SERVICE]                  the gRPC health status of SERVICE ("" by default: the server)
 //
 // Exit codes:
 //   0  the command ran and found nothing wrong;
@@ -26,6 +27,7 @@
 //        audit       a record was released more than once, or the totals count a double release,
 //                    a checksum mismatch, an early sync or a repeated sync;
 //        watch       a violation, stall, rank_lost or abort event was printed;
+//        health      the status is not SERVING;
 //      jobs, end-job, stragglers and trace never exit 1;
 //   2  usage error (unknown command or flag, missing or malformed argument), RPC failure (the
 //      gRPC status code and message are printed to stderr), or a file that cannot be written.
@@ -36,7 +38,7 @@
 // (GetAuditResponse);
 // {"chunks": [ChunkStatus, ...]} for missing (the chunks considered); {"stragglers":
 // [StragglerScore, ...]} for stragglers; one Event object per line for watch;
-// {"path": FILE, "bytes": N} for trace.
+// {"path": FILE, "bytes": N} for trace; HealthCheckResponse for health.
 //
 // Thread-safety: RunPsyncctl may run concurrently with itself (it shares no state); an Interrupt
 // may be fired from any thread.

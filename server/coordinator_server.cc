@@ -5,7 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
-#include "grpcpp/health_check_service_interface.h"
+#include "server/health_status.h"
 #include "server/http_api.h"
 #include "server/rank_server.h"
 
@@ -29,6 +29,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
   auto metrics = CoordinatorMetrics::Create(coordinator, &s->registry_);
   if (!metrics.ok()) return metrics.status();
   s->metrics_ = std::move(*metrics);
+  // The conventional start time: alerts see a restart as a change of it (deploy/prometheus).
+  auto start_time = s->registry_.AddGauge("process_start_time_seconds",
+                                          "Start time of the process, in seconds since the epoch.");
+  if (!start_time.ok()) return start_time.status();
+  (*start_time)->Get()->Set(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
   if (!options.http_listen.empty()) {
     const size_t colon = options.http_listen.rfind(':');
     int http_port = 0;
@@ -51,7 +56,6 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
     }
   }
 
-  grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (options.tls_cert_pem.empty() != options.tls_key_pem.empty()) {
@@ -72,6 +76,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
                                 s->service_.get(), &s->port_);
   if (!server.ok()) return server.status();
   s->server_ = std::move(*server);
+  if (!options.health_listen.empty()) {
+    auto health = StartHealthServer(options.health_listen, &s->health_port_);
+    if (!health.ok()) return health.status();
+    s->health_server_ = std::move(*health);
+  }
   if (options.inspect_interval > absl::ZeroDuration()) {
     CoordinatorServer* self = s.get();
     s->inspector_ =
@@ -93,12 +102,20 @@ CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 
 std::string CoordinatorServer::local_target() const { return absl::StrCat("127.0.0.1:", port_); }
 
-void CoordinatorServer::Shutdown() {
-  std::call_once(shutdown_once_, [this] {
+void CoordinatorServer::Shutdown() { Drain(absl::ZeroDuration()); }
+
+void CoordinatorServer::Drain(absl::Duration grace) {
+  std::call_once(shutdown_once_, [this, grace] {
+    if (health_server_ != nullptr) SetServing(health_server_.get(), false);
+    if (server_ != nullptr) {
+      SetServing(server_.get(), false);
+      // Blocks until every call ended, or cancels those still open at the deadline.
+      server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    }
+    if (health_server_ != nullptr) health_server_->Shutdown(std::chrono::system_clock::now());
     stop_inspector_.Notify();
     if (inspector_.joinable()) inspector_.join();
     if (http_ != nullptr) http_->Shutdown();
-    if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now());
   });
 }
 

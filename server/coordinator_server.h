@@ -3,6 +3,8 @@
 //
 // Start() binds and returns once the server accepts calls. Shutdown() stops accepting calls,
 // cancels open streams and waits for handlers; it is idempotent and called by the destructor.
+// Drain() is the graceful form (SIGTERM): health NOT_SERVING, calls in flight finish within a
+// grace period.
 // Thread-safe.
 #ifndef PSYNC_SERVER_COORDINATOR_SERVER_H_
 #define PSYNC_SERVER_COORDINATOR_SERVER_H_
@@ -60,6 +62,10 @@ struct ServerOptions {
   http::ServerOptions http;
   // Bearer token for /api/ (and /metrics with metrics_require_token); see http_api.h.
   HttpApiOptions http_api;
+  // host:port of a plaintext gRPC server with only the health service (same statuses as on
+  // `listen`), for Kubernetes' gRPC probes, which cannot speak TLS, when `listen` serves TLS; empty
+  // disables it.
+  std::string health_listen;
   // The dashboard's files (may be empty).
   absl::Span<const http::EmbeddedFile> dashboard;
 };
@@ -73,6 +79,8 @@ class CoordinatorServer {
   int port() const { return port_; }
   // The bound HTTP port (0 when HTTP is disabled).
   int http_port() const { return http_ != nullptr ? http_->port() : 0; }
+  // The bound port of health_listen (0 when disabled).
+  int health_port() const { return health_port_; }
   // Whether the HTTP side serves HTTPS.
   bool http_tls() const { return http_ != nullptr && http_->tls(); }
   // "127.0.0.1:<port>": where a client on this machine connects.
@@ -82,7 +90,15 @@ class CoordinatorServer {
   const StreamCounters& stream_counters() const { return stream_counters_; }
 
   void Shutdown();
-  // Blocks until Shutdown() is called from another thread.
+  // Graceful stop (SIGTERM): the health service answers NOT_SERVING for every service (open
+  // health Watch calls see it), the server stops accepting connections and calls, the calls in
+  // flight (open Session streams included: they keep checking in and being answered) run until
+  // they end or `grace` has passed, and those still open then are cancelled (their clients
+  // reconnect elsewhere); then the liveness inspector and the HTTP side (/metrics answers while
+  // draining) stop. Returns when all that is done. Shutdown() is Drain(zero). Only the first of
+  // Shutdown() and Drain() acts; a later call returns at once.
+  void Drain(absl::Duration grace);
+  // Blocks until Shutdown() or Drain() is called from another thread.
   void Wait();
 
  private:
@@ -95,6 +111,8 @@ class CoordinatorServer {
   std::unique_ptr<RendezvousCleanup> rendezvous_cleanup_;
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> health_server_;  // health_listen's
+  int health_port_ = 0;
   metrics::Registry registry_;
   std::unique_ptr<CoordinatorMetrics> metrics_;
   std::unique_ptr<http::Server> http_;

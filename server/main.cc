@@ -78,6 +78,13 @@ ABSL_FLAG(absl::Duration, stream_overflow_deadline, absl::Seconds(10),
           "how long a Session or AgentSession stream's queue may stay over --stream_queue_bytes "
           "(its peer does not read) before the stream is ended with RESOURCE_EXHAUSTED; the "
           "client re-attaches and gets its pending directives again");
+ABSL_FLAG(std::string, health_listen, "",
+          "host:port of a plaintext gRPC server with only the health service (grpc.health.v1), "
+          "for Kubernetes' gRPC probes when --tls_cert makes --listen TLS (empty: off)");
+ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(5),
+          "on SIGTERM or SIGINT: health turns NOT_SERVING, no new calls are accepted, and calls "
+          "in flight (open Session streams included) get this long to end before they are "
+          "cancelled; keep it below the container's stop grace period");
 
 namespace {
 
@@ -147,6 +154,7 @@ int main(int argc, char** argv) {
   options.coordinator.tracker.limits.max_chunks = absl::GetFlag(FLAGS_max_chunks);
   options.coordinator.max_sessions = absl::GetFlag(FLAGS_max_sessions);
   options.listen = absl::GetFlag(FLAGS_listen);
+  options.health_listen = absl::GetFlag(FLAGS_health_listen);
   options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
   options.coordinator.tracker.history_steps = absl::GetFlag(FLAGS_history_steps);
   options.coordinator.max_jobs = absl::GetFlag(FLAGS_max_jobs);
@@ -207,8 +215,10 @@ int main(int argc, char** argv) {
   const psync::server::HeapReleaser heap_releaser(absl::GetFlag(FLAGS_heap_release_interval));
   std::thread stopper([&] {
     const int signal = psync::server::WaitForStopSignal(stop_signals);
-    std::cerr << "psync-coordinator: stopping on signal " << signal << "\n";
-    (*server)->Shutdown();
+    std::cerr << "psync-coordinator: draining on signal " << signal << " (at most "
+              << absl::GetFlag(FLAGS_drain_timeout) << ")\n";
+    (*server)->Drain(absl::GetFlag(FLAGS_drain_timeout));
+    std::cerr << "psync-coordinator: stopped\n";
   });
   (*server)->Wait();
   stopper.join();

@@ -1,6 +1,8 @@
 #include "server/rank_server.h"
 
 #include "absl/strings/str_cat.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "server/health_status.h"
 
 namespace psync::server {
 
@@ -8,6 +10,8 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartRankServer(
     const std::string& listen, std::shared_ptr<grpc::ServerCredentials> credentials,
     int max_receive_message_bytes, grpc::Service* service, int* port) {
   *port = 0;
+  // The standard health service (grpc.health.v1.Health): Kubernetes' gRPC probes ask it.
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, std::move(credentials), port);
   builder.SetMaxReceiveMessageSize(max_receive_message_bytes);
@@ -30,6 +34,7 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartRankServer(
   if (server == nullptr || *port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on '", listen, "'"));
   }
+  SetServing(server.get(), true);
   return server;
 }
 

@@ -1,7 +1,8 @@
 // StartRankServer: builds and starts the gRPC server that ranks connect to, with the settings the
 // coordinator and psync-agent share: the largest message accepted from a client, and HTTP/2
 // keepalive that finds dead peers (a killed rank, a cut network) while permitting the ranks' own
-// pings.
+// pings. The standard gRPC health service is on, SERVING for "" and psync.v1.Coordinator (see
+// health_status.h).
 //
 // Returns the started server, with the port gRPC bound in *port; UNAVAILABLE naming `listen` when
 // the address cannot be bound. The service is not

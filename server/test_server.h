@@ -21,9 +21,11 @@ class TestServer {
 
   std::string target() const { return server_->local_target(); }
   int http_port() const { return server_->http_port(); }
+  int health_port() const { return server_->health_port(); }
   Coordinator& coordinator() { return server_->coordinator(); }
   const StreamCounters& stream_counters() const { return server_->stream_counters(); }
   void Shutdown() { server_->Shutdown(); }
+  void Drain(absl::Duration grace) { server_->Drain(grace); }
 
  private:
   explicit TestServer(std::unique_ptr<CoordinatorServer> server) : server_(std::move(server)) {}

@@ -36,6 +36,8 @@ expected=15
 
 curl -sf "http://127.0.0.1:$http_port/metrics" >"$work/metrics.txt"
 "$PROMTOOL" check metrics <"$work/metrics.txt"
+grep -Eq '^process_start_time_seconds [0-9]{10}' "$work/metrics.txt" || {
+  echo "FAIL: /metrics lacks process_start_time_seconds"; exit 1; }
 grep -q "^psync_releases_total{job=\"scrape\"} $expected\$" "$work/metrics.txt" || {
   echo "FAIL: /metrics lacks psync_releases_total{job=\"scrape\"} $expected"; exit 1; }
 
@@ -43,6 +45,7 @@ grep -q "^psync_releases_total{job=\"scrape\"} $expected\$" "$work/metrics.txt" 
 prom_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 sed "s/localhost:7071/127.0.0.1:$http_port/; s/scrape_interval: 5s/scrape_interval: 1s/" \
   "$(dirname "$0")/../../deploy/prometheus/prometheus.yml" >"$work/prometheus.yml"
+cp "$(dirname "$0")/../../deploy/prometheus/alerts.yml" "$work/alerts.yml"
 "$PROMTOOL" check config "$work/prometheus.yml" >/dev/null
 "$PROMETHEUS" --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
   --web.listen-address="127.0.0.1:$prom_port" >"$work/prometheus.log" 2>&1 &
@@ -55,6 +58,17 @@ for _ in $(seq 300); do
     value=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["data"]["result"][0]["value"][1])' "$body")
     if [[ $value == "$expected" ]]; then
       echo "PASS: Prometheus scraped psync_releases_total{job=\"scrape\"} = $value"
+      # It loaded the alerting rules of deploy/prometheus/alerts.yml, each healthy.
+      rules=$(curl -sf "http://127.0.0.1:$prom_port/api/v1/rules")
+      python3 - "$rules" "$(dirname "$0")/../../deploy/prometheus/alerts.yml" <<'PY'
+import json, re, sys
+groups = json.loads(sys.argv[1])["data"]["groups"]
+loaded = sorted(r["name"] for g in groups for r in g["rules"] if r["health"] != "err")
+declared = sorted(re.findall(r"^\s*- alert: (\S+)", open(sys.argv[2]).read(), re.M))
+if not declared or loaded != declared:
+    sys.exit(f"FAIL: Prometheus loaded rules {loaded}, alerts.yml declares {declared}")
+print(f"PASS: Prometheus loaded the {len(loaded)} rules of alerts.yml")
+PY
       exit 0
     fi
     echo "FAIL: Prometheus has $value, expected $expected"; exit 1

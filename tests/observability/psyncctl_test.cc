@@ -186,6 +186,25 @@ TEST_F(PsyncctlTest, StatusOfADegradedJobExitsOne) {
   EXPECT_THAT(lost.out, HasSubstr("rank_lost"));
 }
 
+TEST_F(PsyncctlTest, HealthAnswersServingPerServiceAndNotFoundOtherwise) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"health"}, {"health", "psync.v1.Coordinator"}}) {
+    Result r = Run(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, "SERVING\n");
+  }
+  Result json = Run({"--json", "health", "psync.v1.Coordinator"});
+  EXPECT_EQ(json.code, 0) << json.err;
+  EXPECT_EQ(json.out, "{\"status\":\"SERVING\"}\n");
+  Result unknown = Run({"health", "psync.v1.Nope"});
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_EQ(unknown.out, "");
+  EXPECT_NE(unknown.err.find("Health.Check to " + server_->target() + " failed: NOT_FOUND"),
+            std::string::npos)
+      << unknown.err;
+  EXPECT_EQ(Run({"health", "a", "b"}).code, 2);
+}
+
 TEST_F(PsyncctlTest, JobsListsEveryJobSorted) {
   SimJobOptions other;
   other.job_id = "alpha";
