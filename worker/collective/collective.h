@@ -12,7 +12,10 @@
 // device pointers on the device that was current when the group was created.
 // The caller owns every buffer and keeps it alive until the call returns. The
 // send and recv buffers must not overlap. Calls are synchronous: when one
-// returns OK, `recv` holds the result and `send` may be reused.
+// returns OK, `recv` holds the result and `send` may be reused. The one
+// exception is an NCCL group created with NcclOptions::enqueue_only
+// (nccl_collective.h): its calls return once the operation is enqueued on the
+// caller's stream, and Synchronize() waits for them.
 //
 // Thread-safety: a Collective is used by one thread at a time (calls are
 // ordered operations on the group, so concurrent calls on one Collective
@@ -67,6 +70,14 @@ class Collective {
   // count_per_rank == 0 is a no-op. Bad arguments (CheckReduceScatterArgs in
   // group_args.h) are refused here, for every backend.
   absl::Status ReduceScatterSum(const float* send, float* recv, size_t count_per_rank);
+
+  // Waits until every operation issued so far has finished. OK when all
+  // succeeded; otherwise the group's first error, reported as itself the
+  // first time the caller sees it (here or from an operation) and as
+  // FAILED_PRECONDITION afterwards. Never hangs: bounded by the group's
+  // timeout. Synchronous backends have nothing in flight: OK, or
+  // FAILED_PRECONDITION once the group has failed.
+  virtual absl::Status Synchronize() = 0;
 
  private:
   // The backend's operations, called only with a nonzero size and arguments

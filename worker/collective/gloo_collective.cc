@@ -100,6 +100,12 @@ class GlooCollective final : public Collective {
     return absl::OkStatus();
   }
 
+  // Operations are synchronous: nothing is in flight.
+  absl::Status Synchronize() override ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return broken_.ok() ? absl::OkStatus() : Broken();
+  }
+
  private:
   std::string Describe(absl::string_view op) const {
     return absl::StrCat("gloo ", op, " in group \"", group_, "\" (rank ", context_->rank, " of ",

@@ -4,10 +4,12 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -115,19 +117,36 @@ absl::Status WaitForStream(ncclComm_t comm, cudaStream_t stream, absl::Time dead
 class NcclCollective final : public Collective {
  public:
   NcclCollective(std::string group, int rank, int size, ncclComm_t comm, cudaStream_t stream,
-                 bool owns_stream, absl::Duration timeout)
+                 bool owns_stream, absl::Duration timeout, int device, bool enqueue_only,
+                 absl::Duration watchdog_interval)
       : group_(std::move(group)),
         rank_(rank),
         size_(size),
         stream_(stream),
         owns_stream_(owns_stream),
         timeout_(timeout),
-        comm_(comm) {}
+        device_(device),
+        enqueue_only_(enqueue_only),
+        watchdog_interval_(watchdog_interval),
+        comm_(comm) {
+    if (enqueue_only_) watchdog_ = std::thread([this] { Watchdog(); });
+  }
 
   NcclCollective(const NcclCollective&) = delete;
   NcclCollective& operator=(const NcclCollective&) = delete;
 
   ~NcclCollective() override {
+    if (watchdog_.joinable()) {
+      // Let what is in flight finish (or fail, bounded by the timeout) before
+      // the watchdog stops.
+      WaitInFlight();
+      {
+        absl::MutexLock lock(&mu_);
+        stopping_ = true;
+      }
+      watchdog_.join();
+    }
+    AbortFailed();
     absl::MutexLock lock(&mu_);
     if (comm_ != nullptr) {
       // Flush what was issued (bounded by the timeout), then free; abort
@@ -142,6 +161,8 @@ class NcclCollective final : public Collective {
       }
       comm_ = nullptr;
     }
+    for (const InFlight& op : in_flight_) cudaEventDestroy(op.done);
+    for (cudaEvent_t event : free_events_) cudaEventDestroy(event);
     if (owns_stream_) cudaStreamDestroy(stream_);
   }
 
@@ -150,32 +171,50 @@ class NcclCollective final : public Collective {
 
   absl::Status DoAllGather(const void* send, void* recv, size_t bytes_per_rank) override
       ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    return Run("AllGather", [&](ncclComm_t comm) {
-      return ncclAllGather(send, recv, bytes_per_rank, ncclUint8, comm, stream_);
-    });
+    absl::Status status;
+    {
+      absl::MutexLock lock(&mu_);
+      status = Run("AllGather", [&](ncclComm_t comm) {
+        return ncclAllGather(send, recv, bytes_per_rank, ncclUint8, comm, stream_);
+      });
+    }
+    AbortFailed();
+    return status;
   }
 
   absl::Status DoReduceScatterSum(const float* send, float* recv, size_t count_per_rank) override
       ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::Status status;
+    {
+      absl::MutexLock lock(&mu_);
+      status = Run("ReduceScatterSum", [&](ncclComm_t comm) {
+        return ncclReduceScatter(send, recv, count_per_rank, ncclFloat32, ncclSum, comm, stream_);
+      });
+    }
+    AbortFailed();
+    return status;
+  }
+
+  absl::Status Synchronize() override ABSL_LOCKS_EXCLUDED(mu_) {
+    WaitInFlight();
     absl::MutexLock lock(&mu_);
-    return Run("ReduceScatterSum", [&](ncclComm_t comm) {
-      return ncclReduceScatter(send, recv, count_per_rank, ncclFloat32, ncclSum, comm, stream_);
-    });
+    return broken_.ok() ? absl::OkStatus() : ReportBroken();
   }
 
  private:
-  // Enqueues one operation with `enqueue(comm)` and waits for it to finish.
+  // An enqueue_only operation that has not been seen to finish yet.
+  struct InFlight {
+    cudaEvent_t done;  // Recorded on stream_ right after the operation.
+    absl::Time deadline;
+    std::string what;
+  };
+
+  // Enqueues one operation with `enqueue(comm)` and, unless enqueue_only_,
+  // waits for it to finish.
   template <typename Enqueue>
   absl::Status Run(absl::string_view op, Enqueue enqueue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!broken_.ok()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("nccl group \"", group_,
-                       "\" is unusable after an earlier error; "
-                       "create it again under a new name. First error: ",
-                       broken_.ToString()));
-    }
-    const std::string what =
+    if (!broken_.ok()) return ReportBroken();
+    std::string what =
         absl::StrCat("nccl ", op, " in group \"", group_, "\" (rank ", rank_, " of ", size_, ")");
     const absl::Time deadline = absl::Now() + timeout_;
     const ncclResult_t result = enqueue(comm_);
@@ -184,25 +223,135 @@ class NcclCollective final : public Collective {
       return NcclStatus(what, result, comm_);
     }
     if (result != ncclSuccess && result != ncclInProgress) {
-      return Fail(NcclStatus(what, result, comm_));
+      return FailAndReport(NcclStatus(what, result, comm_));
     }
+    // The enqueue itself (it may set up connections on first use).
     absl::Status status = WaitForComm(comm_, deadline, timeout_, what);
-    if (status.ok()) {
-      status = WaitForStream(comm_, stream_, deadline, timeout_, what);
+    if (!status.ok()) return FailAndReport(std::move(status));
+    if (enqueue_only_) {
+      cudaEvent_t done = nullptr;
+      if (!free_events_.empty()) {
+        done = free_events_.back();
+        free_events_.pop_back();
+      } else if (const cudaError_t error = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+                 error != cudaSuccess) {
+        return FailAndReport(CudaStatus(what, error));
+      }
+      if (const cudaError_t error = cudaEventRecord(done, stream_); error != cudaSuccess) {
+        cudaEventDestroy(done);
+        return FailAndReport(CudaStatus(what, error));
+      }
+      in_flight_.push_back(InFlight{done, deadline, std::move(what)});
+      return absl::OkStatus();
     }
-    if (!status.ok()) return Fail(std::move(status));
+    status = WaitForStream(comm_, stream_, deadline, timeout_, what);
+    if (!status.ok()) return FailAndReport(std::move(status));
     return absl::OkStatus();
   }
 
-  // Records `status` as the group's first error and aborts the
-  // communicator, which also ends its kernels still waiting on peers.
-  absl::Status Fail(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    broken_ = status;
+  // Retires the operations in flight that have finished, oldest first, and
+  // fails the group when one failed, NCCL reports an error, or the oldest
+  // unfinished one is past its deadline. Returns whether any is in flight.
+  bool CheckInFlight() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    while (!in_flight_.empty()) {
+      InFlight& oldest = in_flight_.front();
+      const cudaError_t error = cudaEventQuery(oldest.done);
+      if (error == cudaErrorNotReady) break;
+      if (error != cudaSuccess) {
+        Fail(CudaStatus(oldest.what, error));
+        return false;
+      }
+      free_events_.push_back(oldest.done);
+      in_flight_.pop_front();
+    }
+    if (in_flight_.empty()) return false;
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t result = ncclCommGetAsyncError(comm_, &state);
+    if (result != ncclSuccess) {
+      Fail(NcclStatus(in_flight_.front().what, result, comm_));
+    } else if (state != ncclSuccess && state != ncclInProgress) {
+      Fail(NcclStatus(in_flight_.front().what, state, comm_));
+    } else if (absl::Now() >= in_flight_.front().deadline) {
+      Fail(TimedOut(in_flight_.front().what, timeout_));
+    }
+    return !in_flight_.empty();
+  }
+
+  // Waits until nothing is in flight: every operation finished or the group
+  // failed (which the deadline of each operation bounds). A failure found
+  // here is aborted by the watchdog (or the destructor), so that the caller
+  // learns the error without waiting for the abort.
+  void WaitInFlight() ABSL_LOCKS_EXCLUDED(mu_) {
+    const absl::Time started = absl::Now();
+    for (;;) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (!CheckInFlight()) return;
+      }
+      Pause(started);
+    }
+  }
+
+  // The watchdog of an enqueue_only group: checks the operations in flight
+  // every watchdog_interval_ until the destructor stops it.
+  void Watchdog() ABSL_LOCKS_EXCLUDED(mu_) {
+    cudaSetDevice(device_);
+    for (;;) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), watchdog_interval_)) return;
+        CheckInFlight();
+      }
+      AbortFailed();
+    }
+  }
+
+  // Records `status` as the group's first error and hands the communicator
+  // to AbortFailed(), which every path that can fail calls after releasing
+  // mu_: the abort ends the communicator's kernels still waiting on peers,
+  // and may itself wait for the GPU, which must not keep callers from
+  // learning the error. Operations in flight are dropped (their events are
+  // destroyed once done).
+  void Fail(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    broken_ = std::move(status);
     if (comm_ != nullptr) {
-      ncclCommAbort(comm_);
+      to_abort_ = comm_;
       comm_ = nullptr;
     }
-    return status;
+    for (const InFlight& op : in_flight_) cudaEventDestroy(op.done);
+    in_flight_.clear();
+  }
+
+  // Aborts the communicator Fail() set aside, if any: exactly one caller
+  // takes it. Called after each operation, by the watchdog after each check,
+  // and by the destructor once the watchdog has stopped, so no abort is under
+  // way when the destructor returns.
+  void AbortFailed() ABSL_LOCKS_EXCLUDED(mu_) {
+    ncclComm_t comm = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      comm = std::exchange(to_abort_, nullptr);
+    }
+    if (comm != nullptr) ncclCommAbort(comm);
+  }
+
+  absl::Status FailAndReport(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Fail(std::move(status));
+    return ReportBroken();
+  }
+
+  // The group's first error as itself the first time a caller sees it, as
+  // FAILED_PRECONDITION quoting it afterwards.
+  absl::Status ReportBroken() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!broken_reported_) {
+      broken_reported_ = true;
+      return broken_;
+    }
+    return absl::FailedPreconditionError(
+        absl::StrCat("nccl group \"", group_,
+                     "\" is unusable after an earlier error; "
+                     "create it again under a new name. First error: ",
+                     broken_.ToString()));
   }
 
   // Constant after construction.
@@ -212,11 +361,23 @@ class NcclCollective final : public Collective {
   const cudaStream_t stream_;
   const bool owns_stream_;
   const absl::Duration timeout_;
+  const int device_;
+  const bool enqueue_only_;
+  const absl::Duration watchdog_interval_;
 
-  // State below is protected by mu_, held for the whole of each operation.
+  // State below is protected by mu_, held for the whole of each operation's
+  // enqueue (and, without enqueue_only_, its wait) and of each watchdog check.
   absl::Mutex mu_;
-  ncclComm_t comm_ ABSL_GUARDED_BY(mu_);  // Null once aborted.
+  ncclComm_t comm_ ABSL_GUARDED_BY(mu_);                // Null once the group has failed.
+  ncclComm_t to_abort_ ABSL_GUARDED_BY(mu_) = nullptr;  // Set by Fail().
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  bool broken_reported_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<InFlight> in_flight_ ABSL_GUARDED_BY(mu_);  // Oldest first.
+  std::vector<cudaEvent_t> free_events_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Runs Watchdog() when enqueue_only_; joined by the destructor.
+  std::thread watchdog_;
 };
 
 class NcclCollectiveFactory final : public CollectiveFactory {
@@ -229,6 +390,14 @@ class NcclCollectiveFactory final : public CollectiveFactory {
                                                        KeyValueStore* store,
                                                        absl::Duration timeout) override {
     const absl::Time deadline = absl::Now() + timeout;
+    if (options_.enqueue_only && options_.stream == nullptr) {
+      return absl::InvalidArgumentError(
+          "NcclOptions::enqueue_only needs NcclOptions::stream: the caller orders its use of the "
+          "results on that stream");
+    }
+    if (options_.watchdog_interval <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError("NcclOptions::watchdog_interval must be positive");
+    }
     const std::string what =
         absl::StrCat("forming nccl group \"", group, "\" (rank ", rank, " of ", size, ")");
 
@@ -237,6 +406,10 @@ class NcclCollectiveFactory final : public CollectiveFactory {
     if (error != cudaSuccess) return CudaStatus(what, error);
     if (devices == 0) {
       return absl::FailedPreconditionError(absl::StrCat(what, ": no CUDA device"));
+    }
+    int device = 0;
+    if (const cudaError_t device_error = cudaGetDevice(&device); device_error != cudaSuccess) {
+      return CudaStatus(what, device_error);
     }
 
     absl::StatusOr<ncclUniqueId> id = ExchangeUniqueId(what, group, rank, store, deadline);
@@ -267,7 +440,8 @@ class NcclCollectiveFactory final : public CollectiveFactory {
       }
     }
     return std::unique_ptr<Collective>(
-        new NcclCollective(std::string(group), rank, size, comm, stream, owns_stream, timeout));
+        new NcclCollective(std::string(group), rank, size, comm, stream, owns_stream, timeout,
+                           device, options_.enqueue_only, options_.watchdog_interval));
   }
 
  private:

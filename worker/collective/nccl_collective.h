@@ -13,20 +13,36 @@
 //
 // Streams: operations are enqueued on NcclOptions::stream when it is set
 // (the caller owns it and keeps it alive while the group exists), otherwise
-// on a non-blocking stream each Collective creates and destroys. Each call
-// waits until its operation has finished on the stream, so returning OK means
-// `recv` holds the result, as with Gloo. Work the caller queued earlier on the
-// same stream is waited for too.
+// on a non-blocking stream each Collective creates and destroys.
 //
-// Timeouts: communicators are created non-blocking (config.blocking = 0) and
-// the calling thread polls ncclCommGetAsyncError() and cudaStreamQuery()
-// until the operation finishes, NCCL reports an error, or the group's timeout
-// passes. On timeout or error the communicator is aborted (ncclCommAbort),
-// which also frees the GPU from the stuck kernel, and the call returns
+// Completion, by default (NcclOptions::enqueue_only false): each call waits
+// until its operation has finished on the stream, so returning OK means `recv`
+// holds the result, as with Gloo. Work the caller queued earlier on the same
+// stream is waited for too. The calling thread polls ncclCommGetAsyncError()
+// and cudaStreamQuery() until the operation finishes, NCCL reports an error,
+// or the group's timeout passes.
+//
+// Completion with NcclOptions::enqueue_only (needs NcclOptions::stream): a
+// call returns OK once its operation is enqueued on the stream, without
+// waiting for it, as torch.distributed's NCCL backend does. Work the caller
+// enqueues later on the same stream sees the result; the caller keeps `send`
+// and `recv` alive and untouched until then, and learns whether the
+// operation succeeded from Synchronize() (collective.h) or from a later call.
+// A watchdog thread per group checks the operations in flight every
+// NcclOptions::watchdog_interval: an operation still unfinished when the
+// group's timeout has passed since it was enqueued, or an error NCCL or CUDA
+// reports, makes the watchdog abort the communicator, so a dead peer is an
+// error within about timeout + watchdog_interval, never a hang. The next
+// Synchronize() or operation returns that error (DEADLINE_EXCEEDED,
+// UNAVAILABLE or INTERNAL as below); every later one FAILED_PRECONDITION.
+//
+// Timeouts: communicators are created non-blocking (config.blocking = 0). On
+// timeout or error the communicator is aborted (ncclCommAbort), which also
+// frees the GPU from the stuck kernel, and the call returns
 // DEADLINE_EXCEEDED (timeout), UNAVAILABLE (NCCL system or remote error) or
-// INTERNAL (CUDA or NCCL internal error). Limitation: a rank waits for its
-// operation's completion by polling at a fine interval, costing one host
-// thread per group while an operation runs.
+// INTERNAL (CUDA or NCCL internal error). Limitation: without enqueue_only, a
+// rank waits for its operation's completion by polling at a fine interval,
+// costing one host thread per group while an operation runs.
 //
 // Thread-safety, ownership and errors: see collective.h. The factory is
 // thread-safe.
@@ -35,6 +51,7 @@
 
 #include <memory>
 
+#include "absl/time/time.h"
 #include "worker/collective/collective.h"
 
 // cudaStream_t is `CUstream_st*`; declared here so that callers need not
@@ -47,6 +64,12 @@ namespace worker {
 struct NcclOptions {
   // Stream the operations run on; null: each Collective owns a stream.
   CUstream_st* stream = nullptr;
+  // Return once an operation is enqueued instead of when it has finished
+  // (see "Completion" above). Needs `stream`: Create() refuses it without
+  // one with INVALID_ARGUMENT.
+  bool enqueue_only = false;
+  // How often the watchdog of an enqueue_only group checks its operations.
+  absl::Duration watchdog_interval = absl::Milliseconds(10);
 };
 
 // Returns a factory for NCCL groups configured by `options`. Creating the
