@@ -153,6 +153,17 @@ TEST(GlooCollectiveTest, SingleRankGroup) {
   EXPECT_TRUE(ReduceScatterAndCheck(*factory, store, "solo-rs", 0, 1, {1, 9}).ok());
 }
 
+TEST(GlooCollectiveTest, SynchronizeIsOkWithNothingInFlight) {
+  InMemoryKeyValueStore store;
+  auto collective = NewGlooCollectiveFactory()->Create("sync", 0, 1, &store, kTimeout);
+  ASSERT_TRUE(collective.ok()) << collective.status();
+  EXPECT_TRUE((*collective)->Synchronize().ok());
+  std::vector<uint8_t> send(16, 3), recv(16);
+  ASSERT_TRUE((*collective)->AllGather(send.data(), recv.data(), 16).ok());
+  EXPECT_TRUE((*collective)->Synchronize().ok());
+  EXPECT_EQ(recv, send);
+}
+
 TEST(GlooCollectiveTest, ZeroSizedOperationsAreNoOps) {
   auto factory = NewGlooCollectiveFactory();
   InMemoryKeyValueStore store;
@@ -247,12 +258,14 @@ TEST(GlooCollectiveTest, SilentPeerFailsOperationWithinTimeout) {
   std::vector<uint8_t> send(64, 1), recv(128);
   absl::Status first = (*collective)->AllGather(send.data(), recv.data(), 64);
   absl::Status second = (*collective)->AllGather(send.data(), recv.data(), 64);
+  absl::Status synchronized = (*collective)->Synchronize();
   rank0_done.Notify();
   rank1.join();
   EXPECT_TRUE(rank1_create.ok()) << rank1_create;
   EXPECT_EQ(first.code(), absl::StatusCode::kDeadlineExceeded) << first;
   // The group is unusable after a failure and says so.
   EXPECT_EQ(second.code(), absl::StatusCode::kFailedPrecondition) << second;
+  EXPECT_EQ(synchronized.code(), absl::StatusCode::kFailedPrecondition) << synchronized;
   // Rank 0 closed its connections when it failed, so the late rank 1 finds
   // the group broken instead of waiting for its own timeout.
   EXPECT_EQ(rank1_late.code(), absl::StatusCode::kUnavailable) << rank1_late;
