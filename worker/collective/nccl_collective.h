@@ -32,9 +32,11 @@
 // NcclOptions::watchdog_interval: an operation still unfinished when the
 // group's timeout has passed since it was enqueued, or an error NCCL or CUDA
 // reports, makes the watchdog abort the communicator, so a dead peer is an
-// error within about timeout + watchdog_interval, never a hang. The next
-// Synchronize() or operation returns that error (DEADLINE_EXCEEDED,
-// UNAVAILABLE or INTERNAL as below); every later one FAILED_PRECONDITION.
+// error within about timeout + watchdog_interval, never a hang; the abort
+// also ends the stuck kernel, so a caller blocked in cudaStreamSynchronize()
+// on the stream is released. The next Synchronize() or operation returns
+// that error (DEADLINE_EXCEEDED, UNAVAILABLE or INTERNAL as below); every
+// later one FAILED_PRECONDITION.
 //
 // Timeouts: communicators are created non-blocking (config.blocking = 0). On
 // timeout or error the communicator is aborted (ncclCommAbort), which also
