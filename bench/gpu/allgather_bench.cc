@@ -2,6 +2,11 @@
 // param sync takes) between the GPUs of one host, one thread per GPU, at several sizes.
 //
 //   allgather_bench [--ranks N] [--iters K] [--sizes_mib 1,4,16,64,256] [--enqueue_only]
+//                   [--rank R --store_dir DIR]
+//
+// By default the N ranks are threads of this process. With --rank, this process is rank R alone
+// (on GPU R), one process per GPU as torch_allgather.py runs; the processes of a run find each
+// other through files in DIR (empty at the start, shared by them), and rank 0 prints.
 //
 // Each size: warm-up, then K timed all-gathers; prints the median time and the bus bandwidth
 // (size_per_rank * (N - 1) / time, the nccl-tests convention) in GB/s. By default each call waits
@@ -10,17 +15,22 @@
 // timed call is followed by cudaStreamSynchronize, as torch_allgather.py does with
 // torch.cuda.synchronize(). Built with --config=cuda.
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/barrier.h"
+#include "absl/time/clock.h"
 #include "worker/collective/in_memory_kv_store.h"
 #include "worker/collective/nccl_collective.h"
 
@@ -28,7 +38,60 @@ ABSL_FLAG(int, ranks, 2, "GPUs (one rank each)");
 ABSL_FLAG(int, iters, 20, "timed all-gathers per size");
 ABSL_FLAG(bool, enqueue_only, false,
           "enqueue without waiting (NcclOptions::enqueue_only); synchronize the stream per call");
+ABSL_FLAG(int, rank, -1, "this process's rank alone (one process per GPU); -1: all, as threads");
+ABSL_FLAG(std::string, store_dir, "", "with --rank: the folder the ranks rendezvous through");
 ABSL_FLAG(std::string, sizes_mib, "1,4,16,64,256", "bytes per rank, MiB, comma-separated");
+
+namespace {
+
+// The ranks' rendezvous through files in one folder: a key is a file (written to a temporary name,
+// then renamed, so a reader sees all of it or nothing).
+class FileKeyValueStore final : public psync::worker::KeyValueStore {
+ public:
+  explicit FileKeyValueStore(std::string dir) : dir_(std::move(dir)) {}
+
+  absl::Status Set(absl::string_view key, absl::string_view value) override {
+    const std::string path = Path(key);
+    const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      out.write(value.data(), value.size());
+      if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+      return absl::UnavailableError(absl::StrCat("cannot rename ", tmp));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::string> Get(absl::string_view key) override {
+    std::ifstream in(Path(key), std::ios::binary);
+    if (!in) return absl::NotFoundError(absl::StrCat("no key ", key));
+    std::ostringstream value;
+    value << in.rdbuf();
+    return value.str();
+  }
+
+  absl::Status Wait(absl::Span<const std::string> keys, absl::Duration timeout) override {
+    const absl::Time deadline = absl::Now() + timeout;
+    for (;;) {
+      bool all = true;
+      for (const std::string& key : keys) all = all && std::ifstream(Path(key)).good();
+      if (all) return absl::OkStatus();
+      if (absl::Now() >= deadline) return absl::DeadlineExceededError("keys missing");
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+  }
+
+ private:
+  std::string Path(absl::string_view key) const {
+    return absl::StrCat(dir_, "/", absl::StrReplaceAll(key, {{"/", "%"}}));
+  }
+
+  const std::string dir_;
+};
+
+}  // namespace
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
@@ -39,14 +102,22 @@ int main(int argc, char** argv) {
     sizes.push_back(static_cast<size_t>(std::stoul(std::string(s))) << 20);
   }
   const bool enqueue_only = absl::GetFlag(FLAGS_enqueue_only);
-  psync::worker::InMemoryKeyValueStore store;
+  const int only_rank = absl::GetFlag(FLAGS_rank);
+  if (only_rank >= n || (only_rank >= 0 && absl::GetFlag(FLAGS_store_dir).empty())) {
+    std::fprintf(stderr, "allgather_bench: --rank needs --store_dir and must be below --ranks\n");
+    return 2;
+  }
+  psync::worker::InMemoryKeyValueStore memory_store;
+  FileKeyValueStore file_store(absl::GetFlag(FLAGS_store_dir));
+  psync::worker::KeyValueStore& store =
+      only_rank >= 0 ? static_cast<psync::worker::KeyValueStore&>(file_store) : memory_store;
   std::vector<std::vector<double>> seconds(sizes.size(), std::vector<double>(iters));
   // Host time inside the AllGather call alone (the whole time unless --enqueue_only).
   std::vector<std::vector<double>> call_seconds(sizes.size(), std::vector<double>(iters));
   std::vector<int> failures(n, 0);
-  absl::Barrier* start = new absl::Barrier(n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
+    if (only_rank >= 0 && r != only_rank) continue;
     threads.emplace_back([&, r] {
       cudaSetDevice(r);
       cudaStream_t stream = nullptr;
@@ -111,6 +182,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  if (only_rank > 0) return 0;  // Rank 0 prints.
   std::printf("%12s %12s %12s %12s\n", "MiB/rank", "median_us", "busbw_GB/s", "call_us");
   for (size_t i = 0; i < sizes.size(); ++i) {
     std::sort(seconds[i].begin(), seconds[i].end());
