@@ -6,16 +6,76 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/ha/grpc_etcd_client.h"
 #include "server/http_api.h"
+#include "server/not_served.h"
 #include "server/rank_server.h"
 
 namespace psync::server {
 
+namespace {
+
+absl::Status ValidateReplicaOptions(const ServerOptions& options) {
+  const size_t colon = options.advertise.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(options.advertise.substr(colon + 1), &port) || port <= 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "advertise: '", options.advertise,
+        "' must be the HOST:PORT clients reach this replica at (required with --etcd)"));
+  }
+  if (options.etcd_lease_ttl < absl::Seconds(2) ||
+      options.etcd_lease_ttl != absl::Seconds(absl::ToInt64Seconds(options.etcd_lease_ttl))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("etcd_lease_ttl: ", absl::FormatDuration(options.etcd_lease_ttl),
+                     " must be whole seconds, at least 2s"));
+  }
+  if (options.etcd_lease_margin <= absl::ZeroDuration() ||
+      options.etcd_lease_margin >= options.etcd_lease_ttl / 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("etcd_lease_margin: ", absl::FormatDuration(options.etcd_lease_margin),
+                     " must be > 0 and under half of etcd_lease_ttl (",
+                     absl::FormatDuration(options.etcd_lease_ttl), ")"));
+  }
+  if (options.etcd_poll_interval <= absl::ZeroDuration() ||
+      options.etcd_poll_interval > options.etcd_lease_ttl / 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("etcd_poll_interval: ", absl::FormatDuration(options.etcd_poll_interval),
+                     " must be > 0 and at most a quarter of etcd_lease_ttl"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOptions options) {
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
   Clock* clock = options.clock != nullptr ? options.clock : &s->real_clock_;
+  if (!options.etcd.empty()) {
+    if (auto st = ValidateReplicaOptions(options); !st.ok()) return st;
+    auto etcd = ha::GrpcEtcdClient::Create(options.etcd);
+    if (!etcd.ok()) return etcd.status();
+    s->etcd_ = std::move(*etcd);
+    ha::ReplicaOptions replica;
+    replica.ownership = {options.advertise, options.etcd_lease_ttl, options.etcd_lease_margin};
+    replica.poll_interval = options.etcd_poll_interval;
+    replica.log = options.log_stalls;
+    s->replica_ = std::make_unique<ha::Replica>(replica, s->etcd_.get(), clock);
+    options.coordinator.gate = s->replica_.get();
+  }
   s->coordinator_ = std::make_unique<Coordinator>(options.coordinator, clock);
   Coordinator* coordinator = s->coordinator_.get();
+  if (s->replica_ != nullptr) {
+    s->replica_->SetOnLost([coordinator](const std::vector<std::string>& jobs) {
+      coordinator->DropJobs(
+          jobs, NotServedHere("this coordinator replica no longer owns the job (its etcd lease "
+                              "lapsed, or the job moved): join again at any replica",
+                              "", 0));
+    });
+    // The first lease and view before serving, so that the first Joins can be claimed here.
+    s->replica_->Tick();
+    s->replica_->Start();
+  }
   s->rendezvous_ = std::make_unique<RendezvousStore>(
       options.rendezvous, [coordinator](const std::string& job, uint64_t generation,
                                         const RendezvousStore::Caller& caller) {
@@ -24,7 +84,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
   s->rendezvous_cleanup_ = std::make_unique<RendezvousCleanup>(coordinator, s->rendezvous_.get());
   StreamLimits streams = options.streams;
   streams.counters = &s->stream_counters_;
-  s->service_ = std::make_unique<CoordinatorService>(coordinator, s->rendezvous_.get(), streams);
+  s->service_ = std::make_unique<CoordinatorService>(coordinator, s->rendezvous_.get(), streams,
+                                                     s->replica_.get());
 
   auto metrics = CoordinatorMetrics::Create(coordinator, &s->registry_);
   if (!metrics.ok()) return metrics.status();
@@ -95,6 +156,9 @@ std::string CoordinatorServer::local_target() const { return absl::StrCat("127.0
 
 void CoordinatorServer::Shutdown() {
   std::call_once(shutdown_once_, [this] {
+    // A replica first gives its jobs up (revokes its lease): it releases nothing more, and the
+    // other replicas take the jobs at once instead of after the lease's TTL.
+    if (replica_ != nullptr) replica_->Stop();
     stop_inspector_.Notify();
     if (inspector_.joinable()) inspector_.join();
     if (http_ != nullptr) http_->Shutdown();
