@@ -356,7 +356,12 @@ absl::Status Client::Prepare(bool* retry) {
     const uint64_t generation = generation_;
     stream_->EditTracked([generation](SessionUp* up) { SetMessageGeneration(up, generation); });
     ++stats_.resumes;
-  } else if (response.generation() != generation()) {
+  } else if (response.generation() == generation()) {
+    // The same generation: the same coordinator answers with the same session id; another
+    // replica that took the job over has issued its own.
+    absl::MutexLock lock(&mu_);
+    session_id_ = response.session_id();
+  } else {
     *retry = false;
     absl::Status moved_on = absl::AbortedError(absl::StrCat(
         "rank ", rank(), " of job '", job_id(), "' joined again after its Session broke and got ",

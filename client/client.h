@@ -215,6 +215,9 @@ class Client final : private StreamProtocol<psync::v1::SessionUp, psync::v1::Ses
 
   // The generation of the current Join (changes only when a restarted coordinator resumed the
   // rank) and its session id.
+  // The coordinator (replica) the client talks to now: its target; empty for a client given a
+  // channel.
+  std::string target() const { return endpoints_->current(); }
   uint64_t generation() const ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     return generation_;

@@ -397,7 +397,7 @@ absl::Status Coordinator::Apply(
     const absl::Time now = clock_->Now();
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) {
-      status = NoLiveJob(job_id, "");
+      status = NotHere(job_id);
       RecordRejection(job_id, nullptr, status, now, &out);
     } else {
       Job& job = *it->second;
@@ -700,7 +700,7 @@ absl::Status Coordinator::Leave(const std::string& job_id, core::RankId rank, ui
     const absl::Time now = clock_->Now();
     Job* job = FindJob(job_id);
     if (job == nullptr) {
-      status = NoLiveJob(job_id, "");
+      status = NotHere(job_id);
       RecordRejection(job_id, nullptr, status, now, &out);
     } else {
       job->last_activity = now;
@@ -727,6 +727,15 @@ std::vector<core::Event> Coordinator::EventsSince(uint64_t from, uint64_t* next,
 }  // namespace psync::server
 
 namespace psync::server {
+
+absl::Status Coordinator::NotHere(const std::string& job_id) const {
+  if (options_.gate != nullptr) {
+    if (absl::Status served = options_.gate->AdmitMessage(job_id).status(); !served.ok()) {
+      return served;
+    }
+  }
+  return NoLiveJob(job_id, "");
+}
 
 absl::Status Coordinator::CheckServed(const Job& job) {
   if (options_.gate == nullptr) return absl::OkStatus();

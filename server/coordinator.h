@@ -258,6 +258,9 @@ class Coordinator {
   // in the history, NOT_FOUND otherwise (`hint` ends the message).
   absl::Status NoLiveJob(const std::string& job_id, absl::string_view hint) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Why a message of `job_id` finds no live job here: the gate's NotServedHere when this
+  // coordinator does not serve the job (the client goes where it is served), else NoLiveJob.
+  absl::Status NotHere(const std::string& job_id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The live job `job_id`, or null.
   Job* FindJob(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OK when this coordinator serves `job` now at the epoch it holds it at (always, without a

@@ -30,7 +30,7 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
     core::Decisions decisions;  // reused: its vectors keep their capacity from message to message
     for (const RankMessage& m : messages) {
       if (job == nullptr) {
-        absl::Status s = NoLiveJob(job_id, "");
+        absl::Status s = NotHere(job_id);
         RecordRejection(job_id, nullptr, s, now, &out);
         statuses.push_back(std::move(s));
         continue;

@@ -119,7 +119,13 @@ void Replica::Tick() {
       ++errors;
     }
     counters_.etcd_errors += errors;
+    const int64_t lease_before = ownership_.lease();
     lost = ownership_.TakeLost(clock_->Now());
+    if (lease_before != 0 && ownership_.lease() == 0) {
+      ++counters_.lease_lapses;
+      Log(absl::StrCat("etcd lease ", lease_before,
+                       " passed its deadline: serving nothing until a new one"));
+    }
     counters_.jobs_lost += lost.size();
   }
   for (const std::string& job : lost) Log(absl::StrCat("stopped serving job '", job, "'"));
@@ -160,9 +166,9 @@ absl::StatusOr<uint64_t> Replica::AdmitJoin(const std::string& job_id) {
                      "': ", key.status().message()),
         "", 0);
   }
+  const bool owned_before = ownership_.Owns(job_id);  // a concurrent Join's claim got there first
   const Route route = ownership_.ClaimAnswered(job_id, *key, clock_->Now());
-  if (route.kind == RouteKind::kServe && key->lease == lease &&
-      key->value == options_.ownership.self) {
+  if (route.kind == RouteKind::kServe && !owned_before) {
     ++counters_.claims;
     const bool takeover = owned_elsewhere_.erase(job_id) > 0;
     if (takeover) ++counters_.takeovers;
