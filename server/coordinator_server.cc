@@ -46,21 +46,64 @@ absl::Status ValidateReplicaOptions(const ServerOptions& options) {
   return absl::OkStatus();
 }
 
+// This replica's ownership figures, as gauges labelled with its address (read from a snapshot
+// at every scrape): psync_replica_{jobs_owned,lease_held,claims,takeovers,jobs_lost,lease_lapses,
+// etcd_errors}.
+absl::Status RegisterReplicaMetrics(ha::Replica* replica, metrics::Registry* registry) {
+  struct Figure {
+    const char* name;
+    const char* help;
+    double (*read)(const ha::ReplicaSnapshot&);
+  };
+  static constexpr Figure kFigures[] = {
+      {"psync_replica_jobs_owned", "Jobs this replica owns now.",
+       [](const ha::ReplicaSnapshot& s) { return static_cast<double>(s.jobs_owned); }},
+      {"psync_replica_lease_held",
+       "1 while this replica holds its etcd lease (before its deadline).",
+       [](const ha::ReplicaSnapshot& s) { return s.holding ? 1.0 : 0.0; }},
+      {"psync_replica_claims", "Jobs claimed by this replica since it started.",
+       [](const ha::ReplicaSnapshot& s) { return static_cast<double>(s.claims); }},
+      {"psync_replica_takeovers", "Jobs taken over from another replica since it started.",
+       [](const ha::ReplicaSnapshot& s) { return static_cast<double>(s.takeovers); }},
+      {"psync_replica_jobs_lost", "Jobs this replica stopped serving (lease lapsed, key gone).",
+       [](const ha::ReplicaSnapshot& s) { return static_cast<double>(s.jobs_lost); }},
+      {"psync_replica_lease_lapses", "etcd leases this replica lost since it started.",
+       [](const ha::ReplicaSnapshot& s) { return static_cast<double>(s.lease_lapses); }},
+      {"psync_replica_etcd_errors", "etcd calls of this replica that failed.",
+       [](const ha::ReplicaSnapshot& s) { return static_cast<double>(s.etcd_errors); }},
+  };
+  std::vector<std::pair<metrics::GaugeFamily*, const Figure*>> gauges;
+  for (const Figure& f : kFigures) {
+    absl::StatusOr<metrics::GaugeFamily*> family = registry->AddGauge(f.name, f.help, {"replica"});
+    if (!family.ok()) return family.status();
+    gauges.emplace_back(*family, &f);
+  }
+  registry->AddCollector([replica, gauges] {
+    const ha::ReplicaSnapshot s = replica->Describe();
+    for (const auto& [family, figure] : gauges) family->WithLabels({s.self})->Set(figure->read(s));
+  });
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOptions options) {
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
   Clock* clock = options.clock != nullptr ? options.clock : &s->real_clock_;
-  if (!options.etcd.empty()) {
+  if (!options.etcd.empty() || options.etcd_client != nullptr) {
     if (auto st = ValidateReplicaOptions(options); !st.ok()) return st;
-    auto etcd = ha::GrpcEtcdClient::Create(options.etcd);
-    if (!etcd.ok()) return etcd.status();
-    s->etcd_ = std::move(*etcd);
+    ha::EtcdClient* etcd_client = options.etcd_client;
+    if (etcd_client == nullptr) {
+      auto etcd = ha::GrpcEtcdClient::Create(options.etcd);
+      if (!etcd.ok()) return etcd.status();
+      s->etcd_ = std::move(*etcd);
+      etcd_client = s->etcd_.get();
+    }
     ha::ReplicaOptions replica;
     replica.ownership = {options.advertise, options.etcd_lease_ttl, options.etcd_lease_margin};
     replica.poll_interval = options.etcd_poll_interval;
     replica.log = options.log_stalls;
-    s->replica_ = std::make_unique<ha::Replica>(replica, s->etcd_.get(), clock);
+    s->replica_ = std::make_unique<ha::Replica>(replica, etcd_client, clock);
     options.coordinator.gate = s->replica_.get();
   }
   s->coordinator_ = std::make_unique<Coordinator>(options.coordinator, clock);
@@ -90,6 +133,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
   auto metrics = CoordinatorMetrics::Create(coordinator, &s->registry_);
   if (!metrics.ok()) return metrics.status();
   s->metrics_ = std::move(*metrics);
+  if (s->replica_ != nullptr) {
+    if (auto st = RegisterReplicaMetrics(s->replica_.get(), &s->registry_); !st.ok()) return st;
+  }
   if (!options.http_listen.empty()) {
     const size_t colon = options.http_listen.rfind(':');
     int http_port = 0;

@@ -75,6 +75,8 @@ struct ServerOptions {
   absl::Duration etcd_lease_margin = absl::Seconds(1);
   // How often the replica set and the job owners are read from etcd.
   absl::Duration etcd_poll_interval = absl::Milliseconds(200);
+  // Tests: an etcd client to use instead of one for `etcd` (e.g. a FakeEtcd). Not owned.
+  ha::EtcdClient* etcd_client = nullptr;
 };
 
 class CoordinatorServer {
