@@ -31,7 +31,7 @@ int FreePort() {
 
 EtcdProcess::EtcdProcess(std::string dir)
     : dir_(std::move(dir)), client_port_(FreePort()), peer_port_(FreePort()) {
-  std::system(absl::StrCat("mkdir -p ", dir_).c_str());
+  if (std::system(absl::StrCat("mkdir -p ", dir_).c_str()) != 0) return;
 }
 
 EtcdProcess::~EtcdProcess() { Kill(); }
