@@ -35,6 +35,13 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   if (options.channel == nullptr && options.target.empty()) {
     return absl::InvalidArgumentError("options.target must not be empty (or set options.channel)");
   }
+  if (options.channel == nullptr) {
+    if (absl::StatusOr<std::vector<std::string>> targets =
+            SplitTargets(options.target, "options.target");
+        !targets.ok()) {
+      return targets.status();
+    }
+  }
   if (options.call_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "options.call_timeout must be > 0 (got ", absl::FormatDuration(options.call_timeout), ")"));
@@ -71,20 +78,37 @@ absl::Status Client::AwaitFirstAttach(absl::Time deadline) {
 }
 
 Client::Client(ClientOptions options) : options_(std::move(options)) {
-  channel_ = options_.channel;
-  if (channel_ == nullptr) {
-    channel_ = grpc::CreateCustomChannel(
-        options_.target,
-        options_.credentials != nullptr ? options_.credentials : grpc::InsecureChannelCredentials(),
-        ReconnectingChannelArguments(options_.backoff, options_.keepalive));
+  if (options_.channel != nullptr) {
+    endpoints_ = std::make_unique<Endpoints>(options_.channel);
+  } else {
+    // Connect() checked that the target is not empty; several replicas are comma-separated, and
+    // jobs start on different ones (before any redirect) by a hash of the job id.
+    std::vector<std::string> targets =
+        SplitTargets(options_.target, "options.target").value_or(std::vector<std::string>{});
+    endpoints_ = std::make_unique<Endpoints>(
+        std::move(targets),
+        [credentials = options_.credentials != nullptr ? options_.credentials
+                                                       : grpc::InsecureChannelCredentials(),
+         args = ReconnectingChannelArguments(options_.backoff, options_.keepalive)](
+            const std::string& target) {
+          return grpc::CreateCustomChannel(target, credentials, args);
+        },
+        std::hash<std::string>{}(options_.plan.job_id()));
   }
-  stub_ = psync::v1::Coordinator::NewStub(channel_);
   ReconnectingStreamOptions stream_options;
   stream_options.backoff = options_.backoff;
   stream_options.handshake_timeout = options_.call_timeout;
   stream_ = std::make_unique<ReconnectingStream<SessionUp, SessionDown>>(
       stream_options,
-      [stub = stub_.get()](grpc::ClientContext* context) { return stub->Session(context); },
+      [this](grpc::ClientContext* context) {
+        std::string target;
+        psync::v1::Coordinator::Stub* stub = endpoints_->Stub(&target);
+        {
+          absl::MutexLock lock(&mu_);
+          stream_target_ = target;
+        }
+        return stub->Session(context);
+      },
       static_cast<StreamProtocol<SessionUp, SessionDown>*>(this));
 }
 
@@ -283,12 +307,17 @@ absl::StatusOr<psync::v1::JoinResponse> Client::Join() {
       if (resume.has_value()) *request.mutable_resume() = std::move(*resume);
     }
   }
-  const grpc::Status status = stub_->Join(&context, request, &response);
+  std::string target;
+  const grpc::Status status = endpoints_->Stub(&target)->Join(&context, request, &response);
   {
     absl::MutexLock lock(&mu_);
     join_context_ = nullptr;
   }
-  if (!status.ok()) return StatusFromGrpc(status, "Join");
+  if (!status.ok()) {
+    absl::Status failed = StatusFromGrpc(status, "Join");
+    if (IsTransientFailure(failed)) NoteEndpointFailure(target, failed);
+    return failed;
+  }
   return response;
 }
 
@@ -327,7 +356,12 @@ absl::Status Client::Prepare(bool* retry) {
     const uint64_t generation = generation_;
     stream_->EditTracked([generation](SessionUp* up) { SetMessageGeneration(up, generation); });
     ++stats_.resumes;
-  } else if (response.generation() != generation()) {
+  } else if (response.generation() == generation()) {
+    // The same generation: the same coordinator answers with the same session id; another
+    // replica that took the job over has issued its own.
+    absl::MutexLock lock(&mu_);
+    session_id_ = response.session_id();
+  } else {
     *retry = false;
     absl::Status moved_on = absl::AbortedError(absl::StrCat(
         "rank ", rank(), " of job '", job_id(), "' joined again after its Session broke and got ",
@@ -395,6 +429,16 @@ void Client::HandleAck(const psync::v1::Ack& ack) {
 }
 
 void Client::Notify(const SessionDown& down) {
+  if (down.has_directive()) {
+    // A directive of a deposed coordinator replica (an older epoch than one already seen) is
+    // dropped: only the job's current owner releases.
+    absl::MutexLock lock(&mu_);
+    if (down.directive().epoch() < max_epoch_) {
+      ++stats_.deposed_directives_dropped;
+      return;
+    }
+    max_epoch_ = down.directive().epoch();
+  }
   if (notices_.Add(down) != NoticeQueue::AddResult::kAccepted) return;
   std::shared_ptr<const std::function<void(const SessionDown&)>> handler;
   {
@@ -409,6 +453,7 @@ void Client::Notify(const SessionDown& down) {
 
 absl::Status Client::OnClosed(const StreamEnd& end, bool* retry) {
   absl::Status why;
+  std::string target;
   {
     absl::MutexLock lock(&mu_);
     if (state_ == State::kAttaching || state_ == State::kConnected) {
@@ -430,9 +475,18 @@ absl::Status Client::OnClosed(const StreamEnd& end, bool* retry) {
     }
     if (closing_) return why;
     if (*retry) last_error_ = why;
+    target = stream_target_;
   }
   if (!*retry) Fail(why);
+  if (*retry) NoteEndpointFailure(target, end.finished.ok() ? why : end.finished);
   return why;
+}
+
+void Client::NoteEndpointFailure(const std::string& target, const absl::Status& status) {
+  const bool redirect = RedirectIn(status).has_value() && !RedirectIn(status)->owner().empty();
+  if (!endpoints_->OnFailure(target, status)) return;
+  absl::MutexLock lock(&mu_);
+  ++(redirect ? stats_.redirects : stats_.endpoint_rotations);
 }
 
 std::vector<AckCallback> Client::TakeCallsLocked() {

@@ -93,6 +93,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/backoff.h"
+#include "client/endpoints.h"
 #include "client/notice_queue.h"
 #include "client/reconnecting_stream.h"
 #include "client/resume_tracker.h"
@@ -104,7 +105,10 @@ namespace psync {
 
 struct ClientOptions {
   // Coordinator address, e.g. "127.0.0.1:7070" or "dns:///psync:7070". Ignored when `channel` is
-  // set.
+  // set. Coordinator replicas (psync-coordinator --etcd): a comma-separated list of them
+  // ("10.0.0.1:7070,10.0.0.2:7070"), or a DNS name resolving to several; the client follows a
+  // replica's redirect to the job's owner and moves along the list when one fails, without the
+  // caller seeing more than a delay (client/endpoints.h).
   std::string target;
   // Channel credentials; insecure when null.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
@@ -134,6 +138,12 @@ struct ClientStats {
   uint64_t reconnects = 0;                    // successful attaches after the first one
   uint64_t messages_resent = 0;               // messages sent again on a new stream
   uint64_t resumes = 0;  // re-joins a restarted coordinator answered with `resumed`
+  // Coordinator replicas: directives dropped because they carried an epoch older than one already
+  // seen (a deposed owner's), and moves to another replica (redirects to an owner, and moves
+  // along the target list after a failure).
+  uint64_t deposed_directives_dropped = 0;
+  uint64_t redirects = 0;
+  uint64_t endpoint_rotations = 0;
 };
 
 // Runs once with the coordinator's answer to one message (see "Callbacks" above).
@@ -205,6 +215,9 @@ class Client final : private StreamProtocol<psync::v1::SessionUp, psync::v1::Ses
 
   // The generation of the current Join (changes only when a restarted coordinator resumed the
   // rank) and its session id.
+  // The coordinator (replica) the client talks to now: its target; empty for a client given a
+  // channel.
+  std::string target() const { return endpoints_->current(); }
   uint64_t generation() const ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     return generation_;
@@ -254,6 +267,10 @@ class Client final : private StreamProtocol<psync::v1::SessionUp, psync::v1::Ses
   // One Join RPC with the plan (deadline: call_timeout); Close() cancels it.
   absl::StatusOr<psync::v1::JoinResponse> Join() ABSL_LOCKS_EXCLUDED(mu_);
   void HandleAck(const psync::v1::Ack& ack) ABSL_LOCKS_EXCLUDED(mu_);
+  // A Join or Session to `target` failed with `status` (transient): follow a redirect to the
+  // job's owner, or move along the target list.
+  void NoteEndpointFailure(const std::string& target, const absl::Status& status)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Keeps a notice (de-duplicated) and passes it to the handler.
   void Notify(const psync::v1::SessionDown& down) ABSL_LOCKS_EXCLUDED(mu_);
   // Fails the client for good with `status`; completes every waiting call with it.
@@ -264,8 +281,7 @@ class Client final : private StreamProtocol<psync::v1::SessionUp, psync::v1::Ses
   // Constant after construction (next_step_ is set by the first join, before Connect() returns
   // the client).
   ClientOptions options_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<psync::v1::Coordinator::Stub> stub_;
+  std::unique_ptr<Endpoints> endpoints_;
   uint64_t next_step_ = 0;
 
   NoticeQueue notices_;
@@ -290,6 +306,10 @@ class Client final : private StreamProtocol<psync::v1::SessionUp, psync::v1::Ses
   std::shared_ptr<const std::function<void(const psync::v1::SessionDown&)>> handler_
       ABSL_GUARDED_BY(mu_);
   ClientStats stats_ ABSL_GUARDED_BY(mu_);
+  // The target the current (or last) Session stream was opened to.
+  std::string stream_target_ ABSL_GUARDED_BY(mu_);
+  // The highest directive epoch seen (coordinator replicas; 0 with a single coordinator).
+  uint64_t max_epoch_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Last: destroyed (its threads joined) first.
   std::unique_ptr<ReconnectingStream<psync::v1::SessionUp, psync::v1::SessionDown>> stream_;

@@ -66,6 +66,8 @@ Commands:
   jobs [--state S,S]                 every job the coordinator holds: live ones, then the last
                                      ended or evicted ones; --state keeps only those states
                                      (FORMING, RUNNING, DEGRADED, ABORTED, ENDED, EVICTED)
+  replicas                           coordinator replicas (--etcd): each one and the jobs it
+                                     owns, every job's owner and epoch, failovers
   end-job JOB [--reason TEXT] [--token T]
                                      end the job: its ranks' sessions end, it moves to the
                                      history of finished jobs (state ENDED)
@@ -347,6 +349,41 @@ class Command {
       out_ << grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status()) << "\n";
     }
     return response.status() == grpc::health::v1::HealthCheckResponse::SERVING ? kOk : kBad;
+  }
+
+  // The coordinator replicas in etcd, the owner of every job, and the answering replica's
+  // failover counters (ListReplicas).
+  int Replicas() {
+    v1::ListReplicasResponse response;
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    if (auto s = stub_->ListReplicas(&context, v1::ListReplicasRequest(), &response); !s.ok()) {
+      return RpcFailure(err_, "ListReplicas", args_.target, s);
+    }
+    if (args_.json) {
+      out_ << ToJson(response) << "\n";
+      return kOk;
+    }
+    if (response.self().empty()) {
+      out_ << "a single coordinator (no --etcd): it serves every job\n";
+      return kOk;
+    }
+    std::vector<std::vector<std::string>> replicas;
+    for (const v1::Replica& r : response.replicas()) {
+      replicas.push_back({r.address(), absl::StrCat(r.jobs_owned()),
+                          r.address() == response.self() ? "answered" : ""});
+    }
+    PrintTable(out_, {"REPLICA", "JOBS", ""}, replicas, "lrl");
+    out_ << "\n";
+    std::vector<std::vector<std::string>> owners;
+    for (const v1::JobOwner& o : response.owners()) {
+      owners.push_back({o.job_id(), o.owner(), absl::StrCat(o.epoch())});
+    }
+    PrintTable(out_, {"JOB", "OWNER", "EPOCH"}, owners, "llr");
+    out_ << "\n"
+         << response.self() << ": took over " << response.takeovers() << " jobs, lost "
+         << response.jobs_lost() << "\n";
+    return kOk;
   }
 
   int EndJob(const std::string& job) {
@@ -804,9 +841,9 @@ int RunPsyncctl(const std::vector<std::string>& argv, std::ostream& out, std::os
 
   // Commands and how many positional arguments they take: {min, max}.
   static const std::map<std::string, std::pair<size_t, size_t>> kArity = {
-      {"jobs", {0, 0}},       {"status", {1, 1}},  {"missing", {1, 1}},
-      {"stragglers", {1, 1}}, {"audit", {1, 1}},   {"watch", {0, 1}},
-      {"trace", {1, 1}},      {"end-job", {1, 1}}, {"health", {0, 1}},
+      {"jobs", {0, 0}},   {"status", {1, 1}},   {"missing", {1, 1}}, {"stragglers", {1, 1}},
+      {"audit", {1, 1}},  {"watch", {0, 1}},    {"trace", {1, 1}},   {"end-job", {1, 1}},
+      {"health", {0, 1}}, {"replicas", {0, 0}},
   };
   auto arity = kArity.find(args.command);
   if (arity == kArity.end()) {
@@ -828,6 +865,7 @@ int RunPsyncctl(const std::vector<std::string>& argv, std::ostream& out, std::os
   const std::string job = n == 1 ? args.positional[0] : "";
 
   if (args.command == "jobs") return command.Jobs();
+  if (args.command == "replicas") return command.Replicas();
   if (args.command == "status") return command.Status(job);
   if (args.command == "missing") return command.Missing(job);
   if (args.command == "stragglers") return command.Stragglers(job);

@@ -6,6 +6,8 @@
 //
 //   jobs [--state S,S]                every job the coordinator holds (live, then the history of
 //                                     ended and evicted jobs), optionally only those states
+//   replicas                          coordinator replicas, each job's owner and epoch
+//                                     (ListReplicas)
 //   end-job JOB [--reason T] [--token T]  ends the job (EndJob)
 //   status JOB                        job state, per-chunk readiness, counters, audit totals
 //   missing JOB [--step S --chunk C]  contributors not staged (and ranks without SyncDone), with
@@ -28,14 +30,14 @@
 //                    a checksum mismatch, an early sync or a repeated sync;
 //        watch       a violation, stall, rank_lost or abort event was printed;
 //        health      the status is not SERVING;
-//      jobs, end-job, stragglers and trace never exit 1;
+//      jobs, replicas, end-job, stragglers and trace never exit 1;
 //   2  usage error (unknown command or flag, missing or malformed argument), RPC failure (the
 //      gRPC status code and message are printed to stderr), or a file that cannot be written.
 //
 // Output: aligned tables with a header row, rows in a stable sorted order; with --json the answer
 // as proto3 JSON (field names as in coordinator.proto; 64-bit integers are strings): the message
-// itself for jobs (ListJobsResponse), end-job (EndJobResponse), status (JobStatus) and audit
-// (GetAuditResponse);
+// itself for jobs (ListJobsResponse), replicas (ListReplicasResponse), end-job (EndJobResponse),
+// status (JobStatus) and audit (GetAuditResponse);
 // {"chunks": [ChunkStatus, ...]} for missing (the chunks considered); {"stragglers":
 // [StragglerScore, ...]} for stragglers; one Event object per line for watch;
 // {"path": FILE, "bytes": N} for trace; HealthCheckResponse for health.

@@ -7,8 +7,14 @@ namespace psync {
 
 absl::Status StatusFromGrpc(const grpc::Status& status, absl::string_view what) {
   if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat(what, ": ", status.error_message()));
+  absl::Status out(static_cast<absl::StatusCode>(status.error_code()),
+                   absl::StrCat(what, ": ", status.error_message()));
+  // A coordinator replica's redirect (psync.v1.OwnerRedirect) travels on (client/endpoints.h).
+  if (!status.error_details().empty()) {
+    out.SetPayload("type.googleapis.com/psync.v1.OwnerRedirect",
+                   absl::Cord(status.error_details()));
+  }
+  return out;
 }
 
 bool IsTransientFailure(const absl::Status& status) {

@@ -51,7 +51,8 @@
 
 namespace psync {
 
-// The status of a finished gRPC call as an absl::Status whose message starts with `what`.
+// The status of a finished gRPC call as an absl::Status whose message starts with `what`; the
+// call's binary error details (a replica's OwnerRedirect) are kept as a payload (endpoints.h).
 absl::Status StatusFromGrpc(const grpc::Status& status, absl::string_view what);
 
 // Whether a stream or call that ended with `status` is worth another attempt (UNAVAILABLE,

@@ -85,6 +85,7 @@ struct NoticeWriter {
     p->set_last_rank(d.last.rank);
     p->set_last_optimizer(d.last.optimizer);
     p->set_wait_micros(absl::ToInt64Microseconds(d.wait));
+    p->set_epoch(d.epoch);
   }
   void operator()(const core::StepSkipped& s) const {
     v1::StepSkipped* p = out->mutable_step_skipped();

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/bounded_text.h"
+#include "server/not_served.h"
 #include "server/observe/trace_export.h"
 
 namespace psync::server {
@@ -93,6 +94,7 @@ void Coordinator::Record(Job& job, core::Decisions& decisions, Outgoing* out) {
     auto it = job.sessions.find(d.rank);
     // A rank without a session gets its pending notices when it attaches.
     if (it == job.sessions.end()) continue;
+    if (auto* directive = std::get_if<core::SyncDirective>(&d.notice)) directive->epoch = job.epoch;
     if (shared == nullptr || !(*shared == d.notice)) {
       shared = std::make_shared<const core::Notice>(std::move(d.notice));
     }
@@ -186,12 +188,28 @@ void Coordinator::RemoveEventSink(EventSink* sink) {
 }
 
 absl::StatusOr<core::JoinResult> Coordinator::Join(const core::RankPlan& plan) {
+  // With replicas, the job must be served here first (claiming it may wait for etcd, so outside
+  // the lock). A malformed plan skips this and is refused below, claiming nothing.
+  uint64_t epoch = 0;
+  if (options_.gate != nullptr && core::ValidateRankPlan(plan, options_.tracker.limits).ok()) {
+    absl::StatusOr<uint64_t> admitted = options_.gate->AdmitJoin(plan.job_id);
+    if (!admitted.ok()) return admitted.status();
+    epoch = *admitted;
+  }
   Outgoing out;
   absl::StatusOr<core::JoinResult> result;
   {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
     auto it = jobs_.find(plan.job_id);
+    if (it != jobs_.end() && it->second->epoch != epoch) {
+      // State from an earlier ownership of the job by this replica: the ranks rebuild it.
+      DropJobLocked(it,
+                    NotServedHere(absl::StrCat("job '", plan.job_id, "' changed owner: join again"),
+                                  "", epoch),
+                    &out);
+      it = jobs_.end();
+    }
     const FinishedJob* finished = it == jobs_.end() ? history_.Find(plan.job_id) : nullptr;
     if (auto s = core::ValidateRankPlan(plan, options_.tracker.limits); !s.ok()) {
       RecordRejection(plan.job_id, it == jobs_.end() ? nullptr : it->second.get(), s, now, &out);
@@ -212,6 +230,7 @@ absl::StatusOr<core::JoinResult> Coordinator::Join(const core::RankPlan& plan) {
         auto job = std::make_unique<Job>(
             std::make_unique<core::JobTracker>(plan.job_id, options_.tracker));
         job->observer = observe::JobObserver(options_.observer);
+        job->epoch = epoch;
         it = jobs_.emplace(plan.job_id, std::move(job)).first;
       }
       Job& job = *it->second;
@@ -244,7 +263,12 @@ absl::StatusOr<std::vector<core::Notice>> Coordinator::Attach(const std::string&
   {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
-    if (it == jobs_.end()) {
+    if (it != jobs_.end() && !(status = CheckServed(*it->second)).ok()) {
+      RecordRejection(job_id, it->second.get(), status, clock_->Now(), &out);
+    } else if (it == jobs_.end() && options_.gate != nullptr &&
+               !(status = options_.gate->AdmitMessage(job_id).status()).ok()) {
+      RecordRejection(job_id, nullptr, status, clock_->Now(), &out);
+    } else if (it == jobs_.end()) {
       status = NoLiveJob(job_id, "; Join first");
       RecordRejection(job_id, nullptr, status, clock_->Now(), &out);
     } else if (status = it->second->tracker->CheckAttach(rank, generation, session_id);
@@ -263,6 +287,9 @@ absl::StatusOr<std::vector<core::Notice>> Coordinator::Attach(const std::string&
       it->second->lost.erase(rank);
       it->second->last_activity = clock_->Now();
       pending = it->second->tracker->Pending(rank);
+      for (core::Notice& notice : pending) {
+        if (auto* d = std::get_if<core::SyncDirective>(&notice)) d->epoch = it->second->epoch;
+      }
       if (superseded != nullptr) {
         out.closes.emplace_back(std::move(superseded),
                                 absl::AbortedError(absl::StrCat("session of rank ", rank,
@@ -370,13 +397,14 @@ absl::Status Coordinator::Apply(
     const absl::Time now = clock_->Now();
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) {
-      status = NoLiveJob(job_id, "");
+      status = NotHere(job_id);
       RecordRejection(job_id, nullptr, status, now, &out);
     } else {
       Job& job = *it->second;
       job.last_activity = now;
       core::Decisions decisions;
-      status = input(*job.tracker, now, &decisions);
+      status = CheckServed(job);
+      if (status.ok()) status = input(*job.tracker, now, &decisions);
       Record(job, decisions, &out);
       if (!status.ok()) RecordRejection(job_id, &job, status, now, &out);
     }
@@ -672,11 +700,12 @@ absl::Status Coordinator::Leave(const std::string& job_id, core::RankId rank, ui
     const absl::Time now = clock_->Now();
     Job* job = FindJob(job_id);
     if (job == nullptr) {
-      status = NoLiveJob(job_id, "");
+      status = NotHere(job_id);
       RecordRejection(job_id, nullptr, status, now, &out);
     } else {
       job->last_activity = now;
-      status = LeaveLocked(*job, rank, generation, finished, now, &out);
+      status = CheckServed(*job);
+      if (status.ok()) status = LeaveLocked(*job, rank, generation, finished, now, &out);
       // A refused leave changed nothing, so the job is still there.
       if (!status.ok()) RecordRejection(job_id, job, status, now, &out);
     }
@@ -693,6 +722,57 @@ std::vector<core::Event> Coordinator::EventsSince(uint64_t from, uint64_t* next,
   *next = events.empty() ? events_.end_index() : events.back().index + 1;
   if (end != nullptr) *end = events_.end_index();
   return events;
+}
+
+}  // namespace psync::server
+
+namespace psync::server {
+
+absl::Status Coordinator::NotHere(const std::string& job_id) const {
+  if (options_.gate != nullptr) {
+    if (absl::Status served = options_.gate->AdmitMessage(job_id).status(); !served.ok()) {
+      return served;
+    }
+  }
+  return NoLiveJob(job_id, "");
+}
+
+absl::Status Coordinator::CheckServed(const Job& job) {
+  if (options_.gate == nullptr) return absl::OkStatus();
+  absl::StatusOr<uint64_t> epoch = options_.gate->AdmitMessage(job.tracker->job_id());
+  if (!epoch.ok()) return epoch.status();
+  if (*epoch != job.epoch) {
+    return NotServedHere(absl::StrCat("job '", job.tracker->job_id(),
+                                      "' changed owner since this state was built: join again"),
+                         "", *epoch);
+  }
+  return absl::OkStatus();
+}
+
+void Coordinator::DropJobLocked(absl::flat_hash_map<std::string, std::unique_ptr<Job>>::iterator it,
+                                const absl::Status& status, Outgoing* out) {
+  for (auto& [rank, sink] : it->second->sessions) {
+    --sessions_;
+    out->closes.emplace_back(std::move(sink), status);
+  }
+  jobs_.erase(it);
+}
+
+size_t Coordinator::DropJobs(absl::Span<const std::string> job_ids, const absl::Status& status) {
+  Outgoing out;
+  size_t dropped = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const std::string& job_id : job_ids) {
+      auto it = jobs_.find(job_id);
+      if (it == jobs_.end()) continue;
+      DropJobLocked(it, status, &out);
+      ++dropped;
+    }
+    CommitEvents(&out);
+  }
+  Deliver(out);
+  return dropped;
 }
 
 }  // namespace psync::server

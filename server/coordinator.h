@@ -36,6 +36,7 @@
 #include "server/core/job_tracker.h"
 #include "server/core/types.h"
 #include "server/event_log.h"
+#include "server/job_gate.h"
 #include "server/job_history.h"
 #include "server/job_view.h"
 #include "server/observe/job_observer.h"
@@ -67,6 +68,9 @@ struct CoordinatorOptions {
   absl::Duration job_idle_ttl = absl::Minutes(15);
   // Ended and evicted jobs kept, with their final status and audit (oldest dropped first).
   size_t finished_jobs_kept = 256;
+  // Coordinator replicas (--etcd): which jobs this one serves, and at which epoch (job_gate.h).
+  // Not owned. Null: every job is served here, at epoch 0.
+  JobGate* gate = nullptr;
 };
 
 // Receives events as they are recorded (after the coordinator's lock is released). Must not block.
@@ -149,6 +153,13 @@ class Coordinator {
   absl::Status Leave(const std::string& job_id, core::RankId rank, uint64_t generation,
                      bool finished) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Coordinator replicas: these jobs are no longer served here (this replica lost their
+  // ownership). Each one's state is dropped (not kept in the history: the new owner rebuilds it
+  // from the ranks) and its attached sessions are closed with `status` (a NotServedHere). Unknown
+  // jobs are skipped. Returns how many jobs were dropped.
+  size_t DropJobs(absl::Span<const std::string> job_ids, const absl::Status& status)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // Enforces the liveness rules, and so changes state: finds stalls in every job (chunks waiting
   // past their learned deadline) and lost ranks (no session past the lease), and aborts the
   // generation of a job whose rank stayed lost past lost_rank_abort_after (its ranks get Abort).
@@ -202,6 +213,9 @@ class Coordinator {
     absl::flat_hash_set<core::RankId> finished;
     // The last message, join, attach or detach; with no session, idle since then.
     absl::Time last_activity;
+    // The ownership epoch this replica serves the job at (0 without a gate); stamped on its
+    // directives.
+    uint64_t epoch = 0;
   };
   struct Outgoing {
     // Each addressed sink with its notice; deliveries of one notice share it (see Record).
@@ -244,8 +258,17 @@ class Coordinator {
   // in the history, NOT_FOUND otherwise (`hint` ends the message).
   absl::Status NoLiveJob(const std::string& job_id, absl::string_view hint) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Why a message of `job_id` finds no live job here: the gate's NotServedHere when this
+  // coordinator does not serve the job (the client goes where it is served), else NoLiveJob.
+  absl::Status NotHere(const std::string& job_id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The live job `job_id`, or null.
   Job* FindJob(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK when this coordinator serves `job` now at the epoch it holds it at (always, without a
+  // gate); else the gate's NotServedHere. Decided under mu_, just before the tracker may release.
+  absl::Status CheckServed(const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the live job `it` without a history entry; its sessions are closed with `status`.
+  void DropJobLocked(absl::flat_hash_map<std::string, std::unique_ptr<Job>>::iterator it,
+                     const absl::Status& status, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   JobStatusView View(const Job& job, absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // OK, PERMISSION_DENIED (job not configured) or UNAUTHENTICATED (wrong token).
   absl::Status CheckToken(const core::RankPlan& plan) const;

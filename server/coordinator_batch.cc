@@ -20,10 +20,17 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
     const absl::Time now = clock_->Now();
     Job* job = FindJob(job_id);
     if (job != nullptr) job->last_activity = now;
+    // With replicas: a job not served here (any more) refuses every message, releasing nothing.
+    if (absl::Status served = job != nullptr ? CheckServed(*job) : absl::OkStatus(); !served.ok()) {
+      for (size_t i = 0; i < messages.size(); ++i) statuses.push_back(served);
+      RecordRejection(job_id, job, served, now, &out);
+      job = nullptr;
+      messages = {};
+    }
     core::Decisions decisions;  // reused: its vectors keep their capacity from message to message
     for (const RankMessage& m : messages) {
       if (job == nullptr) {
-        absl::Status s = NoLiveJob(job_id, "");
+        absl::Status s = NotHere(job_id);
         RecordRejection(job_id, nullptr, s, now, &out);
         statuses.push_back(std::move(s));
         continue;

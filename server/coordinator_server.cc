@@ -5,17 +5,121 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "server/ha/grpc_etcd_client.h"
 #include "server/health_status.h"
 #include "server/http_api.h"
+#include "server/not_served.h"
 #include "server/rank_server.h"
 
 namespace psync::server {
 
+namespace {
+
+absl::Status ValidateReplicaOptions(const ServerOptions& options) {
+  const size_t colon = options.advertise.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(options.advertise.substr(colon + 1), &port) || port <= 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "advertise: '", options.advertise,
+        "' must be the HOST:PORT clients reach this replica at (required with --etcd)"));
+  }
+  if (options.etcd_lease_ttl < absl::Seconds(2) ||
+      options.etcd_lease_ttl != absl::Seconds(absl::ToInt64Seconds(options.etcd_lease_ttl))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("etcd_lease_ttl: ", absl::FormatDuration(options.etcd_lease_ttl),
+                     " must be whole seconds, at least 2s"));
+  }
+  if (options.etcd_lease_margin <= absl::ZeroDuration() ||
+      options.etcd_lease_margin >= options.etcd_lease_ttl / 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("etcd_lease_margin: ", absl::FormatDuration(options.etcd_lease_margin),
+                     " must be > 0 and under half of etcd_lease_ttl (",
+                     absl::FormatDuration(options.etcd_lease_ttl), ")"));
+  }
+  if (options.etcd_poll_interval <= absl::ZeroDuration() ||
+      options.etcd_poll_interval > options.etcd_lease_ttl / 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("etcd_poll_interval: ", absl::FormatDuration(options.etcd_poll_interval),
+                     " must be > 0 and at most a quarter of etcd_lease_ttl"));
+  }
+  return absl::OkStatus();
+}
+
+// This replica's ownership figures, as gauges labelled with its address (read from a snapshot
+// at every scrape): psync_replica_{jobs_owned,lease_held,claims,takeovers,jobs_lost,lease_lapses,
+// etcd_errors}.
+absl::Status RegisterReplicaMetrics(ha::Replica* replica, metrics::Registry* registry) {
+  struct Figure {
+    const char* name;
+    const char* help;
+    double (*read)(const ha::ReplicaSnapshot&);
+  };
+  static constexpr Figure kFigures[] = {
+      {"psync_replica_jobs_owned", "Jobs this replica owns now.",
+       [](const ha::ReplicaSnapshot& s) { return static_cast<double>(s.jobs_owned); }},
+      {"psync_replica_lease_held",
+       "1 while this replica holds its etcd lease (before its deadline).",
+       [](const ha::ReplicaSnapshot& s) { return s.holding ? 1.0 : 0.0; }},
+      {"psync_replica_claims", "Jobs claimed by this replica since it started.",
+       [](const ha::ReplicaSnapshot& s) { return static_cast<double>(s.claims); }},
+      {"psync_replica_takeovers", "Jobs taken over from another replica since it started.",
+       [](const ha::ReplicaSnapshot& s) { return static_cast<double>(s.takeovers); }},
+      {"psync_replica_jobs_lost", "Jobs this replica stopped serving (lease lapsed, key gone).",
+       [](const ha::ReplicaSnapshot& s) { return static_cast<double>(s.jobs_lost); }},
+      {"psync_replica_lease_lapses", "etcd leases this replica lost since it started.",
+       [](const ha::ReplicaSnapshot& s) { return static_cast<double>(s.lease_lapses); }},
+      {"psync_replica_etcd_errors", "etcd calls of this replica that failed.",
+       [](const ha::ReplicaSnapshot& s) { return static_cast<double>(s.etcd_errors); }},
+  };
+  std::vector<std::pair<metrics::GaugeFamily*, const Figure*>> gauges;
+  for (const Figure& f : kFigures) {
+    absl::StatusOr<metrics::GaugeFamily*> family = registry->AddGauge(f.name, f.help, {"replica"});
+    if (!family.ok()) return family.status();
+    gauges.emplace_back(*family, &f);
+  }
+  registry->AddCollector([replica, gauges] {
+    const ha::ReplicaSnapshot s = replica->Describe();
+    for (const auto& [family, figure] : gauges) family->WithLabels({s.self})->Set(figure->read(s));
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOptions options) {
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
   Clock* clock = options.clock != nullptr ? options.clock : &s->real_clock_;
+  if (!options.etcd.empty() || options.etcd_client != nullptr) {
+    if (auto st = ValidateReplicaOptions(options); !st.ok()) return st;
+    ha::EtcdClient* etcd_client = options.etcd_client;
+    if (etcd_client == nullptr) {
+      auto etcd = ha::GrpcEtcdClient::Create(options.etcd);
+      if (!etcd.ok()) return etcd.status();
+      s->etcd_ = std::move(*etcd);
+      etcd_client = s->etcd_.get();
+    }
+    ha::ReplicaOptions replica;
+    replica.ownership = {options.advertise, options.etcd_lease_ttl, options.etcd_lease_margin};
+    replica.poll_interval = options.etcd_poll_interval;
+    replica.log = options.log_stalls;
+    s->replica_ = std::make_unique<ha::Replica>(replica, etcd_client, clock);
+    options.coordinator.gate = s->replica_.get();
+  }
   s->coordinator_ = std::make_unique<Coordinator>(options.coordinator, clock);
   Coordinator* coordinator = s->coordinator_.get();
+  if (s->replica_ != nullptr) {
+    s->replica_->SetOnLost([coordinator](const std::vector<std::string>& jobs) {
+      coordinator->DropJobs(
+          jobs, NotServedHere("this coordinator replica no longer owns the job (its etcd lease "
+                              "lapsed, or the job moved): join again at any replica",
+                              "", 0));
+    });
+    // The first lease and view before serving, so that the first Joins can be claimed here.
+    s->replica_->Tick();
+    s->replica_->Start();
+  }
   s->rendezvous_ = std::make_unique<RendezvousStore>(
       options.rendezvous, [coordinator](const std::string& job, uint64_t generation,
                                         const RendezvousStore::Caller& caller) {
@@ -24,7 +128,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
   s->rendezvous_cleanup_ = std::make_unique<RendezvousCleanup>(coordinator, s->rendezvous_.get());
   StreamLimits streams = options.streams;
   streams.counters = &s->stream_counters_;
-  s->service_ = std::make_unique<CoordinatorService>(coordinator, s->rendezvous_.get(), streams);
+  s->service_ = std::make_unique<CoordinatorService>(coordinator, s->rendezvous_.get(), streams,
+                                                     s->replica_.get());
 
   auto metrics = CoordinatorMetrics::Create(coordinator, &s->registry_);
   if (!metrics.ok()) return metrics.status();
@@ -34,6 +139,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
                                           "Start time of the process, in seconds since the epoch.");
   if (!start_time.ok()) return start_time.status();
   (*start_time)->Get()->Set(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+  if (s->replica_ != nullptr) {
+    if (auto st = RegisterReplicaMetrics(s->replica_.get(), &s->registry_); !st.ok()) return st;
+  }
   if (!options.http_listen.empty()) {
     const size_t colon = options.http_listen.rfind(':');
     int http_port = 0;
@@ -107,6 +215,9 @@ void CoordinatorServer::Shutdown() { Drain(absl::ZeroDuration()); }
 void CoordinatorServer::Drain(absl::Duration grace) {
   std::call_once(shutdown_once_, [this, grace] {
     if (health_server_ != nullptr) SetServing(health_server_.get(), false);
+    // A replica gives its jobs up (revokes its lease) before the drain: it releases nothing more,
+    // and the other replicas take the jobs at once instead of after the lease's TTL.
+    if (replica_ != nullptr) replica_->Stop();
     if (server_ != nullptr) {
       SetServing(server_.get(), false);
       // Blocks until every call ended, or cancels those still open at the deadline.

@@ -21,6 +21,8 @@
 #include "server/clock.h"
 #include "server/coordinator.h"
 #include "server/coordinator_metrics.h"
+#include "server/ha/etcd_client.h"
+#include "server/ha/replica.h"
 #include "server/http/server.h"
 #include "server/http/static_files.h"
 #include "server/http_api.h"
@@ -68,6 +70,19 @@ struct ServerOptions {
   std::string health_listen;
   // The dashboard's files (may be empty).
   absl::Span<const http::EmbeddedFile> dashboard;
+  // Coordinator replicas (docs/design.md, "Replicas"): etcd's client endpoints
+  // ("host:port[,host:port...]"); empty runs a single coordinator that serves every job.
+  std::string etcd;
+  // This replica's address as clients reach it (registered in etcd, sent in redirects).
+  std::string advertise;
+  // The TTL of this replica's etcd lease; it stops serving its jobs etcd_lease_margin before the
+  // lease can expire without a renewal, and another replica takes them once it has.
+  absl::Duration etcd_lease_ttl = absl::Seconds(5);
+  absl::Duration etcd_lease_margin = absl::Seconds(1);
+  // How often the replica set and the job owners are read from etcd.
+  absl::Duration etcd_poll_interval = absl::Milliseconds(200);
+  // Tests: an etcd client to use instead of one for `etcd` (e.g. a FakeEtcd). Not owned.
+  ha::EtcdClient* etcd_client = nullptr;
 };
 
 class CoordinatorServer {
@@ -88,6 +103,8 @@ class CoordinatorServer {
   Coordinator& coordinator() { return *coordinator_; }
   // What the stream bounds did (streams paused, ended for overflow).
   const StreamCounters& stream_counters() const { return stream_counters_; }
+  // This coordinator's replica membership and job ownership (null without --etcd).
+  ha::Replica* replica() { return replica_.get(); }
 
   void Shutdown();
   // Graceful stop (SIGTERM): the health service answers NOT_SERVING for every service (open
@@ -106,6 +123,8 @@ class CoordinatorServer {
 
   RealClock real_clock_;
   StreamCounters stream_counters_;
+  std::unique_ptr<ha::EtcdClient> etcd_;
+  std::unique_ptr<ha::Replica> replica_;
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<RendezvousStore> rendezvous_;
   std::unique_ptr<RendezvousCleanup> rendezvous_cleanup_;

@@ -85,6 +85,20 @@ ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(5),
           "on SIGTERM or SIGINT: health turns NOT_SERVING, no new calls are accepted, and calls "
           "in flight (open Session streams included) get this long to end before they are "
           "cancelled; keep it below the container's stop grace period");
+// Coordinator replicas (docs/design.md, "Replicas"; docs/reliability.md, "Replicas").
+ABSL_FLAG(std::string, etcd, "",
+          "etcd client endpoints HOST:PORT[,HOST:PORT...]: run as one of several coordinator "
+          "replicas that share the jobs (empty: a single coordinator)");
+ABSL_FLAG(std::string, advertise, "",
+          "with --etcd: HOST:PORT at which clients reach this replica (sent in redirects)");
+ABSL_FLAG(absl::Duration, etcd_lease_ttl, absl::Seconds(5),
+          "with --etcd: TTL of this replica's etcd lease (whole seconds, >= 2s); a dead "
+          "replica's jobs move after about this long");
+ABSL_FLAG(absl::Duration, etcd_lease_margin, absl::Seconds(1),
+          "with --etcd: a replica that cannot renew its lease stops serving this long before the "
+          "lease can expire (< half the TTL)");
+ABSL_FLAG(absl::Duration, etcd_poll_interval, absl::Milliseconds(200),
+          "with --etcd: how often the replica set and job owners are read from etcd");
 
 namespace {
 
@@ -198,6 +212,11 @@ int main(int argc, char** argv) {
                  "PORT; docs/reliability.md, 'The HTTP side: security')\n";
   }
   options.dashboard = psync::dashboard::Files();
+  options.etcd = absl::GetFlag(FLAGS_etcd);
+  options.advertise = absl::GetFlag(FLAGS_advertise);
+  options.etcd_lease_ttl = absl::GetFlag(FLAGS_etcd_lease_ttl);
+  options.etcd_lease_margin = absl::GetFlag(FLAGS_etcd_lease_margin);
+  options.etcd_poll_interval = absl::GetFlag(FLAGS_etcd_poll_interval);
   auto server = psync::server::CoordinatorServer::Start(options);
   if (!server.ok()) {
     std::cerr << "psync-coordinator: " << server.status() << "\n";

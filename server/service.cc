@@ -29,8 +29,8 @@ grpc::ServerUnaryReactor* CoordinatorService::Join(grpc::CallbackServerContext* 
 }
 
 CoordinatorService::CoordinatorService(Coordinator* coordinator, RendezvousStore* rendezvous,
-                                       StreamLimits streams)
-    : coordinator_(coordinator), rendezvous_(rendezvous), streams_(streams) {
+                                       StreamLimits streams, const ha::Replica* replica)
+    : coordinator_(coordinator), rendezvous_(rendezvous), streams_(streams), replica_(replica) {
   MarkMethodCallback(SessionMethodIndex(),
                      NewSessionHandler([this](grpc::CallbackServerContext* /*context*/) {
                        return NewSessionStream(coordinator_, streams_);
@@ -141,6 +141,33 @@ grpc::ServerUnaryReactor* CoordinatorService::GetTrace(grpc::CallbackServerConte
 grpc::ServerWriteReactor<v1::Event>* CoordinatorService::WatchEvents(
     grpc::CallbackServerContext* /*context*/, const v1::WatchEventsRequest* request) {
   return NewEventStream(coordinator_, *request, streams_);
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::ListReplicas(
+    grpc::CallbackServerContext* context, const v1::ListReplicasRequest* /*request*/,
+    v1::ListReplicasResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (replica_ != nullptr) {
+    const ha::ReplicaSnapshot s = replica_->Describe();
+    response->set_self(s.self);
+    absl::flat_hash_map<std::string, uint32_t> owned;
+    for (const ha::JobOwner& o : s.owners) {
+      ++owned[o.owner];
+      v1::JobOwner* p = response->add_owners();
+      p->set_job_id(o.job);
+      p->set_owner(o.owner);
+      p->set_epoch(o.epoch);
+    }
+    for (const std::string& address : s.replicas) {
+      v1::Replica* r = response->add_replicas();
+      r->set_address(address);
+      r->set_jobs_owned(owned[address]);
+    }
+    response->set_takeovers(s.takeovers);
+    response->set_jobs_lost(s.jobs_lost);
+  }
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::KvSet(grpc::CallbackServerContext* context,

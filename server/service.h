@@ -7,6 +7,7 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
 #include "server/coordinator.h"
+#include "server/ha/replica.h"
 #include "server/rendezvous_store.h"
 #include "server/stream_writer.h"
 
@@ -17,8 +18,9 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   // Neither is owned; both must outlive the service. `streams` bounds every stream's outbound
   // queue (Session, AgentSession, WatchEvents). Session is served with SessionUpFrames
   // (session_up_frame.h), so that bytes that do not parse end the stream with INVALID_ARGUMENT.
+  // `replica` (not owned; may be null) answers ListReplicas for a coordinator replica.
   CoordinatorService(Coordinator* coordinator, RendezvousStore* rendezvous,
-                     StreamLimits streams = {});
+                     StreamLimits streams = {}, const ha::Replica* replica = nullptr);
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
                                  const v1::JoinRequest* request,
@@ -51,11 +53,15 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   grpc::ServerUnaryReactor* KvGet(grpc::CallbackServerContext* context,
                                   const v1::KvGetRequest* request,
                                   v1::KvGetResponse* response) override;
+  grpc::ServerUnaryReactor* ListReplicas(grpc::CallbackServerContext* context,
+                                         const v1::ListReplicasRequest* request,
+                                         v1::ListReplicasResponse* response) override;
 
  private:
   Coordinator* const coordinator_;
   RendezvousStore* const rendezvous_;
   const StreamLimits streams_;
+  const ha::Replica* const replica_;
 };
 
 }  // namespace psync::server

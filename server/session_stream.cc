@@ -8,6 +8,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "server/convert.h"
+#include "server/not_served.h"
 #include "server/session_attach.h"
 #include "server/session_protocol.h"
 #include "server/session_writer.h"
@@ -79,10 +80,19 @@ class SessionStream final : public Reactor {
       case SessionAction::kStaged:
       case SessionAction::kSkip:
       case SessionAction::kSyncDone:
-      case SessionAction::kLeave:
-        outbox_->writer().Enqueue(
-            AckFor(frame_.message().request_id(), Dispatch(decision.action, frame_.message())));
+      case SessionAction::kLeave: {
+        absl::Status status = Dispatch(decision.action, frame_.message());
+        // A coordinator replica that does not serve the job (any more) ends the stream with its
+        // redirect instead of acking: the client re-joins where the job is served and sends the
+        // message again there.
+        if (RedirectOf(status).has_value()) {
+          DetachFromCoordinator();
+          outbox_->Close(status);
+          return;
+        }
+        outbox_->writer().Enqueue(AckFor(frame_.message().request_id(), status));
         break;
+      }
     }
     if (outbox_->writer().ReadAllowed()) StartRead(frame_.Renew());
   }

@@ -1,6 +1,7 @@
 #include "server/wire_status.h"
 
 #include "absl/strings/str_cat.h"
+#include "server/not_served.h"
 
 namespace psync::server {
 
@@ -13,7 +14,21 @@ v1::SessionDown AckFor(uint64_t request_id, const absl::Status& status) {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
+  if (std::optional<Redirect> redirect = RedirectOf(status)) {
+    v1::OwnerRedirect details;
+    details.set_owner(redirect->owner);
+    details.set_epoch(redirect->epoch);
+    return grpc::Status(static_cast<grpc::StatusCode>(status.code()), BoundEcho(status.message()),
+                        details.SerializeAsString());
+  }
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), BoundEcho(status.message()));
+}
+
+std::optional<v1::OwnerRedirect> OwnerRedirectOf(const grpc::Status& status) {
+  if (status.ok() || status.error_details().empty()) return std::nullopt;
+  v1::OwnerRedirect redirect;
+  if (!redirect.ParseFromString(status.error_details())) return std::nullopt;
+  return redirect;
 }
 
 }  // namespace psync::server

@@ -11,6 +11,7 @@
 #define PSYNC_SERVER_WIRE_STATUS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -45,8 +46,14 @@ absl::Status StatusFromWire(const WireStatus& in) {
 // The SessionDown that answers the Session message `request_id` with `status`.
 v1::SessionDown AckFor(uint64_t request_id, const absl::Status& status);
 
-// The grpc::Status of `status`: what a call or stream ends with.
+// The grpc::Status of `status`: what a call or stream ends with. A status carrying an
+// NotServedHere (not_served.h) carries its redirect as the call's binary error details, a
+// serialized v1::OwnerRedirect.
 grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// The OwnerRedirect a grpc::Status carries in its binary error details (a coordinator replica's
+// answer for a job it does not serve; see not_served.h), or nullopt.
+std::optional<v1::OwnerRedirect> OwnerRedirectOf(const grpc::Status& status);
 
 }  // namespace psync::server
 

@@ -18,7 +18,9 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/client.h"
 #include "grpcpp/grpcpp.h"
@@ -93,11 +95,16 @@ int Fail(int rank, const absl::Status& status) {
 }
 
 int RunAudit() {
-  auto channel =
-      grpc::CreateChannel(absl::GetFlag(FLAGS_target), grpc::InsecureChannelCredentials());
-  auto stub = psync::v1::Coordinator::NewStub(channel);
-  absl::StatusOr<AuditSnapshot> snapshot = FetchAudit(
-      stub.get(), absl::GetFlag(FLAGS_job), absl::Seconds(absl::GetFlag(FLAGS_timeout_s)));
+  // With coordinator replicas (a comma-separated --target) the replica that holds the job
+  // answers: the first one that does not say NOT_FOUND.
+  absl::StatusOr<AuditSnapshot> snapshot = absl::NotFoundError("no target");
+  for (absl::string_view target : absl::StrSplit(absl::GetFlag(FLAGS_target), ',')) {
+    auto channel = grpc::CreateChannel(std::string(target), grpc::InsecureChannelCredentials());
+    auto stub = psync::v1::Coordinator::NewStub(channel);
+    snapshot = FetchAudit(stub.get(), absl::GetFlag(FLAGS_job),
+                          absl::Seconds(absl::GetFlag(FLAGS_timeout_s)));
+    if (snapshot.ok()) break;
+  }
   if (!snapshot.ok()) {
     std::cerr << "psync-worker --audit: " << snapshot.status() << "\n";
     return kExitFailed;
@@ -175,14 +182,24 @@ int Run() {
 
   // Join the job and attach the Session.
   const std::string job = absl::GetFlag(FLAGS_job);
-  auto channel =
-      grpc::CreateChannel(absl::GetFlag(FLAGS_target), grpc::InsecureChannelCredentials());
+  // Coordinator replicas (a comma-separated --target): the client follows redirects and
+  // failovers itself; the rendezvous and status queries go to the replica it joined at.
+  const std::string target = absl::GetFlag(FLAGS_target);
+  const bool replicas = absl::StrContains(target, ',');
+  auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
   ClientOptions client_options;
-  client_options.channel = channel;
+  if (replicas) {
+    client_options.target = target;
+  } else {
+    client_options.channel = channel;
+  }
   client_options.plan = config.JoinRequestFor(job);
   client_options.call_timeout = timeout;
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(std::move(client_options));
   if (!client.ok()) return Fail(rank, client.status());
+  if (replicas) {
+    channel = grpc::CreateChannel((*client)->target(), grpc::InsecureChannelCredentials());
+  }
   const uint64_t generation = (*client)->generation();
 
   // The sync groups, through the coordinator's rendezvous store.

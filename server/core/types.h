@@ -113,9 +113,12 @@ struct SyncDirective {
   uint64_t sequence = 0;
   Contributor last;
   absl::Duration wait;
+  // The releasing replica's ownership epoch (v1.SyncDirective.epoch): stamped by the coordinator
+  // when it hands the directive out; the tracker leaves it 0.
+  uint64_t epoch = 0;
   friend bool operator==(const SyncDirective& a, const SyncDirective& b) {
     return a.generation == b.generation && a.step == b.step && a.chunk == b.chunk &&
-           a.sequence == b.sequence && a.last == b.last && a.wait == b.wait;
+           a.sequence == b.sequence && a.last == b.last && a.wait == b.wait && a.epoch == b.epoch;
   }
 };
 

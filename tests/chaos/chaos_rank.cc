@@ -36,11 +36,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
 #include "grpcpp/grpcpp.h"
 
-ABSL_FLAG(std::string, target, "", "coordinator address");
+ABSL_FLAG(std::string, target, "",
+          "coordinator address, or the comma-separated addresses of coordinator replicas");
+ABSL_FLAG(absl::Duration, keepalive, absl::Seconds(10),
+          "HTTP/2 keepalive of the client's channels (how soon a paused coordinator is noticed)");
 ABSL_FLAG(std::string, job, "chaos", "job id");
 ABSL_FLAG(uint32_t, world_size, 32, "ranks");
 ABSL_FLAG(uint32_t, rank, 0, "this rank");
@@ -96,30 +100,45 @@ psync::v1::JoinRequest Plan(uint64_t first_step, const std::string& incarnation)
   return plan;
 }
 
-// Where the job is: the step to join at. NOT_FOUND (no job yet) is step 0.
-absl::StatusOr<uint64_t> JobStep(psync::v1::Coordinator::Stub* stub) {
+// Where the job is: the step to join at. NOT_FOUND (no job yet) is step 0. With several
+// coordinator replicas, the one that holds the job answers; NOT_FOUND from all of them is step 0.
+absl::StatusOr<uint64_t> JobStep(
+    const std::vector<std::unique_ptr<psync::v1::Coordinator::Stub>>& stubs) {
   psync::v1::GetJobStatusRequest request;
   request.set_job_id(absl::GetFlag(FLAGS_job));
-  psync::v1::JobStatus status;
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-  context.set_wait_for_ready(true);
-  grpc::Status s = stub->GetJobStatus(&context, request, &status);
-  if (s.error_code() == grpc::StatusCode::NOT_FOUND) return 0;
-  if (!s.ok()) return absl::UnavailableError(s.error_message());
-  return status.min_rank_step();
+  grpc::Status last;
+  bool answered = false;
+  for (const auto& stub : stubs) {
+    psync::v1::JobStatus status;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    context.set_wait_for_ready(stubs.size() == 1);
+    grpc::Status s = stub->GetJobStatus(&context, request, &status);
+    if (s.ok()) {
+      return status.min_rank_step();
+    }
+    if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
+      answered = true;
+    } else {
+      last = s;
+    }
+  }
+  if (answered) return 0;
+  return absl::UnavailableError(last.error_message());
 }
 
 // One segment: connect at the job's step and train until done (OK) or the generation is over
 // (ABORTED / FAILED_PRECONDITION: join again). Other errors are returned.
-absl::Status RunSegment(psync::v1::Coordinator::Stub* stub, const std::string& incarnation,
-                        std::mt19937_64& rng, AuditLog& log, uint64_t* resumes, bool* done) {
-  absl::StatusOr<uint64_t> first = JobStep(stub);
+absl::Status RunSegment(const std::vector<std::unique_ptr<psync::v1::Coordinator::Stub>>& stubs,
+                        const std::string& incarnation, std::mt19937_64& rng, AuditLog& log,
+                        uint64_t* resumes, bool* done) {
+  absl::StatusOr<uint64_t> first = JobStep(stubs);
   if (!first.ok()) return first.status();
   psync::ClientOptions options;
   options.target = absl::GetFlag(FLAGS_target);
   options.plan = Plan(*first, incarnation);
   options.call_timeout = absl::Seconds(30);
+  options.keepalive = absl::GetFlag(FLAGS_keepalive);
   absl::StatusOr<std::unique_ptr<psync::Client>> connected = psync::Client::Connect(options);
   if (!connected.ok()) return connected.status();
   std::unique_ptr<psync::Client> client = std::move(*connected);
@@ -198,14 +217,16 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(absl::GetFlag(FLAGS_seed) * 1000003 + absl::GetFlag(FLAGS_rank) +
                       static_cast<uint64_t>(getpid()) * 7919);
   log.Line(absl::StrCat("start ", getpid(), " ", incarnation));
-  auto channel =
-      grpc::CreateChannel(absl::GetFlag(FLAGS_target), grpc::InsecureChannelCredentials());
-  auto stub = psync::v1::Coordinator::NewStub(channel);
+  std::vector<std::unique_ptr<psync::v1::Coordinator::Stub>> stubs;
+  for (absl::string_view target : absl::StrSplit(absl::GetFlag(FLAGS_target), ',')) {
+    stubs.push_back(psync::v1::Coordinator::NewStub(
+        grpc::CreateChannel(std::string(target), grpc::InsecureChannelCredentials())));
+  }
   uint64_t resumes = 0;
   bool done = false;
   int failures = 0;
   while (!done) {
-    absl::Status s = RunSegment(stub.get(), incarnation, rng, log, &resumes, &done);
+    absl::Status s = RunSegment(stubs, incarnation, rng, log, &resumes, &done);
     if (!s.ok()) {
       std::fprintf(stderr, "rank %u: %s\n", absl::GetFlag(FLAGS_rank), s.ToString().c_str());
       if (++failures > 20) return 3;

@@ -1,0 +1,162 @@
+#include "server/ha/ownership.h"
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace psync::server::ha {
+
+uint64_t StableHash(absl::string_view text) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  // FNV's low bits mix poorly for short inputs that differ at the end: finish with a mixer.
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  return h;
+}
+
+Ownership::Ownership(OwnershipOptions options) : options_(std::move(options)) {}
+
+void Ownership::LeaseGranted(int64_t lease, absl::Time sent) {
+  lease_ = lease;
+  last_sent_ = sent;
+  deadline_ = sent + options_.lease_ttl - options_.margin;
+}
+
+void Ownership::KeepAliveAnswered(int64_t lease, absl::Time sent, absl::Duration ttl) {
+  if (lease == 0 || lease != lease_ || sent >= deadline_) return;
+  last_sent_ = std::max(last_sent_, sent);
+  deadline_ = std::max(deadline_, sent + ttl - options_.margin);
+}
+
+int64_t Ownership::Lapse() {
+  const int64_t lapsed = lease_;
+  lease_ = 0;
+  deadline_ = absl::InfinitePast();
+  for (const auto& [job, epoch] : owned_) lost_.push_back(job);
+  owned_.clear();
+  return lapsed;
+}
+
+void Ownership::SetReplicas(std::vector<std::string> replicas) {
+  std::sort(replicas.begin(), replicas.end());
+  replicas.erase(std::unique(replicas.begin(), replicas.end()), replicas.end());
+  replicas_ = std::move(replicas);
+}
+
+void Ownership::SetJobKeys(const std::vector<KeyValue>& keys) {
+  owners_.clear();
+  for (const KeyValue& kv : keys) {
+    if (!absl::StartsWith(kv.key, kJobPrefix)) continue;
+    owners_[kv.key.substr(sizeof(kJobPrefix) - 1)] = {kv.value,
+                                                      static_cast<uint64_t>(kv.create_revision)};
+  }
+  for (auto it = owned_.begin(); it != owned_.end();) {
+    auto seen = owners_.find(it->first);
+    if (seen == owners_.end() || seen->second.second != it->second) {
+      lost_.push_back(it->first);
+      owned_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+Route Ownership::ClaimAnswered(const std::string& job, const KeyValue& key, absl::Time now) {
+  const uint64_t epoch = static_cast<uint64_t>(key.create_revision);
+  owners_[job] = {key.value, epoch};
+  if (key.value == options_.self && key.lease == lease_ && Holding(now)) {
+    owned_[job] = epoch;
+    return Route{RouteKind::kServe, epoch, options_.self, ""};
+  }
+  if (key.value == options_.self) {
+    return Route{
+        RouteKind::kRefuse, 0, "",
+        absl::StrCat("job '", job, "' is held by a lapsed lease of this replica until it expires")};
+  }
+  return Route{RouteKind::kRedirect, epoch, key.value, ""};
+}
+
+Route Ownership::RouteJoin(const std::string& job, absl::Time now) const {
+  if (auto it = owned_.find(job); it != owned_.end() && Holding(now)) {
+    return Route{RouteKind::kServe, it->second, options_.self, ""};
+  }
+  if (auto it = owners_.find(job); it != owners_.end() && it->second.first != options_.self) {
+    return Route{RouteKind::kRedirect, it->second.second, it->second.first, ""};
+  }
+  if (!Holding(now)) {
+    return Route{RouteKind::kRefuse, 0, "",
+                 "this replica holds no etcd lease now (it cannot own jobs until it renews one)"};
+  }
+  if (owners_.contains(job)) {  // this replica's address, another (lapsed) lease
+    return Route{
+        RouteKind::kRefuse, 0, "",
+        absl::StrCat("job '", job, "' is held by a lapsed lease of this replica until it expires")};
+  }
+  const std::string preferred = Preferred(job);
+  if (preferred == options_.self) return Route{RouteKind::kClaim, 0, "", ""};
+  return Route{RouteKind::kRedirect, 0, preferred, ""};
+}
+
+Route Ownership::RouteMessage(const std::string& job, absl::Time now) const {
+  if (auto it = owned_.find(job); it != owned_.end()) {
+    if (Holding(now)) return Route{RouteKind::kServe, it->second, options_.self, ""};
+    return Route{RouteKind::kRefuse, 0, "",
+                 absl::StrCat("job '", job,
+                              "': this replica's etcd lease is past its deadline; it no longer "
+                              "serves the job")};
+  }
+  if (auto it = owners_.find(job); it != owners_.end() && it->second.first != options_.self) {
+    return Route{RouteKind::kRedirect, it->second.second, it->second.first, ""};
+  }
+  return Route{RouteKind::kRefuse, 0, "",
+               absl::StrCat("job '", job, "' is not owned by this replica: join again")};
+}
+
+std::vector<std::string> Ownership::TakeLost(absl::Time now) {
+  if (lease_ != 0 && now >= deadline_) Lapse();
+  std::vector<std::string> lost;
+  lost.swap(lost_);
+  std::sort(lost.begin(), lost.end());
+  lost.erase(std::unique(lost.begin(), lost.end()), lost.end());
+  return lost;
+}
+
+void Ownership::Release(const std::string& job) {
+  owned_.erase(job);
+  owners_.erase(job);
+}
+
+std::vector<JobOwner> Ownership::Owners() const {
+  std::vector<JobOwner> out;
+  out.reserve(owners_.size());
+  for (const auto& [job, owner] : owners_) out.push_back({job, owner.first, owner.second});
+  return out;
+}
+
+bool Ownership::Owns(const std::string& job, uint64_t* epoch) const {
+  auto it = owned_.find(job);
+  if (it == owned_.end()) return false;
+  if (epoch != nullptr) *epoch = it->second;
+  return true;
+}
+
+std::string Ownership::Preferred(const std::string& job) const {
+  std::string best = options_.self;
+  uint64_t best_score = StableHash(absl::StrCat(job, "\n", options_.self));
+  for (const std::string& replica : replicas_) {
+    const uint64_t score = StableHash(absl::StrCat(job, "\n", replica));
+    if (score > best_score || (score == best_score && replica < best)) {
+      best = replica;
+      best_score = score;
+    }
+  }
+  return best;
+}
+
+}  // namespace psync::server::ha

@@ -1,0 +1,149 @@
+// Ownership: one coordinator replica's view of who owns which job, and its decisions, as a pure
+// state machine (no threads, no I/O, no clock reads: `now` is passed in). Replica (replica.h) adds
+// the lock and the etcd calls around it.
+//
+// The model (docs/design.md, "Replicas"): every replica holds one etcd lease, keeps it alive, and
+// registers /psync/replicas/<address> under it. A job is owned by the replica whose key
+// /psync/jobs/<job> (value: the replica's address, attached to its lease) exists; the key is
+// created with a create-if-absent transaction, so at most one replica owns a job at a time. The
+// owner's epoch is the key's create_revision: it rises with every new owner, and directives
+// carry it so that ranks drop a deposed owner's messages.
+//
+// Fencing: the lease is granted or renewed by etcd after the request was sent, so it lasts at
+// least until sent + ttl on etcd's clock. A replica serves its jobs only while
+// now < sent + ttl - margin on its own clock, where `sent` is when the last answered keepalive
+// (or the grant) was sent; past that deadline it serves nothing (Route answers UNAVAILABLE) and
+// the lease is lapsed for good: its jobs are lost (TakeLost) and a new lease must be granted.
+// `margin` covers the clocks' rate difference and the time a release takes to leave the process.
+//
+// Which replica should own an unowned job: the highest of hash(job, replica) over the live
+// replicas (rendezvous hashing), so jobs spread over replicas and every replica agrees given the
+// same view; the preferred replica claims it, the others redirect there.
+//
+// Thread-compatible (not thread-safe); Replica locks it.
+#ifndef PSYNC_SERVER_HA_OWNERSHIP_H_
+#define PSYNC_SERVER_HA_OWNERSHIP_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "server/ha/etcd_client.h"
+
+namespace psync::server::ha {
+
+inline constexpr char kReplicaPrefix[] = "/psync/replicas/";
+inline constexpr char kJobPrefix[] = "/psync/jobs/";
+
+struct OwnershipOptions {
+  // This replica's address as clients reach it (--advertise), e.g. "10.0.0.5:7070".
+  std::string self;
+  // The etcd lease's TTL (--etcd_lease_ttl).
+  absl::Duration lease_ttl = absl::Seconds(5);
+  // Serving stops this long before the lease can expire in etcd (see the fencing rule above).
+  absl::Duration margin = absl::Seconds(1);
+};
+
+// What to do with a request for a job.
+enum class RouteKind {
+  kServe,     // this replica owns the job and holds its lease: serve it, with `epoch`
+  kClaim,     // nobody owns it and this replica should: claim it (Replica does), then serve
+  kRedirect,  // `owner` owns it (or should): the client goes there
+  kRefuse,    // nobody may serve it here now (no lease; or not owned, for a non-Join): `reason`
+};
+
+struct Route {
+  RouteKind kind = RouteKind::kRefuse;
+  uint64_t epoch = 0;
+  std::string owner;
+  std::string reason;
+};
+
+// A job's owner as this replica last saw it.
+struct JobOwner {
+  std::string job;
+  std::string owner;
+  uint64_t epoch = 0;
+};
+
+class Ownership {
+ public:
+  explicit Ownership(OwnershipOptions options);
+
+  const OwnershipOptions& options() const { return options_; }
+
+  // --- The lease.
+  // A lease `lease` was granted in answer to a request sent at `sent`. Serving may start.
+  void LeaseGranted(int64_t lease, absl::Time sent);
+  // A keepalive of the current lease sent at `sent` was answered: the deadline moves to
+  // sent + ttl - margin (it never moves back). Ignored past the deadline (the lease lapsed; see
+  // Lapse) or for another lease.
+  void KeepAliveAnswered(int64_t lease, absl::Time sent, absl::Duration ttl);
+  // The lease is gone (a keepalive found it expired, or the deadline passed): every owned job is
+  // lost (TakeLost returns them) and no job is served until LeaseGranted. Returns the lease
+  // that lapsed (0: none held).
+  int64_t Lapse();
+  // The current lease (0: none) and the time serving stops without a renewal.
+  int64_t lease() const { return lease_; }
+  absl::Time deadline() const { return deadline_; }
+  // Whether a lease is held at `now` (before the deadline).
+  bool Holding(absl::Time now) const { return lease_ != 0 && now < deadline_; }
+  // When a keepalive is due: a third of the TTL after the last one was sent.
+  absl::Time NextKeepAlive() const { return last_sent_ + options_.lease_ttl / 3; }
+
+  // --- The view of etcd.
+  // The live replicas' addresses (from /psync/replicas/), this one included or not.
+  void SetReplicas(std::vector<std::string> replicas);
+  // Every job key (from /psync/jobs/): each job's owner and epoch. A job this replica owned whose
+  // key is gone or now names another creation is lost (TakeLost).
+  void SetJobKeys(const std::vector<KeyValue>& keys);
+  // The answer to this replica's claim of `job`: the key after the transaction. Returns kServe
+  // when the key is this replica's (this lease), else kRedirect to the owner it names.
+  Route ClaimAnswered(const std::string& job, const KeyValue& key, absl::Time now);
+
+  // --- Decisions.
+  // A Join for `job` at `now`: kServe (owned here), kRedirect (owned elsewhere, or unowned and
+  // another replica is preferred), kClaim (unowned, this replica is preferred), kRefuse (no lease
+  // held: this replica cannot own anything now).
+  Route RouteJoin(const std::string& job, absl::Time now) const;
+  // Any other message of `job` (attach, check-ins): kServe when owned here and the lease is held,
+  // kRedirect when another replica owns it, else kRefuse (the client joins again).
+  Route RouteMessage(const std::string& job, absl::Time now) const;
+  // Jobs that were owned here and no longer may be served (the lease lapsed, or etcd shows the
+  // key gone or someone else's), each once; the coordinator drops them. A deadline past at `now`
+  // lapses the lease first.
+  std::vector<std::string> TakeLost(absl::Time now);
+  // This replica stops owning `job` (it ended here and its key was deleted).
+  void Release(const std::string& job);
+
+  // --- Describing.
+  const std::vector<std::string>& replicas() const { return replicas_; }
+  // Every job with a known owner, sorted by job.
+  std::vector<JobOwner> Owners() const;
+  // Whether `job` is owned here, and its epoch.
+  bool Owns(const std::string& job, uint64_t* epoch = nullptr) const;
+  // The replica preferred for `job` among the live ones and this one (rendezvous hashing).
+  std::string Preferred(const std::string& job) const;
+
+ private:
+  const OwnershipOptions options_;
+  int64_t lease_ = 0;
+  absl::Time deadline_ = absl::InfinitePast();
+  absl::Time last_sent_ = absl::InfinitePast();
+  std::vector<std::string> replicas_;
+  // Jobs owned here: job -> epoch.
+  absl::flat_hash_map<std::string, uint64_t> owned_;
+  // Every job's owner as last seen in etcd: job -> (owner, epoch).
+  absl::btree_map<std::string, std::pair<std::string, uint64_t>> owners_;
+  std::vector<std::string> lost_;
+};
+
+// A stable 64-bit hash (FNV-1a) of `text`, the same in every process.
+uint64_t StableHash(absl::string_view text);
+
+}  // namespace psync::server::ha
+
+#endif  // PSYNC_SERVER_HA_OWNERSHIP_H_

@@ -1,0 +1,215 @@
+// Ownership decisions and fencing, with a fake etcd (FakeEtcd) and a fake clock: exact routes,
+// epochs and deadlines, and the fencing rule that a deposed owner stops serving before anyone
+// else can own its job.
+#include "server/ha/ownership.h"
+
+#include "gtest/gtest.h"
+#include "server/clock.h"
+#include "server/ha/fake_etcd_client.h"
+
+namespace psync::server::ha {
+namespace {
+
+constexpr absl::Duration kTtl = absl::Seconds(5);
+constexpr absl::Duration kMargin = absl::Seconds(1);
+
+OwnershipOptions Options(const std::string& self) { return {self, kTtl, kMargin}; }
+
+// One replica: its Ownership, granted a lease on `etcd` now.
+struct TestReplica {
+  TestReplica(const std::string& self, FakeEtcd* etcd, FakeClock* clock)
+      : ownership(Options(self)), etcd(etcd), clock(clock) {
+    const absl::Time sent = clock->Now();
+    lease = *etcd->GrantLease(kTtl);
+    ownership.LeaseGranted(lease, sent);
+  }
+  // Claims `job` as Replica does: the transaction, then the decision on its answer.
+  Route Claim(const std::string& job) {
+    absl::StatusOr<KeyValue> kv =
+        etcd->CreateIfAbsent(kJobPrefix + job, ownership.options().self, ownership.lease());
+    EXPECT_TRUE(kv.ok()) << kv.status();
+    return ownership.ClaimAnswered(job, *kv, clock->Now());
+  }
+  void Refresh() {
+    ownership.SetJobKeys(*etcd->GetPrefix(kJobPrefix));
+    std::vector<std::string> replicas;
+    for (const KeyValue& kv : *etcd->GetPrefix(kReplicaPrefix)) replicas.push_back(kv.value);
+    ownership.SetReplicas(replicas);
+  }
+  Ownership ownership;
+  FakeEtcd* etcd;
+  FakeClock* clock;
+  int64_t lease = 0;
+};
+
+class OwnershipTest : public ::testing::Test {
+ protected:
+  FakeClock clock_{absl::FromUnixSeconds(1000)};
+  FakeEtcd etcd_{&clock_};
+};
+
+TEST_F(OwnershipTest, LeaseDeadlineIsSendTimePlusTtlMinusMargin) {
+  Ownership o(Options("a:1"));
+  const absl::Time t0 = clock_.Now();
+  EXPECT_FALSE(o.Holding(t0));
+  o.LeaseGranted(7, t0);
+  EXPECT_EQ(o.deadline(), t0 + absl::Seconds(4));
+  EXPECT_TRUE(o.Holding(t0 + absl::Seconds(4) - absl::Nanoseconds(1)));
+  EXPECT_FALSE(o.Holding(t0 + absl::Seconds(4)));
+  // A keepalive sent at t0+1.5s renews from its send time, not from when the answer came.
+  o.KeepAliveAnswered(7, t0 + absl::Milliseconds(1500), kTtl);
+  EXPECT_EQ(o.deadline(), t0 + absl::Milliseconds(5500));
+  // An older keepalive answered late never moves the deadline back.
+  o.KeepAliveAnswered(7, t0 + absl::Seconds(1), kTtl);
+  EXPECT_EQ(o.deadline(), t0 + absl::Milliseconds(5500));
+  // Another lease's answer is ignored.
+  o.KeepAliveAnswered(8, t0 + absl::Seconds(3), kTtl);
+  EXPECT_EQ(o.deadline(), t0 + absl::Milliseconds(5500));
+  // A keepalive sent after the deadline does not revive the lease: it lapsed.
+  o.KeepAliveAnswered(7, t0 + absl::Seconds(6), kTtl);
+  EXPECT_EQ(o.deadline(), t0 + absl::Milliseconds(5500));
+  EXPECT_EQ(o.NextKeepAlive(), t0 + absl::Milliseconds(1500) + kTtl / 3);
+}
+
+TEST_F(OwnershipTest, ClaimServesWithTheKeysCreateRevisionAsEpoch) {
+  TestReplica a("a:1", &etcd_, &clock_);
+  Route join = a.ownership.RouteJoin("job1", clock_.Now());
+  EXPECT_EQ(join.kind, RouteKind::kClaim);
+  const Route claimed = a.Claim("job1");
+  ASSERT_EQ(claimed.kind, RouteKind::kServe);
+  const absl::StatusOr<std::optional<KeyValue>> key = etcd_.Get("/psync/jobs/job1");
+  ASSERT_TRUE(key.ok() && key->has_value());
+  EXPECT_EQ(claimed.epoch, static_cast<uint64_t>((*key)->create_revision));
+  EXPECT_EQ((*key)->value, "a:1");
+  EXPECT_EQ((*key)->lease, a.lease);
+  join = a.ownership.RouteJoin("job1", clock_.Now());
+  EXPECT_EQ(join.kind, RouteKind::kServe);
+  EXPECT_EQ(join.epoch, claimed.epoch);
+  const Route message = a.ownership.RouteMessage("job1", clock_.Now());
+  EXPECT_EQ(message.kind, RouteKind::kServe);
+  EXPECT_EQ(message.epoch, claimed.epoch);
+}
+
+TEST_F(OwnershipTest, TwoReplicasRacingForAJobOneOwnsItTheOtherRedirects) {
+  TestReplica a("a:1", &etcd_, &clock_);
+  TestReplica b("b:1", &etcd_, &clock_);
+  const Route first = a.Claim("job1");
+  const Route second = b.Claim("job1");
+  EXPECT_EQ(first.kind, RouteKind::kServe);
+  EXPECT_EQ(second.kind, RouteKind::kRedirect);
+  EXPECT_EQ(second.owner, "a:1");
+  EXPECT_EQ(second.epoch, first.epoch);
+  EXPECT_FALSE(b.ownership.Owns("job1"));
+  EXPECT_EQ(b.ownership.RouteMessage("job1", clock_.Now()).kind, RouteKind::kRedirect);
+  EXPECT_EQ(b.ownership.RouteJoin("job1", clock_.Now()).owner, "a:1");
+}
+
+TEST_F(OwnershipTest, PausedOwnerStopsServingBeforeAnotherReplicaCanOwnTheJob) {
+  TestReplica a("a:1", &etcd_, &clock_);
+  TestReplica b("b:1", &etcd_, &clock_);
+  const absl::Time t0 = clock_.Now();
+  const uint64_t epoch_a = a.Claim("job1").epoch;
+  // A is paused (no keepalive) from t0. It serves until t0 + ttl - margin, and not a moment later.
+  clock_.Advance(kTtl - kMargin - absl::Milliseconds(1));
+  EXPECT_EQ(a.ownership.RouteMessage("job1", clock_.Now()).kind, RouteKind::kServe);
+  // B keeps its own lease alive (A does not).
+  const absl::Time sent = clock_.Now();
+  b.ownership.KeepAliveAnswered(b.lease, sent, *etcd_.KeepAlive(b.lease));
+  // Meanwhile B cannot own it: A's key is there while A's lease lives.
+  EXPECT_EQ(b.Claim("job1").kind, RouteKind::kRedirect);
+  clock_.Advance(absl::Milliseconds(1));  // t0 + 4 s: A's own deadline
+  const Route fenced = a.ownership.RouteMessage("job1", clock_.Now());
+  EXPECT_EQ(fenced.kind, RouteKind::kRefuse);
+  EXPECT_EQ(a.ownership.TakeLost(clock_.Now()), std::vector<std::string>{"job1"});
+  EXPECT_EQ(a.ownership.lease(), 0);
+  EXPECT_TRUE(a.ownership.TakeLost(clock_.Now()).empty());  // each loss once
+  // Still no claim by B before A's lease expires in etcd at t0 + 5 s.
+  clock_.Advance(kMargin - absl::Milliseconds(1));
+  EXPECT_EQ(b.Claim("job1").kind, RouteKind::kRedirect);
+  clock_.Advance(absl::Milliseconds(1));  // t0 + 5 s: A's lease expires in etcd
+  const Route taken = b.Claim("job1");
+  ASSERT_EQ(taken.kind, RouteKind::kServe);
+  EXPECT_GT(taken.epoch, epoch_a);
+  EXPECT_GE(clock_.Now() - t0, kTtl);
+  // A resumes: it serves nothing of job1 and, once it sees etcd, redirects to B at B's epoch.
+  EXPECT_EQ(a.ownership.RouteMessage("job1", clock_.Now()).kind, RouteKind::kRefuse);
+  a.Refresh();
+  const Route redirect = a.ownership.RouteMessage("job1", clock_.Now());
+  EXPECT_EQ(redirect.kind, RouteKind::kRedirect);
+  EXPECT_EQ(redirect.owner, "b:1");
+  EXPECT_EQ(redirect.epoch, taken.epoch);
+  // Without a lease A may not claim anything, even a job nobody owns.
+  EXPECT_EQ(a.ownership.RouteJoin("job2", clock_.Now()).kind, RouteKind::kRefuse);
+}
+
+TEST_F(OwnershipTest, KeyGoneOrRecreatedMeansTheJobIsLost) {
+  TestReplica a("a:1", &etcd_, &clock_);
+  const uint64_t epoch = a.Claim("job1").epoch;
+  a.Claim("job2");
+  a.Refresh();
+  EXPECT_TRUE(a.ownership.TakeLost(clock_.Now()).empty());
+  ASSERT_TRUE(*etcd_.DeleteIfCreatedAt("/psync/jobs/job1", static_cast<int64_t>(epoch)));
+  a.Refresh();
+  EXPECT_EQ(a.ownership.TakeLost(clock_.Now()), std::vector<std::string>{"job1"});
+  EXPECT_FALSE(a.ownership.Owns("job1"));
+  EXPECT_TRUE(a.ownership.Owns("job2"));
+  EXPECT_EQ(a.ownership.RouteMessage("job1", clock_.Now()).kind, RouteKind::kRefuse);
+}
+
+TEST_F(OwnershipTest, ClaimAnsweredForALapsedLeaseOfThisReplicaIsRefused) {
+  TestReplica a("a:1", &etcd_, &clock_);
+  a.Claim("job1");
+  a.ownership.Lapse();
+  const absl::Time sent = clock_.Now();
+  const int64_t second = *etcd_.GrantLease(kTtl);
+  a.ownership.LeaseGranted(second, sent);
+  a.Refresh();  // the key still names a:1 under the first lease
+  EXPECT_EQ(a.ownership.RouteJoin("job1", clock_.Now()).kind, RouteKind::kRefuse);
+  EXPECT_EQ(a.Claim("job1").kind, RouteKind::kRefuse);
+  EXPECT_EQ(a.ownership.TakeLost(clock_.Now()), std::vector<std::string>{"job1"});
+}
+
+TEST_F(OwnershipTest, UnownedJobsGoToThePreferredReplicaAndEveryReplicaAgrees) {
+  std::vector<std::string> replicas = {"a:1", "b:1", "c:1"};
+  std::vector<Ownership> views;
+  for (const std::string& self : replicas) {
+    views.emplace_back(Options(self));
+    views.back().SetReplicas(replicas);
+    views.back().LeaseGranted(1, clock_.Now());
+  }
+  std::map<std::string, int> owned;
+  for (int j = 0; j < 300; ++j) {
+    const std::string job = "job" + std::to_string(j);
+    const std::string preferred = views[0].Preferred(job);
+    int claims = 0;
+    for (const Ownership& view : views) {
+      EXPECT_EQ(view.Preferred(job), preferred);
+      const Route route = view.RouteJoin(job, clock_.Now());
+      if (route.kind == RouteKind::kClaim) {
+        ++claims;
+        EXPECT_EQ(view.options().self, preferred);
+      } else {
+        EXPECT_EQ(route.kind, RouteKind::kRedirect);
+        EXPECT_EQ(route.owner, preferred);
+      }
+    }
+    EXPECT_EQ(claims, 1) << job;
+    ++owned[preferred];
+  }
+  // Spread: each of the three replicas is preferred for a fair share of 300 jobs (the hash is
+  // stable, so these counts are the same on every run and machine).
+  for (const std::string& r : replicas) {
+    EXPECT_GT(owned[r], 70) << r;
+    EXPECT_LT(owned[r], 130) << r;
+  }
+}
+
+TEST_F(OwnershipTest, StableHashIsFixed) {
+  // FNV-1a with a final mix: the same value in every process (replicas must agree).
+  EXPECT_EQ(StableHash(""), StableHash(""));
+  EXPECT_NE(StableHash("job1\na:1"), StableHash("job1\nb:1"));
+  EXPECT_EQ(StableHash("a"), StableHash(std::string("a")));
+}
+
+}  // namespace
+}  // namespace psync::server::ha

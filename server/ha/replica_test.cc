@@ -1,0 +1,162 @@
+// Replica over a fake etcd and a fake clock, driven by Tick(): the lease, claims, redirects, and
+// what a replica partitioned from etcd does (stops serving at its deadline, hands its jobs to
+// on_lost once) while another takes them over.
+#include "server/ha/replica.h"
+
+#include "gtest/gtest.h"
+#include "server/clock.h"
+#include "server/ha/fake_etcd_client.h"
+#include "server/not_served.h"
+
+namespace psync::server::ha {
+namespace {
+
+ReplicaOptions Options(const std::string& self) {
+  ReplicaOptions o;
+  o.ownership = {self, absl::Seconds(3), absl::Milliseconds(500)};
+  o.log = false;
+  return o;
+}
+
+// The job of the 100 named job0..job99 that `preferred` is preferred for among `replicas`.
+std::string JobPreferredBy(const std::string& preferred, const std::vector<std::string>& replicas) {
+  Ownership view(OwnershipOptions{preferred, absl::Seconds(3), absl::Milliseconds(500)});
+  view.SetReplicas(replicas);
+  for (int j = 0; j < 100; ++j) {
+    const std::string job = "job" + std::to_string(j);
+    if (view.Preferred(job) == preferred) return job;
+  }
+  return "";
+}
+
+class ReplicaTest : public ::testing::Test {
+ protected:
+  FakeClock clock_{absl::FromUnixSeconds(1000)};
+  FakeEtcd etcd_{&clock_};
+};
+
+TEST_F(ReplicaTest, FirstTickTakesALeaseAndRegisters) {
+  Replica a(Options("a:1"), &etcd_, &clock_);
+  EXPECT_FALSE(a.Describe().holding);
+  absl::StatusOr<uint64_t> refused = a.AdmitJoin("job1");
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  ASSERT_TRUE(RedirectOf(refused.status()).has_value());
+  EXPECT_EQ(RedirectOf(refused.status())->owner, "");
+  a.Tick();
+  const ReplicaSnapshot s = a.Describe();
+  EXPECT_TRUE(s.holding);
+  EXPECT_EQ(s.replicas, std::vector<std::string>{"a:1"});
+  const absl::StatusOr<std::optional<KeyValue>> key = etcd_.Get("/psync/replicas/a:1");
+  ASSERT_TRUE(key.ok() && key->has_value());
+  EXPECT_EQ((*key)->lease, s.lease);
+}
+
+TEST_F(ReplicaTest, JoinClaimsThenMessagesAreServedAtTheClaimsEpoch) {
+  Replica a(Options("a:1"), &etcd_, &clock_);
+  a.Tick();
+  const absl::StatusOr<uint64_t> epoch = a.AdmitJoin("job1");
+  ASSERT_TRUE(epoch.ok()) << epoch.status();
+  EXPECT_EQ(*epoch, static_cast<uint64_t>((*etcd_.Get("/psync/jobs/job1"))->create_revision));
+  EXPECT_EQ(*a.AdmitJoin("job1"), *epoch);  // no second claim
+  EXPECT_EQ(*a.AdmitMessage("job1"), *epoch);
+  // A message for a job nobody joined here is refused (the client joins first).
+  EXPECT_EQ(a.AdmitMessage("job2").status().code(), absl::StatusCode::kUnavailable);
+  const ReplicaSnapshot s = a.Describe();
+  EXPECT_EQ(s.claims, 1u);
+  EXPECT_EQ(s.takeovers, 0u);
+  EXPECT_EQ(s.jobs_owned, 1u);
+}
+
+TEST_F(ReplicaTest, AJobPreferredByAnotherReplicaIsRedirectedThere) {
+  Replica a(Options("a:1"), &etcd_, &clock_);
+  Replica b(Options("b:1"), &etcd_, &clock_);
+  a.Tick();
+  b.Tick();
+  a.Tick();  // a sees b
+  const std::string job = JobPreferredBy("b:1", {"a:1", "b:1"});
+  ASSERT_FALSE(job.empty());
+  const absl::StatusOr<uint64_t> at_a = a.AdmitJoin(job);
+  ASSERT_EQ(at_a.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(RedirectOf(at_a.status())->owner, "b:1");
+  EXPECT_EQ(at_a.status().message(),
+            "job '" + job + "' is owned by replica 'b:1' (epoch 0): connect there");
+}
+
+TEST_F(ReplicaTest, PartitionedOwnerStopsAtItsDeadlineAndAnotherTakesOverAfterExpiry) {
+  Replica a(Options("a:1"), &etcd_, &clock_);
+  Replica b(Options("b:1"), &etcd_, &clock_);
+  std::vector<std::vector<std::string>> lost_at_a;
+  a.SetOnLost([&](const std::vector<std::string>& jobs) { lost_at_a.push_back(jobs); });
+  a.Tick();
+  b.Tick();
+  a.Tick();
+  b.Tick();
+  const std::string job = JobPreferredBy("a:1", {"a:1", "b:1"});
+  const absl::Time t0 = clock_.Now();
+  const uint64_t epoch_a = *a.AdmitJoin(job);
+  // b redirects to a, the replica preferred for the job, even before it saw a's claim (epoch
+  // unknown: 0); once it has, at a's epoch.
+  EXPECT_EQ(RedirectOf(b.AdmitJoin(job).status())->epoch, 0u);
+  b.Tick();
+  const absl::StatusOr<uint64_t> at_b = b.AdmitJoin(job);
+  ASSERT_FALSE(at_b.ok());
+  EXPECT_EQ(RedirectOf(at_b.status())->owner, "a:1");
+  EXPECT_EQ(RedirectOf(at_b.status())->epoch, epoch_a);
+
+  // a loses etcd. Both tick every 500 ms; b keeps its lease.
+  etcd_.SetReachable(false);
+  absl::Time a_stopped = absl::InfiniteFuture();
+  absl::Time b_took = absl::InfiniteFuture();
+  uint64_t epoch_b = 0;
+  for (int i = 0; i < 20 && b_took == absl::InfiniteFuture(); ++i) {
+    clock_.Advance(absl::Milliseconds(500));
+    a.Tick();
+    if (a_stopped == absl::InfiniteFuture() && !a.AdmitMessage(job).ok()) a_stopped = clock_.Now();
+    etcd_.SetReachable(true);
+    b.Tick();
+    if (absl::StatusOr<uint64_t> e = b.AdmitJoin(job); e.ok()) {
+      b_took = clock_.Now();
+      epoch_b = *e;
+    }
+    etcd_.SetReachable(false);
+  }
+  // a's lease was granted at t0 - 0 with TTL 3 s: a stops at t0 + 2.5 s, b can own it only once
+  // the lease expired in etcd at t0 + 3 s.
+  EXPECT_EQ(a_stopped, t0 + absl::Milliseconds(2500));
+  EXPECT_EQ(b_took, t0 + absl::Seconds(3));
+  EXPECT_GT(epoch_b, epoch_a);
+  ASSERT_EQ(lost_at_a.size(), 1u);
+  EXPECT_EQ(lost_at_a[0], std::vector<std::string>{job});
+  const absl::StatusOr<uint64_t> at_a = a.AdmitMessage(job);
+  EXPECT_EQ(at_a.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(b.Describe().takeovers, 1u);
+  EXPECT_EQ(a.Describe().lease_lapses, 1u);
+
+  // a reaches etcd again: a new lease, and it redirects the job to b at b's epoch.
+  etcd_.SetReachable(true);
+  a.Tick();
+  a.Tick();
+  EXPECT_TRUE(a.Describe().holding);
+  const absl::StatusOr<uint64_t> again = a.AdmitJoin(job);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(RedirectOf(again.status())->owner, "b:1");
+  EXPECT_EQ(RedirectOf(again.status())->epoch, epoch_b);
+  EXPECT_EQ(lost_at_a.size(), 1u);
+}
+
+TEST_F(ReplicaTest, StopRevokesTheLeaseSoAnotherReplicaCanClaimAtOnce) {
+  auto a = std::make_unique<Replica>(Options("a:1"), &etcd_, &clock_);
+  Replica b(Options("b:1"), &etcd_, &clock_);
+  a->Tick();
+  b.Tick();
+  a->Tick();
+  const std::string job = JobPreferredBy("a:1", {"a:1", "b:1"});
+  ASSERT_TRUE(a->AdmitJoin(job).ok());
+  a->Stop();
+  b.Tick();
+  EXPECT_EQ(b.Describe().replicas, std::vector<std::string>{"b:1"});
+  EXPECT_TRUE(b.AdmitJoin(job).ok());
+}
+
+}  // namespace
+}  // namespace psync::server::ha

@@ -1,0 +1,36 @@
+// JobGate: whether this coordinator serves a job now, for coordinator replicas that share the
+// jobs (server/ha/replica.h implements it over etcd). A coordinator without one serves every job
+// at epoch 0.
+//
+// Refusals are NotServedHere statuses (server/wire_status.h): UNAVAILABLE with an OwnerRedirect
+// naming the owner, or no owner when nobody may serve the job now. Implementations are
+// thread-safe, and never call into the Coordinator from these methods (the Coordinator calls
+// AdmitMessage with its lock held).
+#ifndef PSYNC_SERVER_JOB_GATE_H_
+#define PSYNC_SERVER_JOB_GATE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace psync::server {
+
+class JobGate {
+ public:
+  virtual ~JobGate() = default;
+  // A Join of `job_id`: its owner's epoch when this coordinator serves the job, claiming it first
+  // when nobody owns it and this coordinator should. May wait for etcd (bounded by its call
+  // timeout); never called with the Coordinator's lock held.
+  virtual absl::StatusOr<uint64_t> AdmitJoin(const std::string& job_id) = 0;
+  // Any other message of `job_id` (attach, check-ins, sync-dones, leaves): the epoch when this
+  // coordinator serves the job now. Does not block: decided from what the gate holds in memory.
+  virtual absl::StatusOr<uint64_t> AdmitMessage(const std::string& job_id) = 0;
+  // The job ended or was evicted here: its ownership may go (called after the Coordinator's lock
+  // is released).
+  virtual void Released(const std::string& job_id) {}
+};
+
+}  // namespace psync::server
+
+#endif  // PSYNC_SERVER_JOB_GATE_H_

@@ -1,0 +1,58 @@
+#include "tests/chaos/spawn.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/time/clock.h"
+
+extern char** environ;
+
+namespace psync::chaos {
+
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& output) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, output.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                   0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ) != 0) pid = -1;
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
+void KillAndReap(pid_t pid) {
+  kill(pid, SIGKILL);
+  int status;
+  waitpid(pid, &status, 0);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int WaitForPort(const std::string& port_file) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline) {
+    int port = 0;
+    std::string text = ReadFile(port_file);
+    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &port) && port > 0) return port;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return 0;
+}
+
+}  // namespace psync::chaos

@@ -1,0 +1,25 @@
+// Processes of the chaos tests: spawn a binary with its output appended to a file, kill one and
+// reap it, and wait for a daemon's port file. Thread-compatible.
+#ifndef PSYNC_TESTS_CHAOS_SPAWN_H_
+#define PSYNC_TESTS_CHAOS_SPAWN_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace psync::chaos {
+
+// Starts argv[0] with argv[1..], stdout and stderr appended to `output`; -1 when it cannot.
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& output);
+// SIGKILL, then waitpid.
+void KillAndReap(pid_t pid);
+// The whole file (empty if unreadable).
+std::string ReadFile(const std::string& path);
+// The port written to `port_file` (server/daemon.h's WritePortFile), waiting up to 20 s; 0 when
+// none came.
+int WaitForPort(const std::string& port_file);
+
+}  // namespace psync::chaos
+
+#endif  // PSYNC_TESTS_CHAOS_SPAWN_H_

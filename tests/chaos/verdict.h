@@ -1,0 +1,55 @@
+// The chaos verdict, from the ranks' own audit logs only (chaos_rank.cc writes them), never from
+// a coordinator: used by the chaos test (one coordinator restarted by kill -9) and the replica
+// failover test (owners killed, paused, etcd restarted).
+//  * no early sync: every directive a rank received came after every contributor of the chunk
+//    logged its check-in for that step in that segment (one host clock, CLOCK_MONOTONIC);
+//  * no double sync: a rank executes each (step, chunk) at most once per segment;
+//  * every (segment, step) was either completed by every rank or its segment was aborted on every
+//    rank that took part (an abort line, or the rank was the one killed);
+//  * which ranks finished the run, and which steps no segment completed on every rank.
+// Pure (reads the files it is given). Thread-compatible.
+#ifndef PSYNC_TESTS_CHAOS_VERDICT_H_
+#define PSYNC_TESTS_CHAOS_VERDICT_H_
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace psync::chaos {
+
+// One rank process's audit log.
+struct ProcessLog {
+  uint32_t rank = 0;
+  bool killed = false;  // by the test
+  std::string path;
+};
+
+struct Verdict {
+  struct Directive {
+    uint64_t segment, step;
+    uint32_t chunk, rank;
+    int64_t t;  // CLOCK_MONOTONIC nanoseconds
+  };
+  std::vector<Directive> directives;
+  uint64_t syncs = 0, double_syncs = 0, early_syncs = 0, resumes = 0, aborts = 0;
+  uint64_t steps_completed = 0, steps_aborted = 0, steps_unsettled = 0;
+  size_t segments = 0;
+  std::set<uint32_t> finished;        // ranks that completed the last step
+  std::vector<uint64_t> never_done;   // steps no segment completed on every rank
+  std::vector<std::string> problems;  // what went wrong, one line each (the first 50)
+};
+
+// Judges one job of `ranks` ranks, `chunks` chunks (two optimizers each, "dense" and "expert")
+// and `steps` steps from its processes' logs.
+Verdict Judge(const std::vector<ProcessLog>& logs, uint32_t ranks, uint32_t chunks, uint64_t steps);
+
+// Highest step any of `logs` completed so far.
+uint64_t Progress(const std::vector<ProcessLog>& logs);
+
+// CLOCK_MONOTONIC now, in nanoseconds (the clock of the logs).
+int64_t MonotonicNanos();
+
+}  // namespace psync::chaos
+
+#endif  // PSYNC_TESTS_CHAOS_VERDICT_H_

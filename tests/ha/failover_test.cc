@@ -1,0 +1,251 @@
+// Replica failover with real processes: etcd, 3 psync-coordinator replicas (--etcd, lease TTL 2 s)
+// and 4 jobs of 16 chaos_rank processes each (4 chunks, dense + expert, 200 steps), which know
+// every replica's address. While they train, the test kills a job's owner with kill -9 three
+// times (a fresh process comes back at the same address), pauses an owner with SIGSTOP past its
+// lease and resumes it with SIGCONT (it must release nothing once another replica owns its job),
+// and restarts etcd once (kill -9, same data dir).
+//
+// The verdict, per job, comes from the ranks' own logs (tests/chaos/verdict.h): 0 early syncs,
+// 0 double syncs, every (segment, step) completed or aborted on every rank, every rank finished.
+// It prints the failover time of each fault: from the kill (or the SIGSTOP) to the first
+// directive the job's ranks received after it, against the lease TTL.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/psync/v1/coordinator.grpc.pb.h"
+#include "tests/chaos/spawn.h"
+#include "tests/chaos/verdict.h"
+#include "tests/ha/etcd_process.h"
+#include "tests/worker/processes.h"
+
+namespace psync {
+namespace {
+
+constexpr int kReplicas = 3;
+constexpr int kJobs = 4;
+constexpr uint32_t kRanks = 16;
+constexpr uint32_t kChunks = 4;
+constexpr uint64_t kSteps = 200;
+constexpr absl::Duration kTtl = absl::Seconds(2);
+constexpr absl::Duration kPause = absl::Seconds(4);  // SIGSTOP this long: past the lease
+
+enum class Fault { kKillOwner, kPauseOwner, kRestartEtcd };
+struct Planned {
+  Fault fault;
+  int job;        // whose owner (or whose progress triggers it)
+  uint64_t step;  // once that job completed this step
+};
+// Each fault fires once its job has completed its step, whatever the other jobs do (a job slowed
+// by a failover must not hold another job's fault back until that job has finished). None fires
+// while an owner is paused.
+const std::vector<Planned> kPlan = {
+    {Fault::kKillOwner, 0, 25},   {Fault::kKillOwner, 1, 50},  {Fault::kPauseOwner, 2, 60},
+    {Fault::kRestartEtcd, 3, 40}, {Fault::kKillOwner, 3, 120},
+};
+
+std::string FaultName(Fault f) {
+  switch (f) {
+    case Fault::kKillOwner:
+      return "kill -9 of the owner";
+    case Fault::kPauseOwner:
+      return "SIGSTOP of the owner past its lease";
+    case Fault::kRestartEtcd:
+      return "etcd kill -9 and restart";
+  }
+  return "";
+}
+
+// The owner of `job` as the replica at `target` sees it ("" when unknown or unreachable).
+std::string OwnerOf(const std::string& target, const std::string& job) {
+  auto stub =
+      v1::Coordinator::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  v1::ListReplicasResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  if (!stub->ListReplicas(&context, v1::ListReplicasRequest(), &response).ok()) return "";
+  for (const v1::JobOwner& o : response.owners()) {
+    if (o.job_id() == job) return o.owner();
+  }
+  return "";
+}
+
+TEST(FailoverTest, OwnersKilledPausedAndEtcdRestartedNeverSyncEarlyOrTwice) {
+  const std::string coordinator = testing::Runfile("server/psync-coordinator");
+  const std::string rank_binary = testing::Runfile("tests/chaos/chaos_rank");
+  const std::string dir = testing::TempPath("failover");
+  ASSERT_EQ(std::system(absl::StrCat("mkdir -p ", dir).c_str()), 0);
+
+  testing::EtcdProcess etcd(dir + "/etcd");
+  ASSERT_TRUE(etcd.Start().ok());
+
+  std::vector<std::string> addresses;
+  std::vector<pid_t> replica_pids(kReplicas, -1);
+  int replica_starts = 0;
+  auto start_replica = [&](int i) {
+    const std::string port_file = absl::StrCat(dir, "/port.", replica_starts);
+    replica_pids[i] = chaos::Spawn(
+        {coordinator, "--listen=" + addresses[i], "--advertise=" + addresses[i],
+         "--etcd=" + etcd.endpoint(), absl::StrCat("--etcd_lease_ttl=", absl::FormatDuration(kTtl)),
+         "--etcd_lease_margin=500ms", "--etcd_poll_interval=100ms",
+         "--http_listen=", "--port_file=" + port_file},
+        absl::StrCat(dir, "/replica", i, ".", replica_starts, ".log"));
+    ++replica_starts;
+    return chaos::WaitForPort(port_file);
+  };
+  for (int i = 0; i < kReplicas; ++i) {
+    addresses.push_back(absl::StrCat("127.0.0.1:", testing::FreePort()));
+    ASSERT_GT(start_replica(i), 0) << "replica " << i << " did not start";
+  }
+  const std::string targets = absl::StrJoin(addresses, ",");
+
+  std::vector<std::vector<chaos::ProcessLog>> logs(kJobs);
+  std::vector<pid_t> rank_pids;
+  for (int j = 0; j < kJobs; ++j) {
+    for (uint32_t r = 0; r < kRanks; ++r) {
+      const std::string log = absl::StrCat(dir, "/job", j, ".rank", r, ".log");
+      rank_pids.push_back(
+          chaos::Spawn({rank_binary, "--target=" + targets, absl::StrCat("--job=job", j),
+                        absl::StrCat("--rank=", r), absl::StrCat("--world_size=", kRanks),
+                        absl::StrCat("--chunks=", kChunks), absl::StrCat("--steps=", kSteps),
+                        "--max_delay_us=200", "--keepalive=1s", "--log=" + log},
+                       log + ".stderr"));
+      logs[j].push_back(chaos::ProcessLog{r, false, log});
+    }
+  }
+
+  struct Done {
+    Planned planned;
+    int64_t at = 0;  // CLOCK_MONOTONIC ns
+    std::string replica;
+  };
+  std::vector<Done> done;
+  std::vector<bool> fired(kPlan.size(), false);
+  size_t next = 0;  // faults fired
+  int paused = -1;
+  absl::Time resume_at;
+  const absl::Time deadline = absl::Now() + absl::Seconds(800);
+  std::vector<bool> exited(rank_pids.size(), false);
+  size_t running = rank_pids.size();
+  while (running > 0 && absl::Now() < deadline) {
+    for (size_t i = 0; i < rank_pids.size(); ++i) {
+      int status;
+      if (!exited[i] && waitpid(rank_pids[i], &status, WNOHANG) == rank_pids[i]) {
+        exited[i] = true;
+        --running;
+        const chaos::ProcessLog& log = logs[i / kRanks][i % kRanks];
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+            << "job " << i / kRanks << " rank " << i % kRanks << " exited with " << status << ":\n"
+            << chaos::ReadFile(log.path + ".stderr").substr(0, 2000);
+      }
+    }
+    if (paused >= 0 && absl::Now() >= resume_at) {
+      kill(replica_pids[paused], SIGCONT);
+      paused = -1;
+    }
+    size_t due = kPlan.size();
+    for (size_t f = 0; f < kPlan.size() && paused < 0; ++f) {
+      if (!fired[f] && chaos::Progress(logs[kPlan[f].job]) >= kPlan[f].step) {
+        due = f;
+        break;
+      }
+    }
+    if (due < kPlan.size()) {
+      fired[due] = true;
+      const Planned& p = kPlan[due];
+      const std::string job = absl::StrCat("job", p.job);
+      Done d{p, 0, ""};
+      if (p.fault == Fault::kRestartEtcd) {
+        d.at = chaos::MonotonicNanos();
+        etcd.Kill();
+        ASSERT_TRUE(etcd.Start().ok());
+      } else {
+        for (const std::string& a : addresses) {
+          d.replica = OwnerOf(a, job);
+          if (!d.replica.empty()) break;
+        }
+        ASSERT_FALSE(d.replica.empty()) << "no replica names an owner of " << job;
+        const int victim = static_cast<int>(
+            std::find(addresses.begin(), addresses.end(), d.replica) - addresses.begin());
+        ASSERT_LT(victim, kReplicas) << d.replica;
+        d.at = chaos::MonotonicNanos();
+        if (p.fault == Fault::kKillOwner) {
+          chaos::KillAndReap(replica_pids[victim]);
+          ASSERT_GT(start_replica(victim), 0);
+        } else {
+          kill(replica_pids[victim], SIGSTOP);
+          paused = victim;
+          resume_at = absl::Now() + kPause;
+        }
+      }
+      done.push_back(d);
+      ++next;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  if (paused >= 0) kill(replica_pids[paused], SIGCONT);
+  for (size_t i = 0; i < rank_pids.size(); ++i) {
+    if (!exited[i]) chaos::KillAndReap(rank_pids[i]);
+  }
+  for (pid_t pid : replica_pids) chaos::KillAndReap(pid);
+  etcd.Kill();
+  ASSERT_EQ(next, kPlan.size()) << "not every fault was injected before the run ended";
+
+  // ---- The verdict of every job, from its ranks' logs only.
+  std::printf(
+      "failover: %d replicas (lease TTL %s, margin 500ms), %d jobs x %u ranks x %llu steps x "
+      "%u chunks x 2 optimizers\n",
+      kReplicas, absl::FormatDuration(kTtl).c_str(), kJobs, kRanks,
+      static_cast<unsigned long long>(kSteps), kChunks);
+  std::vector<chaos::Verdict> verdicts;
+  for (int j = 0; j < kJobs; ++j) {
+    verdicts.push_back(chaos::Judge(logs[j], kRanks, kChunks, kSteps));
+    const chaos::Verdict& v = verdicts.back();
+    for (const std::string& problem : v.problems) ADD_FAILURE() << "job" << j << ": " << problem;
+    std::printf(
+        "failover: job%d: segments %zu, aborts %llu, resumes %llu, syncs %llu; (segment, step)s "
+        "completed %llu, aborted %llu, neither %llu; early syncs %llu, double syncs %llu; ranks "
+        "finished %zu/%u\n",
+        j, v.segments, static_cast<unsigned long long>(v.aborts),
+        static_cast<unsigned long long>(v.resumes), static_cast<unsigned long long>(v.syncs),
+        static_cast<unsigned long long>(v.steps_completed),
+        static_cast<unsigned long long>(v.steps_aborted),
+        static_cast<unsigned long long>(v.steps_unsettled),
+        static_cast<unsigned long long>(v.early_syncs),
+        static_cast<unsigned long long>(v.double_syncs), v.finished.size(), kRanks);
+    EXPECT_EQ(v.early_syncs, 0u) << "job" << j;
+    EXPECT_EQ(v.double_syncs, 0u) << "job" << j;
+    EXPECT_EQ(v.steps_unsettled, 0u) << "job" << j;
+    EXPECT_EQ(v.finished.size(), kRanks) << "job" << j;
+    EXPECT_TRUE(v.never_done.empty())
+        << "job" << j << ": steps never completed: " << absl::StrJoin(v.never_done, ",");
+  }
+  // ---- Failover times: fault -> the job's first directive after it.
+  for (const Done& d : done) {
+    int64_t first = 0;
+    for (const chaos::Verdict::Directive& x : verdicts[d.planned.job].directives) {
+      if (x.t > d.at && (first == 0 || x.t < first)) first = x.t;
+    }
+    ASSERT_GT(first, 0) << FaultName(d.planned.fault) << ": job" << d.planned.job
+                        << " released nothing afterwards";
+    std::printf(
+        "failover: %s of job%d%s at step %llu: first release %.0f ms after it (lease TTL "
+        "%.0f ms)\n",
+        FaultName(d.planned.fault).c_str(), d.planned.job,
+        d.replica.empty() ? "" : absl::StrCat(" (", d.replica, ")").c_str(),
+        static_cast<unsigned long long>(d.planned.step), (first - d.at) / 1e6,
+        absl::ToDoubleMilliseconds(kTtl));
+  }
+}
+
+}  // namespace
+}  // namespace psync

@@ -1,0 +1,176 @@
+// Two coordinator replicas over real gRPC sharing a fake etcd: a Join at the wrong replica is
+// UNAVAILABLE with the owner in its message and in a psync.v1.OwnerRedirect (binary error
+// details); a client given both addresses ends at the owner after one redirect; directives carry
+// the owner's epoch (the job key's create_revision); ListReplicas shows the replicas and owners.
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/client.h"
+#include "client/endpoints.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "server/clock.h"
+#include "server/coordinator_server.h"
+#include "server/ha/fake_etcd_client.h"
+#include "server/ha/ownership.h"
+#include "tests/ha/etcd_process.h"
+
+namespace psync {
+namespace {
+
+v1::JoinRequest Plan(const std::string& job) {
+  v1::JoinRequest plan;
+  plan.set_job_id(job);
+  plan.set_world_size(1);
+  plan.set_rank(0);
+  plan.set_num_chunks(1);
+  plan.set_incarnation("i1");
+  v1::ChunkPlan* chunk = plan.add_chunks();
+  chunk->set_chunk(0);
+  chunk->add_optimizers("dense");
+  v1::SyncGroup* group = chunk->add_groups();
+  group->set_name("dp");
+  group->add_ranks(0);
+  return plan;
+}
+
+class RedirectTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int i = 0; i < 2; ++i) {
+      const std::string address = absl::StrCat("127.0.0.1:", testing::FreePort());
+      server::ServerOptions options;
+      options.listen = address;
+      options.advertise = address;
+      options.etcd_client = &etcd_;
+      options.etcd_poll_interval = absl::Milliseconds(50);
+      options.inspect_interval = absl::ZeroDuration();
+      options.log_stalls = false;
+      auto server = server::CoordinatorServer::Start(options);
+      ASSERT_TRUE(server.ok()) << server.status();
+      addresses_.push_back(address);
+      servers_.push_back(std::move(*server));
+    }
+  }
+
+  v1::ListReplicasResponse List(int i) {
+    auto stub = v1::Coordinator::NewStub(
+        grpc::CreateChannel(addresses_[i], grpc::InsecureChannelCredentials()));
+    v1::ListReplicasResponse response;
+    grpc::ClientContext context;
+    EXPECT_TRUE(stub->ListReplicas(&context, v1::ListReplicasRequest(), &response).ok());
+    return response;
+  }
+
+  // Waits (at most 10 s) until `done` holds.
+  bool WaitFor(const std::function<bool()>& done) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (!done()) {
+      if (absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return true;
+  }
+
+  server::RealClock clock_;
+  server::ha::FakeEtcd etcd_{&clock_};
+  std::vector<std::string> addresses_;
+  std::vector<std::unique_ptr<server::CoordinatorServer>> servers_;
+};
+
+TEST_F(RedirectTest, JoinAtTheWrongReplicaNamesTheOwnerAndClientsGoThere) {
+  ASSERT_TRUE(
+      WaitFor([&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
+  EXPECT_EQ(List(0).self(), addresses_[0]);
+  // A job replica 0 is preferred for.
+  server::ha::Ownership view({addresses_[0], absl::Seconds(5), absl::Seconds(1)});
+  view.SetReplicas(addresses_);
+  std::string job;
+  for (int j = 0; job.empty(); ++j) {
+    if (view.Preferred(absl::StrCat("job", j)) == addresses_[0]) job = absl::StrCat("job", j);
+  }
+
+  // Join at replica 1: redirected to replica 0 (nobody owns the job yet: epoch 0).
+  auto wrong = v1::Coordinator::NewStub(
+      grpc::CreateChannel(addresses_[1], grpc::InsecureChannelCredentials()));
+  v1::JoinResponse response;
+  grpc::ClientContext context;
+  const grpc::Status refused = wrong->Join(&context, Plan(job), &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(refused.error_message(), absl::StrCat("job '", job, "' is owned by replica '",
+                                                  addresses_[0], "' (epoch 0): connect there"));
+  ASSERT_TRUE(RedirectIn(refused).has_value());
+  EXPECT_EQ(RedirectIn(refused)->owner(), addresses_[0]);
+  EXPECT_EQ(RedirectIn(refused)->epoch(), 0u);
+
+  // A client given replica 1 first ends at replica 0 after one redirect.
+  ClientOptions options;
+  options.target = absl::StrCat(addresses_[1], ",", addresses_[0]);
+  options.plan = Plan(job);
+  options.call_timeout = absl::Seconds(20);
+  options.backoff.initial = absl::Milliseconds(10);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*client)->target(), addresses_[0]);
+  EXPECT_GE((*client)->stats().redirects, 1u);
+
+  // The owner's epoch is its job key's create_revision; its directives carry it.
+  const absl::StatusOr<std::optional<server::ha::KeyValue>> key =
+      etcd_.Get(absl::StrCat("/psync/jobs/", job));
+  ASSERT_TRUE(key.ok() && key->has_value());
+  EXPECT_EQ((*key)->value, addresses_[0]);
+  const uint64_t epoch = static_cast<uint64_t>((*key)->create_revision);
+  EXPECT_GT(epoch, 0u);
+  ASSERT_TRUE((*client)->ReportStaged(0, 0, "dense").ok());
+  absl::StatusOr<v1::SyncDirective> directive =
+      (*client)->WaitForDirective(0, 0, absl::Seconds(10));
+  ASSERT_TRUE(directive.ok()) << directive.status();
+  EXPECT_EQ(directive->epoch(), epoch);
+
+  // Replica 1, once it has read the key, redirects at the owner's epoch and lists the owner.
+  ASSERT_TRUE(WaitFor([&] { return List(1).owners_size() == 1; }));
+  const v1::ListReplicasResponse listed = List(1);
+  EXPECT_EQ(listed.owners(0).job_id(), job);
+  EXPECT_EQ(listed.owners(0).owner(), addresses_[0]);
+  EXPECT_EQ(listed.owners(0).epoch(), epoch);
+  EXPECT_EQ(listed.replicas(0).jobs_owned() + listed.replicas(1).jobs_owned(), 1u);
+  grpc::ClientContext again;
+  const grpc::Status redirected = wrong->Join(&again, Plan(job), &response);
+  ASSERT_TRUE(RedirectIn(redirected).has_value());
+  EXPECT_EQ(RedirectIn(redirected)->epoch(), epoch);
+  (*client)->Close();
+}
+
+TEST(ReplicaOptionsTest, BadReplicaFlagsAreInvalidArgumentNamingTheFlag) {
+  server::RealClock clock;
+  server::ha::FakeEtcd etcd(&clock);
+  struct Case {
+    std::string advertise;
+    absl::Duration ttl, margin;
+    std::string message_start;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"", absl::Seconds(5), absl::Seconds(1), "advertise: '' must be"},
+           {"127.0.0.1:7070", absl::Milliseconds(1500), absl::Milliseconds(100),
+            "etcd_lease_ttl: 1.5s must be whole seconds"},
+           {"127.0.0.1:7070", absl::Seconds(4), absl::Seconds(2), "etcd_lease_margin: 2s must be"},
+       }) {
+    server::ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.advertise = c.advertise;
+    options.etcd_client = &etcd;
+    options.etcd_lease_ttl = c.ttl;
+    options.etcd_lease_margin = c.margin;
+    auto server = server::CoordinatorServer::Start(options);
+    ASSERT_FALSE(server.ok());
+    EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(server.status().message().substr(0, c.message_start.size()), c.message_start)
+        << server.status();
+  }
+  EXPECT_EQ(etcd.calls(), 0);  // refused before anything reached etcd
+}
+
+}  // namespace
+}  // namespace psync
