@@ -32,8 +32,12 @@ struct TestReplica {
   }
   void Refresh() {
     ownership.SetJobKeys(*etcd->GetPrefix(kJobPrefix));
+    // Held in a variable: a range-for over *GetPrefix(...) would outlive the StatusOr it points
+    // into.
+    const absl::StatusOr<std::vector<KeyValue>> replica_keys = etcd->GetPrefix(kReplicaPrefix);
+    ASSERT_TRUE(replica_keys.ok()) << replica_keys.status();
     std::vector<std::string> replicas;
-    for (const KeyValue& kv : *etcd->GetPrefix(kReplicaPrefix)) replicas.push_back(kv.value);
+    for (const KeyValue& kv : *replica_keys) replicas.push_back(kv.value);
     ownership.SetReplicas(replicas);
   }
   Ownership ownership;
