@@ -154,8 +154,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
     http_options.tls_cert_pem = options.tls_cert_pem;
     http_options.tls_key_pem = options.tls_key_pem;
     s->http_ = std::make_unique<http::Server>(std::move(http_options));
+    HttpApiOptions http_api = options.http_api;
+    http_api.replica = s->replica_.get();
     if (auto st = RegisterHttpApi(s->http_.get(), coordinator, &s->registry_, options.dashboard,
-                                  options.http_api);
+                                  http_api);
         !st.ok()) {
       return st;
     }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
 #include "server/convert.h"
+#include "server/ha/replica_proto.h"
 #include "server/metrics/http_handler.h"
 
 namespace psync::server {
@@ -210,6 +211,11 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
     return http::Response::Json(200, std::move(*json));
   };
   if (auto s = handle_api("/api/trace", trace); !s.ok()) return s;
+
+  auto replicas = [replica = options.replica](const http::Request&) {
+    return JsonOf(ha::ReplicasToProto(replica));
+  };
+  if (auto s = handle_api("/api/replicas", replicas); !s.ok()) return s;
 
   if (!dashboard.empty()) {
     if (auto s = server->HandlePrefix("/", http::ServeEmbeddedFiles(dashboard)); !s.ok()) return s;

@@ -13,6 +13,8 @@
 //                                     (default and largest: kMaxEventsPerAnswer), so it may hold
 //                                     fewer; continue from `next` until it equals `end`.
 //   /api/trace?id=J&first=A&last=B    Chrome trace JSON
+//   /api/replicas                     ListReplicasResponse: the coordinator replicas, each job's
+//                                     owner and epoch ("self" empty: a single coordinator)
 //
 // JSON uses the proto field names (snake_case). Errors: 400 (bad parameter), 404 (unknown job).
 //
@@ -32,6 +34,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "server/coordinator.h"
+#include "server/ha/replica.h"
 #include "server/http/server.h"
 #include "server/http/static_files.h"
 #include "server/metrics/registry.h"
@@ -46,6 +49,8 @@ struct HttpApiOptions {
   std::string token;
   // /metrics also requires the token (when one is set).
   bool metrics_require_token = false;
+  // The replica this coordinator runs as (not owned; null: a single coordinator, no --etcd).
+  const ha::Replica* replica = nullptr;
 };
 
 // Registers the routes above on `server`. Errors: those of http::Server::Handle (a route

@@ -8,6 +8,7 @@
 #include "server/agent_stream.h"
 #include "server/convert.h"
 #include "server/event_stream.h"
+#include "server/ha/replica_proto.h"
 #include "server/session_stream.h"
 #include "server/session_up_frame.h"
 
@@ -147,25 +148,7 @@ grpc::ServerUnaryReactor* CoordinatorService::ListReplicas(
     grpc::CallbackServerContext* context, const v1::ListReplicasRequest* /*request*/,
     v1::ListReplicasResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (replica_ != nullptr) {
-    const ha::ReplicaSnapshot s = replica_->Describe();
-    response->set_self(s.self);
-    absl::flat_hash_map<std::string, uint32_t> owned;
-    for (const ha::JobOwner& o : s.owners) {
-      ++owned[o.owner];
-      v1::JobOwner* p = response->add_owners();
-      p->set_job_id(o.job);
-      p->set_owner(o.owner);
-      p->set_epoch(o.epoch);
-    }
-    for (const std::string& address : s.replicas) {
-      v1::Replica* r = response->add_replicas();
-      r->set_address(address);
-      r->set_jobs_owned(owned[address]);
-    }
-    response->set_takeovers(s.takeovers);
-    response->set_jobs_lost(s.jobs_lost);
-  }
+  *response = ha::ReplicasToProto(replica_);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

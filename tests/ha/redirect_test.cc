@@ -9,12 +9,14 @@
 #include "absl/time/clock.h"
 #include "client/client.h"
 #include "client/endpoints.h"
+#include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "server/clock.h"
 #include "server/coordinator_server.h"
 #include "server/ha/fake_etcd_client.h"
 #include "server/ha/ownership.h"
+#include "server/http/testing/curl_client.h"
 #include "tests/ha/etcd_process.h"
 
 namespace psync {
@@ -48,6 +50,7 @@ class RedirectTest : public ::testing::Test {
       options.etcd_poll_interval = absl::Milliseconds(50);
       options.inspect_interval = absl::ZeroDuration();
       options.log_stalls = false;
+      options.http_listen = "127.0.0.1:0";
       auto server = server::CoordinatorServer::Start(options);
       ASSERT_TRUE(server.ok()) << server.status();
       addresses_.push_back(address);
@@ -138,6 +141,20 @@ TEST_F(RedirectTest, JoinAtTheWrongReplicaNamesTheOwnerAndClientsGoThere) {
   EXPECT_EQ(listed.owners(0).owner(), addresses_[0]);
   EXPECT_EQ(listed.owners(0).epoch(), epoch);
   EXPECT_EQ(listed.replicas(0).jobs_owned() + listed.replicas(1).jobs_owned(), 1u);
+  // The dashboard's /api/replicas answers the same, as JSON.
+  absl::StatusOr<http::Response> http = http::testing::CurlGet(
+      absl::StrCat("http://127.0.0.1:", servers_[1]->http_port(), "/api/replicas"));
+  ASSERT_TRUE(http.ok()) << http.status();
+  EXPECT_EQ(http->status, 200);
+  v1::ListReplicasResponse from_http;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(http->body, &from_http).ok())
+      << http->body;
+  EXPECT_EQ(from_http.self(), addresses_[1]);
+  ASSERT_EQ(from_http.owners_size(), 1);
+  EXPECT_EQ(from_http.owners(0).job_id(), job);
+  EXPECT_EQ(from_http.owners(0).owner(), addresses_[0]);
+  EXPECT_EQ(from_http.owners(0).epoch(), epoch);
+  EXPECT_EQ(from_http.replicas_size(), 2);
   grpc::ClientContext again;
   const grpc::Status redirected = wrong->Join(&again, Plan(job), &response);
   ASSERT_TRUE(RedirectIn(redirected).has_value());

@@ -4,6 +4,8 @@
 //   /api/job?id=J             every 500 ms: heatmap, missing list, stragglers, counters
 //   /api/audit?id=J           every 2 s: release wait and sync time per step (chart)
 //   /api/events?job=J&since=N every 1 s: violations, stalls, lost ranks, aborts (kept client-side)
+//   /api/replicas             every 2 s: the coordinator replicas and which one owns the job (the
+//                             panel stays hidden for a single coordinator)
 //
 // When the coordinator requires a token for /api/ (--http_token_file), open the page as
 // /?job=J#token=T: the fragment never leaves the browser, and every API call sends
@@ -434,6 +436,27 @@
     }
   }
 
+  async function pollReplicas() {
+    const data = await getJson('/api/replicas');
+    const self = data.self || '';
+    $('replicas-panel').hidden = self === '';
+    if (self === '') return;
+    const owner = list(data.owners).find((o) => o.job_id === state.job);
+    const body = $('replicas').tBodies[0];
+    const replicas = list(data.replicas);
+    body.replaceChildren(...replicas.map((r) => {
+      const owns = owner !== undefined && owner.owner === r.address;
+      const tr = el('tr', { 'data-replica': r.address, 'data-owner': owns ? 'true' : 'false' });
+      tr.append(el('td', {}, r.address + (r.address === self ? ' (answering)' : '')),
+                el('td', {}, num(r.jobs_owned)),
+                el('td', {}, owns ? 'epoch ' + num(owner.epoch) : ''));
+      return tr;
+    }));
+    $('replicas').dataset.count = replicas.length;
+    $('replicas-summary').textContent = self + ': took over ' + num(data.takeovers) +
+        ' jobs, lost ' + num(data.jobs_lost);
+  }
+
   // ---- loops ------------------------------------------------------------------------------
 
   function loop(fn, period) {
@@ -456,4 +479,5 @@
   loop(pollJob, JOB_POLL_MS);
   loop(pollAudit, AUDIT_POLL_MS);
   loop(pollEvents, EVENTS_POLL_MS);
+  loop(pollReplicas, 2000);
 })();
