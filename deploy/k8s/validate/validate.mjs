@@ -26,7 +26,7 @@ if (!psyncctlBin) {
   console.error("usage: node validate.mjs K8S_DIR PSYNC_COORDINATOR PSYNC_AGENT PSYNCCTL");
   process.exit(2);
 }
-const kustomizations = ["base", "overlays/dev", "overlays/production", "examples/training-job"];
+const kustomizations = ["base", "overlays/dev", "overlays/production", "overlays/replicas", "examples/training-job"];
 const work = fs.mkdtempSync(path.join(process.env.TEST_TMPDIR || os.tmpdir(), "k8s-validate-"));
 let failures = 0;
 function fail(message) {
