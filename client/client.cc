@@ -77,6 +77,20 @@ absl::Status Client::AwaitFirstAttach(absl::Time deadline) {
                    "; last error: ", last_error_.ok() ? "none" : last_error_.ToString()));
 }
 
+namespace {
+
+// The arguments of every channel the client creates: reconnect backoff, keepalive, and the TLS
+// name override when one is set.
+grpc::ChannelArguments ChannelArguments(const ClientOptions& options) {
+  grpc::ChannelArguments args = ReconnectingChannelArguments(options.backoff, options.keepalive);
+  if (!options.tls_target_name_override.empty()) {
+    args.SetSslTargetNameOverride(options.tls_target_name_override);
+  }
+  return args;
+}
+
+}  // namespace
+
 Client::Client(ClientOptions options) : options_(std::move(options)) {
   if (options_.channel != nullptr) {
     endpoints_ = std::make_unique<Endpoints>(options_.channel);
@@ -89,8 +103,7 @@ Client::Client(ClientOptions options) : options_(std::move(options)) {
         std::move(targets),
         [credentials = options_.credentials != nullptr ? options_.credentials
                                                        : grpc::InsecureChannelCredentials(),
-         args = ReconnectingChannelArguments(options_.backoff, options_.keepalive)](
-            const std::string& target) {
+         args = ChannelArguments(options_)](const std::string& target) {
           return grpc::CreateCustomChannel(target, credentials, args);
         },
         std::hash<std::string>{}(options_.plan.job_id()));

@@ -112,6 +112,9 @@ struct ClientOptions {
   std::string target;
   // Channel credentials; insecure when null.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // TLS: the name the coordinator's certificate must carry, when it is not the target's host
+  // (e.g. connecting by IP address to a certificate issued for a DNS name). Empty: the host.
+  std::string tls_target_name_override;
   // An existing channel to use instead of creating one (e.g. an in-process channel, or one
   // channel shared by the simulated ranks of one process).
   std::shared_ptr<grpc::Channel> channel;

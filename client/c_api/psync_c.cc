@@ -106,14 +106,19 @@ class TicketBook {
   absl::flat_hash_map<uint64_t, Entry> tickets_ ABSL_GUARDED_BY(mu_);
 };
 
+// Copies `text` into the fixed C buffer `out` of `N` bytes, cut to fit, always NUL-terminated.
+template <size_t N>
+void CopyTruncated(absl::string_view text, char (&out)[N]) {
+  const size_t n = std::min(text.size(), N - 1);
+  std::memcpy(out, text.data(), n);
+  out[n] = '\0';
+}
+
 int32_t Report(const absl::Status& s, psync_status* status) {
   const int32_t code = static_cast<int32_t>(s.code());
   if (status != nullptr) {
     status->code = code;
-    const std::string message(s.message());
-    const size_t n = std::min(message.size(), sizeof(status->message) - 1);
-    std::memcpy(status->message, message.data(), n);
-    status->message[n] = '\0';
+    CopyTruncated(s.message(), status->message);
   }
   return code;
 }
@@ -263,13 +268,9 @@ psync_client* psync_connect(const char* target, const char* plan_json, const psy
            status);
     return nullptr;
   }
-  if (tls != nullptr && !Field(tls->target_name_override).empty()) {
-    grpc::ChannelArguments args =
-        psync::ReconnectingChannelArguments(options.backoff, options.keepalive);
-    SetOverride(tls, &args);
-    options.channel = grpc::CreateCustomChannel(target, Credentials(tls), args);
-  } else if (HasTls(tls)) {
+  if (HasTls(tls)) {
     options.credentials = Credentials(tls);
+    options.tls_target_name_override = Field(tls->target_name_override);
   }
   absl::StatusOr<std::unique_ptr<psync::Client>> client =
       psync::Client::Connect(std::move(options));
@@ -390,10 +391,7 @@ int32_t psync_wait_directive(psync_client* client, uint64_t step, uint32_t chunk
     directive->chunk = d->chunk();
     directive->sequence = d->sequence();
     directive->last_rank = d->last_rank();
-    const std::string& last = d->last_optimizer();
-    const size_t n = std::min(last.size(), sizeof(directive->last_optimizer) - 1);
-    std::memcpy(directive->last_optimizer, last.data(), n);
-    directive->last_optimizer[n] = '\0';
+    CopyTruncated(d->last_optimizer(), directive->last_optimizer);
     directive->wait_micros = d->wait_micros();
   }
   return Report(absl::OkStatus(), status);
