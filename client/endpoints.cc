@@ -3,6 +3,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "server/wire_status.h"
 
 namespace psync {
 
@@ -24,10 +25,7 @@ absl::StatusOr<std::vector<std::string>> SplitTargets(const std::string& list,
 }
 
 std::optional<psync::v1::OwnerRedirect> RedirectIn(const grpc::Status& status) {
-  if (status.ok() || status.error_details().empty()) return std::nullopt;
-  psync::v1::OwnerRedirect redirect;
-  if (!redirect.ParseFromString(status.error_details())) return std::nullopt;
-  return redirect;
+  return server::OwnerRedirectOf(status);
 }
 
 std::optional<psync::v1::OwnerRedirect> RedirectIn(const absl::Status& status) {

@@ -142,8 +142,9 @@ class Coordinator {
 
   // Ends the job: its attached sessions (of ranks that did not leave finished) are closed with
   // FAILED_PRECONDITION, a kJobEnded event records `reason`, and it moves to the history.
-  // INVALID_ARGUMENT (empty job_id, reason over 256 bytes), NOT_FOUND (unknown job), and with job
-  // tokens PERMISSION_DENIED / UNAUTHENTICATED as for Join. An ended job: OK, already_ended.
+  // INVALID_ARGUMENT (empty job_id, reason over 256 bytes), NOT_FOUND (unknown job, or one another
+  // replica serves), FAILED_PRECONDITION (an evicted job), and with job tokens PERMISSION_DENIED /
+  // UNAUTHENTICATED as for Join. An ended job: OK, already_ended.
   absl::StatusOr<EndJobResult> EndJob(const std::string& job_id, const std::string& reason,
                                       const std::string& token) ABSL_LOCKS_EXCLUDED(mu_);
 

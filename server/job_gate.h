@@ -2,7 +2,7 @@
 // jobs (server/ha/replica.h implements it over etcd). A coordinator without one serves every job
 // at epoch 0.
 //
-// Refusals are NotServedHere statuses (server/wire_status.h): UNAVAILABLE with an OwnerRedirect
+// Refusals are NotServedHere statuses (server/not_served.h): UNAVAILABLE with an OwnerRedirect
 // naming the owner, or no owner when nobody may serve the job now. Implementations are
 // thread-safe, and never call into the Coordinator from these methods (the Coordinator calls
 // AdmitMessage with its lock held).
@@ -26,9 +26,6 @@ class JobGate {
   // Any other message of `job_id` (attach, check-ins, sync-dones, leaves): the epoch when this
   // coordinator serves the job now. Does not block: decided from what the gate holds in memory.
   virtual absl::StatusOr<uint64_t> AdmitMessage(const std::string& job_id) = 0;
-  // The job ended or was evicted here: its ownership may go (called after the Coordinator's lock
-  // is released).
-  virtual void Released(const std::string& job_id) {}
 };
 
 }  // namespace psync::server

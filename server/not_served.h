@@ -1,7 +1,7 @@
 // NotServedHere: the status of a coordinator replica for a job it does not serve (another replica
 // owns it, or nobody may serve it now), with the owner to go to attached as a payload. The wire
 // carries it as a psync.v1.OwnerRedirect in the call's binary error details (wire_status.h's
-// ToGrpcStatus); clients read it back with OwnerRedirectOf (client/endpoints.h).
+// ToGrpcStatus); clients read it back with server::OwnerRedirectOf (wire_status.h).
 //
 // Pure functions, no protos (the coordinator core depends on Abseil only). Thread-safe.
 #ifndef PSYNC_SERVER_NOT_SERVED_H_
