@@ -158,7 +158,6 @@ TEST_F(HealthTest, DrainTurnsEveryServiceNotServingAndLetsAnOpenSessionFinish) {
   whole.Cancel();
   coordinator.Cancel();
   drainer.join();
-  EXPECT_TRUE(drained.HasBeenNotified());
 }
 
 TEST_F(HealthTest, DrainCancelsCallsStillOpenAfterTheGracePeriod) {
