@@ -4,6 +4,7 @@
 //
 //   psync-bench --coordinator=bazel-bin/server/psync-coordinator --ranks=256 --chunks=8 --json
 //   psync-bench --target=127.0.0.1:7070 --coordinator_pid=1234 ...   (a running coordinator)
+//   psync-bench --target=127.0.0.1:7070,127.0.0.1:7080 ...   (replicas: the job's owner is found)
 //   psync-bench --coordinator=... --throughput --ranks=64 --chunks=32 --optimizers=8
 //   psync-bench --coordinator=... --sweep_ranks=8,64,512 --sweep_chunks=1,8,32 --json
 //   psync-bench --coordinator=... --agents=4 --agent_binary=bazel-bin/agent/psync-agent ...
@@ -31,15 +32,19 @@
 #include "bench/echo_floor.h"
 #include "bench/latency_summary.h"
 #include "bench/node_driver.h"
+#include "bench/owner_probe.h"
 #include "bench/proc_stats.h"
 #include "bench/rank_driver.h"
 #include "bench/subprocess.h"
+#include "bench/workload.h"
 #include "server/daemon.h"
 
 ABSL_FLAG(std::string, coordinator, "", "psync-coordinator binary to start for each run");
 ABSL_FLAG(std::string, coordinator_args, "",
           "extra flags for the coordinator, space separated (e.g. '--inspect_interval=1s')");
-ABSL_FLAG(std::string, target, "", "host:port of a running coordinator (instead of --coordinator)");
+ABSL_FLAG(std::string, target, "",
+          "host:port of a running coordinator (instead of --coordinator), or a comma-separated "
+          "list of coordinator replicas: each run's job goes to the replica that owns it");
 ABSL_FLAG(int, coordinator_pid, 0,
           "with --target: the coordinator's pid, to sample its CPU/memory");
 ABSL_FLAG(uint32_t, ranks, 8, "simulated ranks (N)");
@@ -201,7 +206,7 @@ absl::StatusOr<Processes> StartProcesses(const RunConfig& run, int index) {
   }
   const uint32_t agents = absl::GetFlag(FLAGS_agents);
   if (agents == 0) {
-    p.rank_targets = {p.coordinator_target};
+    p.rank_targets = absl::StrSplit(p.coordinator_target, ',', absl::SkipWhitespace());
     return p;
   }
   const std::string agent_binary = absl::GetFlag(FLAGS_agent_binary);
@@ -291,6 +296,16 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
   o.join_concurrency = absl::GetFlag(FLAGS_join_concurrency);
   o.timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_s));
   o.seed = absl::GetFlag(FLAGS_seed);
+  if (o.targets.size() > 1 && procs->agents.empty()) {
+    // Coordinator replicas: every rank goes to the job's owner.
+    absl::StatusOr<std::string> owner =
+        FindOwner(o.targets,
+                  JoinRequestFor(
+                      Workload{o.job_id, o.ranks, o.optimizers, o.chunks, o.group_size, o.seed}, 0),
+                  o.timeout);
+    if (!owner.ok()) return owner.status();
+    o.targets = {*owner};
+  }
   CpuMem start, end, agents_start, agents_end, self_start, self_end;
   o.on_measure_start = [&] {
     start = Sample(cpid);
