@@ -23,6 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/endpoints.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
@@ -90,7 +91,9 @@ Commands:
                                      "": the server as a whole; e.g. psync.v1.Coordinator)
 
 Global flags:
-  --target HOST:PORT   coordinator gRPC address (default localhost:7070)
+  --target HOST:PORT   coordinator gRPC address (default localhost:7070); with coordinator
+                       replicas any of them: a command about one job that reaches a replica
+                       not owning it follows it to the owner (a line on stderr says so)
   --json               machine output: the answer as proto3 JSON
   --timeout SECONDS    deadline of each unary call (default 10)
   --help               this text
@@ -302,8 +305,7 @@ class Command {
  public:
   Command(const Args& args, std::ostream& out, std::ostream& err, Interrupt* interrupt)
       : args_(args), out_(out), err_(err), interrupt_(interrupt) {
-    channel_ = grpc::CreateChannel(args.target, grpc::InsecureChannelCredentials());
-    stub_ = v1::Coordinator::NewStub(channel_);
+    Connect(args.target);
   }
 
   int Jobs() {
@@ -317,7 +319,7 @@ class Command {
     grpc::ClientContext context;
     SetDeadline(&context);
     if (auto s = stub_->ListJobs(&context, request, &response); !s.ok()) {
-      return RpcFailure(err_, "ListJobs", args_.target, s);
+      return RpcFailure(err_, "ListJobs", target_, s);
     }
     if (args_.json) {
       out_ << ToJson(response) << "\n";
@@ -341,7 +343,7 @@ class Command {
     SetDeadline(&context);
     if (auto s = grpc::health::v1::Health::NewStub(channel_)->Check(&context, request, &response);
         !s.ok()) {
-      return RpcFailure(err_, "Health.Check", args_.target, s);
+      return RpcFailure(err_, "Health.Check", target_, s);
     }
     if (args_.json) {
       out_ << ToJson(response) << "\n";
@@ -358,7 +360,7 @@ class Command {
     grpc::ClientContext context;
     SetDeadline(&context);
     if (auto s = stub_->ListReplicas(&context, v1::ListReplicasRequest(), &response); !s.ok()) {
-      return RpcFailure(err_, "ListReplicas", args_.target, s);
+      return RpcFailure(err_, "ListReplicas", target_, s);
     }
     if (args_.json) {
       out_ << ToJson(response) << "\n";
@@ -394,10 +396,11 @@ class Command {
     }
     if (auto it = args_.flags.find("token"); it != args_.flags.end()) request.set_token(it->second);
     v1::EndJobResponse response;
-    grpc::ClientContext context;
-    SetDeadline(&context);
-    if (auto s = stub_->EndJob(&context, request, &response); !s.ok()) {
-      return RpcFailure(err_, "EndJob", args_.target, s);
+    if (auto s = AtOwner([&](v1::Coordinator::Stub* stub, grpc::ClientContext* context) {
+          return stub->EndJob(context, request, &response);
+        });
+        !s.ok()) {
+      return RpcFailure(err_, "EndJob", target_, s);
     }
     if (args_.json) {
       out_ << ToJson(response) << "\n";
@@ -411,7 +414,7 @@ class Command {
   int Status(const std::string& job) {
     v1::JobStatus status;
     if (auto s = GetJobStatus(job, &status); !s.ok()) {
-      return RpcFailure(err_, "GetJobStatus", args_.target, s);
+      return RpcFailure(err_, "GetJobStatus", target_, s);
     }
     bool bad = status.state() == "ABORTED" || status.state() == "DEGRADED" ||
                status.lost_ranks_size() > 0 || status.counters().violations() > 0;
@@ -477,21 +480,22 @@ class Command {
 
     std::vector<v1::ChunkStatus> chunks;
     if (has_step) {
-      grpc::ClientContext context;
-      SetDeadline(&context);
       v1::GetChunkStatusRequest request;
       request.set_job_id(job);
       request.set_step(step);
       request.set_chunk(static_cast<uint32_t>(chunk));
       v1::ChunkStatus status;
-      if (auto s = stub_->GetChunkStatus(&context, request, &status); !s.ok()) {
-        return RpcFailure(err_, "GetChunkStatus", args_.target, s);
+      if (auto s = AtOwner([&](v1::Coordinator::Stub* stub, grpc::ClientContext* context) {
+            return stub->GetChunkStatus(context, request, &status);
+          });
+          !s.ok()) {
+        return RpcFailure(err_, "GetChunkStatus", target_, s);
       }
       chunks.push_back(std::move(status));
     } else {
       v1::JobStatus status;
       if (auto s = GetJobStatus(job, &status); !s.ok()) {
-        return RpcFailure(err_, "GetJobStatus", args_.target, s);
+        return RpcFailure(err_, "GetJobStatus", target_, s);
       }
       if (has_chunk && chunk >= status.chunks_size()) {
         return Usage(
@@ -583,7 +587,7 @@ class Command {
     if (auto e = FlagUint(args_, "top", &top)) return Usage(e->message);
     v1::JobStatus status;
     if (auto s = GetJobStatus(job, &status); !s.ok()) {
-      return RpcFailure(err_, "GetJobStatus", args_.target, s);
+      return RpcFailure(err_, "GetJobStatus", target_, s);
     }
     std::vector<v1::StragglerScore> scores(status.stragglers().begin(), status.stragglers().end());
     std::stable_sort(scores.begin(), scores.end(),
@@ -617,13 +621,14 @@ class Command {
     uint64_t last = 0;
     bool has_last = false;
     if (auto e = FlagUint(args_, "last", &last, &has_last)) return Usage(e->message);
-    grpc::ClientContext context;
-    SetDeadline(&context);
     v1::GetAuditRequest request;
     request.set_job_id(job);
     v1::GetAuditResponse response;
-    if (auto s = stub_->GetAudit(&context, request, &response); !s.ok()) {
-      return RpcFailure(err_, "GetAudit", args_.target, s);
+    if (auto s = AtOwner([&](v1::Coordinator::Stub* stub, grpc::ClientContext* context) {
+          return stub->GetAudit(context, request, &response);
+        });
+        !s.ok()) {
+      return RpcFailure(err_, "GetAudit", target_, s);
     }
     const v1::AuditTotals& t = response.totals();
     bool bad = t.double_releases() > 0 || t.checksum_mismatches() > 0 || t.early_syncs() > 0 ||
@@ -699,7 +704,7 @@ class Command {
     const bool stopped =
         (has_count && seen >= count) || (interrupt_ != nullptr && interrupt_->fired());
     if (!status.ok() && !(stopped && status.error_code() == grpc::StatusCode::CANCELLED)) {
-      return RpcFailure(err_, "WatchEvents", args_.target, status);
+      return RpcFailure(err_, "WatchEvents", target_, status);
     }
     return bad ? kBad : kOk;
   }
@@ -720,15 +725,16 @@ class Command {
     if (output == args_.flags.end() || output->second.empty()) {
       return Usage("trace needs -o FILE (\"-\" for stdout)");
     }
-    grpc::ClientContext context;
-    SetDeadline(&context);
     v1::GetTraceRequest request;
     request.set_job_id(job);
     request.set_first_step(first);
     request.set_last_step(last);
     v1::GetTraceResponse response;
-    if (auto s = stub_->GetTrace(&context, request, &response); !s.ok()) {
-      return RpcFailure(err_, "GetTrace", args_.target, s);
+    if (auto s = AtOwner([&](v1::Coordinator::Stub* stub, grpc::ClientContext* context) {
+          return stub->GetTrace(context, request, &response);
+        });
+        !s.ok()) {
+      return RpcFailure(err_, "GetTrace", target_, s);
     }
     const std::string& path = output->second;
     if (path == "-") {
@@ -760,12 +766,40 @@ class Command {
   }
 
   grpc::Status GetJobStatus(const std::string& job, v1::JobStatus* status) {
-    grpc::ClientContext context;
-    SetDeadline(&context);
     v1::GetJobStatusRequest request;
     request.set_job_id(job);
-    return stub_->GetJobStatus(&context, request, status);
+    return AtOwner([&](v1::Coordinator::Stub* stub, grpc::ClientContext* context) {
+      return stub->GetJobStatus(context, request, status);
+    });
   }
+
+  void Connect(const std::string& target) {
+    target_ = target;
+    channel_ = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+    stub_ = v1::Coordinator::NewStub(channel_);
+  }
+
+  // Runs `rpc` (a unary call about one job) at the current target. When a coordinator replica
+  // answers that another replica owns the job (UNAVAILABLE with an OwnerRedirect), it says so on
+  // stderr and asks the owner instead, at most kMaxRedirects times; later commands of this
+  // invocation stay there, and failures name the replica that answered.
+  template <typename Rpc>
+  grpc::Status AtOwner(Rpc rpc) {
+    for (int hop = 0;; ++hop) {
+      grpc::ClientContext context;
+      SetDeadline(&context);
+      const grpc::Status status = rpc(stub_.get(), &context);
+      const std::optional<v1::OwnerRedirect> redirect = RedirectIn(status);
+      if (hop == kMaxRedirects || !redirect.has_value() || redirect->owner().empty() ||
+          redirect->owner() == target_) {
+        return status;
+      }
+      err_ << "psyncctl: " << target_ << " does not serve the job; its owner is replica "
+           << redirect->owner() << " (epoch " << redirect->epoch() << "): asking there\n";
+      Connect(redirect->owner());
+    }
+  }
+  static constexpr int kMaxRedirects = 2;
 
   int Usage(const std::string& message) {
     err_ << "psyncctl " << args_.command << ": " << message << "\n"
@@ -816,6 +850,7 @@ class Command {
   std::ostream& out_;
   std::ostream& err_;
   Interrupt* interrupt_;
+  std::string target_;  // where calls go now: --target, or the owner a replica named
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
 };

@@ -4,6 +4,10 @@
 //
 //   psyncctl [--target HOST:PORT] [--json] [--timeout SECONDS] COMMAND [ARGS]
 //
+// With coordinator replicas, a command about one job (end-job, status, missing, stragglers, audit,
+// trace) sent to a replica that does not own the job follows its OwnerRedirect to the owner (at
+// most twice), with one line on stderr naming the owner.
+//
 //   jobs [--state S,S]                every job the coordinator holds (live, then the history of
 //                                     ended and evicted jobs), optionally only those states
 //   replicas                          coordinator replicas, each job's owner and epoch

@@ -34,6 +34,12 @@ Coordinator::Job* Coordinator::FindJob(const std::string& job_id) {
 absl::Status Coordinator::NoLiveJob(const std::string& job_id, absl::string_view hint) const {
   const FinishedJob* finished = history_.Find(job_id);
   if (finished == nullptr) {
+    // A job another replica owns: send the caller there rather than deny the job exists.
+    if (options_.gate != nullptr) {
+      absl::Status served = options_.gate->AdmitMessage(job_id).status();
+      const std::optional<Redirect> redirect = RedirectOf(served);
+      if (redirect.has_value() && !redirect->owner.empty()) return served;
+    }
     return absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known", hint));
   }
   const JobEnd& end = finished->view.end;
@@ -505,7 +511,7 @@ absl::StatusOr<JobStatusView> Coordinator::GetJobStatus(const std::string& job_i
   if (const FinishedJob* finished = history_.Find(job_id); finished != nullptr) {
     return finished->view;
   }
-  return absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
+  return NoLiveJob(job_id, "");
 }
 
 absl::StatusOr<core::ChunkSnapshot> Coordinator::GetChunkStatus(const std::string& job_id,
@@ -525,7 +531,7 @@ absl::StatusOr<std::string> Coordinator::Trace(const std::string& job_id, core::
   {
     absl::ReaderMutexLock lock(&mu_);
     if (!jobs_.contains(job_id) && history_.Find(job_id) == nullptr) {
-      return absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
+      return NoLiveJob(job_id, "");
     }
     events_.ForEach([&](const core::Event& e) {
       if (e.job_id == job_id) events.push_back(e);
@@ -541,7 +547,7 @@ absl::StatusOr<std::vector<observe::SyncAudit>> Coordinator::Audit(const std::st
   if (const FinishedJob* finished = history_.Find(job_id); finished != nullptr) {
     return finished->audit;
   }
-  return absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known"));
+  return NoLiveJob(job_id, "");
 }
 
 absl::Status Coordinator::CheckToken(const core::RankPlan& plan) const {

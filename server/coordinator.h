@@ -142,9 +142,9 @@ class Coordinator {
 
   // Ends the job: its attached sessions (of ranks that did not leave finished) are closed with
   // FAILED_PRECONDITION, a kJobEnded event records `reason`, and it moves to the history.
-  // INVALID_ARGUMENT (empty job_id, reason over 256 bytes), NOT_FOUND (unknown job, or one another
-  // replica serves), FAILED_PRECONDITION (an evicted job), and with job tokens PERMISSION_DENIED /
-  // UNAUTHENTICATED as for Join. An ended job: OK, already_ended.
+  // INVALID_ARGUMENT (empty job_id, reason over 256 bytes), NOT_FOUND (unknown job), the gate's
+  // NotServedHere (another replica owns it), FAILED_PRECONDITION (an evicted job), and with job
+  // tokens PERMISSION_DENIED / UNAUTHENTICATED as for Join. An ended job: OK, already_ended.
   absl::StatusOr<EndJobResult> EndJob(const std::string& job_id, const std::string& reason,
                                       const std::string& token) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -169,8 +169,9 @@ class Coordinator {
   // periodically by the server's inspector thread (tests call it themselves).
   std::vector<core::Event> EnforceLiveness() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // One (step, chunk) of a job, with its learned deadline. NOT_FOUND for an unknown job; see
-  // core::JobTracker::ChunkAt for the rest.
+  // One (step, chunk) of a job, with its learned deadline. NOT_FOUND for an unknown job (the
+  // gate's NotServedHere for one another replica owns, here and in Trace, Audit and GetJobStatus);
+  // see core::JobTracker::ChunkAt for the rest.
   absl::StatusOr<core::ChunkSnapshot> GetChunkStatus(const std::string& job_id, core::Step step,
                                                      core::ChunkId chunk, absl::Duration* deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -256,7 +257,8 @@ class Coordinator {
   absl::Status LeaveLocked(Job& job, core::RankId rank, uint64_t generation, bool finished,
                            absl::Time now, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why there is no live job `job_id`: FAILED_PRECONDITION naming it as ended or evicted when it is
-  // in the history, NOT_FOUND otherwise (`hint` ends the message).
+  // in the history; the gate's NotServedHere when another replica owns it; NOT_FOUND otherwise
+  // (`hint` ends the message).
   absl::Status NoLiveJob(const std::string& job_id, absl::string_view hint) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Why a message of `job_id` finds no live job here: the gate's NotServedHere when this

@@ -28,11 +28,21 @@ http::Response JsonOf(const google::protobuf::Message& message) {
 }
 
 http::Response ErrorOf(const absl::Status& status) {
-  const int code = status.code() == absl::StatusCode::kNotFound ? 404
-                   : status.code() == absl::StatusCode::kInvalidArgument ||
-                           status.code() == absl::StatusCode::kOutOfRange
-                       ? 400
-                       : 500;
+  int code = 500;
+  switch (status.code()) {
+    case absl::StatusCode::kNotFound:
+      code = 404;
+      break;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      code = 400;
+      break;
+    case absl::StatusCode::kUnavailable:  // another replica owns the job: the message names it
+      code = 503;
+      break;
+    default:
+      break;
+  }
   return http::Response::Text(code, std::string(status.message()) + "\n");
 }
 

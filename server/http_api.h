@@ -16,7 +16,8 @@
 //   /api/replicas                     ListReplicasResponse: the coordinator replicas, each job's
 //                                     owner and epoch ("self" empty: a single coordinator)
 //
-// JSON uses the proto field names (snake_case). Errors: 400 (bad parameter), 404 (unknown job).
+// JSON uses the proto field names (snake_case). Errors: 400 (bad parameter), 404 (unknown job),
+// 503 (coordinator replicas: another replica owns the job; the text names it).
 //
 // Auth: when HttpApiOptions::token is set, every /api/ request must carry
 // "Authorization: Bearer <token>"; otherwise the answer is 401 with a "WWW-Authenticate: Bearer"

@@ -3,12 +3,14 @@
 // details); a client given both addresses ends at the owner after one redirect; directives carry
 // the owner's epoch (the job key's create_revision); ListReplicas shows the replicas and owners.
 #include <memory>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
 #include "client/endpoints.h"
+#include "client/psyncctl.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -17,6 +19,7 @@
 #include "server/ha/fake_etcd_client.h"
 #include "server/ha/ownership.h"
 #include "server/http/testing/curl_client.h"
+#include "server/job_view.h"
 #include "tests/ha/etcd_process.h"
 
 namespace psync {
@@ -159,6 +162,52 @@ TEST_F(RedirectTest, JoinAtTheWrongReplicaNamesTheOwnerAndClientsGoThere) {
   const grpc::Status redirected = wrong->Join(&again, Plan(job), &response);
   ASSERT_TRUE(RedirectIn(redirected).has_value());
   EXPECT_EQ(RedirectIn(redirected)->epoch(), epoch);
+
+  // Questions about the job at the wrong replica name the owner too, instead of NOT_FOUND.
+  const std::string owned_there =
+      absl::StrCat("job '", job, "' is owned by replica '", addresses_[0], "' (epoch ", epoch,
+                   "): connect there");
+  grpc::ClientContext status_context;
+  v1::GetJobStatusRequest status_request;
+  status_request.set_job_id(job);
+  v1::JobStatus status;
+  const grpc::Status status_refused = wrong->GetJobStatus(&status_context, status_request, &status);
+  EXPECT_EQ(status_refused.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(status_refused.error_message(), owned_there);
+  ASSERT_TRUE(RedirectIn(status_refused).has_value());
+  EXPECT_EQ(RedirectIn(status_refused)->owner(), addresses_[0]);
+  grpc::ClientContext end_context;
+  v1::EndJobRequest end_request;
+  end_request.set_job_id(job);
+  v1::EndJobResponse ended;
+  const grpc::Status end_refused = wrong->EndJob(&end_context, end_request, &ended);
+  EXPECT_EQ(end_refused.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(end_refused.error_message(), owned_there);
+  // ... and changed nothing: the job still runs at its owner. An unknown job is still NOT_FOUND.
+  EXPECT_EQ(server::JobStateText(*servers_[0]->coordinator().GetJobStatus(job)), "RUNNING");
+  grpc::ClientContext unknown_context;
+  status_request.set_job_id("never-joined");
+  EXPECT_EQ(wrong->GetJobStatus(&unknown_context, status_request, &status).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  absl::StatusOr<http::Response> http_job = http::testing::CurlGet(
+      absl::StrCat("http://127.0.0.1:", servers_[1]->http_port(), "/api/job?id=", job));
+  ASSERT_TRUE(http_job.ok()) << http_job.status();
+  EXPECT_EQ(http_job->status, 503);
+  EXPECT_EQ(http_job->body, owned_there + "\n");
+
+  // psyncctl pointed at the wrong replica follows the redirect, says so, and answers.
+  std::ostringstream out, err;
+  EXPECT_EQ(ctl::RunPsyncctl({"--target", addresses_[1], "audit", job}, out, err), 0) << err.str();
+  EXPECT_EQ(err.str(), absl::StrCat("psyncctl: ", addresses_[1],
+                                    " does not serve the job; its owner is replica ", addresses_[0],
+                                    " (epoch ", epoch, "): asking there\n"));
+  std::ostringstream end_out, end_err;
+  EXPECT_EQ(ctl::RunPsyncctl({"--target", addresses_[1], "end-job", job, "--reason", "done"},
+                             end_out, end_err),
+            0)
+      << end_err.str();
+  EXPECT_EQ(end_out.str(), absl::StrCat("job ", job, " ended: done\n"));
+  EXPECT_EQ(server::JobStateText(*servers_[0]->coordinator().GetJobStatus(job)), "ENDED");
   (*client)->Close();
 }
 
