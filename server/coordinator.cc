@@ -271,11 +271,8 @@ absl::StatusOr<std::vector<core::Notice>> Coordinator::Attach(const std::string&
     auto it = jobs_.find(job_id);
     if (it != jobs_.end() && !(status = CheckServed(*it->second)).ok()) {
       RecordRejection(job_id, it->second.get(), status, clock_->Now(), &out);
-    } else if (it == jobs_.end() && options_.gate != nullptr &&
-               !(status = options_.gate->AdmitMessage(job_id).status()).ok()) {
-      RecordRejection(job_id, nullptr, status, clock_->Now(), &out);
     } else if (it == jobs_.end()) {
-      status = NoLiveJob(job_id, "; Join first");
+      status = NotHere(job_id, "; Join first");
       RecordRejection(job_id, nullptr, status, clock_->Now(), &out);
     } else if (status = it->second->tracker->CheckAttach(rank, generation, session_id);
                !status.ok()) {
@@ -623,10 +620,7 @@ void Coordinator::FinishJob(absl::flat_hash_map<std::string, std::unique_ptr<Job
   const absl::Status closing = absl::FailedPreconditionError(
       absl::StrCat("job_id '", job_id, "' has ",
                    kind == JobEndKind::kEvicted ? "been evicted" : "ended", ": ", reason));
-  for (auto& [rank, sink] : job.sessions) {
-    --sessions_;
-    if (!job.finished.contains(rank)) out->closes.emplace_back(std::move(sink), closing);
-  }
+  CloseSessionsLocked(job, closing, out);
   core::Event e;
   e.kind = kind == JobEndKind::kEvicted ? EventKind::kJobEvicted : EventKind::kJobEnded;
   e.time = now;
@@ -734,13 +728,13 @@ std::vector<core::Event> Coordinator::EventsSince(uint64_t from, uint64_t* next,
 
 namespace psync::server {
 
-absl::Status Coordinator::NotHere(const std::string& job_id) const {
+absl::Status Coordinator::NotHere(const std::string& job_id, absl::string_view hint) const {
   if (options_.gate != nullptr) {
     if (absl::Status served = options_.gate->AdmitMessage(job_id).status(); !served.ok()) {
       return served;
     }
   }
-  return NoLiveJob(job_id, "");
+  return NoLiveJob(job_id, hint);
 }
 
 absl::Status Coordinator::CheckServed(const Job& job) {
@@ -757,11 +751,17 @@ absl::Status Coordinator::CheckServed(const Job& job) {
 
 void Coordinator::DropJobLocked(absl::flat_hash_map<std::string, std::unique_ptr<Job>>::iterator it,
                                 const absl::Status& status, Outgoing* out) {
-  for (auto& [rank, sink] : it->second->sessions) {
-    --sessions_;
-    out->closes.emplace_back(std::move(sink), status);
-  }
+  CloseSessionsLocked(*it->second, status, out);
   jobs_.erase(it);
+}
+
+void Coordinator::CloseSessionsLocked(Job& job, const absl::Status& status, Outgoing* out) {
+  for (auto& [rank, sink] : job.sessions) {
+    --sessions_;
+    // A rank that left finished is done with its Session: it is not told why the job went.
+    if (!job.finished.contains(rank)) out->closes.emplace_back(std::move(sink), status);
+  }
+  job.sessions.clear();
 }
 
 size_t Coordinator::DropJobs(absl::Span<const std::string> job_ids, const absl::Status& status) {

@@ -263,12 +263,17 @@ class Coordinator {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Why a message of `job_id` finds no live job here: the gate's NotServedHere when this
   // coordinator does not serve the job (the client goes where it is served), else NoLiveJob.
-  absl::Status NotHere(const std::string& job_id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::Status NotHere(const std::string& job_id, absl::string_view hint = "") const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The live job `job_id`, or null.
   Job* FindJob(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OK when this coordinator serves `job` now at the epoch it holds it at (always, without a
   // gate); else the gate's NotServedHere. Decided under mu_, just before the tracker may release.
   absl::Status CheckServed(const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the Sessions attached to `job` (but those of ranks that left finished) with `status`,
+  // through `out`, and forgets them.
+  void CloseSessionsLocked(Job& job, const absl::Status& status, Outgoing* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes the live job `it` without a history entry; its sessions are closed with `status`.
   void DropJobLocked(absl::flat_hash_map<std::string, std::unique_ptr<Job>>::iterator it,
                      const absl::Status& status, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

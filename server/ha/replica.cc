@@ -55,25 +55,19 @@ void Replica::Tick() {
   const std::string& self = options_.ownership.self;
   int64_t lease = 0;
   bool keepalive_due = false;
+  uint64_t claims_before = 0;
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
     const absl::Time now = clock_->Now();
     if (ownership_.lease() != 0 && !ownership_.Holding(now)) {
-      const int64_t lapsed = ownership_.Lapse();
-      ++counters_.lease_lapses;
-      Log(absl::StrCat("etcd lease ", lapsed,
-                       " passed its deadline: serving nothing until a new one"));
+      NoteLapsedLocked(ownership_.Lapse(), "passed its deadline");
     }
     lease = ownership_.lease();
     keepalive_due = lease != 0 && now >= ownership_.NextKeepAlive();
-  }
-  uint64_t errors = 0;
-  uint64_t claims_before = 0;
-  {
-    absl::MutexLock lock(&mu_);
     claims_before = counters_.claims;
   }
+  uint64_t errors = 0;
   if (lease == 0) {
     const absl::Time sent = clock_->Now();
     absl::StatusOr<int64_t> granted = etcd_->GrantLease(options_.ownership.lease_ttl);
@@ -92,9 +86,7 @@ void Replica::Tick() {
     if (ttl.ok()) {
       ownership_.KeepAliveAnswered(lease, sent, *ttl);
     } else if (absl::IsNotFound(ttl.status()) && ownership_.lease() == lease) {
-      ownership_.Lapse();
-      ++counters_.lease_lapses;
-      Log(absl::StrCat("etcd lease ", lease, " expired: serving nothing until a new one"));
+      NoteLapsedLocked(ownership_.Lapse(), "expired");
     } else {
       ++errors;
     }
@@ -122,14 +114,17 @@ void Replica::Tick() {
     const int64_t lease_before = ownership_.lease();
     lost = ownership_.TakeLost(clock_->Now());
     if (lease_before != 0 && ownership_.lease() == 0) {
-      ++counters_.lease_lapses;
-      Log(absl::StrCat("etcd lease ", lease_before,
-                       " passed its deadline: serving nothing until a new one"));
+      NoteLapsedLocked(lease_before, "passed its deadline");
     }
     counters_.jobs_lost += lost.size();
   }
   for (const std::string& job : lost) Log(absl::StrCat("stopped serving job '", job, "'"));
   if (!lost.empty() && on_lost_) on_lost_(lost);
+}
+
+void Replica::NoteLapsedLocked(int64_t lease, absl::string_view why) {
+  ++counters_.lease_lapses;
+  Log(absl::StrCat("etcd lease ", lease, " ", why, ": serving nothing until a new one"));
 }
 
 absl::StatusOr<uint64_t> Replica::Answer(const std::string& job_id, const Route& route) const {

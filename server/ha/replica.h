@@ -25,6 +25,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "server/clock.h"
@@ -85,6 +86,8 @@ class Replica final : public JobGate {
   // The status (or epoch) a route amounts to.
   absl::StatusOr<uint64_t> Answer(const std::string& job_id, const Route& route) const;
   void Log(const std::string& line) const;
+  // Counts and logs that `lease` is gone (`why`: "expired", "passed its deadline").
+  void NoteLapsedLocked(int64_t lease, absl::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const ReplicaOptions options_;
