@@ -23,7 +23,6 @@ import atexit
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -78,12 +77,6 @@ def parse_args():
     return p.parse_args()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_coordinator(binary: str, work: Path) -> str:
     port_file = work / "coordinator.port"
     log = open(work / "coordinator.log", "w")
@@ -105,7 +98,8 @@ def run_mode(args, name, mode, overlap, target, work: Path, round_: int = 0):
     out = work / (name if round_ == 0 else f"{name}.{round_}")
     out.mkdir(parents=True, exist_ok=True)
     job = f"{name}-{uuid.uuid4().hex[:8]}"
-    init = f"tcp://127.0.0.1:{free_port()}"
+    # torch's file rendezvous in the run's own folder: no port to pick, so no race for one.
+    init = f"file://{out.resolve()}/torch-rendezvous"
     procs = []
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(

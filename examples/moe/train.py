@@ -56,7 +56,7 @@ def parse_args():
     p.add_argument("--mode", choices=["reference", "naive", "coordinated"], required=True)
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--world_size", type=int, required=True)
-    p.add_argument("--init", required=True, help="torch.distributed init_method (tcp://...)")
+    p.add_argument("--init", required=True, help="torch.distributed init_method (file://... or tcp://...)")
     p.add_argument("--target", default="", help="psync coordinator (naive, coordinated)")
     p.add_argument("--job", default="moe")
     p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")

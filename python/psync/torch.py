@@ -40,7 +40,8 @@ without psync). Not thread-safe: use it from the training loop's thread.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+import collections
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence
 
 import psync
 
@@ -64,7 +65,7 @@ class ParamSyncGate:
         self._ended = False  # end_step was called for _step
         self._next_launch = 0  # chunks below it were launched for _step
         self._handles: Dict[int, Any] = {}
-        self._reports: List[psync.Pending] = []
+        self._reports: Deque[psync.Pending] = collections.deque()
         self.directive_waits = 0  # times a directive had not arrived when it was needed
         self.checksums: Dict[int, Mapping[str, int]] = {}
 
@@ -165,10 +166,8 @@ class ParamSyncGate:
                     self.client.sync_done_async(self._step, chunk, dict(checksums), 1))
 
     def _check_reports(self, block: bool) -> None:
-        keep = []
-        for pending in self._reports:
-            if block or pending.done():
-                pending.result(timeout=self.directive_timeout if block else 0)
-            else:
-                keep.append(pending)
-        self._reports = keep
+        # Answers arrive in the order the reports were sent (one Session), so the oldest report
+        # is the first to be done: checking stops at the first outstanding one, and each report
+        # is looked at once after its answer.
+        while self._reports and (block or self._reports[0].done()):
+            self._reports.popleft().result(timeout=self.directive_timeout if block else 0)
