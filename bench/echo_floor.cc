@@ -1,10 +1,15 @@
 #include "bench/echo_floor.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "bench/echo.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "server/daemon.h"
@@ -92,6 +97,59 @@ absl::StatusOr<std::vector<int64_t>> MeasureRoundTrips(const std::string& target
   stream->WritesDone();
   stream->Finish();
   return rtts;
+}
+
+absl::StatusOr<uint64_t> RunEchoLoad(const std::string& target, int streams,
+                                     absl::Duration interval, absl::Duration duration,
+                                     int payload_bytes) {
+  std::atomic<uint64_t> round_trips{0};
+  absl::Mutex mu;
+  absl::Status failure;                                            // the first stream's failure
+  const absl::Time start = absl::Now() + absl::Milliseconds(200);  // every stream connected
+  const absl::Time end = start + duration;
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(streams));
+  for (int i = 0; i < streams; ++i) {
+    threads.emplace_back([&, i] {
+      // A channel argument of its own gives each stream its own subchannel: its own connection.
+      grpc::ChannelArguments args;
+      args.SetInt("psync.bench.echo_stream", i);
+      auto stub = Echo::NewStub(
+          grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+      grpc::ClientContext context;
+      auto stream = stub->Stream(&context);
+      EchoMessage ping, pong;
+      ping.set_payload(std::string(static_cast<size_t>(payload_bytes), 'x'));
+      // Streams start spread over one interval, as ranks do not tick in unison.
+      absl::Time next = start + interval * i / streams;
+      uint64_t done = 0;
+      bool broke = false;
+      while (next < end) {
+        absl::SleepFor(next - absl::Now());
+        ping.set_seq(done);
+        if (!stream->Write(ping) || !stream->Read(&pong)) {
+          broke = true;
+          break;
+        }
+        ++done;
+        next += interval;
+      }
+      stream->WritesDone();
+      const grpc::Status status = stream->Finish();
+      round_trips += done;
+      if (broke) {
+        absl::MutexLock lock(&mu);
+        if (failure.ok()) {
+          failure = absl::UnavailableError(
+              absl::StrCat("echo stream ", i, " to ", target, " broke: ", status.error_message()));
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  absl::MutexLock lock(&mu);
+  if (!failure.ok()) return failure;
+  return round_trips.load();
 }
 
 }  // namespace psync::bench

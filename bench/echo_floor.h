@@ -7,6 +7,12 @@
 // MeasureRoundTrips() opens one stream to `target` and, `count` times, writes one message and
 // waits for its echo; it returns each round trip in nanoseconds (after `warmup` unrecorded ones).
 // Errors: UNAVAILABLE when the stream cannot be used. Blocking; thread-compatible.
+//
+// RunEchoLoad() is the floor of the server's CPU per message: `streams` streams, each on its own
+// TCP connection and its own thread, each doing one round trip every `interval` (paced, like
+// ranks that check in at a steady rate) for `duration`. It returns the round trips completed
+// (each is one message read and one written by the server); the caller samples the server's CPU
+// around it. UNAVAILABLE when a stream breaks.
 #ifndef PSYNC_BENCH_ECHO_FLOOR_H_
 #define PSYNC_BENCH_ECHO_FLOOR_H_
 
@@ -15,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace psync::bench {
 
@@ -22,6 +29,10 @@ int ServeEcho(const std::string& listen, const std::string& port_file);
 
 absl::StatusOr<std::vector<int64_t>> MeasureRoundTrips(const std::string& target, int count,
                                                        int warmup, int payload_bytes);
+
+absl::StatusOr<uint64_t> RunEchoLoad(const std::string& target, int streams,
+                                     absl::Duration interval, absl::Duration duration,
+                                     int payload_bytes);
 
 }  // namespace psync::bench
 

@@ -76,6 +76,15 @@ ABSL_FLAG(std::string, label, "", "the run's 'system' in the JSON (default psync
 ABSL_FLAG(bool, floor, true,
           "measure the gRPC round-trip floor (echo ping-pong) once per invocation");
 ABSL_FLAG(int, floor_round_trips, 3000, "round trips of the floor measurement");
+ABSL_FLAG(int, floor_streams, 0,
+          "also measure the echo server's CPU per message with this many paced streams (each on "
+          "its own connection; 0: not measured)");
+ABSL_FLAG(double, floor_interval_ms, 10,
+          "with --floor_streams: one round trip per stream this often");
+ABSL_FLAG(double, floor_seconds, 5, "with --floor_streams: how long the paced streams run");
+ABSL_FLAG(std::string, server_taskset, "",
+          "CPU list (taskset -c) for the coordinator and the echo server, e.g. 0 or 0-1; the "
+          "benchmark itself runs wherever it was started");
 ABSL_FLAG(uint32_t, agents, 0, "node agents to start; rank r connects to agent r / (N / agents)");
 ABSL_FLAG(std::string, agent_binary, "", "the node agent binary (psync-agent)");
 ABSL_FLAG(std::string, agent_args,
@@ -150,21 +159,67 @@ absl::Status CheckSimulatedNodeFlags() {
 
 double Mib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
-// The gRPC floor: an echo server in a child process (this binary) and one ping-pong stream.
-absl::StatusOr<LatencySummary> MeasureFloor(const std::string& self) {
+// argv run on the --server_taskset CPUs when that is set.
+std::vector<std::string> OnServerCpus(std::vector<std::string> argv) {
+  const std::string cpus = absl::GetFlag(FLAGS_server_taskset);
+  if (cpus.empty()) return argv;
+  argv.insert(argv.begin(), {"/usr/bin/taskset", "-c", cpus});
+  return argv;
+}
+
+struct Floor {
+  LatencySummary rtt;
+  // --floor_streams: the echo server's CPU per message under paced streams.
+  int streams = 0;
+  double round_trips_per_s = 0;
+  double cpu_fraction = 0;
+  double cpu_us_per_message = 0;
+
+  std::string CpuJson() const {
+    return absl::StrFormat(
+        "{\"streams\":%d,\"interval_ms\":%.3f,\"round_trips_per_s\":%.1f,\"cpu_fraction\":%.4f,"
+        "\"cpu_us_per_message\":%.3f}",
+        streams, absl::GetFlag(FLAGS_floor_interval_ms), round_trips_per_s, cpu_fraction,
+        cpu_us_per_message);
+  }
+};
+
+// The gRPC floor: an echo server in a child process (this binary), one ping-pong stream for the
+// round trip, then (--floor_streams) paced streams for the server's CPU per message.
+absl::StatusOr<Floor> MeasureFloor(const std::string& self) {
   const std::string port_file = TempPath("echo.port");
   std::remove(port_file.c_str());
   auto server = Subprocess::Start(
-      {self, "--serve_echo", absl::StrCat("--echo_port_file=", port_file)}, TempPath("echo.log"));
+      OnServerCpus({self, "--serve_echo", absl::StrCat("--echo_port_file=", port_file)}),
+      TempPath("echo.log"));
   if (!server.ok()) return server.status();
   auto port = WaitForPortFile(port_file, server->get(), absl::Seconds(20));
   if (!port.ok()) return port.status();
-  auto rtts = MeasureRoundTrips(absl::StrCat("127.0.0.1:", *port),
-                                absl::GetFlag(FLAGS_floor_round_trips), 200, 24);
+  const std::string target = absl::StrCat("127.0.0.1:", *port);
+  auto rtts = MeasureRoundTrips(target, absl::GetFlag(FLAGS_floor_round_trips), 200, 24);
+  if (!rtts.ok()) return rtts.status();
+  Floor floor;
+  floor.rtt = Summarize(*rtts);
+  if (const int streams = absl::GetFlag(FLAGS_floor_streams); streams > 0) {
+    const absl::Duration duration = absl::Seconds(absl::GetFlag(FLAGS_floor_seconds));
+    auto before = SampleProcess((*server)->pid());
+    const absl::Time start = absl::Now();
+    auto round_trips = RunEchoLoad(
+        target, streams, absl::Microseconds(absl::GetFlag(FLAGS_floor_interval_ms) * 1000),
+        duration, 24);
+    const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
+    auto after = SampleProcess((*server)->pid());
+    if (!round_trips.ok()) return round_trips.status();
+    if (!before.ok() || !after.ok()) return before.ok() ? after.status() : before.status();
+    const double cpu = after->cpu_seconds - before->cpu_seconds;
+    floor.streams = streams;
+    floor.round_trips_per_s = static_cast<double>(*round_trips) / elapsed;
+    floor.cpu_fraction = cpu / elapsed;
+    floor.cpu_us_per_message = *round_trips > 0 ? cpu / (2.0 * *round_trips) * 1e6 : 0;
+  }
   (*server)->Stop();
   std::remove(port_file.c_str());
-  if (!rtts.ok()) return rtts.status();
-  return Summarize(*rtts);
+  return floor;
 }
 
 struct Processes {
@@ -192,7 +247,8 @@ absl::StatusOr<Processes> StartProcesses(const RunConfig& run, int index) {
         "--lost_rank_abort_after=7200s",
     };
     for (const std::string& a : SplitArgs(absl::GetFlag(FLAGS_coordinator_args))) argv.push_back(a);
-    auto child = Subprocess::Start(argv, TempPath(absl::StrCat("coordinator-", index, ".log")));
+    auto child = Subprocess::Start(OnServerCpus(std::move(argv)),
+                                   TempPath(absl::StrCat("coordinator-", index, ".log")));
     if (!child.ok()) return child.status();
     auto port = WaitForPortFile(port_file, child->get(), absl::Seconds(30));
     std::remove(port_file.c_str());
@@ -269,7 +325,7 @@ CpuMem SampleAll(const std::vector<std::unique_ptr<Subprocess>>& procs) {
 // One run: start the processes, drive the ranks, sample, stop. Returns the JSON object; *ok is
 // false when a correctness check failed.
 absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
-                                    const std::optional<LatencySummary>& floor, bool print_text,
+                                    const std::optional<Floor>& floor, bool print_text,
                                     bool* ok_out) {
   auto procs = StartProcesses(run, index);
   if (!procs.ok()) return procs.status();
@@ -400,7 +456,18 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
   }
   absl::StrAppend(&json, absl::StrFormat(",\"bench_cpu_s\":%.3f",
                                          self_end.cpu_seconds - self_start.cpu_seconds));
-  if (floor.has_value()) absl::StrAppend(&json, ",\"grpc_floor_rtt\":", floor->Json());
+  if (floor.has_value()) {
+    absl::StrAppend(&json, ",\"grpc_floor_rtt\":", floor->rtt.Json());
+    if (floor->streams > 0) {
+      absl::StrAppend(&json, ",\"grpc_floor_cpu\":", floor->CpuJson());
+      // What one check-in costs the coordinator, in messages of the bare echo server.
+      if (cpid > 0 && checkins > 0 && floor->cpu_us_per_message > 0) {
+        absl::StrAppend(&json,
+                        absl::StrFormat(",\"checkin_cost_in_floor_messages\":%.2f",
+                                        coord_cpu / checkins * 1e6 / floor->cpu_us_per_message));
+      }
+    }
+  }
   absl::StrAppend(&json,
                   absl::StrFormat(",\"load_avg\":[%.2f,%.2f,%.2f]}", load[0], load[1], load[2]));
   if (print_text) {
@@ -447,7 +514,7 @@ int Main(const std::string& self) {
       return 2;
     }
   }
-  std::optional<LatencySummary> floor;
+  std::optional<Floor> floor;
   const bool json = absl::GetFlag(FLAGS_json);
   if (absl::GetFlag(FLAGS_floor)) {
     auto f = MeasureFloor(self);
@@ -458,7 +525,14 @@ int Main(const std::string& self) {
     floor = *f;
     if (!json) {
       std::cout << absl::StrFormat("gRPC floor (echo round trip): p50 %.0f us p99 %.0f us\n",
-                                   floor->p50_us, floor->p99_us);
+                                   floor->rtt.p50_us, floor->rtt.p99_us);
+      if (floor->streams > 0) {
+        std::cout << absl::StrFormat(
+            "gRPC floor (echo server, %d paced streams): %.0f round trips/s, %.2f us CPU per "
+            "message, %.0f%% of a core\n",
+            floor->streams, floor->round_trips_per_s, floor->cpu_us_per_message,
+            100 * floor->cpu_fraction);
+      }
     }
   }
   int failures = 0;
