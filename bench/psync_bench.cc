@@ -61,6 +61,9 @@ ABSL_FLAG(double, step_period_ms, 0,
 ABSL_FLAG(uint32_t, max_batch_items, 1,
           "check-ins of one rank due at the same moment share a StagedBatch of at most this many");
 ABSL_FLAG(bool, batch_sync_done, false, "one SyncDoneBatch per rank and step (else one per chunk)");
+ABSL_FLAG(bool, lazy_acks, false,
+          "ranks ask for lazy acks of their check-ins and SyncDones (SessionUp.lazy_ack), as "
+          "psync::Client's asynchronous calls do");
 ABSL_FLAG(bool, throughput, false,
           "throughput mode: no arrival delays, each rank sends its K*C check-ins of a step in one "
           "StagedBatch and its C SyncDones in one SyncDoneBatch, steps back to back");
@@ -347,6 +350,7 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
   o.step_period = absl::Microseconds(absl::GetFlag(FLAGS_step_period_ms) * 1000.0);
   o.max_batch_items = throughput ? o.optimizers * o.chunks : absl::GetFlag(FLAGS_max_batch_items);
   o.batch_sync_done = throughput || absl::GetFlag(FLAGS_batch_sync_done);
+  o.lazy_acks = absl::GetFlag(FLAGS_lazy_acks);
   o.connections = absl::GetFlag(FLAGS_connections);
   o.group_size = absl::GetFlag(FLAGS_group_size);
   o.join_concurrency = absl::GetFlag(FLAGS_join_concurrency);
@@ -419,8 +423,9 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
       absl::StrFormat(",\"step_period_ms\":%.3f", absl::ToDoubleMilliseconds(o.step_period)),
       ",\"max_batch_items\":", o.max_batch_items,
       ",\"batch_sync_done\":", o.batch_sync_done ? "true" : "false",
-      ",\"connections\":", o.connections, ",\"group_size\":", o.group_size,
-      ",\"agents\":", procs->agents.size(), ",\"ranks_per_node\":", ranks_per_node,
+      ",\"lazy_acks\":", o.lazy_acks ? "true" : "false", ",\"connections\":", o.connections,
+      ",\"group_size\":", o.group_size, ",\"agents\":", procs->agents.size(),
+      ",\"ranks_per_node\":", ranks_per_node,
       ",\"node_tick_us\":", ranks_per_node > 0 ? absl::GetFlag(FLAGS_node_tick_us) : 0,
       ",\"node_flush_on_complete\":",
       ranks_per_node > 0 && absl::GetFlag(FLAGS_node_flush_on_complete) ? "true" : "false",

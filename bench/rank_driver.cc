@@ -112,6 +112,7 @@ class RankStream final : public grpc::ClientBidiReactor<v1::SessionUp, v1::Sessi
   uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t sent_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t acked_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<uint64_t> lazy_ids_ ABSL_GUARDED_BY(mu_);  // lazy_ack messages not answered yet
   uint64_t step_ ABSL_GUARDED_BY(mu_) = 0;
   bool last_step_done_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<char> received_ ABSL_GUARDED_BY(mu_);
@@ -257,6 +258,10 @@ void RankStream::Start(uint64_t generation, const std::string& session_id) {
 bool RankStream::EnqueueLocked(v1::SessionUp up) {
   up.set_request_id(next_request_id_++);
   ++sent_;
+  if (driver_->options().lazy_acks && (up.has_staged() || up.has_sync_done())) {
+    up.set_lazy_ack(true);
+    lazy_ids_.push_back(up.request_id());
+  }
   queue_.push_back(std::move(up));
   if (writing_) return false;
   writing_ = true;
@@ -421,6 +426,12 @@ void RankStream::OnReadDone(bool ok) {
         break;
       case v1::SessionDown::KIND_NOT_SET:
         break;
+    }
+    // The lazily acked messages up to acked_through were accepted.
+    while (!lazy_ids_.empty() && lazy_ids_.front() <= in_.acked_through()) {
+      lazy_ids_.pop_front();
+      ++acked_;
+      driver_->counters.acks.fetch_add(1, std::memory_order_relaxed);
     }
     finished = FinishedLocked();
   }

@@ -56,6 +56,9 @@ struct DriverOptions {
   uint32_t max_batch_items = 1;
   // One SyncDoneBatch per rank and step instead of one SyncDone per directive.
   bool batch_sync_done = false;
+  // Check-ins and SyncDones ask for lazy acks (SessionUp.lazy_ack), as psync::Client's
+  // asynchronous calls do.
+  bool lazy_acks = false;
   // TCP connections to each target; 0: one per rank (as separate processes would have).
   uint32_t connections = 0;
   // Sync group size; 0: one group "dp" holding every rank.

@@ -162,17 +162,18 @@ SessionUp SyncDoneMessage(uint64_t step, uint32_t chunk,
 }  // namespace
 
 void Client::ReportStagedAsync(std::vector<psync::v1::Staged> items, AckCallback done) {
-  SendAsync(StagedMessage(std::move(items)), std::move(done));
+  SendAsync(StagedMessage(std::move(items)), std::move(done), /*lazy=*/true);
 }
 
 void Client::SkipStepAsync(uint64_t step, absl::string_view reason, AckCallback done) {
-  SendAsync(SkipMessage(step, reason), std::move(done));
+  SendAsync(SkipMessage(step, reason), std::move(done), /*lazy=*/true);
 }
 
 void Client::ReportSyncDoneAsync(uint64_t step, uint32_t chunk,
                                  std::vector<psync::v1::GroupChecksum> checksums,
                                  uint32_t executions, AckCallback done) {
-  SendAsync(SyncDoneMessage(step, chunk, std::move(checksums), executions), std::move(done));
+  SendAsync(SyncDoneMessage(step, chunk, std::move(checksums), executions), std::move(done),
+            /*lazy=*/true);
 }
 
 absl::Status Client::ReportStaged(uint64_t step, uint32_t chunk, absl::string_view optimizer,
@@ -209,7 +210,7 @@ absl::Status Client::ReportSyncDone(uint64_t step, uint32_t chunk,
   return SendAndWait(SyncDoneMessage(step, chunk, std::move(checksums), executions));
 }
 
-uint64_t Client::SendAsync(SessionUp up, AckCallback done) {
+uint64_t Client::SendAsync(SessionUp up, AckCallback done, bool lazy) {
   absl::Status refused;
   {
     absl::MutexLock lock(&mu_);
@@ -220,6 +221,7 @@ uint64_t Client::SendAsync(SessionUp up, AckCallback done) {
     } else {
       const uint64_t id = next_request_id_++;
       up.set_request_id(id);
+      up.set_lazy_ack(lazy && options_.lazy_acks);
       SetMessageGeneration(&up, generation_);
       calls_.emplace(id, PendingCall{up, std::move(done)});
       // Queued under mu_, so the stream's ledger holds request ids in rising order.
@@ -405,11 +407,37 @@ std::vector<SessionUp> Client::OnOpen(bool* handshake) {
 }
 
 void Client::OnRead(const SessionDown& down) {
+  const uint64_t through = down.acked_through();
   if (down.has_ack()) {
+    // Calls are answered in request order: the lazy ones below this Ack's request first.
+    if (through != 0 && down.ack().request_id() > 1) {
+      HandleAckedThrough(std::min(through, down.ack().request_id() - 1));
+    }
     HandleAck(down.ack());
-  } else {
+  } else if (down.kind_case() != SessionDown::KIND_NOT_SET) {
     Notify(down);
   }
+  if (through != 0) HandleAckedThrough(through);
+}
+
+void Client::HandleAckedThrough(uint64_t through) {
+  std::vector<AckCallback> accepted;
+  {
+    absl::MutexLock lock(&mu_);
+    // Calls are keyed by request id: the lazy ones up to `through` were accepted. A call that is
+    // not lazy is answered by an Ack of its own, which came first.
+    for (auto it = calls_.begin(); it != calls_.end() && it->first <= through;) {
+      if (!it->second.up.lazy_ack()) {
+        ++it;
+        continue;
+      }
+      stream_->Acknowledge(it->first);
+      progress_.OnAcknowledged(it->second.up);
+      accepted.push_back(std::move(it->second.done));
+      it = calls_.erase(it);
+    }
+  }
+  for (AckCallback& done : accepted) done(absl::OkStatus());
 }
 
 void Client::HandleAck(const psync::v1::Ack& ack) {

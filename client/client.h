@@ -132,6 +132,12 @@ struct ClientOptions {
   // and the client reconnects. The coordinator must permit pings this often (psync-coordinator
   // permits one per second). Zero turns keepalive off.
   absl::Duration keepalive = absl::Seconds(10);
+  // The asynchronous calls (Report*Async, SkipStepAsync) ask for lazy acks (SessionUp.lazy_ack):
+  // the coordinator may answer an accepted one with a later message (at most its
+  // --lazy_ack_delay, 50 ms by default, later) instead of an Ack of its own, which saves it a
+  // message per check-in. Their callbacks may then run up to that much later; refusals come at
+  // once. Blocking calls are always acked at once.
+  bool lazy_acks = true;
 };
 
 struct ClientStats {
@@ -255,7 +261,11 @@ class Client final : private StreamProtocol<psync::v1::SessionUp, psync::v1::Ses
   absl::Status AwaitFirstAttach(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
   // Stamps `up` with a fresh request_id and the generation and queues it; returns the id, or 0
   // when the client refused it at once (closed, failed: `done` has run).
-  uint64_t SendAsync(psync::v1::SessionUp up, AckCallback done) ABSL_LOCKS_EXCLUDED(mu_);
+  // With `lazy` (and options.lazy_acks) the message asks for a lazy ack.
+  uint64_t SendAsync(psync::v1::SessionUp up, AckCallback done, bool lazy = false)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // SessionDown.acked_through: every pending lazy call up to `through` was accepted.
+  void HandleAckedThrough(uint64_t through) ABSL_LOCKS_EXCLUDED(mu_);
   // SendAsync, then waits up to call_timeout for the Ack.
   absl::Status SendAndWait(psync::v1::SessionUp up) ABSL_LOCKS_EXCLUDED(mu_);
   // Removes a call that got no Ack in time; false if its callback was already taken.

@@ -255,6 +255,74 @@ TEST_F(ClientTest, AsynchronousCallsAnswerThroughTheirCallbacks) {
   EXPECT_EQ(closed.Await(1)[0].code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// A coordinator whose lazy acks never flush on their own (--lazy_ack_delay=1h): an asynchronous
+// call is answered only by a later message, so each step below is decided by what is sent, not
+// by timing.
+class LazyAckTest : public ClientTest {
+ protected:
+  void SetUp() override {
+    server::ServerOptions options;
+    options.streams.lazy_ack_delay = absl::Hours(1);
+    auto server = TestServer::Start(std::move(options));
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+  }
+};
+
+std::vector<psync::v1::Staged> StagedItem(uint64_t step, uint32_t chunk,
+                                          const std::string& optimizer) {
+  psync::v1::Staged s;
+  s.set_step(step);
+  s.set_chunk(chunk);
+  s.set_optimizer(optimizer);
+  return {s};
+}
+
+TEST_F(LazyAckTest, AcceptedAsynchronousReportsAreAnsweredByLaterMessagesInRequestOrder) {
+  auto client = MustConnect(Options(DensePlan("lazy", 1, 0, 2, {"dense", "expert"})));
+  ASSERT_NE(client, nullptr);
+  AckLog log;
+  // Accepted lazily: nothing answers it yet (the flush is an hour away).
+  client->ReportStagedAsync(StagedItem(0, 0, "dense"), log.Callback());
+  // Completes chunk 0: its directive carries both answers, this one's included.
+  client->ReportStagedAsync(StagedItem(0, 0, "expert"), log.Callback());
+  ASSERT_TRUE(client->WaitForDirective(0, 0, absl::Seconds(10)).ok());
+  std::vector<absl::Status> answers = log.Await(2);
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_TRUE(answers[0].ok() && answers[1].ok()) << answers[0] << " " << answers[1];
+  // A lazy SyncDone stays unanswered until the next message; a refusal is answered at once, and
+  // the lazy answer below it comes first.
+  client->ReportSyncDoneAsync(0, 0, DpChecksum(7), 1, log.Callback());
+  client->ReportStagedAsync(StagedItem(0, 1, "moe"), log.Callback());  // not in the plan
+  answers = log.Await(4);
+  ASSERT_EQ(answers.size(), 4u);
+  EXPECT_TRUE(answers[2].ok()) << answers[2];
+  EXPECT_EQ(answers[3].code(), absl::StatusCode::kInvalidArgument) << answers[3];
+  // A blocking call is acked at once and carries the lazy answers queued before it.
+  client->ReportStagedAsync(StagedItem(0, 1, "dense"), log.Callback());
+  EXPECT_TRUE(client->ReportStaged(0, 1, "expert").ok());
+  answers = log.Await(5);
+  ASSERT_EQ(answers.size(), 5u);
+  EXPECT_TRUE(answers[4].ok()) << answers[4];
+  auto status = server_->coordinator().GetJobStatus("lazy");
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->counters.violations, 0u);
+  client->Close();
+}
+
+TEST_F(LazyAckTest, AClientWithoutLazyAcksIsAnsweredAtOnce) {
+  ClientOptions options = Options(DensePlan("eager", 1, 0, 1, {"dense", "expert"}));
+  options.lazy_acks = false;
+  auto client = MustConnect(std::move(options));
+  ASSERT_NE(client, nullptr);
+  AckLog log;
+  client->ReportStagedAsync(StagedItem(0, 0, "dense"), log.Callback());
+  std::vector<absl::Status> answers = log.Await(1);
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_TRUE(answers[0].ok()) << answers[0];
+  client->Close();
+}
+
 TEST_F(ClientTest, CloseCompletesUnansweredAsynchronousCallsWithCancelled) {
   auto proxy = TcpProxy::Start(server_->target());
   ASSERT_TRUE(proxy.ok()) << proxy.status();

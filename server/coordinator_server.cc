@@ -89,6 +89,11 @@ absl::Status RegisterReplicaMetrics(ha::Replica* replica, metrics::Registry* reg
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOptions options) {
+  if (options.streams.lazy_ack_delay < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lazy_ack_delay: ", absl::FormatDuration(options.streams.lazy_ack_delay),
+                     " must not be negative (0 acks every message at once)"));
+  }
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
   Clock* clock = options.clock != nullptr ? options.clock : &s->real_clock_;
   if (!options.etcd.empty() || options.etcd_client != nullptr) {

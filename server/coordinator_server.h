@@ -42,7 +42,7 @@ struct ServerOptions {
   // The bound of each stream's outbound queue (stream_writer.h): a client that does not read is
   // paused, then ended with RESOURCE_EXHAUSTED. The flags' defaults.
   // `streams.counters` is set by Start (stream_counters()).
-  StreamLimits streams = {1 << 20, absl::Seconds(10), 16 << 20};
+  StreamLimits streams = {1 << 20, absl::Seconds(10), 16 << 20, nullptr, absl::Milliseconds(50)};
   RendezvousLimits rendezvous;
   // Not owned; nullptr uses the real clock.
   Clock* clock = nullptr;

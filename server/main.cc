@@ -74,6 +74,9 @@ ABSL_FLAG(uint64_t, stream_queue_bytes, 1 << 20,
 ABSL_FLAG(uint64_t, watch_queue_bytes, 16 << 20,
           "bytes of events queued for one WatchEvents watcher past which it is ended with "
           "RESOURCE_EXHAUSTED (it watches again with replay); 0: bounded by count only (65536)");
+ABSL_FLAG(absl::Duration, lazy_ack_delay, absl::Milliseconds(50),
+          "longest wait of an accepted lazy_ack report for a message to carry its answer "
+          "(SessionDown.acked_through); 0 acks every message at once");
 ABSL_FLAG(absl::Duration, stream_overflow_deadline, absl::Seconds(10),
           "how long a Session or AgentSession stream's queue may stay over --stream_queue_bytes "
           "(its peer does not read) before the stream is ended with RESOURCE_EXHAUSTED; the "
@@ -177,6 +180,7 @@ int main(int argc, char** argv) {
   options.streams.queue_bytes = absl::GetFlag(FLAGS_stream_queue_bytes);
   options.streams.overflow_deadline = absl::GetFlag(FLAGS_stream_overflow_deadline);
   options.streams.watch_queue_bytes = absl::GetFlag(FLAGS_watch_queue_bytes);
+  options.streams.lazy_ack_delay = absl::GetFlag(FLAGS_lazy_ack_delay);
   options.coordinator.observer.deadline.multiplier = absl::GetFlag(FLAGS_stall_multiplier);
   options.coordinator.observer.deadline.floor = absl::GetFlag(FLAGS_stall_floor);
   options.coordinator.observer.deadline.ceiling = absl::GetFlag(FLAGS_stall_ceiling);

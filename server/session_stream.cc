@@ -7,6 +7,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "grpcpp/alarm.h"
 #include "server/convert.h"
 #include "server/not_served.h"
 #include "server/session_attach.h"
@@ -34,7 +37,26 @@ class SessionStreamSink final : public SessionSink,
   }
 
   void Send(const core::Notice& notice) override { writer_.Enqueue(NoticeToProto(notice)); }
-  void Close(const absl::Status& status) override { writer_.Close(ToGrpcStatus(status)); }
+  // What was accepted lazily is said before the stream ends.
+  void Close(const absl::Status& status) override {
+    writer_.FlushLazyAcks();
+    writer_.Close(ToGrpcStatus(status));
+  }
+
+  // The message `request_id` (lazy_ack) was accepted: the next message written says so, or a
+  // message of its own once `delay` has passed.
+  void AckLater(uint64_t request_id, absl::Duration delay) {
+    if (!writer_.AckLater(request_id)) return;  // a queued message carries it, or a flush is due
+    auto* alarm = new grpc::Alarm();            // deleted by its callback, which runs exactly once
+    alarm->Set(absl::ToChronoTime(absl::Now() + delay),
+               [alarm, sink = weak_from_this()](bool fired) {
+                 if (fired) {
+                   if (std::shared_ptr<SessionStreamSink> s = sink.lock())
+                     s->writer_.FlushLazyAcks();
+                 }
+                 delete alarm;
+               });
+  }
 
   SessionWriter& writer() { return writer_; }
 
@@ -47,7 +69,9 @@ class SessionStreamSink final : public SessionSink,
 class SessionStream final : public Reactor {
  public:
   SessionStream(Coordinator* coordinator, const StreamLimits& limits)
-      : coordinator_(coordinator), outbox_(std::make_shared<SessionStreamSink>(this, limits)) {
+      : coordinator_(coordinator),
+        lazy_ack_delay_(limits.lazy_ack_delay),
+        outbox_(std::make_shared<SessionStreamSink>(this, limits)) {
     outbox_->ArmOverflowTimer();
     // Reading stops while the answers queued are over the bound (the client does not read them):
     // HTTP/2 flow control then holds the client back. It resumes once the queue drained.
@@ -81,16 +105,27 @@ class SessionStream final : public Reactor {
       case SessionAction::kSkip:
       case SessionAction::kSyncDone:
       case SessionAction::kLeave: {
+        // A lazy report's answer may ride on what its own decision sends this rank (the directive
+        // of the chunk it completes): the writer holds that back until the answer is known.
+        const bool lazy = frame_.message().lazy_ack() && decision.action != SessionAction::kLeave &&
+                          lazy_ack_delay_ > absl::ZeroDuration();
+        if (lazy) outbox_->writer().Cork();
         absl::Status status = Dispatch(decision.action, frame_.message());
         // A coordinator replica that does not serve the job (any more) ends the stream with its
         // redirect instead of acking: the client re-joins where the job is served and sends the
         // message again there.
         if (RedirectOf(status).has_value()) {
+          if (lazy) outbox_->writer().Uncork();
           DetachFromCoordinator();
           outbox_->Close(status);
           return;
         }
-        outbox_->writer().Enqueue(AckFor(frame_.message().request_id(), status));
+        if (lazy && status.ok()) {
+          outbox_->AckLater(frame_.message().request_id(), lazy_ack_delay_);
+        } else {
+          outbox_->writer().Enqueue(AckFor(frame_.message().request_id(), status));
+        }
+        if (lazy) outbox_->writer().Uncork();
         break;
       }
     }
@@ -185,6 +220,7 @@ class SessionStream final : public Reactor {
   }
 
   Coordinator* const coordinator_;
+  const absl::Duration lazy_ack_delay_;
   const std::shared_ptr<SessionStreamSink> outbox_;
   SessionUpFrame frame_;  // touched by the read reactions only, one at a time
   // Set once by the attach (a read reaction); read by OnCancel/OnDone, which may run concurrently.

@@ -10,6 +10,11 @@
 // writes one at a time; the reactor never blocks on I/O and holds no lock across StartWrite. Owned
 // by gRPC: deletes itself in OnDone.
 //
+// Lazy acks: an accepted staged, skip or sync_done message sent with lazy_ack is answered by the
+// next message written on the stream (SessionDown.acked_through), or by a message of its own
+// `limits.lazy_ack_delay` later (a grpc::Alarm per first pending lazy ack); with a zero delay every
+// message gets its Ack at once. Refusals are always Acks of their own, at once.
+//
 // Flow control: while the queue is over `limits.queue_bytes` the stream reads nothing (HTTP/2
 // flow control holds the client back); a queue over the bound for `limits.overflow_deadline` ends
 // the stream with RESOURCE_EXHAUSTED (StreamWriter). The coordinator keeps the rank's pending

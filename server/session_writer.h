@@ -1,11 +1,14 @@
 // SessionWriter: the write side of one server-side psync.v1 Session stream (the coordinator's
 // Session reactor, or a node agent's Session of a local rank): a StreamWriter (stream_writer.h,
-// whose contract it has) over a FIFO of SessionDown messages.
+// whose contract it has) over a FIFO of SessionDown messages, which also holds the stream's lazy
+// acks (SessionUp.lazy_ack) until a message carries them.
 //
 // Thread-safe, as StreamWriter.
 #ifndef PSYNC_SERVER_SESSION_WRITER_H_
 #define PSYNC_SERVER_SESSION_WRITER_H_
 
+#include <algorithm>
+#include <cstdint>
 #include <deque>
 #include <utility>
 
@@ -15,13 +18,38 @@
 
 namespace psync::server {
 
-// The messages of one Session, written in the order queued.
+// The messages of one Session, written in the order queued, and its lazy acks
+// (SessionUp.lazy_ack): an accepted lazy message is answered by SessionDown.acked_through on the
+// newest message queued when it was accepted, or, when none is queued, on the next one queued
+// (FlushLazyAcks queues one of its own). So a message never says more than what was decided
+// before it was queued: a refusal's Ack, queued when the refusal was decided, is never overtaken
+// by an acked_through that covers a later request.
 class SessionDownQueue {
  public:
   void Push(v1::SessionDown message) {
+    if (lazy_through_ != 0) {
+      message.set_acked_through(std::max(message.acked_through(), lazy_through_));
+      lazy_through_ = 0;
+    }
     const size_t bytes = QueuedBytes(message);
     messages_.push_back({std::move(message), bytes});
     bytes_ += bytes;
+  }
+  // The message `request_id` (lazy_ack) was accepted. Returns true when nothing queued could carry
+  // it and no lazy ack was pending before: the caller arms a FlushLazyAcks for later.
+  bool AckLater(uint64_t request_id) {
+    if (!messages_.empty()) {
+      v1::SessionDown& newest = messages_.back().message;
+      newest.set_acked_through(std::max(newest.acked_through(), request_id));
+      return false;
+    }
+    const bool first = lazy_through_ == 0;
+    lazy_through_ = std::max(lazy_through_, request_id);
+    return first;
+  }
+  // Queues a message of its own for the pending lazy acks, if any.
+  void FlushLazyAcks() {
+    if (lazy_through_ != 0) Push(v1::SessionDown());
   }
   bool empty() const { return messages_.empty(); }
   size_t size() const { return messages_.size(); }
@@ -30,6 +58,7 @@ class SessionDownQueue {
   void Clear() {
     messages_.clear();
     bytes_ = 0;
+    lazy_through_ = 0;
   }
   v1::SessionDown Take() {
     v1::SessionDown next = std::move(messages_.front().message);
@@ -45,6 +74,7 @@ class SessionDownQueue {
   };
   std::deque<Queued> messages_;
   size_t bytes_ = 0;
+  uint64_t lazy_through_ = 0;  // highest request id accepted lazily with nothing queued; 0: none
 };
 
 class SessionWriter : public StreamWriter<SessionUpFrame, v1::SessionDown, SessionDownQueue> {
@@ -57,6 +87,16 @@ class SessionWriter : public StreamWriter<SessionUpFrame, v1::SessionDown, Sessi
   // Queues `message`; dropped once the writer is closing or detached.
   void Enqueue(v1::SessionDown message) {
     Add([&](SessionDownQueue& fifo) { fifo.Push(std::move(message)); });
+  }
+  // SessionDownQueue::AckLater under the writer's lock.
+  bool AckLater(uint64_t request_id) {
+    bool arm = false;
+    Add([&](SessionDownQueue& fifo) { arm = fifo.AckLater(request_id); });
+    return arm;
+  }
+  // SessionDownQueue::FlushLazyAcks under the writer's lock (and writes it).
+  void FlushLazyAcks() {
+    Add([](SessionDownQueue& fifo) { fifo.FlushLazyAcks(); });
   }
 };
 

@@ -64,6 +64,9 @@ struct StreamLimits {
   size_t watch_queue_bytes = 0;
   // Not owned; may be null.
   StreamCounters* counters = nullptr;
+  // Session streams: how long an accepted lazy_ack message may wait for a message to carry its
+  // answer (session_stream.h); zero: every message is acked at once.
+  absl::Duration lazy_ack_delay = absl::ZeroDuration();
 };
 
 // What one queued message counts for against StreamLimits::queue_bytes: its serialized size plus

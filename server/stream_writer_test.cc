@@ -112,6 +112,64 @@ TEST_F(SessionWriterTest, WritesOneAtATimeInQueueOrder) {
   EXPECT_THAT(stream_.finishes, IsEmpty());
 }
 
+// acked_through of each write, in order.
+std::vector<uint64_t> AckedThrough(const std::vector<v1::SessionDown>& writes) {
+  std::vector<uint64_t> through;
+  for (const v1::SessionDown& m : writes) through.push_back(m.acked_through());
+  return through;
+}
+
+TEST_F(SessionWriterTest, LazyAcksRideOnTheNextMessageWritten) {
+  // Idle: nothing is written for a lazy ack, and the caller is told to arm a flush.
+  EXPECT_TRUE(writer_.AckLater(1));
+  EXPECT_FALSE(writer_.AckLater(2));  // already pending: the armed flush covers it
+  EXPECT_THAT(stream_.writes, IsEmpty());
+  // The next message carries both.
+  writer_.Enqueue(Msg(3));
+  EXPECT_THAT(Ids(stream_.writes), ElementsAre(3));
+  EXPECT_THAT(AckedThrough(stream_.writes), ElementsAre(2));
+  // While a write is in flight, a lazy ack waits for the next message queued.
+  EXPECT_TRUE(writer_.AckLater(4));
+  writer_.Enqueue(Msg(5));
+  EXPECT_FALSE(writer_.AckLater(6));  // a queued message will carry it: no flush needed
+  writer_.WriteDone(true);
+  EXPECT_THAT(Ids(stream_.writes), ElementsAre(3, 5));
+  EXPECT_THAT(AckedThrough(stream_.writes), ElementsAre(2, 6));
+  // A flush with nothing pending writes nothing.
+  writer_.WriteDone(true);
+  writer_.FlushLazyAcks();
+  EXPECT_EQ(stream_.writes.size(), 2u);
+}
+
+TEST_F(SessionWriterTest, AFlushWritesPendingLazyAcksAloneAndCloseSaysThemFirst) {
+  EXPECT_TRUE(writer_.AckLater(7));
+  writer_.FlushLazyAcks();
+  ASSERT_EQ(stream_.writes.size(), 1u);
+  EXPECT_EQ(stream_.writes[0].kind_case(), v1::SessionDown::KIND_NOT_SET);
+  EXPECT_EQ(stream_.writes[0].acked_through(), 7u);
+  writer_.WriteDone(true);
+  // A flush while the carrier is queued behind a write adds nothing: the carrier takes it.
+  writer_.Enqueue(Msg(8));
+  EXPECT_TRUE(writer_.AckLater(9));
+  writer_.Enqueue(Msg(10));
+  writer_.FlushLazyAcks();
+  writer_.WriteDone(true);
+  EXPECT_THAT(Ids(stream_.writes), ElementsAre(0, 8, 10));
+  EXPECT_THAT(AckedThrough(stream_.writes), ElementsAre(7, 0, 9));
+}
+
+TEST_F(SessionWriterTest, ARefusalIsNeverOvertakenByALaterAcceptance) {
+  writer_.Enqueue(Msg(1));            // in flight
+  EXPECT_TRUE(writer_.AckLater(2));   // nothing queued: waits
+  writer_.Enqueue(Msg(3));            // a refusal's Ack: takes 2 along
+  EXPECT_FALSE(writer_.AckLater(4));  // rides on the newest queued message, the refusal's Ack
+  writer_.Enqueue(Msg(5));
+  writer_.WriteDone(true);
+  writer_.WriteDone(true);
+  EXPECT_THAT(Ids(stream_.writes), ElementsAre(1, 3, 5));
+  EXPECT_THAT(AckedThrough(stream_.writes), ElementsAre(0, 4, 0));
+}
+
 TEST_F(SessionWriterTest, CloseFinishesOnceTheQueueIsDrained) {
   writer_.Enqueue(Msg(1));
   writer_.Enqueue(Msg(2));
