@@ -51,20 +51,22 @@ class Forward final : public grpc::ServerUnaryReactor {
   void Attempt() {
     std::string target;
     v1::Coordinator::Stub* stub = router_->Stub(job_id_, &target);
-    grpc::ClientContext* context;
+    grpc::ClientContext* context = nullptr;
     {
       absl::MutexLock lock(&mu_);
-      if (cancelled_) {
-        Finish(grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled"));
-        return;
+      if (!cancelled_) {
+        ++attempts_;
+        // Kept until OnDone: a finished attempt's context outlives its callback.
+        contexts_.push_back(std::make_unique<grpc::ClientContext>());
+        context = contexts_.back().get();
+        if (deadline_ != std::chrono::system_clock::time_point::max()) {
+          context->set_deadline(deadline_);
+        }
       }
-      ++attempts_;
-      // Kept until OnDone: a finished attempt's context outlives its callback.
-      contexts_.push_back(std::make_unique<grpc::ClientContext>());
-      context = contexts_.back().get();
-      if (deadline_ != std::chrono::system_clock::time_point::max()) {
-        context->set_deadline(deadline_);
-      }
+    }
+    if (context == nullptr) {  // cancelled: finished outside the lock
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled"));
+      return;
     }
     call_(stub, context, request_, response_,
           [this, target](grpc::Status status) { Done(target, std::move(status)); });

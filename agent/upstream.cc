@@ -322,8 +322,9 @@ absl::Status Upstream::OnClosed(const StreamEnd& end, bool* retry) {
   }
   if (quiet) return end.finished;
   if (left.empty()) {
-    std::cerr << "psync-agent: coordinator stream to '" << options_.target << "' ended ("
-              << end.finished << "); reconnecting\n";
+    std::cerr << "psync-agent: coordinator stream"
+              << (options_.target.empty() ? "" : absl::StrCat(" to '", options_.target, "'"))
+              << " ended (" << end.finished << "); reconnecting\n";
     return end.finished;
   }
   counters_->replicas_lost.fetch_add(1);

@@ -1,5 +1,6 @@
-// Upstream: a node agent's one AgentSession stream to the coordinator, carrying the Sessions of
-// the node's ranks (see agent/README.md).
+// Upstream: a node agent's AgentSession stream to one coordinator (or one coordinator replica:
+// agent/router.h keeps one Upstream per replica it uses), carrying the Sessions of the node's
+// ranks whose jobs go there (see agent/README.md).
 //
 // What it does.
 //  * Attach: forwards a local rank's attach (the rank's own job, rank, generation, session id);
