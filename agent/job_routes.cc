@@ -42,6 +42,4 @@ JobRoutes::Move JobRoutes::Failed(const std::string& job_id, const std::string& 
   return Move::kRotate;
 }
 
-void JobRoutes::Forget(const std::string& job_id) { routes_.erase(job_id); }
-
 }  // namespace psync::agent

@@ -9,8 +9,8 @@
 //
 // Pure: no I/O, no clock. Every failure names the target it came from, and changes nothing unless
 // that target is still the job's route, so the same failure reported by several ranks moves a job
-// once. Thread-compatible (the agent's Router adds the lock). Routes are kept per job id until
-// Forget().
+// once. Thread-compatible (the agent's Router adds the lock). A route is kept per job id seen, for
+// the agent's life.
 #ifndef PSYNC_AGENT_JOB_ROUTES_H_
 #define PSYNC_AGENT_JOB_ROUTES_H_
 
@@ -48,8 +48,6 @@ class JobRoutes {
   // `target` failed for `job_id` (unreachable, or it could not serve the job): the route moves to
   // the next list entry, or back to its list entry if `target` was a redirect owner.
   Move Failed(const std::string& job_id, const std::string& target);
-  // Drops `job_id`'s route (its next Route() starts over).
-  void Forget(const std::string& job_id);
 
   size_t size() const { return targets_.size(); }
   const std::vector<std::string>& targets() const { return targets_; }

@@ -84,13 +84,5 @@ TEST(JobRoutesTest, SingleTargetNeverMoves) {
   EXPECT_EQ(routes.Route("j"), "only:1");
 }
 
-TEST(JobRoutesTest, ForgetStartsOver) {
-  JobRoutes routes(kTargets);
-  const size_t start = StartIndex("j", kTargets.size());
-  ASSERT_EQ(routes.Failed("j", kTargets[start]), Move::kRotate);
-  routes.Forget("j");
-  EXPECT_EQ(routes.Route("j"), kTargets[start]);
-}
-
 }  // namespace
 }  // namespace psync::agent
