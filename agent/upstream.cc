@@ -80,6 +80,9 @@ void Upstream::Submit(const std::shared_ptr<LocalRank>& link, v1::SessionUp up) 
       stream_->Wake();
       return;
     }
+    // Its Session is ending with UNAVAILABLE: no answer, the client sends it again after it
+    // joined again (an error here would fail the message for good).
+    if (link->rejoining()) return;
   }
   // Its attach was refused or its Session is over.
   link->Ack(up.request_id(), absl::FailedPreconditionError(
@@ -294,7 +297,10 @@ std::vector<std::shared_ptr<LocalRank>> Upstream::LeaveAllLocked() {
   std::vector<std::shared_ptr<LocalRank>> left;
   left.reserve(links_.size());
   for (auto& [key, link] : links_) left.push_back(link.link);
-  for (const std::shared_ptr<LocalRank>& link : left) ForgetLocked(link.get());
+  for (const std::shared_ptr<LocalRank>& link : left) {
+    link->MarkRejoining();
+    ForgetLocked(link.get());
+  }
   queue_.clear();
   queued_messages_ = 0;
   queued_controls_ = 0;
@@ -383,6 +389,7 @@ void Upstream::OnRead(const v1::AgentDown& down) {
         }
         ForgetLocked(key);
         if (status.code() == absl::StatusCode::kUnavailable) not_served.push_back(key->job_id());
+        if (!first || status.code() == absl::StatusCode::kUnavailable) local->MarkRejoining();
         if (first) {
           attach_results.emplace_back(std::move(local), status);
         } else {
@@ -428,6 +435,7 @@ void Upstream::OnRead(const v1::AgentDown& down) {
       ForgetLocked(a->second);
       if (c.code() == static_cast<int32_t>(grpc::StatusCode::UNAVAILABLE)) {
         not_served.push_back(c.job_id());
+        local->MarkRejoining();
       }
       closes.emplace_back(std::move(local),
                           grpc::Status(static_cast<grpc::StatusCode>(c.code()), c.message()));

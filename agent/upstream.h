@@ -33,7 +33,8 @@
 // dropped (the coordinator detached every rank of the ended stream). The upstream never gives up;
 // Shutdown() stops it. With leave_when_unreachable (an agent given several replicas), a replica
 // that cannot be reached again has its ranks' local Sessions ended with UNAVAILABLE instead (see
-// UpstreamOptions), and refusals with UNAVAILABLE are reported through on_not_served, so the
+// UpstreamOptions; a message such a rank sends meanwhile gets no Ack: its client sends it again
+// after joining again), and refusals with UNAVAILABLE are reported through on_not_served, so the
 // agent moves the job to another replica (agent/router.h); while such a replica stays unreachable
 // and no local rank needs it, new streams to it wait for the backoff's growing delay (up to its
 // maximum, which is then also the longest a new attach there waits to be written).

@@ -2,7 +2,8 @@
 // UNAVAILABLE with the owner in its message and in a psync.v1.OwnerRedirect (binary error
 // details); a client given both addresses ends at the owner after one redirect; directives carry
 // the owner's epoch (the job key's create_revision); ListReplicas shows the replicas and owners.
-// A node agent given both replicas follows the redirect itself and never passes one on to a rank.
+// A node agent given both replicas follows the redirect itself and never passes one on to a rank,
+// and moves its rank to the other replica when the owner stops.
 #include <memory>
 #include <string>
 
@@ -230,6 +231,66 @@ TEST_F(RedirectTest, AnAgentFollowsRedirectsAndNeverPassesThemOn) {
   ASSERT_TRUE(directive.ok()) << directive.status();
   EXPECT_EQ(directive->epoch(), static_cast<uint64_t>((*key)->create_revision));
   EXPECT_GT(directive->epoch(), 0u);
+  (*client)->Close();
+  (*node)->Shutdown();
+}
+
+// A replica that stops under a node agent: the agent ends its rank's local Session, moves the job
+// to the other replica of its list, and the rank, joining again through the agent, resumes at the
+// new owner (a higher epoch) without ever seeing a redirect.
+TEST_F(RedirectTest, AnAgentMovesItsRanksOffAStoppedReplica) {
+  ASSERT_TRUE(
+      WaitFor([&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
+  // A job replica 0 is preferred for and that the agent starts on replica 0.
+  server::ha::Ownership view({addresses_[0], absl::Seconds(5), absl::Seconds(1)});
+  view.SetReplicas(addresses_);
+  std::string job;
+  for (int j = 0; job.empty(); ++j) {
+    const std::string candidate = absl::StrCat("moving-job", j);
+    if (view.Preferred(candidate) == addresses_[0] && agent::StartIndex(candidate, 2) == 0) {
+      job = candidate;
+    }
+  }
+  agent::AgentOptions both;
+  both.target = absl::StrCat(addresses_[0], ",", addresses_[1]);
+  both.backoff.initial = absl::Milliseconds(10);
+  auto node = agent::Agent::Start(both);
+  ASSERT_TRUE(node.ok()) << node.status();
+  ClientOptions options;
+  options.target = (*node)->local_target();
+  options.plan = Plan(job);
+  options.call_timeout = absl::Seconds(20);
+  options.backoff.initial = absl::Milliseconds(10);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*node)->stats().redirects, 0u);
+
+  v1::GroupChecksum checksum;
+  checksum.set_group("dp");
+  checksum.set_checksum(7);
+  ASSERT_TRUE((*client)->ReportStaged(0, 0, "dense").ok());
+  absl::StatusOr<v1::SyncDirective> first = (*client)->WaitForDirective(0, 0, absl::Seconds(10));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE((*client)->ReportSyncDone(0, 0, {checksum}).ok());
+
+  servers_[0]->Shutdown();  // its etcd lease is revoked: the job is free
+
+  // The check-in waits through the move (re-sent after the rank joined again) and is released by
+  // replica 1, the new owner, at a higher epoch.
+  ASSERT_TRUE((*client)->ReportStaged(1, 0, "dense").ok());
+  absl::StatusOr<v1::SyncDirective> second = (*client)->WaitForDirective(1, 0, absl::Seconds(20));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_GT(second->epoch(), first->epoch());
+  const absl::StatusOr<std::optional<server::ha::KeyValue>> key =
+      etcd_.Get(absl::StrCat("/psync/jobs/", job));
+  ASSERT_TRUE(key.ok() && key->has_value());
+  EXPECT_EQ((*key)->value, addresses_[1]);
+  EXPECT_EQ(second->epoch(), static_cast<uint64_t>((*key)->create_revision));
+
+  // The rank only ever talked to the agent; the agent moved the job off replica 0.
+  EXPECT_EQ((*client)->target(), (*node)->local_target());
+  EXPECT_EQ((*client)->stats().redirects, 0u);
+  EXPECT_GE((*node)->stats().rotations, 1u);
   (*client)->Close();
   (*node)->Shutdown();
 }
