@@ -5,6 +5,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/endpoints.h"
+#include "client/reconnecting_stream.h"
 #include "server/agent_batch.h"
 #include "server/health_status.h"
 #include "server/rank_server.h"
@@ -17,8 +19,9 @@ bool IsUnix(const std::string& address) { return absl::StartsWith(address, "unix
 }  // namespace
 
 absl::Status ValidateAgentOptions(const AgentOptions& options) {
-  if (options.channel == nullptr && options.target.empty()) {
-    return absl::InvalidArgumentError("target must not be empty (the coordinator's address)");
+  if (options.channel == nullptr) {
+    absl::StatusOr<std::vector<std::string>> targets = SplitTargets(options.target, "target");
+    if (!targets.ok()) return targets.status();
   }
   if (options.listen.empty()) return absl::InvalidArgumentError("listen must not be empty");
   if (options.flush_window < absl::ZeroDuration()) {
@@ -47,37 +50,27 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   std::unique_ptr<Agent> agent(new Agent(std::move(options)));
   const AgentOptions& o = agent->options_;
 
-  agent->channel_ = o.channel;
-  if (agent->channel_ == nullptr) {
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
-                static_cast<int>(absl::ToInt64Milliseconds(o.backoff.initial)));
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
-                static_cast<int>(absl::ToInt64Milliseconds(o.backoff.initial)));
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
-                static_cast<int>(absl::ToInt64Milliseconds(o.backoff.max)));
-    if (o.keepalive > absl::ZeroDuration()) {
-      const int ms = static_cast<int>(absl::ToInt64Milliseconds(o.keepalive));
-      args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, ms);
-      args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms);
-      args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-    }
-    // Answers to a whole node's ranks come as one message: no size limit on what comes down.
-    args.SetMaxReceiveMessageSize(-1);
-    agent->channel_ = grpc::CreateCustomChannel(o.target, grpc::InsecureChannelCredentials(), args);
+  RouterOptions router;
+  if (o.channel != nullptr) {
+    router.targets = {""};  // the one given channel
+    router.channel_factory = [channel = o.channel](const std::string&) { return channel; };
+  } else {
+    router.targets = *SplitTargets(o.target, "target");  // validated
+    router.channel_factory = [backoff = o.backoff,
+                              keepalive = o.keepalive](const std::string& target) {
+      grpc::ChannelArguments args = ReconnectingChannelArguments(backoff, keepalive);
+      // Answers to a whole node's ranks come as one message: no size limit on what comes down.
+      args.SetMaxReceiveMessageSize(-1);
+      return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+    };
   }
-  agent->stub_ = v1::Coordinator::NewStub(agent->channel_);
-
-  UpstreamOptions upstream;
-  upstream.channel = agent->channel_;
-  upstream.backoff = o.backoff;
-  upstream.flush_window = o.flush_window;
-  upstream.flush_messages = o.flush_messages;
-  upstream.max_batch_messages = o.max_batch_messages;
-  upstream.max_batch_bytes = o.max_batch_bytes;
-  agent->upstream_ = std::make_unique<Upstream>(std::move(upstream), &agent->counters_);
-  agent->service_ =
-      std::make_unique<AgentService>(agent->upstream_.get(), agent->stub_.get(), &agent->counters_);
+  router.upstream.backoff = o.backoff;
+  router.upstream.flush_window = o.flush_window;
+  router.upstream.flush_messages = o.flush_messages;
+  router.upstream.max_batch_messages = o.max_batch_messages;
+  router.upstream.max_batch_bytes = o.max_batch_bytes;
+  agent->router_ = std::make_unique<Router>(std::move(router), &agent->counters_);
+  agent->service_ = std::make_unique<AgentService>(agent->router_.get(), &agent->counters_);
 
   auto server =
       server::StartRankServer(o.listen, grpc::InsecureServerCredentials(),
@@ -85,7 +78,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   if (!server.ok()) return server.status();
   agent->server_ = std::move(*server);
   if (IsUnix(o.listen)) agent->port_ = 0;
-  agent->upstream_->Start();
+  agent->router_->Start();
   return agent;
 }
 
@@ -104,12 +97,12 @@ void Agent::Shutdown() { Drain(absl::ZeroDuration()); }
 
 void Agent::Drain(absl::Duration grace) {
   std::call_once(shutdown_once_, [this, grace] {
-    // Local Sessions end first (their ranks are detached), then the stream to the coordinator.
+    // Local Sessions end first (their ranks are detached), then the streams to the coordinator.
     if (server_ != nullptr) {
       server::SetServing(server_.get(), false);
       server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     }
-    if (upstream_ != nullptr) upstream_->Shutdown();
+    if (router_ != nullptr) router_->Shutdown();
   });
 }
 

@@ -9,10 +9,21 @@
 // release, no early release and per-rank observability are those of direct Sessions.
 // See agent/README.md and docs/design.md, "Node agents".
 //
-// Start() binds the listening address and starts connecting upstream (in the background, retrying
-// with backoff); it fails only for bad options or an address it cannot bind. Shutdown() stops
-// serving, ends the local Sessions and the upstream stream (the coordinator then detaches the
-// agent's ranks); idempotent, also run by the destructor. Thread-safe.
+// Replicas. Given several coordinator replicas (target "a:7070,b:7070,c:7070"), the agent holds
+// one AgentSession stream per replica it uses and sends each job to one replica: first the list
+// entry the job's ranks would start on themselves, then the owner a replica's OwnerRedirect
+// names, the next entry when a replica is unreachable (agent/router.h). The ranks only ever talk
+// to the agent: it follows redirects for them and never passes one on; a rank whose replica is
+// gone or does not serve its job any more has its local Session ended with UNAVAILABLE and joins
+// again through the agent (a resume at the job's owner), so training sees a delay. One target
+// behaves as a single coordinator: one stream, re-attached after every reconnect.
+//
+// Start() binds the listening address and, with one target, starts connecting upstream (in the
+// background, retrying with backoff; with several, a replica's stream opens when a job first goes
+// there); it fails only for bad options (a target list with no target: INVALID_ARGUMENT naming
+// `target`) or an address it cannot bind. Shutdown() stops serving, ends the local Sessions and
+// the upstream streams (the coordinators then detach the agent's ranks); idempotent, also run by
+// the destructor. Thread-safe.
 #ifndef PSYNC_AGENT_AGENT_H_
 #define PSYNC_AGENT_AGENT_H_
 
@@ -23,8 +34,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/agent_service.h"
+#include "agent/router.h"
 #include "agent/stats.h"
-#include "agent/upstream.h"
 #include "client/backoff.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
@@ -32,7 +43,8 @@
 namespace psync::agent {
 
 struct AgentOptions {
-  // The coordinator, e.g. "10.0.0.1:7070" or "dns:///psync:7070". Ignored when `channel` is set.
+  // The coordinator, e.g. "10.0.0.1:7070" or "dns:///psync:7070", or its replicas, comma-separated
+  // ("10.0.0.1:7070,10.0.0.2:7070,10.0.0.3:7070"). Ignored when `channel` is set.
   std::string target;
   // An existing channel to the coordinator instead (tests: through a proxy). Shared.
   std::shared_ptr<grpc::Channel> channel;
@@ -54,7 +66,7 @@ struct AgentOptions {
   int max_receive_message_bytes = 1 << 20;
 };
 
-// OK or INVALID_ARGUMENT naming the field.
+// OK or INVALID_ARGUMENT naming the field (a target list with no target names `target`).
 absl::Status ValidateAgentOptions(const AgentOptions& options);
 
 class Agent {
@@ -70,8 +82,8 @@ class Agent {
   // or loopback listen address (else "HOST:PORT").
   std::string local_target() const;
   AgentStats stats() const { return counters_.Snapshot(); }
-  // True while a stream to the coordinator is open (it may still be connecting).
-  bool upstream_connected() const { return upstream_->connected(); }
+  // True while a stream to the coordinator (to some replica) is open (it may still be connecting).
+  bool upstream_connected() const { return router_->connected(); }
 
   void Shutdown();
   // Graceful stop (SIGTERM): the health service answers NOT_SERVING, no new local call is
@@ -87,9 +99,7 @@ class Agent {
 
   const AgentOptions options_;
   AgentCounters counters_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Coordinator::Stub> stub_;
-  std::unique_ptr<Upstream> upstream_;
+  std::unique_ptr<Router> router_;
   std::unique_ptr<AgentService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

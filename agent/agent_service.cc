@@ -2,106 +2,205 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/local_session.h"
 #include "server/session_up_frame.h"
 
 namespace psync::agent {
 namespace {
 
-// Forwards one unary call to the coordinator and answers with its result. The client call gets
-// the server call's deadline; cancelling the server call cancels it. Deletes itself in OnDone.
+// Forwards one unary call to the replica its job is routed to and answers with the result,
+// following redirects (AgentService's header). Each attempt gets the server call's deadline;
+// cancelling the server call cancels the attempt in flight. Deletes itself in OnDone.
+template <typename Request, typename Response>
 class Forward final : public grpc::ServerUnaryReactor {
  public:
-  // `start` starts the client call on the given context with the given completion callback.
-  using Start = std::function<void(grpc::ClientContext*, std::function<void(grpc::Status)>)>;
+  // Starts the call on `stub` with `context`, answering into `response`, then runs `done`.
+  using Call = std::function<void(v1::Coordinator::Stub* stub, grpc::ClientContext* context,
+                                  const Request* request, Response* response,
+                                  std::function<void(grpc::Status)> done)>;
+  // Runs when the call succeeded at `target`.
+  using OnOk = std::function<void(const std::string& target)>;
 
-  Forward(grpc::CallbackServerContext* server_context, const Start& start) {
-    if (server_context->deadline() != std::chrono::system_clock::time_point::max()) {
-      client_context_.set_deadline(server_context->deadline());
-    }
-    start(&client_context_, [this](grpc::Status status) { Finish(status); });
+  Forward(grpc::CallbackServerContext* server_context, Router* router, std::string job_id,
+          const Request* request, Response* response, Call call, OnOk on_ok = nullptr)
+      : deadline_(server_context->deadline()),
+        router_(router),
+        job_id_(std::move(job_id)),
+        request_(request),
+        response_(response),
+        call_(std::move(call)),
+        on_ok_(std::move(on_ok)) {
+    Attempt();
   }
 
-  void OnCancel() override { client_context_.TryCancel(); }
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    if (!contexts_.empty()) contexts_.back()->TryCancel();
+  }
   void OnDone() override { delete this; }
 
  private:
-  grpc::ClientContext client_context_;
+  void Attempt() {
+    std::string target;
+    v1::Coordinator::Stub* stub = router_->Stub(job_id_, &target);
+    grpc::ClientContext* context = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!cancelled_) {
+        ++attempts_;
+        // Kept until OnDone: a finished attempt's context outlives its callback.
+        contexts_.push_back(std::make_unique<grpc::ClientContext>());
+        context = contexts_.back().get();
+        if (deadline_ != std::chrono::system_clock::time_point::max()) {
+          context->set_deadline(deadline_);
+        }
+      }
+    }
+    if (context == nullptr) {  // cancelled: finished outside the lock
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled"));
+      return;
+    }
+    call_(stub, context, request_, response_,
+          [this, target](grpc::Status status) { Done(target, std::move(status)); });
+  }
+
+  void Done(const std::string& target, grpc::Status status) {
+    if (status.ok()) {
+      if (on_ok_) on_ok_(target);
+      Finish(status);
+      return;
+    }
+    bool retry = router_->FollowFailure(job_id_, target, status);
+    {
+      absl::MutexLock lock(&mu_);
+      retry = retry && attempts_ < AgentService::kMaxForwardHops && !cancelled_;
+    }
+    if (retry) {
+      response_->Clear();
+      Attempt();
+      return;
+    }
+    // Never an OwnerRedirect: the rank comes back through the agent.
+    Finish(grpc::Status(status.error_code(), status.error_message()));
+  }
+
+  // Constant after construction.
+  const std::chrono::system_clock::time_point deadline_;
+  Router* const router_;
+  const std::string job_id_;
+  const Request* const request_;
+  Response* const response_;
+  const Call call_;
+  const OnOk on_ok_;
+
+  absl::Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  int attempts_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts_ ABSL_GUARDED_BY(mu_);
 };
 
+// A Forward of `call` for `job_id`.
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* Forwarded(grpc::CallbackServerContext* context, Router* router,
+                                    std::string job_id, const Request* request, Response* response,
+                                    typename Forward<Request, Response>::Call call,
+                                    typename Forward<Request, Response>::OnOk on_ok = nullptr) {
+  return new Forward<Request, Response>(context, router, std::move(job_id), request, response,
+                                        std::move(call), std::move(on_ok));
+}
+
 }  // namespace
+
+AgentService::AgentService(Router* router, AgentCounters* counters)
+    : router_(router), counters_(counters) {
+  MarkMethodCallback(server::SessionMethodIndex(),
+                     server::NewSessionHandler([this](grpc::CallbackServerContext*) {
+                       return NewLocalSession(router_, counters_);
+                     }));
+}
 
 grpc::ServerUnaryReactor* AgentService::Join(grpc::CallbackServerContext* context,
                                              const v1::JoinRequest* request,
                                              v1::JoinResponse* response) {
-  return new Forward(context, [this, request, response](grpc::ClientContext* c, auto done) {
-    coordinator_->async()->Join(c, request, response,
-                                [this, request, done = std::move(done)](grpc::Status status) {
-                                  // The rank's declared chunks: when its node's check-ins of a
-                                  // chunk are complete (the upstream's completion flush).
-                                  if (status.ok()) upstream_->Declare(*request);
-                                  done(std::move(status));
-                                });
-  });
-}
-
-AgentService::AgentService(Upstream* upstream, v1::Coordinator::Stub* coordinator,
-                           AgentCounters* counters)
-    : upstream_(upstream), coordinator_(coordinator), counters_(counters) {
-  MarkMethodCallback(server::SessionMethodIndex(),
-                     server::NewSessionHandler([this](grpc::CallbackServerContext*) {
-                       return NewLocalSession(upstream_, counters_);
-                     }));
+  // The rank's declared chunks: when its node's check-ins of a chunk are complete (the completion
+  // flush of the Upstream that carries the job at the replica that answered).
+  return Forwarded(
+      context, router_, request->job_id(), request, response,
+      [](v1::Coordinator::Stub* stub, grpc::ClientContext* c, const auto* req, auto* resp,
+         std::function<void(grpc::Status)> done) {
+        stub->async()->Join(c, req, resp, std::move(done));
+      },
+      [this, request](const std::string& target) {
+        router_->UpstreamAt(target)->Declare(*request);
+      });
 }
 
 grpc::ServerUnaryReactor* AgentService::GetJobStatus(grpc::CallbackServerContext* context,
                                                      const v1::GetJobStatusRequest* request,
                                                      v1::JobStatus* response) {
-  return new Forward(context, [this, request, response](grpc::ClientContext* c, auto done) {
-    coordinator_->async()->GetJobStatus(c, request, response, std::move(done));
-  });
+  return Forwarded(context, router_, request->job_id(), request, response,
+                   [](v1::Coordinator::Stub* stub, grpc::ClientContext* c, const auto* req,
+                      auto* resp, std::function<void(grpc::Status)> done) {
+                     stub->async()->GetJobStatus(c, req, resp, std::move(done));
+                   });
 }
 
 grpc::ServerUnaryReactor* AgentService::ListJobs(grpc::CallbackServerContext* context,
                                                  const v1::ListJobsRequest* request,
                                                  v1::ListJobsResponse* response) {
-  return new Forward(context, [this, request, response](grpc::ClientContext* c, auto done) {
-    coordinator_->async()->ListJobs(c, request, response, std::move(done));
-  });
+  return Forwarded(context, router_, "", request, response,
+                   [](v1::Coordinator::Stub* stub, grpc::ClientContext* c, const auto* req,
+                      auto* resp, std::function<void(grpc::Status)> done) {
+                     stub->async()->ListJobs(c, req, resp, std::move(done));
+                   });
 }
 
 grpc::ServerUnaryReactor* AgentService::EndJob(grpc::CallbackServerContext* context,
                                                const v1::EndJobRequest* request,
                                                v1::EndJobResponse* response) {
-  return new Forward(context, [this, request, response](grpc::ClientContext* c, auto done) {
-    coordinator_->async()->EndJob(c, request, response, std::move(done));
-  });
+  return Forwarded(context, router_, request->job_id(), request, response,
+                   [](v1::Coordinator::Stub* stub, grpc::ClientContext* c, const auto* req,
+                      auto* resp, std::function<void(grpc::Status)> done) {
+                     stub->async()->EndJob(c, req, resp, std::move(done));
+                   });
 }
 
 grpc::ServerUnaryReactor* AgentService::GetChunkStatus(grpc::CallbackServerContext* context,
                                                        const v1::GetChunkStatusRequest* request,
                                                        v1::ChunkStatus* response) {
-  return new Forward(context, [this, request, response](grpc::ClientContext* c, auto done) {
-    coordinator_->async()->GetChunkStatus(c, request, response, std::move(done));
-  });
+  return Forwarded(context, router_, request->job_id(), request, response,
+                   [](v1::Coordinator::Stub* stub, grpc::ClientContext* c, const auto* req,
+                      auto* resp, std::function<void(grpc::Status)> done) {
+                     stub->async()->GetChunkStatus(c, req, resp, std::move(done));
+                   });
 }
 
 grpc::ServerUnaryReactor* AgentService::GetAudit(grpc::CallbackServerContext* context,
                                                  const v1::GetAuditRequest* request,
                                                  v1::GetAuditResponse* response) {
-  return new Forward(context, [this, request, response](grpc::ClientContext* c, auto done) {
-    coordinator_->async()->GetAudit(c, request, response, std::move(done));
-  });
+  return Forwarded(context, router_, request->job_id(), request, response,
+                   [](v1::Coordinator::Stub* stub, grpc::ClientContext* c, const auto* req,
+                      auto* resp, std::function<void(grpc::Status)> done) {
+                     stub->async()->GetAudit(c, req, resp, std::move(done));
+                   });
 }
 
 grpc::ServerUnaryReactor* AgentService::GetTrace(grpc::CallbackServerContext* context,
                                                  const v1::GetTraceRequest* request,
                                                  v1::GetTraceResponse* response) {
-  return new Forward(context, [this, request, response](grpc::ClientContext* c, auto done) {
-    coordinator_->async()->GetTrace(c, request, response, std::move(done));
-  });
+  return Forwarded(context, router_, request->job_id(), request, response,
+                   [](v1::Coordinator::Stub* stub, grpc::ClientContext* c, const auto* req,
+                      auto* resp, std::function<void(grpc::Status)> done) {
+                     stub->async()->GetTrace(c, req, resp, std::move(done));
+                   });
 }
 
 grpc::ServerWriteReactor<v1::Event>* AgentService::WatchEvents(
@@ -120,17 +219,21 @@ grpc::ServerWriteReactor<v1::Event>* AgentService::WatchEvents(
 grpc::ServerUnaryReactor* AgentService::KvSet(grpc::CallbackServerContext* context,
                                               const v1::KvSetRequest* request,
                                               v1::KvSetResponse* response) {
-  return new Forward(context, [this, request, response](grpc::ClientContext* c, auto done) {
-    coordinator_->async()->KvSet(c, request, response, std::move(done));
-  });
+  return Forwarded(context, router_, request->job_id(), request, response,
+                   [](v1::Coordinator::Stub* stub, grpc::ClientContext* c, const auto* req,
+                      auto* resp, std::function<void(grpc::Status)> done) {
+                     stub->async()->KvSet(c, req, resp, std::move(done));
+                   });
 }
 
 grpc::ServerUnaryReactor* AgentService::KvGet(grpc::CallbackServerContext* context,
                                               const v1::KvGetRequest* request,
                                               v1::KvGetResponse* response) {
-  return new Forward(context, [this, request, response](grpc::ClientContext* c, auto done) {
-    coordinator_->async()->KvGet(c, request, response, std::move(done));
-  });
+  return Forwarded(context, router_, request->job_id(), request, response,
+                   [](v1::Coordinator::Stub* stub, grpc::ClientContext* c, const auto* req,
+                      auto* resp, std::function<void(grpc::Status)> done) {
+                     stub->async()->KvGet(c, req, resp, std::move(done));
+                   });
 }
 
 grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>* AgentService::AgentSession(

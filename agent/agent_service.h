@@ -1,19 +1,25 @@
 // AgentService: the psync.v1.Coordinator service as a node agent serves it to the node's ranks.
 //
-//  * Session: a LocalSession (agent/local_session.h) per rank, carried by the agent's one
-//    AgentSession stream to the coordinator (agent/upstream.h).
-//  * Join, GetJobStatus, ListJobs, GetChunkStatus, GetAudit, GetTrace, KvSet, KvGet: forwarded
-//    as they are to the coordinator over the agent's channel (the call's deadline and
-//    cancellation follow); the coordinator's answer or status comes back unchanged.
+//  * Session: a LocalSession (agent/local_session.h) per rank, carried by the AgentSession stream
+//    to the replica its job is routed to (agent/router.h, agent/upstream.h).
+//  * Join, GetJobStatus, ListJobs, EndJob, GetChunkStatus, GetAudit, GetTrace, KvSet, KvGet:
+//    forwarded to the replica the request's job is routed to (ListJobs: that of job id ""), with
+//    the call's deadline and cancellation. A replica's UNAVAILABLE with an OwnerRedirect moves the
+//    job to that owner and the call is sent there again, at most kMaxForwardHops times in all,
+//    within the rank's deadline. Any other answer comes back as it is, except that the agent
+//    never passes an OwnerRedirect on (the status keeps its code and message, without the
+//    details): a rank always comes back through its agent. An unreachable replica or a redirect
+//    to nobody moves the job to the next replica of the list, and the rank gets UNAVAILABLE (its
+//    client retries).
 //  * WatchEvents and AgentSession: UNIMPLEMENTED (watch the coordinator directly; agents do not
 //    chain).
 //
-// Never blocks in a reactor. Thread-safe; does not own the upstream, the counters or the stub.
+// Never blocks in a reactor. Thread-safe; does not own the router or the counters.
 #ifndef PSYNC_AGENT_AGENT_SERVICE_H_
 #define PSYNC_AGENT_AGENT_SERVICE_H_
 
+#include "agent/router.h"
 #include "agent/stats.h"
-#include "agent/upstream.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
 
@@ -21,9 +27,12 @@ namespace psync::agent {
 
 class AgentService final : public v1::Coordinator::CallbackService {
  public:
-  // None is owned; all must outlive the service.
+  // Attempts of one forwarded call (the first and the redirects followed).
+  static constexpr int kMaxForwardHops = 3;
+
+  // Neither is owned; both must outlive the service.
   // Session is served with SessionUpFrames (server/session_up_frame.h), as on the coordinator.
-  AgentService(Upstream* upstream, v1::Coordinator::Stub* coordinator, AgentCounters* counters);
+  AgentService(Router* router, AgentCounters* counters);
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
                                  const v1::JoinRequest* request,
@@ -58,8 +67,7 @@ class AgentService final : public v1::Coordinator::CallbackService {
       grpc::CallbackServerContext* context) override;
 
  private:
-  Upstream* const upstream_;
-  v1::Coordinator::Stub* const coordinator_;
+  Router* const router_;
   AgentCounters* const counters_;
 };
 

@@ -10,6 +10,7 @@
 #ifndef PSYNC_AGENT_LOCAL_LINK_H_
 #define PSYNC_AGENT_LOCAL_LINK_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <tuple>
@@ -55,6 +56,11 @@ class LocalRank {
   void Notice(const v1::SessionDown& notice) ABSL_LOCKS_EXCLUDED(mu_);
   // Ends the Session with `status` once what is queued is written.
   void Close(const grpc::Status& status);
+  // The upstream forgot the rank and is ending its Session with UNAVAILABLE so that the rank joins
+  // again (its replica is gone or does not serve the job): messages still arriving on the Session
+  // are left unanswered, not refused (the client sends them again after it joined again).
+  void MarkRejoining() { rejoining_.store(true); }
+  bool rejoining() const { return rejoining_.load(); }
 
   // From the reactor.
   void WriteDone(bool ok);
@@ -73,6 +79,7 @@ class LocalRank {
   v1::Attach attach_;
   uint64_t attach_request_id_ = 0;
 
+  std::atomic<bool> rejoining_{false};
   server::SessionWriter writer_;
   mutable absl::Mutex mu_;
   absl::btree_set<DirectiveKey> directives_ ABSL_GUARDED_BY(mu_);

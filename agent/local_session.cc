@@ -1,5 +1,6 @@
 #include "agent/local_session.h"
 
+#include <atomic>
 #include <memory>
 #include <utility>
 
@@ -12,16 +13,14 @@ namespace {
 
 class LocalSession final : public server::SessionReactor {
  public:
-  LocalSession(Upstream* upstream, AgentCounters* counters)
-      : upstream_(upstream),
-        counters_(counters),
-        link_(std::make_shared<LocalRank>(this, counters)) {
+  LocalSession(Router* router, AgentCounters* counters)
+      : router_(router), counters_(counters), link_(std::make_shared<LocalRank>(this, counters)) {
     StartRead(&frame_);
   }
 
   void OnReadDone(bool ok) override {
     if (!ok) {  // the rank finished writing, or the call ended
-      upstream_->Detach(link_);
+      Detach();
       link_->Close(grpc::Status::OK);
       return;
     }
@@ -32,14 +31,16 @@ class LocalSession final : public server::SessionReactor {
     switch (decision.action) {
       case server::SessionAction::kClose:
         counters_->local_rejected.fetch_add(1);
-        if (attached_) upstream_->Detach(link_);
+        if (attached_) Detach();
         link_->Close(server::ToGrpcStatus(decision.status));
         return;
       case server::SessionAction::kAttach:
         // Forwarded unchecked: the coordinator answers it (LocalRank::AttachResult).
+        // Through the replica the job is routed to now (agent/router.h).
         attached_ = true;
         link_->SetAttach(up.attach(), up.request_id());
-        upstream_->Attach(link_);
+        upstream_.store(router_->UpstreamFor(up.attach().job_id()));
+        upstream_.load()->Attach(link_);
         break;
       case server::SessionAction::kAck:
         counters_->local_rejected.fetch_add(1);
@@ -49,7 +50,7 @@ class LocalSession final : public server::SessionReactor {
       case server::SessionAction::kStaged:
       case server::SessionAction::kSyncDone:
       case server::SessionAction::kLeave:
-        upstream_->Submit(link_, up);  // a copy: the frame's message lives on its arena
+        upstream_.load()->Submit(link_, up);  // a copy: the frame's message lives on its arena
         break;
     }
     StartRead(frame_.Renew());
@@ -58,19 +59,26 @@ class LocalSession final : public server::SessionReactor {
   void OnWriteDone(bool ok) override { link_->WriteDone(ok); }
 
   void OnCancel() override {
-    upstream_->Detach(link_);
+    Detach();
     link_->Close(grpc::Status(grpc::StatusCode::CANCELLED, "session cancelled"));
   }
 
   void OnDone() override {
-    upstream_->Detach(link_);
+    Detach();
     link_->DetachReactor();
     delete this;
   }
 
  private:
-  Upstream* const upstream_;
+  // Detaches the rank from the Upstream it attached through (idempotent; none before attach).
+  void Detach() {
+    if (Upstream* upstream = upstream_.load(); upstream != nullptr) upstream->Detach(link_);
+  }
+
+  Router* const router_;
   AgentCounters* const counters_;
+  // Set by the attach (a read reaction); read by OnCancel too, which may run concurrently.
+  std::atomic<Upstream*> upstream_{nullptr};
   const std::shared_ptr<LocalRank> link_;
   server::SessionUpFrame frame_;  // touched by the read reactions only, one at a time
   bool attached_ = false;         // likewise
@@ -78,8 +86,8 @@ class LocalSession final : public server::SessionReactor {
 
 }  // namespace
 
-server::SessionReactor* NewLocalSession(Upstream* upstream, AgentCounters* counters) {
-  return new LocalSession(upstream, counters);
+server::SessionReactor* NewLocalSession(Router* router, AgentCounters* counters) {
+  return new LocalSession(router, counters);
 }
 
 }  // namespace psync::agent

@@ -4,7 +4,9 @@
 // `attach`, which is forwarded upstream (the coordinator checks and answers it); staged, skip
 // and sync_done messages are queued upstream (merged with other ranks' there) and each is answered
 // by an Ack with the coordinator's status for it; notices arrive through the Session's LocalRank.
-// When the Session ends, its rank is detached upstream.
+// The attach goes to the Upstream of the replica the rank's job is routed to then
+// (agent/router.h); the Session's later messages and its detach follow it there. When the Session
+// ends, its rank is detached upstream.
 //
 // Refusals are the coordinator's (session_protocol.h): a first message that is not attach, or bytes
 // that do not parse as a SessionUp, end the Session with INVALID_ARGUMENT (counted in the agent's
@@ -14,12 +16,12 @@
 // its way (they follow it upstream, and fail if it is refused); a message's Ack may come after
 // the directive it caused.
 //
-// Never blocks; owned by gRPC (deletes itself in OnDone). Does not own the Upstream.
+// Never blocks; owned by gRPC (deletes itself in OnDone). Does not own the router or Upstreams.
 #ifndef PSYNC_AGENT_LOCAL_SESSION_H_
 #define PSYNC_AGENT_LOCAL_SESSION_H_
 
+#include "agent/router.h"
 #include "agent/stats.h"
-#include "agent/upstream.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
 #include "server/session_up_frame.h"
@@ -28,7 +30,7 @@ namespace psync::agent {
 
 // Creates the reactor for one Session call. Neither argument is owned; both outlive the call.
 // Served as server/session_up_frame.h's NewSessionHandler says.
-server::SessionReactor* NewLocalSession(Upstream* upstream, AgentCounters* counters);
+server::SessionReactor* NewLocalSession(Router* router, AgentCounters* counters);
 
 }  // namespace psync::agent
 

@@ -10,7 +10,9 @@
 #include "agent/agent.h"
 #include "server/daemon.h"
 
-ABSL_FLAG(std::string, target, "", "the coordinator's address, e.g. 10.0.0.1:7070 (required)");
+ABSL_FLAG(std::string, target, "",
+          "the coordinator's address, e.g. 10.0.0.1:7070, or its replicas, comma-separated "
+          "(a:7070,b:7070,c:7070): jobs follow their owners (required)");
 ABSL_FLAG(std::string, listen, "127.0.0.1:0",
           "where the node's ranks connect: host:port (port 0: any free port) or unix:PATH");
 ABSL_FLAG(std::string, port_file, "",
@@ -59,6 +61,7 @@ int main(int argc, char** argv) {
   std::cerr << "psync-agent: " << s.local_messages << " local messages (" << s.local_checkins
             << " check-ins) in " << s.upstream_batches << " upstream batches; "
             << s.notices_received << " notices for " << s.notices_delivered << " rank deliveries; "
-            << s.reconnects << " reconnects\n";
+            << s.reconnects << " reconnects; " << s.redirects << " redirects, " << s.rotations
+            << " rotations, " << s.replicas_lost << " replicas lost\n";
   return 0;
 }

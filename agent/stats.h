@@ -24,6 +24,13 @@ struct AgentStats {
   // Local messages the agent refused itself (bytes that do not parse, a first message that is not
   // attach, a second attach, no kind); refusals of the coordinator are counted there.
   uint64_t local_rejected = 0;
+  // Several replicas (AgentOptions::target lists more than one): jobs moved to the owner a
+  // replica's OwnerRedirect named, jobs moved to the next replica of the list (unreachable, or
+  // not serving the job), and upstream streams that could not reconnect and ended their ranks'
+  // local Sessions so that the ranks join again elsewhere.
+  uint64_t redirects = 0;
+  uint64_t rotations = 0;
+  uint64_t replicas_lost = 0;
 };
 
 class AgentCounters {
@@ -41,6 +48,9 @@ class AgentCounters {
   std::atomic<uint64_t> reconnects{0};
   std::atomic<uint64_t> batches_resent{0};
   std::atomic<uint64_t> local_rejected{0};
+  std::atomic<uint64_t> redirects{0};
+  std::atomic<uint64_t> rotations{0};
+  std::atomic<uint64_t> replicas_lost{0};
 
   AgentStats Snapshot() const {
     AgentStats s;
@@ -57,6 +67,9 @@ class AgentCounters {
     s.reconnects = reconnects.load();
     s.batches_resent = batches_resent.load();
     s.local_rejected = local_rejected.load();
+    s.redirects = redirects.load();
+    s.rotations = rotations.load();
+    s.replicas_lost = replicas_lost.load();
     return s;
   }
 };

@@ -80,6 +80,9 @@ void Upstream::Submit(const std::shared_ptr<LocalRank>& link, v1::SessionUp up) 
       stream_->Wake();
       return;
     }
+    // Its Session is ending with UNAVAILABLE: no answer, the client sends it again after it
+    // joined again (an error here would fail the message for good).
+    if (link->rejoining()) return;
   }
   // Its attach was refused or its Session is over.
   link->Ack(up.request_id(), absl::FailedPreconditionError(
@@ -245,6 +248,12 @@ void Upstream::OnWrite(const v1::AgentUp& up) {
 
 absl::Status Upstream::Prepare(bool* retry) {
   *retry = true;  // nothing to do before a stream: the ranks joined through the agent already
+  absl::MutexLock lock(&mu_);
+  if (options_.leave_when_unreachable && unreachable_ && links_.empty() && queue_.empty()) {
+    // Nobody to carry to a replica that did not answer: try again after a (growing) backoff.
+    return absl::UnavailableError(
+        absl::StrCat("coordinator replica '", options_.target, "' unreachable; no local rank"));
+  }
   return absl::OkStatus();
 }
 
@@ -284,11 +293,63 @@ std::vector<v1::AgentUp> Upstream::OnOpen(bool* handshake) {
   return first;
 }
 
+std::vector<std::shared_ptr<LocalRank>> Upstream::LeaveAllLocked() {
+  std::vector<std::shared_ptr<LocalRank>> left;
+  left.reserve(links_.size());
+  for (auto& [key, link] : links_) left.push_back(link.link);
+  for (const std::shared_ptr<LocalRank>& link : left) {
+    link->MarkRejoining();
+    ForgetLocked(link.get());
+  }
+  queue_.clear();
+  queued_messages_ = 0;
+  queued_controls_ = 0;
+  completes_chunk_ = false;
+  for (const auto& [id, p] : pending_) {
+    if (p.kind == Pending::Kind::kBatch) stream_->Abandon(id);
+  }
+  pending_.clear();
+  return left;
+}
+
 absl::Status Upstream::OnClosed(const StreamEnd& end, bool* retry) {
   *retry = true;
-  if (!stream_->closing()) {
-    std::cerr << "psync-agent: coordinator stream ended (" << end.finished << "); reconnecting\n";
+  if (stream_->closing()) return end.finished;
+  std::vector<std::shared_ptr<LocalRank>> left;
+  bool quiet = false;  // a replica that stays unreachable, with no local rank: said once
+  {
+    absl::MutexLock lock(&mu_);
+    if (options_.leave_when_unreachable && !answered_) {
+      // A stream that got no answer (after one that broke): the replica is gone or unreachable.
+      quiet = unreachable_ && links_.empty();
+      unreachable_ = true;
+      if (!links_.empty()) left = LeaveAllLocked();
+    }
   }
+  if (quiet) return end.finished;
+  if (left.empty()) {
+    std::cerr << "psync-agent: coordinator stream"
+              << (options_.target.empty() ? "" : absl::StrCat(" to '", options_.target, "'"))
+              << " ended (" << end.finished << "); reconnecting\n";
+    return end.finished;
+  }
+  counters_->replicas_lost.fetch_add(1);
+  std::cerr << "psync-agent: coordinator replica '" << options_.target << "' unreachable ("
+            << end.finished << "): " << left.size()
+            << " local sessions end, their ranks join again\n";
+  const grpc::Status status(
+      grpc::StatusCode::UNAVAILABLE,
+      absl::StrCat("coordinator replica '", options_.target, "' is unreachable: join again"));
+  std::vector<std::string> jobs;
+  for (const std::shared_ptr<LocalRank>& link : left) {
+    if (std::find(jobs.begin(), jobs.end(), link->job_id()) == jobs.end()) {
+      jobs.push_back(link->job_id());
+    }
+  }
+  if (options_.on_not_served) {
+    for (const std::string& job : jobs) options_.on_not_served(job);
+  }
+  for (const std::shared_ptr<LocalRank>& link : left) link->Close(status);
   return end.finished;
 }
 
@@ -298,8 +359,10 @@ void Upstream::OnRead(const v1::AgentDown& down) {
   std::vector<std::pair<std::shared_ptr<LocalRank>, grpc::Status>> closes;
   std::vector<std::tuple<std::shared_ptr<LocalRank>, uint64_t, absl::Status>> acks;
   std::vector<std::pair<std::shared_ptr<LocalRank>, const v1::SessionDown*>> notices;
+  std::vector<std::string> not_served;  // jobs refused or ended with UNAVAILABLE
   {
     absl::MutexLock lock(&mu_);
+    unreachable_ = false;
     if (!answered_) {
       answered_ = true;
       if (answered_once_) counters_->reconnects.fetch_add(1);
@@ -325,6 +388,8 @@ void Upstream::OnRead(const v1::AgentDown& down) {
           continue;
         }
         ForgetLocked(key);
+        if (status.code() == absl::StatusCode::kUnavailable) not_served.push_back(key->job_id());
+        if (!first || status.code() == absl::StatusCode::kUnavailable) local->MarkRejoining();
         if (first) {
           attach_results.emplace_back(std::move(local), status);
         } else {
@@ -368,9 +433,17 @@ void Upstream::OnRead(const v1::AgentDown& down) {
       if (a == attach_ids_.end()) continue;
       std::shared_ptr<LocalRank> local = links_.at(a->second).link;
       ForgetLocked(a->second);
+      if (c.code() == static_cast<int32_t>(grpc::StatusCode::UNAVAILABLE)) {
+        not_served.push_back(c.job_id());
+        local->MarkRejoining();
+      }
       closes.emplace_back(std::move(local),
                           grpc::Status(static_cast<grpc::StatusCode>(c.code()), c.message()));
     }
+  }
+  // The job moves on before its ranks hear of it, so that they join again elsewhere.
+  if (options_.on_not_served) {
+    for (const std::string& job : not_served) options_.on_not_served(job);
   }
   for (auto& [link, status] : attach_results) link->AttachResult(status);
   for (auto& [link, request_id, status] : acks) link->Ack(request_id, status);

@@ -1,5 +1,6 @@
-// Upstream: a node agent's one AgentSession stream to the coordinator, carrying the Sessions of
-// the node's ranks (see agent/README.md).
+// Upstream: a node agent's AgentSession stream to one coordinator (or one coordinator replica:
+// agent/router.h keeps one Upstream per replica it uses), carrying the Sessions of the node's
+// ranks whose jobs go there (see agent/README.md).
 //
 // What it does.
 //  * Attach: forwards a local rank's attach (the rank's own job, rank, generation, session id);
@@ -30,7 +31,13 @@
 // drops those it already has. A re-attach the coordinator refuses ends that rank's local Session
 // with UNAVAILABLE, so its client joins again. Detaches not yet written when the stream broke are
 // dropped (the coordinator detached every rank of the ended stream). The upstream never gives up;
-// Shutdown() stops it.
+// Shutdown() stops it. With leave_when_unreachable (an agent given several replicas), a replica
+// that cannot be reached again has its ranks' local Sessions ended with UNAVAILABLE instead (see
+// UpstreamOptions; a message such a rank sends meanwhile gets no Ack: its client sends it again
+// after joining again), and refusals with UNAVAILABLE are reported through on_not_served, so the
+// agent moves the job to another replica (agent/router.h); while such a replica stays unreachable
+// and no local rank needs it, new streams to it wait for the backoff's growing delay (up to its
+// maximum, which is then also the longest a new attach there waits to be written).
 //
 // Thread-safety: all methods are thread-safe and never block on I/O (Attach, Submit, Detach only
 // queue), so reactors may call them. LocalRank callbacks run on the stream's reader thread
@@ -40,6 +47,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -64,6 +72,18 @@ namespace psync::agent {
 struct UpstreamOptions {
   // The coordinator's channel. Required.
   std::shared_ptr<grpc::Channel> channel;
+  // The replica's address, for messages.
+  std::string target;
+  // Several replicas (agent/router.h): when a stream breaks and the next one gets no answer
+  // either (the replica is gone), every attached local Session ends with UNAVAILABLE and is
+  // forgotten, what was queued or unacknowledged is dropped, and on_not_served runs for each of
+  // their jobs; the ranks join again through the agent, at another replica. The stream itself
+  // keeps retrying for later attaches. False (one coordinator): re-attach forever.
+  bool leave_when_unreachable = false;
+  // Called (on the reader thread, no lock held) with the job of a rank whose attach the
+  // coordinator refused or ended with UNAVAILABLE (it does not serve the job now), and for each
+  // job of the ranks left when the replica was unreachable. May be empty.
+  std::function<void(const std::string& job_id)> on_not_served;
   BackoffOptions backoff;
   absl::Duration flush_window = absl::ZeroDuration();
   size_t flush_messages = 1024;
@@ -141,6 +161,9 @@ class Upstream final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   // Forgets `link` (routes, attach id); points the route of its rank at another attached local
   // Session of the rank if there is one.
   void ForgetLocked(LocalRank* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // leave_when_unreachable: forgets every local Session (returned, to be closed), everything
+  // queued and every unacknowledged batch.
+  std::vector<std::shared_ptr<LocalRank>> LeaveAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const UpstreamOptions options_;
   AgentCounters* const counters_;
@@ -150,6 +173,9 @@ class Upstream final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool answered_ ABSL_GUARDED_BY(mu_) = false;       // the current stream got an answer
   bool answered_once_ ABSL_GUARDED_BY(mu_) = false;  // some stream got an answer
+  // leave_when_unreachable: the last stream ended with no answer (Prepare holds back new streams
+  // while no local rank needs one).
+  bool unreachable_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<LocalRank*, AttachedRank> links_ ABSL_GUARDED_BY(mu_);
   // The local Session notices of (job, rank) go to: the newest attached (or attaching) one.

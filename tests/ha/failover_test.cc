@@ -26,6 +26,7 @@
 #include "tests/chaos/spawn.h"
 #include "tests/chaos/verdict.h"
 #include "tests/ha/etcd_process.h"
+#include "tests/ha/replica_processes.h"
 #include "tests/worker/processes.h"
 
 namespace psync {
@@ -65,20 +66,6 @@ std::string FaultName(Fault f) {
   return "";
 }
 
-// The owner of `job` as the replica at `target` sees it ("" when unknown or unreachable).
-std::string OwnerOf(const std::string& target, const std::string& job) {
-  auto stub =
-      v1::Coordinator::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
-  v1::ListReplicasResponse response;
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
-  if (!stub->ListReplicas(&context, v1::ListReplicasRequest(), &response).ok()) return "";
-  for (const v1::JobOwner& o : response.owners()) {
-    if (o.job_id() == job) return o.owner();
-  }
-  return "";
-}
-
 TEST(FailoverTest, OwnersKilledPausedAndEtcdRestartedNeverSyncEarlyOrTwice) {
   const std::string coordinator = testing::Runfile("server/psync-coordinator");
   const std::string rank_binary = testing::Runfile("tests/chaos/chaos_rank");
@@ -88,25 +75,11 @@ TEST(FailoverTest, OwnersKilledPausedAndEtcdRestartedNeverSyncEarlyOrTwice) {
   testing::EtcdProcess etcd(dir + "/etcd");
   ASSERT_TRUE(etcd.Start().ok());
 
-  std::vector<std::string> addresses;
-  std::vector<pid_t> replica_pids(kReplicas, -1);
-  int replica_starts = 0;
-  auto start_replica = [&](int i) {
-    const std::string port_file = absl::StrCat(dir, "/port.", replica_starts);
-    replica_pids[i] = chaos::Spawn(
-        {coordinator, "--listen=" + addresses[i], "--advertise=" + addresses[i],
-         "--etcd=" + etcd.endpoint(), absl::StrCat("--etcd_lease_ttl=", absl::FormatDuration(kTtl)),
-         "--etcd_lease_margin=500ms", "--etcd_poll_interval=100ms",
-         "--http_listen=", "--port_file=" + port_file},
-        absl::StrCat(dir, "/replica", i, ".", replica_starts, ".log"));
-    ++replica_starts;
-    return chaos::WaitForPort(port_file);
-  };
+  testing::ReplicaProcesses replicas({coordinator, dir, etcd.endpoint(), kReplicas, kTtl});
   for (int i = 0; i < kReplicas; ++i) {
-    addresses.push_back(absl::StrCat("127.0.0.1:", testing::FreePort()));
-    ASSERT_GT(start_replica(i), 0) << "replica " << i << " did not start";
+    ASSERT_TRUE(replicas.Start(i)) << "replica " << i << " did not start";
   }
-  const std::string targets = absl::StrJoin(addresses, ",");
+  const std::string targets = replicas.targets();
 
   std::vector<std::vector<chaos::ProcessLog>> logs(kJobs);
   std::vector<pid_t> rank_pids;
@@ -149,7 +122,7 @@ TEST(FailoverTest, OwnersKilledPausedAndEtcdRestartedNeverSyncEarlyOrTwice) {
       }
     }
     if (paused >= 0 && absl::Now() >= resume_at) {
-      kill(replica_pids[paused], SIGCONT);
+      kill(replicas.pid(paused), SIGCONT);
       paused = -1;
     }
     size_t due = kPlan.size();
@@ -169,20 +142,16 @@ TEST(FailoverTest, OwnersKilledPausedAndEtcdRestartedNeverSyncEarlyOrTwice) {
         etcd.Kill();
         ASSERT_TRUE(etcd.Start().ok());
       } else {
-        for (const std::string& a : addresses) {
-          d.replica = OwnerOf(a, job);
-          if (!d.replica.empty()) break;
-        }
+        d.replica = replicas.Owner(job);
         ASSERT_FALSE(d.replica.empty()) << "no replica names an owner of " << job;
-        const int victim = static_cast<int>(
-            std::find(addresses.begin(), addresses.end(), d.replica) - addresses.begin());
-        ASSERT_LT(victim, kReplicas) << d.replica;
+        const int victim = replicas.IndexOf(d.replica);
+        ASSERT_GE(victim, 0) << d.replica;
         d.at = chaos::MonotonicNanos();
         if (p.fault == Fault::kKillOwner) {
-          chaos::KillAndReap(replica_pids[victim]);
-          ASSERT_GT(start_replica(victim), 0);
+          replicas.Kill(victim);
+          ASSERT_TRUE(replicas.Start(victim));
         } else {
-          kill(replica_pids[victim], SIGSTOP);
+          kill(replicas.pid(victim), SIGSTOP);
           paused = victim;
           resume_at = absl::Now() + kPause;
         }
@@ -192,11 +161,11 @@ TEST(FailoverTest, OwnersKilledPausedAndEtcdRestartedNeverSyncEarlyOrTwice) {
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
-  if (paused >= 0) kill(replica_pids[paused], SIGCONT);
+  if (paused >= 0) kill(replicas.pid(paused), SIGCONT);
   for (size_t i = 0; i < rank_pids.size(); ++i) {
     if (!exited[i]) chaos::KillAndReap(rank_pids[i]);
   }
-  for (pid_t pid : replica_pids) chaos::KillAndReap(pid);
+  for (int i = 0; i < kReplicas; ++i) replicas.Kill(i);
   etcd.Kill();
   ASSERT_EQ(next, kPlan.size()) << "not every fault was injected before the run ended";
 

@@ -2,12 +2,16 @@
 // UNAVAILABLE with the owner in its message and in a psync.v1.OwnerRedirect (binary error
 // details); a client given both addresses ends at the owner after one redirect; directives carry
 // the owner's epoch (the job key's create_revision); ListReplicas shows the replicas and owners.
+// A node agent given both replicas follows the redirect itself and never passes one on to a rank,
+// and moves its rank to the other replica when the owner stops.
 #include <memory>
 #include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "agent/agent.h"
+#include "agent/job_routes.h"
 #include "client/client.h"
 #include "client/endpoints.h"
 #include "client/psyncctl.h"
@@ -209,6 +213,145 @@ TEST_F(RedirectTest, JoinAtTheWrongReplicaNamesTheOwnerAndClientsGoThere) {
   EXPECT_EQ(end_out.str(), absl::StrCat("job ", job, " ended: done\n"));
   EXPECT_EQ(server::JobStateText(*servers_[0]->coordinator().GetJobStatus(job)), "ENDED");
   (*client)->Close();
+}
+
+// A node agent given both replicas follows the redirect for its rank: the rank only ever talks to
+// the agent, sees no redirect, and gets the owner's directives with the owner's epoch; an agent
+// given one replica does not follow, and passes no OwnerRedirect on.
+TEST_F(RedirectTest, AnAgentFollowsRedirectsAndNeverPassesThemOn) {
+  ASSERT_TRUE(
+      WaitFor([&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
+  // A job replica 0 is preferred for, whose list entry (as the agent and the client pick it) is
+  // replica 1.
+  server::ha::Ownership view({addresses_[0], absl::Seconds(5), absl::Seconds(1)});
+  view.SetReplicas(addresses_);
+  std::string job;
+  for (int j = 0; job.empty(); ++j) {
+    const std::string candidate = absl::StrCat("agent-job", j);
+    if (view.Preferred(candidate) == addresses_[0] && agent::StartIndex(candidate, 2) == 1) {
+      job = candidate;
+    }
+  }
+
+  // One replica (the wrong one): nothing is followed, and the rank's Join gets the replica's
+  // UNAVAILABLE and message without the OwnerRedirect.
+  agent::AgentOptions single;
+  single.target = addresses_[1];
+  auto lone = agent::Agent::Start(single);
+  ASSERT_TRUE(lone.ok()) << lone.status();
+  auto through_lone = v1::Coordinator::NewStub(
+      grpc::CreateChannel((*lone)->local_target(), grpc::InsecureChannelCredentials()));
+  v1::JoinResponse response;
+  grpc::ClientContext context;
+  const grpc::Status refused = through_lone->Join(&context, Plan(job), &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(refused.error_message(), absl::StrCat("job '", job, "' is owned by replica '",
+                                                  addresses_[0], "' (epoch 0): connect there"));
+  EXPECT_TRUE(refused.error_details().empty());
+  EXPECT_FALSE(RedirectIn(refused).has_value());
+  EXPECT_EQ((*lone)->stats().redirects, 0u);
+  EXPECT_EQ((*lone)->stats().rotations, 0u);
+  (*lone)->Shutdown();
+
+  // Both replicas: the agent starts at replica 1, is redirected to replica 0 and joins there.
+  agent::AgentOptions both;
+  both.target = absl::StrCat(addresses_[0], ",", addresses_[1]);
+  auto node = agent::Agent::Start(both);
+  ASSERT_TRUE(node.ok()) << node.status();
+  ClientOptions options;
+  options.target = (*node)->local_target();
+  options.plan = Plan(job);
+  options.call_timeout = absl::Seconds(20);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*client)->target(), (*node)->local_target());
+  EXPECT_EQ((*client)->stats().redirects, 0u);
+  EXPECT_EQ((*node)->stats().redirects, 1u);
+  EXPECT_EQ((*node)->stats().rotations, 0u);
+
+  // The owner is replica 0; its directive reaches the rank through the agent with its epoch.
+  const absl::StatusOr<std::optional<server::ha::KeyValue>> key =
+      etcd_.Get(absl::StrCat("/psync/jobs/", job));
+  ASSERT_TRUE(key.ok() && key->has_value());
+  EXPECT_EQ((*key)->value, addresses_[0]);
+  ASSERT_TRUE((*client)->ReportStaged(0, 0, "dense").ok());
+  absl::StatusOr<v1::SyncDirective> directive =
+      (*client)->WaitForDirective(0, 0, absl::Seconds(10));
+  ASSERT_TRUE(directive.ok()) << directive.status();
+  EXPECT_EQ(directive->epoch(), static_cast<uint64_t>((*key)->create_revision));
+  EXPECT_GT(directive->epoch(), 0u);
+  (*client)->Close();
+  (*node)->Shutdown();
+}
+
+// A replica that stops under a node agent: the agent ends its rank's local Session, moves the job
+// to the other replica of its list, and the rank, joining again through the agent, resumes at the
+// new owner (a higher epoch) without ever seeing a redirect.
+TEST_F(RedirectTest, AnAgentMovesItsRanksOffAStoppedReplica) {
+  ASSERT_TRUE(
+      WaitFor([&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
+  // A job replica 0 is preferred for and that the agent starts on replica 0.
+  server::ha::Ownership view({addresses_[0], absl::Seconds(5), absl::Seconds(1)});
+  view.SetReplicas(addresses_);
+  std::string job;
+  for (int j = 0; job.empty(); ++j) {
+    const std::string candidate = absl::StrCat("moving-job", j);
+    if (view.Preferred(candidate) == addresses_[0] && agent::StartIndex(candidate, 2) == 0) {
+      job = candidate;
+    }
+  }
+  agent::AgentOptions both;
+  both.target = absl::StrCat(addresses_[0], ",", addresses_[1]);
+  both.backoff.initial = absl::Milliseconds(10);
+  auto node = agent::Agent::Start(both);
+  ASSERT_TRUE(node.ok()) << node.status();
+  ClientOptions options;
+  options.target = (*node)->local_target();
+  options.plan = Plan(job);
+  options.call_timeout = absl::Seconds(20);
+  options.backoff.initial = absl::Milliseconds(10);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*node)->stats().redirects, 0u);
+
+  v1::GroupChecksum checksum;
+  checksum.set_group("dp");
+  checksum.set_checksum(7);
+  ASSERT_TRUE((*client)->ReportStaged(0, 0, "dense").ok());
+  absl::StatusOr<v1::SyncDirective> first = (*client)->WaitForDirective(0, 0, absl::Seconds(10));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE((*client)->ReportSyncDone(0, 0, {checksum}).ok());
+
+  servers_[0]->Shutdown();  // its etcd lease is revoked: the job is free
+
+  // The check-in waits through the move (re-sent after the rank joined again) and is released by
+  // replica 1, the new owner, at a higher epoch.
+  ASSERT_TRUE((*client)->ReportStaged(1, 0, "dense").ok());
+  absl::StatusOr<v1::SyncDirective> second = (*client)->WaitForDirective(1, 0, absl::Seconds(20));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_GT(second->epoch(), first->epoch());
+  const absl::StatusOr<std::optional<server::ha::KeyValue>> key =
+      etcd_.Get(absl::StrCat("/psync/jobs/", job));
+  ASSERT_TRUE(key.ok() && key->has_value());
+  EXPECT_EQ((*key)->value, addresses_[1]);
+  EXPECT_EQ(second->epoch(), static_cast<uint64_t>((*key)->create_revision));
+
+  // The rank only ever talked to the agent; the agent moved the job off replica 0.
+  EXPECT_EQ((*client)->target(), (*node)->local_target());
+  EXPECT_EQ((*client)->stats().redirects, 0u);
+  EXPECT_GE((*node)->stats().rotations, 1u);
+  (*client)->Close();
+  (*node)->Shutdown();
+}
+
+TEST(AgentOptionsTest, AnEmptyReplicaListIsInvalidArgumentNamingTarget) {
+  agent::AgentOptions options;
+  options.target = " , ";
+  const absl::Status status = agent::ValidateAgentOptions(options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "target must name at least one target (host:port[,host:port...])");
+  options.target = "a:1, b:2,c:3";
+  EXPECT_TRUE(agent::ValidateAgentOptions(options).ok());
 }
 
 TEST(ReplicaOptionsTest, BadReplicaFlagsAreInvalidArgumentNamingTheFlag) {

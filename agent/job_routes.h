@@ -1,0 +1,68 @@
+// JobRoutes: which coordinator replica a node agent sends each job to. The agent is given a list of
+// replicas (AgentOptions::target "a:7070,b:7070,c:7070"); a job starts on the list entry at
+// std::hash(job_id) % n (as psync::Client starts, client/client.cc, so a rank and its agent pick
+// the same replica first), moves to the owner a replica names in an OwnerRedirect, and moves on
+// to the next list entry when its replica fails (unreachable, or it redirects to nobody). A
+// redirect owner that fails is forgotten: the job goes back to its list entry. With one target a
+// job never moves, not even to a redirect owner (a coordinator restarted at the same address is
+// resumed where it was; give the agent every replica's address to follow owners).
+//
+// Pure: no I/O, no clock. Every failure names the target it came from, and changes nothing unless
+// that target is still the job's route, so the same failure reported by several ranks moves a job
+// once. Thread-compatible (the agent's Router adds the lock). A route is kept per job id seen, for
+// the agent's life.
+#ifndef PSYNC_AGENT_JOB_ROUTES_H_
+#define PSYNC_AGENT_JOB_ROUTES_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace psync::agent {
+
+// The list index a job starts on among `n` targets (n >= 1): std::hash<std::string>(job_id) % n.
+size_t StartIndex(const std::string& job_id, size_t n);
+
+class JobRoutes {
+ public:
+  // What a failure did to the job's route.
+  enum class Move {
+    kNone,      // nothing: a single target, or the route had moved already
+    kRedirect,  // to the owner a redirect named
+    kRotate,    // to the next list entry (or back to the list from a failed redirect owner)
+  };
+
+  // `targets` must not be empty.
+  explicit JobRoutes(std::vector<std::string> targets);
+
+  // The target `job_id` goes to now (its start entry the first time).
+  const std::string& Route(const std::string& job_id);
+  // A call or stream of `job_id` at `target` was refused with a redirect to `owner` (empty: nobody
+  // may serve the job now). A non-empty owner other than `target` becomes the route; an empty one
+  // (or the target itself) counts as a failure of `target` (Failed). kNone when `target` is not
+  // the job's route (any more), or with a single target.
+  Move Redirected(const std::string& job_id, const std::string& target, const std::string& owner);
+  // `target` failed for `job_id` (unreachable, or it could not serve the job): the route moves to
+  // the next list entry, or back to its list entry if `target` was a redirect owner.
+  Move Failed(const std::string& job_id, const std::string& target);
+
+  size_t size() const { return targets_.size(); }
+  const std::vector<std::string>& targets() const { return targets_; }
+
+ private:
+  struct JobRoute {
+    size_t entry = 0;     // index into targets_ of the job's list entry
+    std::string current;  // targets_[entry], or a redirect owner
+  };
+  JobRoute& Get(const std::string& job_id);
+
+  const std::vector<std::string> targets_;
+  absl::flat_hash_map<std::string, JobRoute> routes_;
+};
+
+}  // namespace psync::agent
+
+#endif  // PSYNC_AGENT_JOB_ROUTES_H_

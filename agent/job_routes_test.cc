@@ -1,0 +1,88 @@
+#include "agent/job_routes.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace psync::agent {
+namespace {
+
+using Move = JobRoutes::Move;
+
+const std::vector<std::string> kTargets = {"a:1", "b:2", "c:3"};
+
+// The list index after `i`.
+size_t After(size_t i) { return (i + 1) % kTargets.size(); }
+
+TEST(JobRoutesTest, StartsOnTheEntryTheClientStartsOn) {
+  JobRoutes routes(kTargets);
+  for (const std::string job : {"job0", "job1", "job2", "a-long-job-id", ""}) {
+    const size_t start = std::hash<std::string>{}(job) % kTargets.size();
+    EXPECT_EQ(StartIndex(job, kTargets.size()), start) << job;
+    EXPECT_EQ(routes.Route(job), kTargets[start]) << job;
+    EXPECT_EQ(routes.Route(job), kTargets[start]) << job << ": a route stays put";
+  }
+}
+
+TEST(JobRoutesTest, RedirectMovesTheJobToItsOwnerOnly) {
+  JobRoutes routes(kTargets);
+  const size_t start = StartIndex("j", kTargets.size());
+  const std::string other = kTargets[StartIndex("k", kTargets.size())];
+  EXPECT_EQ(routes.Redirected("j", kTargets[start], "owner:9"), Move::kRedirect);
+  EXPECT_EQ(routes.Route("j"), "owner:9");
+  EXPECT_EQ(routes.Route("k"), other) << "another job keeps its route";
+  // A second rank's answer from the same old replica changes nothing.
+  EXPECT_EQ(routes.Redirected("j", kTargets[start], "elsewhere:9"), Move::kNone);
+  EXPECT_EQ(routes.Failed("j", kTargets[start]), Move::kNone);
+  EXPECT_EQ(routes.Route("j"), "owner:9");
+  // The owner redirects further.
+  EXPECT_EQ(routes.Redirected("j", "owner:9", kTargets[1]), Move::kRedirect);
+  EXPECT_EQ(routes.Route("j"), kTargets[1]);
+}
+
+TEST(JobRoutesTest, FailureRotatesThroughTheListOncePerFailure) {
+  JobRoutes routes(kTargets);
+  size_t entry = StartIndex("j", kTargets.size());
+  for (int i = 0; i < 4; ++i) {
+    const std::string failed = routes.Route("j");
+    ASSERT_EQ(failed, kTargets[entry]);
+    EXPECT_EQ(routes.Failed("j", failed), Move::kRotate);
+    entry = After(entry);
+    EXPECT_EQ(routes.Route("j"), kTargets[entry]);
+    EXPECT_EQ(routes.Failed("j", failed), Move::kNone) << "the same failure reported again";
+    EXPECT_EQ(routes.Route("j"), kTargets[entry]);
+  }
+}
+
+TEST(JobRoutesTest, FailedRedirectOwnerGoesBackToTheListEntry) {
+  JobRoutes routes(kTargets);
+  const size_t start = StartIndex("j", kTargets.size());
+  ASSERT_EQ(routes.Redirected("j", kTargets[start], "owner:9"), Move::kRedirect);
+  EXPECT_EQ(routes.Failed("j", "owner:9"), Move::kRotate);
+  EXPECT_EQ(routes.Route("j"), kTargets[start]) << "the entry that redirected, tried again";
+  EXPECT_EQ(routes.Failed("j", kTargets[start]), Move::kRotate);
+  EXPECT_EQ(routes.Route("j"), kTargets[After(start)]);
+}
+
+TEST(JobRoutesTest, RedirectToNobodyOrToItselfRotates) {
+  JobRoutes routes(kTargets);
+  const size_t start = StartIndex("j", kTargets.size());
+  EXPECT_EQ(routes.Redirected("j", kTargets[start], ""), Move::kRotate);
+  EXPECT_EQ(routes.Route("j"), kTargets[After(start)]);
+  EXPECT_EQ(routes.Redirected("j", kTargets[After(start)], kTargets[After(start)]), Move::kRotate);
+  EXPECT_EQ(routes.Route("j"), kTargets[After(After(start))]);
+}
+
+TEST(JobRoutesTest, SingleTargetNeverMoves) {
+  JobRoutes routes({"only:1"});
+  EXPECT_EQ(routes.Route("j"), "only:1");
+  EXPECT_EQ(routes.Failed("j", "only:1"), Move::kNone);
+  EXPECT_EQ(routes.Redirected("j", "only:1", "owner:9"), Move::kNone);
+  EXPECT_EQ(routes.Redirected("j", "only:1", ""), Move::kNone);
+  EXPECT_EQ(routes.Route("j"), "only:1");
+}
+
+}  // namespace
+}  // namespace psync::agent

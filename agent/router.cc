@@ -1,0 +1,104 @@
+#include "agent/router.h"
+
+#include <utility>
+
+#include "server/wire_status.h"
+
+namespace psync::agent {
+
+Router::Router(RouterOptions options, AgentCounters* counters)
+    : options_(std::move(options)), counters_(counters), routes_(options_.targets) {}
+
+Router::~Router() { Shutdown(); }
+
+void Router::Start() {
+  absl::MutexLock lock(&mu_);
+  if (options_.targets.size() == 1) GetLocked(options_.targets[0]);
+}
+
+void Router::Shutdown() {
+  std::vector<Upstream*> upstreams;
+  {
+    absl::MutexLock lock(&mu_);
+    shut_down_ = true;
+    for (auto& [target, endpoint] : endpoints_) upstreams.push_back(endpoint->upstream.get());
+  }
+  // Unlocked: an upstream's threads may be calling into the router.
+  for (Upstream* upstream : upstreams) upstream->Shutdown();
+}
+
+Router::Endpoint& Router::GetLocked(const std::string& target) {
+  auto it = endpoints_.find(target);
+  if (it != endpoints_.end()) return *it->second;
+  auto endpoint = std::make_unique<Endpoint>();
+  endpoint->channel = options_.channel_factory(target);
+  endpoint->stub = v1::Coordinator::NewStub(endpoint->channel);
+  UpstreamOptions upstream = options_.upstream;
+  upstream.channel = endpoint->channel;
+  upstream.target = target;
+  if (options_.targets.size() > 1) {
+    // Ranks of a replica that is gone or does not serve their job join again elsewhere.
+    upstream.leave_when_unreachable = true;
+    upstream.on_not_served = [this, target](const std::string& job_id) {
+      NotServed(job_id, target);
+    };
+  }
+  endpoint->upstream = std::make_unique<Upstream>(std::move(upstream), counters_);
+  if (!shut_down_) endpoint->upstream->Start();
+  return *endpoints_.emplace(target, std::move(endpoint)).first->second;
+}
+
+void Router::CountLocked(JobRoutes::Move move) {
+  if (move == JobRoutes::Move::kRedirect) counters_->redirects.fetch_add(1);
+  if (move == JobRoutes::Move::kRotate) counters_->rotations.fetch_add(1);
+}
+
+v1::Coordinator::Stub* Router::Stub(const std::string& job_id, std::string* target) {
+  absl::MutexLock lock(&mu_);
+  *target = routes_.Route(job_id);
+  return GetLocked(*target).stub.get();
+}
+
+Upstream* Router::UpstreamFor(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  return GetLocked(routes_.Route(job_id)).upstream.get();
+}
+
+Upstream* Router::UpstreamAt(const std::string& target) {
+  absl::MutexLock lock(&mu_);
+  return GetLocked(target).upstream.get();
+}
+
+bool Router::FollowFailure(const std::string& job_id, const std::string& target,
+                           const grpc::Status& status) {
+  const grpc::StatusCode code = status.error_code();
+  if (code != grpc::StatusCode::UNAVAILABLE && code != grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return false;
+  }
+  std::string owner;
+  if (code == grpc::StatusCode::UNAVAILABLE) {
+    if (std::optional<v1::OwnerRedirect> r = server::OwnerRedirectOf(status)) owner = r->owner();
+  }
+  absl::MutexLock lock(&mu_);
+  if (!owner.empty() && !endpoints_.contains(owner) && endpoints_.size() >= kMaxEndpoints) {
+    owner.clear();  // bounded: an owner beyond the limit is treated as unknown
+  }
+  CountLocked(owner.empty() ? routes_.Failed(job_id, target)
+                            : routes_.Redirected(job_id, target, owner));
+  return !owner.empty() && routes_.Route(job_id) != target;
+}
+
+void Router::NotServed(const std::string& job_id, const std::string& target) {
+  absl::MutexLock lock(&mu_);
+  CountLocked(routes_.Failed(job_id, target));
+}
+
+bool Router::connected() const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [target, endpoint] : endpoints_) {
+    if (endpoint->upstream->connected()) return true;
+  }
+  return false;
+}
+
+}  // namespace psync::agent

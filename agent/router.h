@@ -1,0 +1,111 @@
+// Router: the coordinator replicas a node agent talks to, and which one each job goes to. It keeps
+// one endpoint per replica address (a channel, a stub for forwarded calls and an Upstream, the
+// AgentSession stream that carries the job's local Sessions), created on first use, and the jobs'
+// routes (agent/job_routes.h: start entry by hash, redirects followed, rotation on failure).
+//
+//  * Forwarded calls (Join and the other unary calls) go to Route(job); FollowFailure() reads the
+//    answer: an UNAVAILABLE carrying an OwnerRedirect (server/wire_status.h) moves the job to the
+//    named owner and asks for a retry there; an UNAVAILABLE without one (the replica is
+//    unreachable), a redirect to nobody or a DEADLINE_EXCEEDED moves the job to the next list
+//    entry. Other statuses change nothing.
+//  * Local Sessions attach through UpstreamFor(job). With several targets, an Upstream whose
+//    stream cannot reconnect ends its ranks' local Sessions with UNAVAILABLE, and an attach the
+//    coordinator refuses or ends with UNAVAILABLE (it does not serve the job) moves the job on:
+//    the ranks join again through the agent and land on the job's owner.
+//  * With one target (or a fixed channel) there is one endpoint, created at Start(), and no job
+//    ever moves: the Upstream reconnects to it forever, as a single coordinator expects.
+//
+// At most kMaxEndpoints endpoints exist (the list's and owners named by redirects; an owner that
+// would exceed it is treated as "nobody"); they live until the router is destroyed, so pointers
+// handed out stay valid. A route is kept per job id seen (JobRoutes), for the agent's life. Counts
+// redirects and rotations in the agent's counters.
+//
+// Thread-safety: thread-safe; never blocks on I/O (an Upstream connects on its own threads).
+// Upstream callbacks into the router run on the upstream's reader thread without its locks.
+// Ownership: owns its endpoints; borrows the counters, which must outlive it.
+#ifndef PSYNC_AGENT_ROUTER_H_
+#define PSYNC_AGENT_ROUTER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/job_routes.h"
+#include "agent/stats.h"
+#include "agent/upstream.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/psync/v1/coordinator.grpc.pb.h"
+
+namespace psync::agent {
+
+struct RouterOptions {
+  // The replicas (not empty). One target: never moves.
+  std::vector<std::string> targets;
+  // The channel to a target. Required.
+  std::function<std::shared_ptr<grpc::Channel>(const std::string& target)> channel_factory;
+  // Each Upstream's options; `channel`, `target` and the callbacks are filled in per endpoint.
+  UpstreamOptions upstream;
+};
+
+class Router {
+ public:
+  static constexpr size_t kMaxEndpoints = 64;
+
+  // `counters` is not owned and must outlive the router.
+  Router(RouterOptions options, AgentCounters* counters);
+  ~Router();
+  Router(const Router&) = delete;
+  Router& operator=(const Router&) = delete;
+
+  // With a single target: creates its endpoint and starts its Upstream (connects at once).
+  void Start() ABSL_LOCKS_EXCLUDED(mu_);
+  // Shuts every Upstream down (joins their threads). Idempotent; Upstreams created later are
+  // never started.
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The stub of `job_id`'s replica now, and its target.
+  v1::Coordinator::Stub* Stub(const std::string& job_id, std::string* target)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The Upstream of `job_id`'s replica now (started on first use).
+  Upstream* UpstreamFor(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // The Upstream of `target` (e.g. where a Join was answered).
+  Upstream* UpstreamAt(const std::string& target) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // A forwarded call of `job_id` at `target` ended with `status` (not OK): moves the job's route
+  // as the header says. True when the status redirected to an owner and the job's route is no
+  // longer `target`: the call may be retried at the new route.
+  bool FollowFailure(const std::string& job_id, const std::string& target,
+                     const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  // `target` does not serve `job_id` (an attach refused or ended with UNAVAILABLE, or the
+  // target's Upstream gave up its ranks): the job moves to the next list entry.
+  void NotServed(const std::string& job_id, const std::string& target) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // True while some Upstream has a stream open.
+  bool connected() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Endpoint {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<v1::Coordinator::Stub> stub;
+    std::unique_ptr<Upstream> upstream;
+  };
+  Endpoint& GetLocked(const std::string& target) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CountLocked(JobRoutes::Move move) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  const RouterOptions options_;
+  AgentCounters* const counters_;
+
+  mutable absl::Mutex mu_;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  JobRoutes routes_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::unique_ptr<Endpoint>> endpoints_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace psync::agent
+
+#endif  // PSYNC_AGENT_ROUTER_H_
