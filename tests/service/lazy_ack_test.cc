@@ -47,7 +47,8 @@ testing::RawOutcome RunJob(server::TestServer& server, const std::string& job,
   attach.mutable_attach()->set_session_id(joined.session_id());
   std::vector<std::string> frames = {attach.SerializeAsString()};
   uint64_t id = 2;
-  for (const auto& [optimizer, lazy] : staged) frames.push_back(Frame(id++, joined, optimizer, lazy));
+  for (const auto& [optimizer, lazy] : staged)
+    frames.push_back(Frame(id++, joined, optimizer, lazy));
   return testing::RunRawSession(channel.get(), frames);
 }
 
