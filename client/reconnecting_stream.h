@@ -14,8 +14,8 @@
 //      sent (Send() order), then whatever is sent from then on.
 //   4. protocol->OnRead() gets each message read.
 //   5. The stream ends: protocol->OnClosed() says why and whether to try again. A retry waits a
-//      backoff delay (reset once a stream was established or stayed open longer than the
-//      backoff's maximum).
+//      backoff delay (reset once a stream was established and answered, or stayed open longer
+//      than the backoff's maximum: ResetsBackoff).
 // The writer thread writes one message at a time (protocol->OnWrite() sees each); when it has
 // nothing to write it calls protocol->Produce() (e.g. to merge queued check-ins once a flush
 // window elapsed).
@@ -80,7 +80,18 @@ struct StreamEnd {
   absl::Status finished;             // Finish()'s status (OK when the peer ended the call)
   bool established = false;          // Established() was called on this stream
   bool handshake_timed_out = false;  // cancelled because the handshake took too long
+  bool received = false;             // the peer sent at least one message on it
 };
+
+// Whether a stream that ended as `end` after being open for `open_for` proves the peer works, so
+// that the next reconnect starts from the backoff's first delay: it was established and the peer
+// answered on it, or it stayed open longer than the backoff's maximum. A stream without a
+// handshake (established at once) that ends before any answer does not: the delays keep growing
+// while the peer is down.
+inline bool ResetsBackoff(const StreamEnd& end, absl::Duration open_for,
+                          absl::Duration backoff_max) {
+  return (end.established && end.received) || open_for > backoff_max;
+}
 
 template <typename Up, typename Down>
 class StreamProtocol {
@@ -276,9 +287,14 @@ class ReconnectingStream {
       for (auto& [id, t] : tracked_) outgoing_.push_back({id, true, false, Up()});
     }
     Down down;
-    while (stream->Read(&down)) protocol_->OnRead(down);
+    bool received = false;
+    while (stream->Read(&down)) {
+      received = true;
+      protocol_->OnRead(down);
+    }
 
     StreamEnd end;
+    end.received = received;
     {
       absl::MutexLock lock(&mu_);
       stream_ = nullptr;
@@ -297,7 +313,7 @@ class ReconnectingStream {
       context_ = nullptr;
     }
     context.reset();
-    if (end.established || absl::Now() - opened > options_.backoff.max) backoff->Reset();
+    if (ResetsBackoff(end, absl::Now() - opened, options_.backoff.max)) backoff->Reset();
     return protocol_->OnClosed(end, retry);
   }
 

@@ -148,6 +148,25 @@ class ReconnectingStreamTest : public ::testing::Test {
   std::unique_ptr<v1::Coordinator::Stub> stub_;
 };
 
+TEST(ResetsBackoffTest, OnlyAStreamThePeerAnsweredOrThatLastedStartsTheDelaysAgain) {
+  const absl::Duration max = absl::Seconds(2);
+  StreamEnd answered;
+  answered.established = true;
+  answered.received = true;
+  EXPECT_TRUE(ResetsBackoff(answered, absl::Milliseconds(10), max));
+  // Established at once (no handshake, as a node agent's stream) but never answered: the peer is
+  // down or refusing, and the delays keep growing.
+  StreamEnd silent;
+  silent.established = true;
+  EXPECT_FALSE(ResetsBackoff(silent, absl::Milliseconds(10), max));
+  // A handshake that never completed, however answered.
+  StreamEnd refused;
+  refused.received = true;
+  EXPECT_FALSE(ResetsBackoff(refused, absl::Milliseconds(10), max));
+  // Open longer than the backoff's maximum: it worked for a while.
+  EXPECT_TRUE(ResetsBackoff(silent, absl::Seconds(3), max));
+}
+
 TEST(IsTransientStreamEndTest, ResourceExhaustedOfAnEstablishedStreamIsRetried) {
   const absl::Status overflow = absl::ResourceExhaustedError("outbound queue over 1048576 bytes");
   EXPECT_TRUE(IsTransientStreamEnd(overflow, /*established=*/true));
@@ -205,6 +224,7 @@ TEST_F(ReconnectingStreamTest, UnacknowledgedTrackedMessagesAreWrittenAgainInSen
   ASSERT_GE(ends.size(), 1u);
   EXPECT_EQ(ends[0].finished.code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(ends[0].established);
+  EXPECT_TRUE(ends[0].received);  // id 2's Ack
 }
 
 TEST_F(ReconnectingStreamTest, AStreamNotEstablishedInTimeIsCancelledAndOpenedAgain) {
@@ -217,6 +237,7 @@ TEST_F(ReconnectingStreamTest, AStreamNotEstablishedInTimeIsCancelledAndOpenedAg
   ASSERT_GE(ends.size(), 1u);
   EXPECT_TRUE(ends[0].handshake_timed_out);
   EXPECT_FALSE(ends[0].established);
+  EXPECT_FALSE(ends[0].received);
   EXPECT_EQ(ends[0].finished.code(), absl::StatusCode::kCancelled);
   stream->Close(absl::ZeroDuration());
 }
