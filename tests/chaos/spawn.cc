@@ -11,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/time/clock.h"
+#include "gtest/gtest.h"
 
 extern char** environ;
 
@@ -53,6 +54,25 @@ int WaitForPort(const std::string& port_file) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   return 0;
+}
+
+size_t ReapExited(const std::vector<pid_t>& pids, std::vector<bool>* exited,
+                  const std::function<std::string(size_t)>& name,
+                  const std::function<std::string(size_t)>& stderr_of) {
+  size_t running = 0;
+  for (size_t i = 0; i < pids.size(); ++i) {
+    if ((*exited)[i]) continue;
+    int status = 0;
+    if (waitpid(pids[i], &status, WNOHANG) != pids[i]) {
+      ++running;
+      continue;
+    }
+    (*exited)[i] = true;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << name(i) << " exited with " << status << ":\n"
+        << stderr_of(i).substr(0, 2000);
+  }
+  return running;
 }
 
 }  // namespace psync::chaos

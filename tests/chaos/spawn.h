@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,13 @@ namespace psync::chaos {
 pid_t Spawn(const std::vector<std::string>& argv, const std::string& output);
 // SIGKILL, then waitpid.
 void KillAndReap(pid_t pid);
+// Reaps, without waiting, each of `pids` not marked in `exited` that has exited: marks it, and
+// adds a test failure naming it (through `name(i)`) with the start of `stderr_of(i)`'s contents
+// unless it exited with code 0. Returns how many are still running. `exited` has pids.size()
+// entries.
+size_t ReapExited(const std::vector<pid_t>& pids, std::vector<bool>* exited,
+                  const std::function<std::string(size_t)>& name,
+                  const std::function<std::string(size_t)>& stderr_of);
 // The whole file (empty if unreadable).
 std::string ReadFile(const std::string& path);
 // The port written to `port_file` (server/daemon.h's WritePortFile), waiting up to 20 s; 0 when

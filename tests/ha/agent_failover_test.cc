@@ -80,17 +80,10 @@ TEST(AgentFailoverTest, OwnerKilledBehindAnAgentNeverSyncsEarlyOrTwice) {
   std::vector<bool> exited(rank_pids.size(), false);
   size_t running = rank_pids.size();
   while (running > 0 && absl::Now() < deadline) {
-    for (size_t i = 0; i < rank_pids.size(); ++i) {
-      int status;
-      if (!exited[i] && waitpid(rank_pids[i], &status, WNOHANG) == rank_pids[i]) {
-        exited[i] = true;
-        --running;
-        const chaos::ProcessLog& log = logs[i / kRanks][i % kRanks];
-        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-            << "job " << i / kRanks << " rank " << i % kRanks << " exited with " << status << ":\n"
-            << chaos::ReadFile(log.path + ".stderr").substr(0, 2000);
-      }
-    }
+    running = chaos::ReapExited(
+        rank_pids, &exited,
+        [&](size_t i) { return absl::StrCat("job ", i / kRanks, " rank ", i % kRanks); },
+        [&](size_t i) { return chaos::ReadFile(logs[i / kRanks][i % kRanks].path + ".stderr"); });
     if (killed_at == 0 && chaos::Progress(logs[0]) >= kKillAtStep) {
       victim = replicas.Owner("job0");
       ASSERT_FALSE(victim.empty()) << "no replica names an owner of job0";

@@ -110,17 +110,10 @@ TEST(FailoverTest, OwnersKilledPausedAndEtcdRestartedNeverSyncEarlyOrTwice) {
   std::vector<bool> exited(rank_pids.size(), false);
   size_t running = rank_pids.size();
   while (running > 0 && absl::Now() < deadline) {
-    for (size_t i = 0; i < rank_pids.size(); ++i) {
-      int status;
-      if (!exited[i] && waitpid(rank_pids[i], &status, WNOHANG) == rank_pids[i]) {
-        exited[i] = true;
-        --running;
-        const chaos::ProcessLog& log = logs[i / kRanks][i % kRanks];
-        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-            << "job " << i / kRanks << " rank " << i % kRanks << " exited with " << status << ":\n"
-            << chaos::ReadFile(log.path + ".stderr").substr(0, 2000);
-      }
-    }
+    running = chaos::ReapExited(
+        rank_pids, &exited,
+        [&](size_t i) { return absl::StrCat("job ", i / kRanks, " rank ", i % kRanks); },
+        [&](size_t i) { return chaos::ReadFile(logs[i / kRanks][i % kRanks].path + ".stderr"); });
     if (paused >= 0 && absl::Now() >= resume_at) {
       kill(replicas.pid(paused), SIGCONT);
       paused = -1;
