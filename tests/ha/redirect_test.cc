@@ -4,6 +4,7 @@
 // the owner's epoch (the job key's create_revision); ListReplicas shows the replicas and owners.
 // A node agent given both replicas follows the redirect itself and never passes one on to a rank,
 // and moves its rank to the other replica when the owner stops.
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -74,6 +75,18 @@ class RedirectTest : public ::testing::Test {
     return response;
   }
 
+  // The first job id <prefix><n> that rendezvous hashing over both replicas gives to replica
+  // `preferred` and that `also` (when set) accepts.
+  std::string JobPreferredBy(int preferred, const std::string& prefix,
+                             const std::function<bool(const std::string&)>& also = nullptr) {
+    server::ha::Ownership view({addresses_[preferred], absl::Seconds(5), absl::Seconds(1)});
+    view.SetReplicas(addresses_);
+    for (int n = 0;; ++n) {
+      const std::string id = absl::StrCat(prefix, n);
+      if (view.Preferred(id) == addresses_[preferred] && (!also || also(id))) return id;
+    }
+  }
+
   // Waits (at most 10 s) until `done` holds.
   bool WaitFor(const std::function<bool()>& done) {
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
@@ -95,12 +108,7 @@ TEST_F(RedirectTest, JoinAtTheWrongReplicaNamesTheOwnerAndClientsGoThere) {
       WaitFor([&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
   EXPECT_EQ(List(0).self(), addresses_[0]);
   // A job replica 0 is preferred for.
-  server::ha::Ownership view({addresses_[0], absl::Seconds(5), absl::Seconds(1)});
-  view.SetReplicas(addresses_);
-  std::string job;
-  for (int j = 0; job.empty(); ++j) {
-    if (view.Preferred(absl::StrCat("job", j)) == addresses_[0]) job = absl::StrCat("job", j);
-  }
+  const std::string job = JobPreferredBy(0, "job");
 
   // Join at replica 1: redirected to replica 0 (nobody owns the job yet: epoch 0).
   auto wrong = v1::Coordinator::NewStub(
@@ -223,15 +231,8 @@ TEST_F(RedirectTest, AnAgentFollowsRedirectsAndNeverPassesThemOn) {
       WaitFor([&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
   // A job replica 0 is preferred for, whose list entry (as the agent and the client pick it) is
   // replica 1.
-  server::ha::Ownership view({addresses_[0], absl::Seconds(5), absl::Seconds(1)});
-  view.SetReplicas(addresses_);
-  std::string job;
-  for (int j = 0; job.empty(); ++j) {
-    const std::string candidate = absl::StrCat("agent-job", j);
-    if (view.Preferred(candidate) == addresses_[0] && agent::StartIndex(candidate, 2) == 1) {
-      job = candidate;
-    }
-  }
+  const std::string job = JobPreferredBy(
+      0, "agent-job", [](const std::string& id) { return agent::StartIndex(id, 2) == 1; });
 
   // One replica (the wrong one): nothing is followed, and the rank's Join gets the replica's
   // UNAVAILABLE and message without the OwnerRedirect.
@@ -291,15 +292,8 @@ TEST_F(RedirectTest, AnAgentMovesItsRanksOffAStoppedReplica) {
   ASSERT_TRUE(
       WaitFor([&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
   // A job replica 0 is preferred for and that the agent starts on replica 0.
-  server::ha::Ownership view({addresses_[0], absl::Seconds(5), absl::Seconds(1)});
-  view.SetReplicas(addresses_);
-  std::string job;
-  for (int j = 0; job.empty(); ++j) {
-    const std::string candidate = absl::StrCat("moving-job", j);
-    if (view.Preferred(candidate) == addresses_[0] && agent::StartIndex(candidate, 2) == 0) {
-      job = candidate;
-    }
-  }
+  const std::string job = JobPreferredBy(
+      0, "moving-job", [](const std::string& id) { return agent::StartIndex(id, 2) == 0; });
   agent::AgentOptions both;
   both.target = absl::StrCat(addresses_[0], ",", addresses_[1]);
   both.backoff.initial = absl::Milliseconds(10);
