@@ -300,6 +300,8 @@ ClientStats Client::stats() const {
   stats.duplicate_directives_dropped = counters.duplicate_directives;
   stats.stale_notices_dropped = counters.stale_notices;
   stats.messages_resent = resent;
+  stats.redirects = endpoints_->redirects();
+  stats.endpoint_rotations = endpoints_->rotations();
   return stats;
 }
 
@@ -524,10 +526,7 @@ absl::Status Client::OnClosed(const StreamEnd& end, bool* retry) {
 }
 
 void Client::NoteEndpointFailure(const std::string& target, const absl::Status& status) {
-  const bool redirect = RedirectIn(status).has_value() && !RedirectIn(status)->owner().empty();
-  if (!endpoints_->OnFailure(target, status)) return;
-  absl::MutexLock lock(&mu_);
-  ++(redirect ? stats_.redirects : stats_.endpoint_rotations);
+  endpoints_->OnFailure(target, status);
 }
 
 std::vector<AckCallback> Client::TakeCallsLocked() {
