@@ -13,26 +13,14 @@
 #include "proto/grpc/health/v1/health.grpc.pb.h"
 #include "server/test_server.h"
 #include "tests/agent/agent_harness.h"
+#include "tests/health/health_probe.h"
 #include "tests/service/raw_session.h"
 
 namespace psync::testing {
 namespace {
 
 using grpc::health::v1::Health;
-using grpc::health::v1::HealthCheckRequest;
 using grpc::health::v1::HealthCheckResponse;
-
-grpc::Status Check(Health::Stub* stub, const std::string& service,
-                   HealthCheckResponse::ServingStatus* status) {
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
-  HealthCheckRequest request;
-  request.set_service(service);
-  HealthCheckResponse response;
-  grpc::Status s = stub->Check(&context, request, &response);
-  *status = response.status();
-  return s;
-}
 
 TEST(AgentHealthTest, ServingThenNotServingWhileARankFinishesItsStepsThroughTheDrain) {
   auto server = server::TestServer::Start();
@@ -42,26 +30,19 @@ TEST(AgentHealthTest, ServingThenNotServingWhileARankFinishesItsStepsThroughTheD
   auto health = Health::NewStub(
       grpc::CreateChannel(agent->local_target(), grpc::InsecureChannelCredentials()));
   for (const std::string service : {"", "psync.v1.Coordinator"}) {
-    HealthCheckResponse::ServingStatus status;
-    ASSERT_TRUE(Check(health.get(), service, &status).ok()) << service;
-    EXPECT_EQ(status, HealthCheckResponse::SERVING) << "'" << service << "'";
+    const HealthCheck check = CheckHealth(health.get(), service);
+    ASSERT_EQ(check.code, grpc::StatusCode::OK) << service;
+    EXPECT_EQ(check.status, HealthCheckResponse::SERVING) << "'" << service << "'";
   }
-  HealthCheckResponse::ServingStatus ignored;
-  EXPECT_EQ(Check(health.get(), "psync.v1.Nope", &ignored).error_code(),
-            grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(CheckHealth(health.get(), "psync.v1.Nope").code, grpc::StatusCode::NOT_FOUND);
 
   const v1::JoinRequest plan = MakeJoin("drain", /*world=*/1, /*rank=*/0, /*chunks=*/2);
   std::unique_ptr<Client> rank = ConnectRank(agent->local_target(), plan);
   ASSERT_NE(rank, nullptr);
   RunStep(*rank, plan, 0);
 
-  grpc::ClientContext watch_context;
-  HealthCheckRequest request;
-  request.set_service("psync.v1.Coordinator");
-  auto watch = health->Watch(&watch_context, request);
-  HealthCheckResponse response;
-  ASSERT_TRUE(watch->Read(&response));
-  ASSERT_EQ(response.status(), HealthCheckResponse::SERVING);
+  HealthWatch watch(health.get(), "psync.v1.Coordinator");
+  ASSERT_EQ(watch.Next(), HealthCheckResponse::SERVING);
 
   // A grace period far longer than the test's timeout: Drain returns because the calls ended.
   absl::Notification drained;
@@ -69,22 +50,20 @@ TEST(AgentHealthTest, ServingThenNotServingWhileARankFinishesItsStepsThroughTheD
     agent->Drain(absl::Hours(1));
     drained.Notify();
   });
-  ASSERT_TRUE(watch->Read(&response));
-  EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING);
+  EXPECT_EQ(watch.Next(), HealthCheckResponse::NOT_SERVING);
   // A new call meanwhile is answered NOT_SERVING (in the moment between the status change and
   // the server refusing calls) or refused, and soon refused (UNAVAILABLE or CANCELLED, as gRPC
   // reports a call to a server shutting down).
   auto fresh = Health::NewStub(
       grpc::CreateChannel(agent->local_target(), grpc::InsecureChannelCredentials()));
-  grpc::Status during;
+  HealthCheck during{grpc::StatusCode::OK, HealthCheckResponse::UNKNOWN};
   for (absl::Time end = absl::Now() + absl::Seconds(30); absl::Now() < end;) {
-    HealthCheckResponse::ServingStatus status;
-    during = Check(fresh.get(), "", &status);
-    if (!during.ok()) break;
-    EXPECT_EQ(status, HealthCheckResponse::NOT_SERVING);
+    during = CheckHealth(fresh.get(), "");
+    if (during.code != grpc::StatusCode::OK) break;
+    EXPECT_EQ(during.status, HealthCheckResponse::NOT_SERVING);
     absl::SleepFor(absl::Milliseconds(5));
   }
-  EXPECT_THAT(during.error_code(),
+  EXPECT_THAT(during.code,
               ::testing::AnyOf(grpc::StatusCode::UNAVAILABLE, grpc::StatusCode::CANCELLED));
 
   // The rank's Session, open before the drain, still carries whole steps.
@@ -99,10 +78,7 @@ TEST(AgentHealthTest, ServingThenNotServingWhileARankFinishesItsStepsThroughTheD
   EXPECT_FALSE(drained.HasBeenNotified());
 
   rank.reset();
-  watch_context.TryCancel();
-  while (watch->Read(&response)) {
-  }
-  (void)watch->Finish();
+  (void)watch.Cancel();
   drainer.join();
 }
 

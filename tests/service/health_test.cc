@@ -18,31 +18,16 @@
 #include "proto/grpc/health/v1/health.grpc.pb.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
 #include "server/test_server.h"
+#include "tests/health/health_probe.h"
 #include "tests/service/raw_session.h"
 
 namespace psync::testing {
 namespace {
 
 using grpc::health::v1::Health;
-using grpc::health::v1::HealthCheckRequest;
 using grpc::health::v1::HealthCheckResponse;
 
 constexpr absl::Duration kCallTimeout = absl::Seconds(30);
-
-struct CheckResult {
-  grpc::StatusCode code;
-  HealthCheckResponse::ServingStatus status;
-};
-
-CheckResult Check(Health::Stub* stub, const std::string& service) {
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
-  HealthCheckRequest request;
-  request.set_service(service);
-  HealthCheckResponse response;
-  const grpc::Status s = stub->Check(&context, request, &response);
-  return {s.error_code(), response.status()};
-}
 
 class HealthTest : public ::testing::Test {
  protected:
@@ -64,41 +49,14 @@ class HealthTest : public ::testing::Test {
 
 TEST_F(HealthTest, EveryServedServiceIsServingAndOthersAreNotFound) {
   for (const std::string service : {"", "psync.v1.Coordinator"}) {
-    const CheckResult r = Check(health_.get(), service);
+    const HealthCheck r = CheckHealth(health_.get(), service);
     EXPECT_EQ(r.code, grpc::StatusCode::OK) << "'" << service << "'";
     EXPECT_EQ(r.status, HealthCheckResponse::SERVING) << "'" << service << "'";
   }
   for (const std::string service : {"psync.v1.Nope", "psync.v1.coordinator", "grpc.health.v1"}) {
-    EXPECT_EQ(Check(health_.get(), service).code, grpc::StatusCode::NOT_FOUND) << service;
+    EXPECT_EQ(CheckHealth(health_.get(), service).code, grpc::StatusCode::NOT_FOUND) << service;
   }
 }
-
-// A Watch call on `service`, read from the test thread.
-class Watch {
- public:
-  Watch(Health::Stub* stub, const std::string& service) {
-    HealthCheckRequest request;
-    request.set_service(service);
-    reader_ = stub->Watch(&context_, request);
-  }
-  // The next status sent, or UNKNOWN when the call ended.
-  HealthCheckResponse::ServingStatus Next() {
-    HealthCheckResponse response;
-    if (!reader_->Read(&response)) return HealthCheckResponse::UNKNOWN;
-    return response.status();
-  }
-  grpc::Status Cancel() {
-    context_.TryCancel();
-    HealthCheckResponse ignored;
-    while (reader_->Read(&ignored)) {
-    }
-    return reader_->Finish();
-  }
-
- private:
-  grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReader<HealthCheckResponse>> reader_;
-};
 
 TEST_F(HealthTest, DrainTurnsEveryServiceNotServingAndLetsAnOpenSessionFinish) {
   v1::JoinResponse joined;
@@ -111,8 +69,8 @@ TEST_F(HealthTest, DrainTurnsEveryServiceNotServingAndLetsAnOpenSessionFinish) {
   ASSERT_TRUE(session.Attach("drain", 0, joined.generation(), joined.session_id()).ok());
   ASSERT_TRUE(session.Stage(joined.generation(), 0, 0, "dense").ok());
 
-  Watch whole(health_.get(), "");
-  Watch coordinator(health_.get(), "psync.v1.Coordinator");
+  HealthWatch whole(health_.get(), "");
+  HealthWatch coordinator(health_.get(), "psync.v1.Coordinator");
   ASSERT_EQ(whole.Next(), HealthCheckResponse::SERVING);
   ASSERT_EQ(coordinator.Next(), HealthCheckResponse::SERVING);
 
@@ -132,9 +90,9 @@ TEST_F(HealthTest, DrainTurnsEveryServiceNotServingAndLetsAnOpenSessionFinish) {
   // earlier channel (gRPC pools them per target).
   auto fresh =
       Health::NewStub(grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials()));
-  CheckResult during{grpc::StatusCode::OK, HealthCheckResponse::UNKNOWN};
+  HealthCheck during{grpc::StatusCode::OK, HealthCheckResponse::UNKNOWN};
   for (absl::Time end = absl::Now() + kCallTimeout; absl::Now() < end;) {
-    during = Check(fresh.get(), "");
+    during = CheckHealth(fresh.get(), "");
     if (during.code != grpc::StatusCode::OK) break;
     EXPECT_EQ(during.status, HealthCheckResponse::NOT_SERVING);
     absl::SleepFor(absl::Milliseconds(5));
@@ -192,11 +150,11 @@ TEST(HealthPortTest, AnswersLikeTheMainPortAndDrainsWithIt) {
                                      grpc::InsecureChannelCredentials());
   auto health = Health::NewStub(channel);
   for (const std::string service : {"", "psync.v1.Coordinator"}) {
-    const CheckResult r = Check(health.get(), service);
+    const HealthCheck r = CheckHealth(health.get(), service);
     EXPECT_EQ(r.code, grpc::StatusCode::OK) << "'" << service << "'";
     EXPECT_EQ(r.status, HealthCheckResponse::SERVING) << "'" << service << "'";
   }
-  EXPECT_EQ(Check(health.get(), "psync.v1.Nope").code, grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(CheckHealth(health.get(), "psync.v1.Nope").code, grpc::StatusCode::NOT_FOUND);
   // Only the health service is there.
   {
     grpc::ClientContext context;
@@ -206,7 +164,7 @@ TEST(HealthPortTest, AnswersLikeTheMainPortAndDrainsWithIt) {
                   .error_code(),
               grpc::StatusCode::UNIMPLEMENTED);
   }
-  Watch coordinator(health.get(), "psync.v1.Coordinator");
+  HealthWatch coordinator(health.get(), "psync.v1.Coordinator");
   ASSERT_EQ(coordinator.Next(), HealthCheckResponse::SERVING);
   std::thread drainer([&] { (*server)->Drain(absl::Hours(1)); });
   EXPECT_EQ(coordinator.Next(), HealthCheckResponse::NOT_SERVING);
