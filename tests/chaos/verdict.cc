@@ -10,7 +10,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
 
 namespace psync::chaos {
 namespace {
@@ -141,6 +144,32 @@ Verdict Judge(const std::vector<ProcessLog>& logs, uint32_t ranks, uint32_t chun
     if (done_steps.count(step) == 0) v.never_done.push_back(step);
   }
   return v;
+}
+
+std::string Summary(const Verdict& v, uint32_t ranks) {
+  return absl::StrFormat(
+      "segments %d, aborts %d, resumes %d, syncs %d; (segment, step)s completed %d, aborted %d, "
+      "neither %d; early syncs %d, double syncs %d; ranks finished %d/%d",
+      v.segments, v.aborts, v.resumes, v.syncs, v.steps_completed, v.steps_aborted,
+      v.steps_unsettled, v.early_syncs, v.double_syncs, v.finished.size(), ranks);
+}
+
+void ExpectClean(const Verdict& v, uint32_t ranks, const std::string& job) {
+  for (const std::string& problem : v.problems) ADD_FAILURE() << job << ": " << problem;
+  EXPECT_EQ(v.early_syncs, 0u) << job;
+  EXPECT_EQ(v.double_syncs, 0u) << job;
+  EXPECT_EQ(v.steps_unsettled, 0u) << job;
+  EXPECT_EQ(v.finished.size(), ranks) << job;
+  EXPECT_TRUE(v.never_done.empty())
+      << job << ": steps never completed: " << absl::StrJoin(v.never_done, ",");
+}
+
+int64_t FirstDirectiveAfter(const Verdict& v, int64_t t) {
+  int64_t first = 0;
+  for (const Verdict::Directive& x : v.directives) {
+    if (x.t > t && (first == 0 || x.t < first)) first = x.t;
+  }
+  return first;
 }
 
 }  // namespace psync::chaos

@@ -44,6 +44,18 @@ struct Verdict {
 // and `steps` steps from its processes' logs.
 Verdict Judge(const std::vector<ProcessLog>& logs, uint32_t ranks, uint32_t chunks, uint64_t steps);
 
+// One line of `v`'s counts: segments, aborts, resumes, syncs, (segment, step)s completed, aborted
+// and neither, early and double syncs, ranks finished of `ranks`.
+std::string Summary(const Verdict& v, uint32_t ranks);
+
+// Adds a test failure, naming `job`, for each way `v` is not clean: a problem line, an early or
+// double sync, a (segment, step) neither completed nor aborted, a rank of `ranks` that did not
+// finish, a step no segment completed.
+void ExpectClean(const Verdict& v, uint32_t ranks, const std::string& job);
+
+// The first directive any rank received after `t` (CLOCK_MONOTONIC ns); 0 when none.
+int64_t FirstDirectiveAfter(const Verdict& v, int64_t t);
+
 // Highest step any of `logs` completed so far.
 uint64_t Progress(const std::vector<ProcessLog>& logs);
 

@@ -172,31 +172,12 @@ TEST(FailoverTest, OwnersKilledPausedAndEtcdRestartedNeverSyncEarlyOrTwice) {
   for (int j = 0; j < kJobs; ++j) {
     verdicts.push_back(chaos::Judge(logs[j], kRanks, kChunks, kSteps));
     const chaos::Verdict& v = verdicts.back();
-    for (const std::string& problem : v.problems) ADD_FAILURE() << "job" << j << ": " << problem;
-    std::printf(
-        "failover: job%d: segments %zu, aborts %llu, resumes %llu, syncs %llu; (segment, step)s "
-        "completed %llu, aborted %llu, neither %llu; early syncs %llu, double syncs %llu; ranks "
-        "finished %zu/%u\n",
-        j, v.segments, static_cast<unsigned long long>(v.aborts),
-        static_cast<unsigned long long>(v.resumes), static_cast<unsigned long long>(v.syncs),
-        static_cast<unsigned long long>(v.steps_completed),
-        static_cast<unsigned long long>(v.steps_aborted),
-        static_cast<unsigned long long>(v.steps_unsettled),
-        static_cast<unsigned long long>(v.early_syncs),
-        static_cast<unsigned long long>(v.double_syncs), v.finished.size(), kRanks);
-    EXPECT_EQ(v.early_syncs, 0u) << "job" << j;
-    EXPECT_EQ(v.double_syncs, 0u) << "job" << j;
-    EXPECT_EQ(v.steps_unsettled, 0u) << "job" << j;
-    EXPECT_EQ(v.finished.size(), kRanks) << "job" << j;
-    EXPECT_TRUE(v.never_done.empty())
-        << "job" << j << ": steps never completed: " << absl::StrJoin(v.never_done, ",");
+    std::printf("failover: job%d: %s\n", j, chaos::Summary(v, kRanks).c_str());
+    chaos::ExpectClean(v, kRanks, absl::StrCat("job", j));
   }
   // ---- Failover times: fault -> the job's first directive after it.
   for (const Done& d : done) {
-    int64_t first = 0;
-    for (const chaos::Verdict::Directive& x : verdicts[d.planned.job].directives) {
-      if (x.t > d.at && (first == 0 || x.t < first)) first = x.t;
-    }
+    const int64_t first = chaos::FirstDirectiveAfter(verdicts[d.planned.job], d.at);
     ASSERT_GT(first, 0) << FaultName(d.planned.fault) << ": job" << d.planned.job
                         << " released nothing afterwards";
     std::printf(
