@@ -18,20 +18,32 @@ grpc::ServerUnaryReactor* CoordinatorService::Join(grpc::CallbackServerContext* 
                                                    const v1::JoinRequest* request,
                                                    v1::JoinResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<core::JoinResult> result = coordinator_->Join(RankPlanFromProto(*request));
-  if (result.ok()) {
-    response->set_generation(result->generation);
-    response->set_session_id(result->session_id);
-    response->set_next_step(result->next_step);
-    response->set_resumed(result->resumed);
+  auto join = [this, reactor, request, response] {
+    absl::StatusOr<core::JoinResult> result = coordinator_->Join(RankPlanFromProto(*request));
+    if (result.ok()) {
+      response->set_generation(result->generation);
+      response->set_session_id(result->session_id);
+      response->set_next_step(result->next_step);
+      response->set_resumed(result->resumed);
+    }
+    reactor->Finish(ToGrpcStatus(result.status()));
+  };
+  // A replica's Join may claim the job in etcd, and wait for it: not on a callback thread.
+  if (claims_ != nullptr) {
+    claims_->Run(std::move(join));
+  } else {
+    join();
   }
-  reactor->Finish(ToGrpcStatus(result.status()));
   return reactor;
 }
 
 CoordinatorService::CoordinatorService(Coordinator* coordinator, RendezvousStore* rendezvous,
                                        StreamLimits streams, const ha::Replica* replica)
-    : coordinator_(coordinator), rendezvous_(rendezvous), streams_(streams), replica_(replica) {
+    : coordinator_(coordinator),
+      rendezvous_(rendezvous),
+      streams_(streams),
+      replica_(replica),
+      claims_(replica != nullptr ? std::make_unique<BlockingPool>(kClaimThreads) : nullptr) {
   MarkMethodCallback(SessionMethodIndex(),
                      NewSessionHandler([this](grpc::CallbackServerContext* /*context*/) {
                        return NewSessionStream(coordinator_, streams_);

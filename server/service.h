@@ -4,8 +4,11 @@
 #ifndef PSYNC_SERVER_SERVICE_H_
 #define PSYNC_SERVER_SERVICE_H_
 
+#include <memory>
+
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
+#include "server/blocking_pool.h"
 #include "server/coordinator.h"
 #include "server/ha/replica.h"
 #include "server/rendezvous_store.h"
@@ -62,6 +65,9 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   RendezvousStore* const rendezvous_;
   const StreamLimits streams_;
   const ha::Replica* const replica_;
+  // With replicas: where Joins run, since claiming a job waits for etcd (null without).
+  static constexpr int kClaimThreads = 4;
+  const std::unique_ptr<BlockingPool> claims_;
 };
 
 }  // namespace psync::server

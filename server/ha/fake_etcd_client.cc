@@ -52,8 +52,25 @@ absl::Status FakeEtcd::RevokeLease(int64_t lease) {
   return absl::OkStatus();
 }
 
+void FakeEtcd::HoldClaims(bool hold) {
+  absl::MutexLock lock(&hold_mu_);
+  hold_ = hold;
+}
+
+int FakeEtcd::claims_held() const {
+  absl::MutexLock lock(&hold_mu_);
+  return held_;
+}
+
 absl::StatusOr<KeyValue> FakeEtcd::CreateIfAbsent(const std::string& key, const std::string& value,
                                                   int64_t lease) {
+  {
+    absl::MutexLock hold(&hold_mu_);
+    ++held_;
+    hold_mu_.Await(absl::Condition(
+        +[](bool* held) { return !*held; }, &hold_));
+    --held_;
+  }
   absl::MutexLock lock(&mu_);
   if (auto st = Enter(); !st.ok()) return st;
   if (auto it = keys_.find(key); it != keys_.end()) return it->second;

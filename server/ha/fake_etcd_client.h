@@ -37,12 +37,20 @@ class FakeEtcd final : public EtcdClient {
   void SetReachable(bool reachable) ABSL_LOCKS_EXCLUDED(mu_);
   // Calls answered so far (reachable or not).
   int calls() const ABSL_LOCKS_EXCLUDED(mu_);
+  // While held, CreateIfAbsent (a claim) waits before doing anything, until released: a slow
+  // etcd for the claims only.
+  void HoldClaims(bool hold) ABSL_LOCKS_EXCLUDED(hold_mu_);
+  // Claims waiting in the hold now.
+  int claims_held() const ABSL_LOCKS_EXCLUDED(hold_mu_);
 
  private:
   // Expires leases past their deadline, deleting their keys; UNAVAILABLE when unreachable.
   absl::Status Enter() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Clock* const clock_;
+  mutable absl::Mutex hold_mu_;
+  bool hold_ ABSL_GUARDED_BY(hold_mu_) = false;
+  int held_ ABSL_GUARDED_BY(hold_mu_) = 0;
   mutable absl::Mutex mu_;
   bool reachable_ ABSL_GUARDED_BY(mu_) = true;
   int calls_ ABSL_GUARDED_BY(mu_) = 0;

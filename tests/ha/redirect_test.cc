@@ -8,6 +8,8 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -346,6 +348,43 @@ TEST(AgentOptionsTest, AnEmptyReplicaListIsInvalidArgumentNamingTarget) {
   EXPECT_EQ(status.message(), "target must name at least one target (host:port[,host:port...])");
   options.target = "a:1, b:2,c:3";
   EXPECT_TRUE(agent::ValidateAgentOptions(options).ok());
+}
+
+// Claiming a job waits for etcd (a create-if-absent transaction). Joins whose claims wait must not
+// hold up the replica's other calls: with etcd slow for claims, 32 first Joins of new jobs are in
+// flight and ListJobs is still answered; once etcd answers, every Join succeeds.
+TEST_F(RedirectTest, JoinsWaitingForTheirClaimsDoNotHoldUpOtherCalls) {
+  ASSERT_TRUE(
+      WaitFor([&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
+  constexpr int kJoins = 32;
+  std::vector<std::string> jobs;
+  for (int n = 0; jobs.size() < kJoins; ++n) {
+    jobs.push_back(JobPreferredBy(0, absl::StrCat("slow-claim-", n, "-")));
+  }
+  etcd_.HoldClaims(true);
+  auto stub = v1::Coordinator::NewStub(
+      grpc::CreateChannel(addresses_[0], grpc::InsecureChannelCredentials()));
+  std::vector<grpc::Status> joined(kJoins);
+  std::vector<std::thread> joins;
+  for (int i = 0; i < kJoins; ++i) {
+    joins.emplace_back([&, i] {
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+      v1::JoinResponse response;
+      joined[i] = stub->Join(&context, Plan(jobs[i]), &response);
+    });
+  }
+  ASSERT_TRUE(WaitFor([&] { return etcd_.claims_held() > 0; }));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  v1::ListJobsResponse listed;
+  const grpc::Status answered = stub->ListJobs(&context, v1::ListJobsRequest(), &listed);
+  EXPECT_TRUE(answered.ok()) << answered.error_message();
+  EXPECT_GT(etcd_.claims_held(), 0);  // the claims were still waiting when it was answered
+  etcd_.HoldClaims(false);
+  for (std::thread& t : joins) t.join();
+  for (int i = 0; i < kJoins; ++i)
+    EXPECT_TRUE(joined[i].ok()) << jobs[i] << ": " << joined[i].error_message();
 }
 
 TEST(ReplicaOptionsTest, BadReplicaFlagsAreInvalidArgumentNamingTheFlag) {
