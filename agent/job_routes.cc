@@ -1,13 +1,10 @@
 #include "agent/job_routes.h"
 
-#include <functional>
 #include <utility>
 
-namespace psync::agent {
+#include "client/job_start.h"
 
-size_t StartIndex(const std::string& job_id, size_t n) {
-  return std::hash<std::string>{}(job_id) % n;
-}
+namespace psync::agent {
 
 JobRoutes::JobRoutes(std::vector<std::string> targets) : targets_(std::move(targets)) {}
 
@@ -15,7 +12,7 @@ JobRoutes::JobRoute& JobRoutes::Get(const std::string& job_id) {
   auto it = routes_.find(job_id);
   if (it != routes_.end()) return it->second;
   JobRoute route;
-  route.entry = StartIndex(job_id, targets_.size());
+  route.entry = JobStartIndex(job_id, targets_.size());
   route.current = targets_[route.entry];
   return routes_.emplace(job_id, std::move(route)).first->second;
 }

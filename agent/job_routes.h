@@ -23,9 +23,6 @@
 
 namespace psync::agent {
 
-// The list index a job starts on among `n` targets (n >= 1): std::hash<std::string>(job_id) % n.
-size_t StartIndex(const std::string& job_id, size_t n);
-
 class JobRoutes {
  public:
   // What a failure did to the job's route.

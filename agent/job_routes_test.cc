@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "client/job_start.h"
 #include "gtest/gtest.h"
 
 namespace psync::agent {
@@ -20,7 +21,7 @@ TEST(JobRoutesTest, StartsOnTheEntryTheClientStartsOn) {
   JobRoutes routes(kTargets);
   for (const std::string job : {"job0", "job1", "job2", "a-long-job-id", ""}) {
     const size_t start = std::hash<std::string>{}(job) % kTargets.size();
-    EXPECT_EQ(StartIndex(job, kTargets.size()), start) << job;
+    EXPECT_EQ(JobStartIndex(job, kTargets.size()), start) << job;
     EXPECT_EQ(routes.Route(job), kTargets[start]) << job;
     EXPECT_EQ(routes.Route(job), kTargets[start]) << job << ": a route stays put";
   }
@@ -28,8 +29,8 @@ TEST(JobRoutesTest, StartsOnTheEntryTheClientStartsOn) {
 
 TEST(JobRoutesTest, RedirectMovesTheJobToItsOwnerOnly) {
   JobRoutes routes(kTargets);
-  const size_t start = StartIndex("j", kTargets.size());
-  const std::string other = kTargets[StartIndex("k", kTargets.size())];
+  const size_t start = JobStartIndex("j", kTargets.size());
+  const std::string other = kTargets[JobStartIndex("k", kTargets.size())];
   EXPECT_EQ(routes.Redirected("j", kTargets[start], "owner:9"), Move::kRedirect);
   EXPECT_EQ(routes.Route("j"), "owner:9");
   EXPECT_EQ(routes.Route("k"), other) << "another job keeps its route";
@@ -44,7 +45,7 @@ TEST(JobRoutesTest, RedirectMovesTheJobToItsOwnerOnly) {
 
 TEST(JobRoutesTest, FailureRotatesThroughTheListOncePerFailure) {
   JobRoutes routes(kTargets);
-  size_t entry = StartIndex("j", kTargets.size());
+  size_t entry = JobStartIndex("j", kTargets.size());
   for (int i = 0; i < 4; ++i) {
     const std::string failed = routes.Route("j");
     ASSERT_EQ(failed, kTargets[entry]);
@@ -58,7 +59,7 @@ TEST(JobRoutesTest, FailureRotatesThroughTheListOncePerFailure) {
 
 TEST(JobRoutesTest, FailedRedirectOwnerGoesBackToTheListEntry) {
   JobRoutes routes(kTargets);
-  const size_t start = StartIndex("j", kTargets.size());
+  const size_t start = JobStartIndex("j", kTargets.size());
   ASSERT_EQ(routes.Redirected("j", kTargets[start], "owner:9"), Move::kRedirect);
   EXPECT_EQ(routes.Failed("j", "owner:9"), Move::kRotate);
   EXPECT_EQ(routes.Route("j"), kTargets[start]) << "the entry that redirected, tried again";
@@ -68,7 +69,7 @@ TEST(JobRoutesTest, FailedRedirectOwnerGoesBackToTheListEntry) {
 
 TEST(JobRoutesTest, RedirectToNobodyOrToItselfRotates) {
   JobRoutes routes(kTargets);
-  const size_t start = StartIndex("j", kTargets.size());
+  const size_t start = JobStartIndex("j", kTargets.size());
   EXPECT_EQ(routes.Redirected("j", kTargets[start], ""), Move::kRotate);
   EXPECT_EQ(routes.Route("j"), kTargets[After(start)]);
   EXPECT_EQ(routes.Redirected("j", kTargets[After(start)], kTargets[After(start)]), Move::kRotate);

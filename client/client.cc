@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
+#include "client/job_start.h"
 #include "client/resume_tracker.h"
 #include "server/wire_status.h"
 
@@ -99,6 +100,7 @@ Client::Client(ClientOptions options) : options_(std::move(options)) {
     // jobs start on different ones (before any redirect) by a hash of the job id.
     std::vector<std::string> targets =
         SplitTargets(options_.target, "options.target").value_or(std::vector<std::string>{});
+    const size_t targets_count = targets.size();
     endpoints_ = std::make_unique<Endpoints>(
         std::move(targets),
         [credentials = options_.credentials != nullptr ? options_.credentials
@@ -106,7 +108,7 @@ Client::Client(ClientOptions options) : options_(std::move(options)) {
          args = ChannelArguments(options_)](const std::string& target) {
           return grpc::CreateCustomChannel(target, credentials, args);
         },
-        std::hash<std::string>{}(options_.plan.job_id()));
+        JobStartIndex(options_.plan.job_id(), std::max<size_t>(targets_count, 1)));
   }
   ReconnectingStreamOptions stream_options;
   stream_options.backoff = options_.backoff;

@@ -9,16 +9,18 @@
 // Calls. Each report exists in two forms. The asynchronous form (Report*Async, SkipStepAsync)
 // queues one SessionUp message with a fresh request_id and returns at once; its callback runs
 // exactly once with the Ack as a status: absl::Status(static_cast<absl::StatusCode>(ack.code),
-// ack.message). The blocking form (ReportStaged, SkipStep, ...) is the asynchronous one plus a
-// wait of at most `call_timeout`. A rejected message changed nothing on the coordinator; the codes
-// (see server/core/job_tracker.h) tell the caller what to do: INVALID_ARGUMENT fix the input,
-// FAILED_PRECONDITION fix the order (e.g. the step is not reached), ABORTED the generation is over
-// (join again: connect a new Client with the same plan and incarnation(), which the coordinator
-// places in the next generation), ALREADY_EXISTS a conflicting duplicate. Blocking calls with no
-// Ack within `call_timeout`: UNAVAILABLE when the Session was down for the end of the wait
-// (reconnecting did not succeed in time), DEADLINE_EXCEEDED otherwise; the message is then no
-// longer re-sent. Client-side errors: FAILED_PRECONDITION after Close(); CANCELLED for calls still
-// waiting when Close() runs; the client's final status once it failed.
+// ack.message), or OK when the coordinator answers an accepted lazy call (ClientOptions.lazy_acks)
+// with a later message's acked_through; callbacks run in request order. The blocking form
+// (ReportStaged, SkipStep, ...) is the asynchronous one plus a wait of at most `call_timeout`. A
+// rejected message changed nothing on the coordinator; the codes (see server/core/job_tracker.h)
+// tell the caller what to do: INVALID_ARGUMENT fix the input, FAILED_PRECONDITION fix the order
+// (e.g. the step is not reached), ABORTED the generation is over (join again: connect a new Client
+// with the same plan and incarnation(), which the coordinator places in the next generation),
+// ALREADY_EXISTS a conflicting duplicate. Blocking calls with no Ack within `call_timeout`:
+// UNAVAILABLE when the Session was down for the end of the wait (reconnecting did not succeed in
+// time), DEADLINE_EXCEEDED otherwise; the message is then no longer re-sent. Client-side errors:
+// FAILED_PRECONDITION after Close(); CANCELLED for calls still waiting when Close() runs; the
+// client's final status once it failed.
 //
 // Callbacks. An AckCallback runs on the client's reader thread when the Ack arrives, on the
 // thread that calls Close() (CANCELLED) or on the reader thread when the client fails for good

@@ -32,10 +32,15 @@ Coordinator::Job* Coordinator::FindJob(const std::string& job_id) {
 }
 
 absl::Status Coordinator::NoLiveJob(const std::string& job_id, absl::string_view hint) const {
+  return EndedOrUnknown(job_id, hint, /*ask_gate=*/true);
+}
+
+absl::Status Coordinator::EndedOrUnknown(const std::string& job_id, absl::string_view hint,
+                                         bool ask_gate) const {
   const FinishedJob* finished = history_.Find(job_id);
   if (finished == nullptr) {
     // A job another replica owns: send the caller there rather than deny the job exists.
-    if (options_.gate != nullptr) {
+    if (ask_gate && options_.gate != nullptr) {
       absl::Status served = options_.gate->AdmitMessage(job_id).status();
       const std::optional<Redirect> redirect = RedirectOf(served);
       if (redirect.has_value() && !redirect->owner.empty()) return served;
@@ -734,7 +739,7 @@ absl::Status Coordinator::NotHere(const std::string& job_id, absl::string_view h
       return served;
     }
   }
-  return NoLiveJob(job_id, hint);
+  return EndedOrUnknown(job_id, hint, /*ask_gate=*/false);  // the gate was just asked
 }
 
 absl::Status Coordinator::CheckServed(const Job& job) {

@@ -261,6 +261,9 @@ class Coordinator {
   // (`hint` ends the message).
   absl::Status NoLiveJob(const std::string& job_id, absl::string_view hint) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // NoLiveJob, asking the gate for another owner only when `ask_gate`.
+  absl::Status EndedOrUnknown(const std::string& job_id, absl::string_view hint,
+                              bool ask_gate) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Why a message of `job_id` finds no live job here: the gate's NotServedHere when this
   // coordinator does not serve the job (the client goes where it is served), else NoLiveJob.
   absl::Status NotHere(const std::string& job_id, absl::string_view hint = "") const

@@ -7,7 +7,8 @@
 //     A refused attach ends the Session with the refusal's status (AttachRefused), never an Ack:
 //     there is no session to answer on. Every refusal is counted by the job it names, if known.
 //   - Once attached, `staged`, `skip`, `sync_done` and `leave` go to the coordinator (directly,
-//     or through the agent) and each is answered by an Ack with its status.
+//     or through the agent) and each is answered by an Ack with its status (an accepted one sent
+//     with lazy_ack may be answered by a later message's acked_through instead: session_stream.h).
 //   - A second `attach`, or a message with no kind, is answered by an INVALID_ARGUMENT Ack and
 //     changes nothing; the Session goes on.
 //   - Bytes that do not parse as a SessionUp (first message or later) end the Session with

@@ -3,12 +3,13 @@
 // The Session's rules are session_protocol.h's: the first message up must be `attach` (checked and
 // attached by AttachSession); a failed attach ends the stream with the attach's status, never an
 // Ack. Every later message is answered by an Ack carrying the coordinator's status
-// (wire_status.h). Bytes that do not parse as a SessionUp end the stream with INVALID_ARGUMENT
-// (messages are read as SessionUpFrames: session_up_frame.h). Every refusal is counted as rejected
-// by the job it names, where known (Coordinator::RecordRejected, or the tracker's own checks).
-// Notices for the rank arrive through a SessionStreamSink (a SessionSink) that queues them and
-// writes one at a time; the reactor never blocks on I/O and holds no lock across StartWrite. Owned
-// by gRPC: deletes itself in OnDone.
+// (wire_status.h), or, accepted and sent with lazy_ack, by a later message (below). Bytes that do
+// not parse as a SessionUp end the stream with INVALID_ARGUMENT (messages are read as
+// SessionUpFrames: session_up_frame.h). Every refusal is counted as rejected by the job it names,
+// where known (Coordinator::RecordRejected, or the tracker's own checks). Notices for the rank
+// arrive through a SessionStreamSink (a SessionSink) that queues them and writes one at a time; the
+// reactor never blocks on I/O and holds no lock across StartWrite. Owned by gRPC: deletes itself in
+// OnDone.
 //
 // Lazy acks: an accepted staged, skip or sync_done message sent with lazy_ack is answered by the
 // next message written on the stream (SessionDown.acked_through), or by a message of its own

@@ -14,9 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "agent/agent.h"
-#include "agent/job_routes.h"
 #include "client/client.h"
 #include "client/endpoints.h"
+#include "client/job_start.h"
 #include "client/psyncctl.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
@@ -234,7 +234,7 @@ TEST_F(RedirectTest, AnAgentFollowsRedirectsAndNeverPassesThemOn) {
   // A job replica 0 is preferred for, whose list entry (as the agent and the client pick it) is
   // replica 1.
   const std::string job = JobPreferredBy(
-      0, "agent-job", [](const std::string& id) { return agent::StartIndex(id, 2) == 1; });
+      0, "agent-job", [](const std::string& id) { return JobStartIndex(id, 2) == 1; });
 
   // One replica (the wrong one): nothing is followed, and the rank's Join gets the replica's
   // UNAVAILABLE and message without the OwnerRedirect.
@@ -295,7 +295,7 @@ TEST_F(RedirectTest, AnAgentMovesItsRanksOffAStoppedReplica) {
       WaitFor([&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
   // A job replica 0 is preferred for and that the agent starts on replica 0.
   const std::string job = JobPreferredBy(
-      0, "moving-job", [](const std::string& id) { return agent::StartIndex(id, 2) == 0; });
+      0, "moving-job", [](const std::string& id) { return JobStartIndex(id, 2) == 0; });
   agent::AgentOptions both;
   both.target = absl::StrCat(addresses_[0], ",", addresses_[1]);
   both.backoff.initial = absl::Milliseconds(10);
