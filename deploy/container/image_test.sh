@@ -138,10 +138,13 @@ stop_and_check() {
   elapsed=$(/usr/bin/python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$start" "$(date +%s.%N)")
   code=$(podman inspect "$c" --format '{{.State.ExitCode}}')
   [[ $code == 0 ]] || fail "$c exited $code after podman stop (137: killed after the timeout)"
-  podman logs "$c" 2>&1 | grep -q "$expect" || fail "$c's log lacks '$expect'"
+  # The log is read whole before grep: with pipefail, grep -q closing the pipe at its
+  # first match would fail the pipeline whenever podman logs was still writing.
+  log=$(podman logs "$c" 2>&1)
+  grep -qF "$expect" <<<"$log" || fail "$c's log lacks '$expect'"
   echo "PASS: podman stop ended $c with status 0 in ${elapsed} s ('$expect')"
 }
 stop_and_check "$coordinator" "draining on signal 15"
-podman logs "$coordinator" 2>&1 | grep -q "psync-coordinator: stopped" || fail "the coordinator did not log 'stopped'"
+grep -qF "psync-coordinator: stopped" <<<"$(podman logs "$coordinator" 2>&1)" || fail "the coordinator did not log 'stopped'"
 stop_and_check "$agent" "stopping on signal 15"
 echo "PASS: image test"

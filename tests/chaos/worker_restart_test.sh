@@ -51,5 +51,5 @@ for rank in 0 1 2 3; do
   grep -q "rank $rank result: OK: all $steps steps verified" "$tmp/rank$rank.log" || status=1
 done
 audit=$("$worker" --target=127.0.0.1:$port --job=restart --audit) || { echo "$audit"; status=1; }
-echo "$audit" | head -n 3
+head -n 3 <<<"$audit"
 exit $status
