@@ -9,10 +9,13 @@
 namespace psync::agent {
 
 struct AgentStats {
-  uint64_t local_sessions = 0;     // local Sessions open now (attached or attaching)
-  uint64_t local_messages = 0;     // staged / skip / sync_done messages from local ranks
-  uint64_t local_checkins = 0;     // check-ins (staged items) in them
-  uint64_t upstream_batches = 0;   // AgentBatch messages written to the coordinator (resends too)
+  uint64_t local_sessions = 0;    // local Sessions open now (attached or attaching)
+  uint64_t local_messages = 0;    // staged / skip / sync_done messages from local ranks
+  uint64_t local_checkins = 0;    // check-ins (staged items) in them
+  uint64_t upstream_batches = 0;  // AgentBatch messages written to the coordinator (resends too)
+  // Those of them sent with lazy_ack (every message an asynchronous report of its rank): the
+  // coordinator may answer them on a later message.
+  uint64_t lazy_batches = 0;
   uint64_t upstream_messages = 0;  // every AgentUp written (attach, detach, batch)
   uint64_t merged_checkins = 0;    // MergedStaged entries written (one check-in of several ranks)
   uint64_t notices_received = 0;   // AgentNotice entries received (one notice for several ranks)
@@ -39,6 +42,7 @@ class AgentCounters {
   std::atomic<uint64_t> local_messages{0};
   std::atomic<uint64_t> local_checkins{0};
   std::atomic<uint64_t> upstream_batches{0};
+  std::atomic<uint64_t> lazy_batches{0};
   std::atomic<uint64_t> upstream_messages{0};
   std::atomic<uint64_t> merged_checkins{0};
   std::atomic<uint64_t> notices_received{0};
@@ -58,6 +62,7 @@ class AgentCounters {
     s.local_messages = local_messages.load();
     s.local_checkins = local_checkins.load();
     s.upstream_batches = upstream_batches.load();
+    s.lazy_batches = lazy_batches.load();
     s.upstream_messages = upstream_messages.load();
     s.merged_checkins = merged_checkins.load();
     s.notices_received = notices_received.load();

@@ -170,13 +170,17 @@ void Upstream::BuildLocked() {
     inputs.reserve(run.size());
     Pending p;
     p.kind = Pending::Kind::kBatch;
+    // Lazy when no rank of it waits for its answer (asynchronous reports only).
+    p.lazy = true;
     for (const Queued& q : run) {
       inputs.push_back({q.link->rank(), &q.up});
       p.origins.emplace_back(q.link, q.up.request_id());
+      p.lazy = p.lazy && q.up.lazy_ack();
     }
     const uint64_t id = next_request_id_++;
     v1::AgentUp up;
     up.set_request_id(id);
+    up.set_lazy_ack(p.lazy);
     *up.mutable_batch() =
         MergeMessages(run.front().link->job_id(), GenerationOf(run.front().up), inputs);
     pending_.emplace(id, std::move(p));
@@ -239,6 +243,7 @@ void Upstream::OnWrite(const v1::AgentUp& up) {
   counters_->upstream_messages.fetch_add(1);
   if (up.has_batch()) {
     counters_->upstream_batches.fetch_add(1);
+    if (up.lazy_ack()) counters_->lazy_batches.fetch_add(1);
     counters_->merged_checkins.fetch_add(up.batch().staged_size());
   }
 }
@@ -368,15 +373,28 @@ void Upstream::OnRead(const v1::AgentDown& down) {
       if (answered_once_) counters_->reconnects.fetch_add(1);
       answered_once_ = true;
     }
+    // The answers, in request order: the AgentAcks, and the lazy batches acked_through covers
+    // (accepted whole).
+    absl::flat_hash_map<uint64_t, const v1::AgentAck*> answered;
+    uint64_t last_answered = down.acked_through();
     for (const v1::AgentAck& ack : down.acks()) {
-      auto it = pending_.find(ack.request_id());
-      if (it == pending_.end()) continue;
+      answered.emplace(ack.request_id(), &ack);
+      last_answered = std::max(last_answered, ack.request_id());
+    }
+    for (auto it = pending_.begin(); it != pending_.end() && it->first <= last_answered;) {
+      const uint64_t request_id = it->first;
+      auto found = answered.find(request_id);
+      const v1::AgentAck* ack = found == answered.end() ? nullptr : found->second;
+      if (ack == nullptr && !(it->second.lazy && request_id <= down.acked_through())) {
+        ++it;
+        continue;
+      }
       Pending p = std::move(it->second);
-      pending_.erase(it);
-      if (p.kind == Pending::Kind::kBatch) stream_->Acknowledge(ack.request_id());
-      const absl::Status status = server::StatusFromWire(ack);
+      it = pending_.erase(it);
+      if (p.kind == Pending::Kind::kBatch) stream_->Acknowledge(request_id);
+      const absl::Status status = ack != nullptr ? server::StatusFromWire(*ack) : absl::OkStatus();
       if (p.kind == Pending::Kind::kAttach) {
-        auto a = attach_ids_.find(ack.request_id());
+        auto a = attach_ids_.find(request_id);
         if (a == attach_ids_.end()) continue;  // detached meanwhile
         LocalRank* key = a->second;
         AttachedRank& link = links_.at(key);
@@ -397,14 +415,16 @@ void Upstream::OnRead(const v1::AgentDown& down) {
               std::move(local),
               grpc::Status(grpc::StatusCode::UNAVAILABLE,
                            absl::StrCat("the coordinator refused to attach rank ", key->rank(),
-                                        " again after the agent reconnected: ", ack.message())));
+                                        " again after the agent reconnected: ", status.message())));
         }
         continue;
       }
       if (p.kind != Pending::Kind::kBatch) continue;
       absl::flat_hash_map<uint32_t, absl::Status> rejected;
-      for (const v1::MessageStatus& r : ack.rejected()) {
-        rejected.emplace(r.index(), server::StatusFromWire(r));
+      if (ack != nullptr) {
+        for (const v1::MessageStatus& r : ack->rejected()) {
+          rejected.emplace(r.index(), server::StatusFromWire(r));
+        }
       }
       for (size_t i = 0; i < p.origins.size(); ++i) {
         std::shared_ptr<LocalRank> local = p.origins[i].first.lock();

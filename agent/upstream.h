@@ -140,6 +140,7 @@ class Upstream final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   struct Pending {
     enum class Kind { kAttach, kDetach, kBatch };
     Kind kind = Kind::kBatch;
+    bool lazy = false;  // kBatch sent with lazy_ack: AgentDown.acked_through may answer it
     // kBatch: per message of the batch, its local Session and request id.
     std::vector<std::pair<std::weak_ptr<LocalRank>, uint64_t>> origins;
   };

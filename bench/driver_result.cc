@@ -16,6 +16,7 @@ void SummarizeRun(const ReleaseRecords& records, uint32_t ranks, uint64_t warmup
   result->sequence_mismatches = counters.sequence_mismatches.load();
   result->checkins_measured = counters.checkins_measured.load();
   result->messages_up = counters.messages_up.load();
+  result->messages_down = counters.messages_down.load();
   result->acks = counters.acks.load();
 }
 

@@ -26,6 +26,7 @@ struct DriverResult {
   uint64_t sequence_mismatches = 0;
   uint64_t checkins_measured = 0;  // check-ins sent in the measured steps
   uint64_t messages_up = 0;        // SessionUp messages, attach included
+  uint64_t messages_down = 0;      // messages read from the coordinator (SessionDown, AgentDown)
   uint64_t acks = 0;
   double join_seconds = 0;
   double attach_seconds = 0;
@@ -40,6 +41,7 @@ struct DriverCounters {
   std::atomic<uint64_t> sequence_mismatches{0};
   std::atomic<uint64_t> checkins_measured{0};
   std::atomic<uint64_t> messages_up{0};
+  std::atomic<uint64_t> messages_down{0};
   std::atomic<uint64_t> acks{0};
 };
 

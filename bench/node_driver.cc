@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <queue>
 #include <random>
@@ -99,6 +100,7 @@ class NodeStream final : public grpc::ClientBidiReactor<v1::AgentUp, v1::AgentDo
   uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t sent_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t acked_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<uint64_t> lazy_ids_ ABSL_GUARDED_BY(mu_);    // lazy_ack batches not answered yet
   std::vector<DueCheckin> due_ ABSL_GUARDED_BY(mu_);      // sorted by due_ns, not yet sent
   std::vector<uint64_t> due_step_ ABSL_GUARDED_BY(mu_);   // step of due_[i]
   std::vector<uint64_t> rank_step_ ABSL_GUARDED_BY(mu_);  // step each rank is staging
@@ -283,6 +285,10 @@ void NodeStream::Pump(int64_t now) {
     batch->set_job_id(job_id_);
     batch->set_generation(generation_);
     up.set_request_id(next_request_id_++);
+    if (driver_->options().lazy_acks) {
+      up.set_lazy_ack(true);
+      lazy_ids_.push_back(up.request_id());
+    }
     ++sent_;
     current_ = std::move(up);
     writing_ = true;
@@ -354,6 +360,7 @@ void NodeStream::Close(bool cancel) {
 
 void NodeStream::OnReadDone(bool ok) {
   if (!ok) return;  // the call ended; OnDone follows
+  driver_->counters.messages_down.fetch_add(1);
   HandleDown(in_, NowNs());
   StartRead(&in_);
 }
@@ -379,6 +386,12 @@ void NodeStream::HandleDown(const v1::AgentDown& down, int64_t now) {
     for (const v1::AgentAck& ack : down.acks()) {
       ++acked_;
       if (ack.request_id() <= count_) ++attached;  // the attaches are requests 1..count_
+      auto lazy = std::find(lazy_ids_.begin(), lazy_ids_.end(), ack.request_id());
+      if (lazy != lazy_ids_.end()) lazy_ids_.erase(lazy);  // answered on its own
+    }
+    while (!lazy_ids_.empty() && lazy_ids_.front() <= down.acked_through()) {
+      lazy_ids_.pop_front();
+      ++acked_;
     }
   }
   if (attached > 0) driver_->OnAttached(attached);

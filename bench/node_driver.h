@@ -51,6 +51,9 @@ struct NodeOptions {
   // contributor of the chunk handed its check-in), as psync-agent does with a flush window: the
   // check-in that completes a chunk everywhere does not wait for the next tick.
   bool flush_on_complete = true;
+  // Batches ask for lazy acks (AgentUp.lazy_ack), as psync-agent does when every message of a
+  // batch is an asynchronous report.
+  bool lazy_acks = false;
   uint32_t join_concurrency = 64;
   absl::Duration timeout = absl::Seconds(120);
   std::function<void()> on_measure_start;

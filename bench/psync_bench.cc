@@ -63,7 +63,8 @@ ABSL_FLAG(uint32_t, max_batch_items, 1,
 ABSL_FLAG(bool, batch_sync_done, false, "one SyncDoneBatch per rank and step (else one per chunk)");
 ABSL_FLAG(bool, lazy_acks, false,
           "ranks ask for lazy acks of their check-ins and SyncDones (SessionUp.lazy_ack), as "
-          "psync::Client's asynchronous calls do");
+          "psync::Client's asynchronous calls do; simulated nodes ask it for their batches "
+          "(AgentUp.lazy_ack), as psync-agent does for batches of asynchronous reports");
 ABSL_FLAG(bool, throughput, false,
           "throughput mode: no arrival delays, each rank sends its K*C check-ins of a step in one "
           "StagedBatch and its C SyncDones in one SyncDoneBatch, steps back to back");
@@ -391,6 +392,7 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
     n.step_period = o.step_period;
     n.tick = absl::Microseconds(absl::GetFlag(FLAGS_node_tick_us));
     n.flush_on_complete = absl::GetFlag(FLAGS_node_flush_on_complete);
+    n.lazy_acks = o.lazy_acks;
     n.join_concurrency = o.join_concurrency;
     n.timeout = o.timeout;
     n.on_measure_start = o.on_measure_start;
@@ -437,6 +439,7 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
       ",\"unexpected_directives\":", r->unexpected_directives,
       ",\"sequence_mismatches\":", r->sequence_mismatches, ",\"checkins\":", r->checkins_measured,
       ",\"directives\":", r->directives, ",\"messages_up\":", r->messages_up,
+      ",\"messages_down\":", r->messages_down,
       absl::StrFormat(",\"measured_s\":%.4f,\"checkins_per_s\":%.1f", measured,
                       measured > 0 ? checkins / measured : 0),
       absl::StrFormat(",\"join_s\":%.3f,\"attach_s\":%.3f", r->join_seconds, r->attach_seconds));

@@ -395,6 +395,7 @@ void RankStream::OnReadDone(bool ok) {
     if (release) RemoveHold();
     return;
   }
+  driver_->counters.messages_down.fetch_add(1, std::memory_order_relaxed);
   const int64_t now = NowNs();
   bool start_write = false, attached = false, step_done = false, finished = false;
   uint64_t done_step = 0;

@@ -1,5 +1,6 @@
 #include "server/agent_down_queue.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "server/stream_writer.h"
@@ -11,6 +12,10 @@ AgentDownQueue::Message& AgentDownQueue::Open(size_t items) {
       (messages_.back().items > 0 && messages_.back().items + items > kMaxItems)) {
     messages_.emplace_back();
     Count(messages_.back(), kQueuedMessageOverhead);
+    if (lazy_through_ != 0) {
+      messages_.back().down.set_acked_through(lazy_through_);
+      lazy_through_ = 0;
+    }
   }
   Message& m = messages_.back();
   m.items += items;
@@ -70,6 +75,21 @@ void AgentDownQueue::AddClosed(v1::AgentRankClosed closed) {
   Message& m = Open(1);
   Count(m, closed.ByteSizeLong());
   *m.down.add_closed() = std::move(closed);
+}
+
+bool AgentDownQueue::AckLater(uint64_t request_id) {
+  if (!messages_.empty()) {
+    v1::AgentDown& newest = messages_.back().down;
+    newest.set_acked_through(std::max(newest.acked_through(), request_id));
+    return false;
+  }
+  const bool first = lazy_through_ == 0;
+  lazy_through_ = std::max(lazy_through_, request_id);
+  return first;
+}
+
+void AgentDownQueue::FlushLazyAcks() {
+  if (lazy_through_ != 0) Open(0);
 }
 
 v1::AgentDown AgentDownQueue::Take() {

@@ -7,6 +7,12 @@
 // order they were produced in). A message holds about kMaxItems entries (acks, rejected statuses,
 // notices, ranks of notices, closures); beyond that a new message opens.
 //
+// Lazy acks (AgentUp.lazy_ack): an applied lazy batch is answered by AgentDown.acked_through on
+// the newest message queued when it was applied, or, when none is queued, on the next one opened
+// (FlushLazyAcks opens one of its own). So a message never says more than what was decided
+// before it was queued: an AgentAck queued earlier is never overtaken by an acked_through that
+// covers a later request.
+//
 // bytes() is what the queued messages hold, about: each ack, closure and new notice entry counts
 // its serialized size (and a message's kQueuedMessageOverhead, stream_writer.h), a rank merged
 // into an entry 8 bytes. StreamWriter bounds a stream's queue by it.
@@ -46,6 +52,12 @@ class AgentDownQueue {
   // What makes two notices mergeable: the job and the notice's content.
   static std::string NoticeKey(const std::string& job_id, const v1::SessionDown& notice);
   void AddClosed(v1::AgentRankClosed closed);
+  // The batch `request_id` (lazy_ack) was applied, every message accepted. Returns true when
+  // nothing queued could carry it and no lazy ack was pending before: the caller arms a
+  // FlushLazyAcks for later.
+  bool AckLater(uint64_t request_id);
+  // Opens a message of its own for the pending lazy acks, if any.
+  void FlushLazyAcks();
 
   bool empty() const { return messages_.empty(); }
   // Messages ready, the open one included.
@@ -55,6 +67,7 @@ class AgentDownQueue {
   void Clear() {
     messages_.clear();
     bytes_ = 0;
+    lazy_through_ = 0;
   }
   size_t bytes() const { return bytes_; }
 
@@ -78,6 +91,7 @@ class AgentDownQueue {
 
   std::deque<Message> messages_;
   size_t bytes_ = 0;
+  uint64_t lazy_through_ = 0;  // highest lazy request applied with nothing queued; 0: none
 };
 
 }  // namespace psync::server

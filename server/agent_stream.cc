@@ -84,12 +84,25 @@ class AgentStreamBatcher final : public NoticeBatcher,
   void AddClosed(v1::AgentRankClosed closed) {
     writer_.Add([&](ConvertedAgentDownQueue& p) { p.queue.AddClosed(std::move(closed)); });
   }
+  // The batch `request_id` (lazy_ack) was applied, every message accepted: the next message
+  // written says so (AgentDown.acked_through), or a message of its own once `delay` has passed.
+  void AckLater(uint64_t request_id, absl::Duration delay) {
+    bool arm = false;
+    writer_.Add([&](ConvertedAgentDownQueue& p) { arm = p.queue.AckLater(request_id); });
+    if (arm) RunAfter(delay, weak_from_this(), [](AgentStreamBatcher& b) { b.FlushLazyAcks(); });
+  }
+  void FlushLazyAcks() {
+    writer_.Add([](ConvertedAgentDownQueue& p) { p.queue.FlushLazyAcks(); });
+  }
 
   void Cork() override { writer_.Cork(); }
   void Uncork() override { writer_.Uncork(); }
 
-  // Ends the stream with `status` once what is queued is written.
-  void Close(const grpc::Status& status) { writer_.Close(status); }
+  // Ends the stream with `status` once what is queued is written, the lazy acks included.
+  void Close(const grpc::Status& status) {
+    FlushLazyAcks();
+    writer_.Close(status);
+  }
   // Called from the reactor's OnWriteDone.
   void WriteDone(bool ok) { writer_.WriteDone(ok); }
   // Called from the reactor's OnDone: nothing is written after this.
@@ -168,7 +181,9 @@ using RankKey = std::pair<std::string, core::RankId>;
 class AgentStream final : public Reactor {
  public:
   AgentStream(Coordinator* coordinator, const StreamLimits& limits)
-      : coordinator_(coordinator), outbox_(std::make_shared<AgentStreamBatcher>(this, limits)) {
+      : coordinator_(coordinator),
+        lazy_ack_delay_(limits.lazy_ack_delay),
+        outbox_(std::make_shared<AgentStreamBatcher>(this, limits)) {
     outbox_->ArmOverflowTimer();
     // Reading stops while what is queued for the agent is over the bound (it does not read):
     // HTTP/2 flow control then holds the agent back. It resumes once the queue drained.
@@ -190,7 +205,7 @@ class AgentStream final : public Reactor {
         HandleDetach(request_->request_id(), request_->detach());
         break;
       case v1::AgentUp::kBatch:
-        HandleBatch(request_->request_id(), request_->batch());
+        HandleBatch(request_->request_id(), request_->lazy_ack(), request_->batch());
         break;
       case v1::AgentUp::KIND_NOT_SET: {
         v1::AgentAck ack;
@@ -256,7 +271,7 @@ class AgentStream final : public Reactor {
     outbox_->AddAck(std::move(ack));
   }
 
-  void HandleBatch(uint64_t request_id, const v1::AgentBatch& batch) {
+  void HandleBatch(uint64_t request_id, bool lazy_ack, const v1::AgentBatch& batch) {
     v1::AgentAck ack;
     ack.set_request_id(request_id);
     // Per call, not kept per stream: a stream's largest batch held for its lifetime cost about
@@ -293,6 +308,9 @@ class AgentStream final : public Reactor {
         apply.push_back(m);
       }
     }
+    // Corked until the answer is queued, so that it leaves in the message of the notices the batch
+    // released (one write, and a lazy answer rides on them).
+    outbox_->Cork();
     if (!apply.empty()) {
       const std::vector<absl::Status> statuses =
           coordinator_->ApplyBatch(batch.job_id(), batch.generation(), apply);
@@ -303,7 +321,12 @@ class AgentStream final : public Reactor {
         SetWireStatus(statuses[k], r);
       }
     }
-    outbox_->AddAck(std::move(ack));
+    if (lazy_ack && lazy_ack_delay_ > absl::ZeroDuration() && ack.rejected().empty()) {
+      outbox_->AckLater(request_id, lazy_ack_delay_);
+    } else {
+      outbox_->AddAck(std::move(ack));
+    }
+    outbox_->Uncork();
   }
 
   // Detaches every rank attached on this stream (idempotent).
@@ -317,6 +340,7 @@ class AgentStream final : public Reactor {
   }
 
   Coordinator* const coordinator_;
+  const absl::Duration lazy_ack_delay_;  // zero: every batch gets an AgentAck of its own
   const std::shared_ptr<AgentStreamBatcher> outbox_;
   ArenaMessage<v1::AgentUp> request_;  // touched by the read reactions only, one at a time
   // Written by the read reactions; emptied by OnCancel/OnDone, which may run concurrently.

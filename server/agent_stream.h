@@ -7,7 +7,10 @@
 // AgentNotice (the sinks share a corkable outbox). Each `batch` is
 // expanded into its ranks' messages and applied with Coordinator::ApplyBatch, every message as its
 // rank: the AgentAck lists the messages rejected with their own status. A message of a rank not
-// attached on this stream is FAILED_PRECONDITION. `detach` and the end of the stream detach ranks,
+// attached on this stream is FAILED_PRECONDITION. A batch sent with lazy_ack and rejected in no
+// message is answered by AgentDown.acked_through on a later message instead, at most
+// `limits.lazy_ack_delay` later (a message of its own then); the answer, eager or lazy, leaves in
+// the message of the notices the batch released. `detach` and the end of the stream detach ranks,
 // so the coordinator's liveness sees them go. The tracker stays the only place decisions are made.
 //
 // Flow control, as a Session's (session_stream.h): while what is queued for the agent is over

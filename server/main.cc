@@ -76,7 +76,8 @@ ABSL_FLAG(uint64_t, watch_queue_bytes, 16 << 20,
           "RESOURCE_EXHAUSTED (it watches again with replay); 0: bounded by count only (65536)");
 ABSL_FLAG(absl::Duration, lazy_ack_delay, absl::Milliseconds(50),
           "longest wait of an accepted lazy_ack report for a message to carry its answer "
-          "(SessionDown.acked_through); 0 acks every message at once");
+          "(SessionDown.acked_through), or of an applied lazy_ack node-agent batch "
+          "(AgentDown.acked_through); 0 acks every message at once");
 ABSL_FLAG(absl::Duration, stream_overflow_deadline, absl::Seconds(10),
           "how long a Session or AgentSession stream's queue may stay over --stream_queue_bytes "
           "(its peer does not read) before the stream is ended with RESOURCE_EXHAUSTED; the "

@@ -47,15 +47,7 @@ class SessionStreamSink final : public SessionSink,
   // message of its own once `delay` has passed.
   void AckLater(uint64_t request_id, absl::Duration delay) {
     if (!writer_.AckLater(request_id)) return;  // a queued message carries it, or a flush is due
-    auto* alarm = new grpc::Alarm();            // deleted by its callback, which runs exactly once
-    alarm->Set(absl::ToChronoTime(absl::Now() + delay),
-               [alarm, sink = weak_from_this()](bool fired) {
-                 if (fired) {
-                   if (std::shared_ptr<SessionStreamSink> s = sink.lock())
-                     s->writer_.FlushLazyAcks();
-                 }
-                 delete alarm;
-               });
+    RunAfter(delay, weak_from_this(), [](SessionStreamSink& s) { s.writer_.FlushLazyAcks(); });
   }
 
   SessionWriter& writer() { return writer_; }

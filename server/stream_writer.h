@@ -64,8 +64,9 @@ struct StreamLimits {
   size_t watch_queue_bytes = 0;
   // Not owned; may be null.
   StreamCounters* counters = nullptr;
-  // Session streams: how long an accepted lazy_ack message may wait for a message to carry its
-  // answer (session_stream.h); zero: every message is acked at once.
+  // Session and AgentSession streams: how long an accepted lazy_ack message (or batch) may wait
+  // for a message to carry its answer (session_stream.h, agent_stream.h); zero: every message is
+  // acked at once.
   absl::Duration lazy_ack_delay = absl::ZeroDuration();
 };
 
@@ -298,18 +299,26 @@ class StreamWriter {
   Down current_;
 };
 
-// An ArmTimer for a writer owned by `owner` (held weakly): a grpc::Alarm calls
-// writer(owner).CheckOverflow() once `after` has passed, unless the owner is gone by then.
+// Calls fn(*owner) on a gRPC thread once `after` has passed (a grpc::Alarm), unless `owner` (held
+// weakly) is gone by then.
+template <typename Owner, typename Fn>
+void RunAfter(absl::Duration after, std::weak_ptr<Owner> owner, Fn fn) {
+  auto* alarm = new grpc::Alarm();  // deleted by its callback, which runs exactly once
+  alarm->Set(absl::ToChronoTime(absl::Now() + after),
+             [alarm, owner = std::move(owner), fn = std::move(fn)](bool fired) {
+               if (fired) {
+                 if (std::shared_ptr<Owner> o = owner.lock()) fn(*o);
+               }
+               delete alarm;
+             });
+}
+
+// An ArmTimer for a writer owned by `owner` (held weakly): calls writer(owner).CheckOverflow()
+// once `after` has passed, unless the owner is gone by then.
 template <typename Owner, typename GetWriter>
 std::function<void(absl::Duration)> AlarmTimer(std::weak_ptr<Owner> owner, GetWriter writer) {
   return [owner = std::move(owner), writer](absl::Duration after) {
-    auto* alarm = new grpc::Alarm();  // deleted by its callback, which runs exactly once
-    alarm->Set(absl::ToChronoTime(absl::Now() + after), [alarm, owner, writer](bool fired) {
-      if (fired) {
-        if (std::shared_ptr<Owner> o = owner.lock()) writer(*o).CheckOverflow();
-      }
-      delete alarm;
-    });
+    RunAfter(after, owner, [writer](Owner& o) { writer(o).CheckOverflow(); });
   };
 }
 

@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/test_server.h"
@@ -226,6 +228,55 @@ TEST_F(AgentTest, TheCheckInThatCompletesTheNodesChunkLeavesWithoutWaitingForThe
   const v1::JobStatus status = JobStatus(*coordinator_, "complete");
   EXPECT_EQ(status.counters().checkins(), 3u);
   EXPECT_EQ(status.counters().releases(), 2u);
+}
+
+TEST(AgentLazyAckTest, AnAsynchronousCheckInThroughTheAgentIsAnsweredWithTheRelease) {
+  // A coordinator whose lazy acks never flush on their own: a lazy batch is answered only by a
+  // later message on the agent's stream. Each local message leaves the agent at once.
+  server::ServerOptions server_options;
+  server_options.streams.lazy_ack_delay = absl::Hours(1);
+  auto server = server::TestServer::Start(std::move(server_options));
+  ASSERT_TRUE(server.ok()) << server.status();
+  agent::AgentOptions options;
+  options.flush_window = absl::Hours(1);
+  options.flush_messages = 1;
+  auto node = StartAgent((*server)->target(), options);
+  ASSERT_NE(node, nullptr);
+  v1::JoinRequest plan0 = MakeJoin("lazy-agent", 2, 0, 2);
+  v1::JoinRequest plan1 = MakeJoin("lazy-agent", 2, 1, 2);
+  auto rank0 = ConnectRank(node->local_target(), plan0);
+  auto rank1 = ConnectRank(node->local_target(), plan1);
+  ASSERT_NE(rank0, nullptr);
+  ASSERT_NE(rank1, nullptr);
+
+  // Rank 0's asynchronous check-in of chunk 0 leaves as a batch of its own, asking for a lazy ack.
+  absl::Mutex mu;
+  std::optional<absl::Status> answered;
+  v1::Staged item;
+  item.set_step(0);
+  item.set_chunk(0);
+  item.set_optimizer("dense");
+  rank0->ReportStagedAsync({item}, [&](absl::Status s) {
+    absl::MutexLock lock(&mu);
+    answered = s;
+  });
+  ASSERT_TRUE(WaitUntil([&] { return node->stats().upstream_batches == 1; }));
+  EXPECT_EQ(node->stats().lazy_batches, 1u);
+  // Rank 1's blocking check-in of chunk 0 is a batch without lazy_ack. It completes chunk 0, and
+  // the message of the release answers both (acked_through, then its AgentAck): nothing else
+  // could answer the first within the hour.
+  ASSERT_TRUE(rank1->ReportStaged(0, 0, "dense").ok());
+  EXPECT_EQ(node->stats().upstream_batches, 2u);
+  EXPECT_EQ(node->stats().lazy_batches, 1u);
+  ASSERT_TRUE(WaitUntil([&] {
+    absl::MutexLock lock(&mu);
+    return answered.has_value();
+  }));
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_TRUE(answered->ok()) << *answered;
+  }
+  EXPECT_TRUE(rank0->WaitForDirective(0, 0, absl::Seconds(10)).ok());
 }
 
 TEST_F(AgentTest, OneRanksBadCheckInDoesNotRejectAnothersInTheSameMergedMessage) {

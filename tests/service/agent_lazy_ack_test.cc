@@ -1,0 +1,205 @@
+// Lazy acks of node-agent batches on the wire (AgentUp.lazy_ack, AgentDown.acked_through), against
+// a coordinator whose lazy acks never flush on their own (--lazy_ack_delay=1h), so what arrives is
+// decided by what is sent, not by timing. A job of 2 ranks (both on this AgentSession) and 3
+// chunks, every rank declaring "dense" on every chunk: an applied lazy batch is answered by the
+// next message the stream is sent (the directive a later batch releases), a batch with a rejected
+// message gets an AgentAck of its own in the message of the notices it released, a batch without
+// lazy_ack gets its AgentAck at once, and the end of the stream answers what is still pending. A
+// zero delay acks every batch at once; a short one answers a lazy batch by a message of its own.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "server/test_server.h"
+#include "tests/service/raw_session.h"
+
+namespace psync {
+namespace {
+
+using ::testing::ElementsAre;
+
+std::unique_ptr<server::TestServer> StartWithDelay(absl::Duration delay) {
+  server::ServerOptions options;
+  options.streams.lazy_ack_delay = delay;
+  auto server = server::TestServer::Start(std::move(options));
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? std::move(*server) : nullptr;
+}
+
+// One AgentSession carrying ranks 0 and 1 of a fresh job of 2 ranks and 3 chunks, attached as
+// requests 1 and 2.
+class AgentStream {
+ public:
+  AgentStream(server::TestServer& server, const std::string& job) : job_(job) {
+    auto channel = grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials());
+    stub_ = v1::Coordinator::NewStub(channel);
+    std::vector<v1::JoinResponse> joined(2);
+    for (uint32_t r = 0; r < 2; ++r) {
+      grpc::ClientContext context;
+      EXPECT_TRUE(stub_->Join(&context, testing::MakeJoin(job, 2, r, 3), &joined[r]).ok());
+    }
+    generation_ = joined[0].generation();
+    stream_ = stub_->AgentSession(&context_);
+    for (uint32_t r = 0; r < 2; ++r) {
+      v1::AgentUp up;
+      up.set_request_id(r + 1);
+      v1::Attach* a = up.mutable_attach()->mutable_attach();
+      a->set_job_id(job);
+      a->set_rank(r);
+      a->set_generation(joined[r].generation());
+      a->set_session_id(joined[r].session_id());
+      EXPECT_TRUE(stream_->Write(up));
+    }
+    // The two attach AgentAcks (in one message or two).
+    int acks = 0;
+    v1::AgentDown down;
+    while (acks < 2 && stream_->Read(&down)) acks += down.acks_size();
+    EXPECT_EQ(acks, 2);
+  }
+
+  // Writes batch `request_id`: each of `ranks` checks in "dense" for `chunk` of step 0.
+  void Stage(uint64_t request_id, bool lazy, uint32_t chunk, const std::vector<uint32_t>& ranks) {
+    v1::AgentUp up;
+    up.set_request_id(request_id);
+    up.set_lazy_ack(lazy);
+    v1::AgentBatch* batch = up.mutable_batch();
+    batch->set_job_id(job_);
+    batch->set_generation(generation_);
+    v1::MergedStaged* staged = batch->add_staged();
+    staged->set_chunk(chunk);
+    staged->set_optimizer("dense");
+    for (uint32_t i = 0; i < ranks.size(); ++i) {
+      batch->add_ranks(ranks[i]);
+      staged->add_messages(i);
+    }
+    ASSERT_TRUE(stream_->Write(up));
+  }
+
+  v1::AgentDown Read() {
+    v1::AgentDown down;
+    EXPECT_TRUE(stream_->Read(&down));
+    return down;
+  }
+
+  // Half-closes; returns what came before the stream ended, and its status.
+  std::vector<v1::AgentDown> Finish(grpc::Status* status) {
+    stream_->WritesDone();
+    std::vector<v1::AgentDown> rest;
+    v1::AgentDown down;
+    while (stream_->Read(&down)) rest.push_back(down);
+    *status = stream_->Finish();
+    return rest;
+  }
+
+ private:
+  const std::string job_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::AgentUp, v1::AgentDown>> stream_;
+  uint64_t generation_ = 0;
+};
+
+std::vector<uint32_t> Ranks(const v1::AgentNotice& notice) {
+  return {notice.ranks().begin(), notice.ranks().end()};
+}
+
+TEST(AgentLazyAckTest, AppliedLazyBatchesRideOnTheNextMessageAndRefusalsGetTheirOwnAck) {
+  auto server = StartWithDelay(absl::Hours(1));
+  ASSERT_NE(server, nullptr);
+  AgentStream agent(*server, "agent-wire");
+
+  // 3, 4 (lazy): rank 0 checks in to chunks 0 and 1; nothing completes, nothing is sent.
+  agent.Stage(3, true, 0, {0});
+  agent.Stage(4, true, 1, {0});
+  // 5 (lazy): rank 1 completes chunk 0. One message: the directive to both ranks, answering 3 to 5.
+  agent.Stage(5, true, 0, {1});
+  v1::AgentDown released = agent.Read();
+  EXPECT_EQ(released.acks_size(), 0);
+  EXPECT_EQ(released.acked_through(), 5u);
+  ASSERT_EQ(released.notices_size(), 1);
+  EXPECT_EQ(released.notices(0).notice().directive().chunk(), 0u);
+  EXPECT_THAT(Ranks(released.notices(0)), ElementsAre(0, 1));
+
+  // 6 (lazy): rank 1 completes chunk 1, and rank 7 (not attached here) is rejected. Its AgentAck
+  // leaves at once, in the message of the directive it released.
+  agent.Stage(6, true, 1, {1, 7});
+  v1::AgentDown rejected = agent.Read();
+  ASSERT_EQ(rejected.acks_size(), 1);
+  EXPECT_EQ(rejected.acks(0).request_id(), 6u);
+  EXPECT_EQ(rejected.acks(0).code(), 0);
+  ASSERT_EQ(rejected.acks(0).rejected_size(), 1);
+  EXPECT_EQ(rejected.acks(0).rejected(0).index(), 1u);
+  EXPECT_EQ(rejected.acks(0).rejected(0).code(),
+            static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
+  EXPECT_LT(rejected.acked_through(), 6u);
+  ASSERT_EQ(rejected.notices_size(), 1);
+  EXPECT_EQ(rejected.notices(0).notice().directive().chunk(), 1u);
+
+  // 7 (not lazy): rank 0 checks in to chunk 2; its AgentAck comes at once, alone.
+  agent.Stage(7, false, 2, {0});
+  v1::AgentDown eager = agent.Read();
+  ASSERT_EQ(eager.acks_size(), 1);
+  EXPECT_EQ(eager.acks(0).request_id(), 7u);
+  EXPECT_EQ(eager.acks(0).rejected_size(), 0);
+  EXPECT_EQ(eager.notices_size(), 0);
+  EXPECT_EQ(eager.acked_through(), 0u);
+
+  // 8 (lazy): rank 1 completes chunk 2; 9 (lazy): rank 0 repeats its check-in of chunk 2 (a
+  // duplicate: accepted), answered only by the end of the stream.
+  agent.Stage(8, true, 2, {1});
+  v1::AgentDown last_release = agent.Read();
+  EXPECT_EQ(last_release.acks_size(), 0);
+  EXPECT_EQ(last_release.acked_through(), 8u);
+  ASSERT_EQ(last_release.notices_size(), 1);
+  EXPECT_EQ(last_release.notices(0).notice().directive().chunk(), 2u);
+  agent.Stage(9, true, 2, {0});
+  grpc::Status status;
+  std::vector<v1::AgentDown> rest = agent.Finish(&status);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0].acks_size(), 0);
+  EXPECT_EQ(rest[0].notices_size(), 0);
+  EXPECT_EQ(rest[0].acked_through(), 9u);
+}
+
+TEST(AgentLazyAckTest, AZeroDelayAcksEveryBatchAtOnce) {
+  auto server = StartWithDelay(absl::ZeroDuration());
+  ASSERT_NE(server, nullptr);
+  AgentStream agent(*server, "agent-eager");
+  agent.Stage(3, true, 0, {0});
+  v1::AgentDown first = agent.Read();
+  ASSERT_EQ(first.acks_size(), 1);
+  EXPECT_EQ(first.acks(0).request_id(), 3u);
+  EXPECT_EQ(first.acked_through(), 0u);
+  // The completing batch's AgentAck leaves with the directive it released.
+  agent.Stage(4, true, 0, {1});
+  v1::AgentDown released = agent.Read();
+  ASSERT_EQ(released.acks_size(), 1);
+  EXPECT_EQ(released.acks(0).request_id(), 4u);
+  EXPECT_EQ(released.notices_size(), 1);
+  EXPECT_EQ(released.acked_through(), 0u);
+  grpc::Status status;
+  EXPECT_TRUE(agent.Finish(&status).empty());
+  EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
+TEST(AgentLazyAckTest, ALazyBatchThatReleasesNothingIsAnsweredByAMessageOfItsOwn) {
+  // The delay passes with nothing else to send: a message with only acked_through comes.
+  auto server = StartWithDelay(absl::Milliseconds(20));
+  ASSERT_NE(server, nullptr);
+  AgentStream agent(*server, "agent-flush");
+  agent.Stage(3, true, 0, {0});
+  v1::AgentDown flushed = agent.Read();
+  EXPECT_EQ(flushed.acks_size(), 0);
+  EXPECT_EQ(flushed.notices_size(), 0);
+  EXPECT_EQ(flushed.acked_through(), 3u);
+  grpc::Status status;
+  EXPECT_TRUE(agent.Finish(&status).empty());
+  EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
+}  // namespace
+}  // namespace psync
