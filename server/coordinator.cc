@@ -18,11 +18,15 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
     : options_(std::move(options)),
       clock_(clock),
       events_(options_.event_log_capacity),
-      history_(options_.finished_jobs_kept) {}
+      history_(options_.finished_jobs_kept),
+      fan_out_(options_.delivery_threads) {}
 
 namespace {
 
 constexpr size_t kMaxEndReasonBytes = 256;
+// A delivery thread's least share of a decision's streams (fewer streams are written by the
+// delivering thread alone: a hand-over costs about a wake-up, a few writes' worth).
+constexpr size_t kStreamsPerDeliveryThread = 16;
 
 }  // namespace
 
@@ -157,6 +161,7 @@ void Coordinator::DeliverNow(Outgoing& out) {
   // A run of one notice to sinks of one batcher (a release's members on one node) goes to the
   // batcher at once; a batcher is corked before its first run, so its later runs join it.
   absl::flat_hash_set<NoticeBatcher*> corked;  // a release to 16k ranks names 2k agents
+  std::vector<NoticeBatcher*> uncork;          // the same, in the order first corked
   std::vector<SessionSink*> run;
   for (size_t i = 0; i < out.notices.size();) {
     SessionSink* sink = out.notices[i].first.get();
@@ -173,10 +178,18 @@ void Coordinator::DeliverNow(Outgoing& out) {
          ++i) {
       run.push_back(out.notices[i].first.get());
     }
-    if (corked.insert(batcher).second) batcher->Cork();
+    if (corked.insert(batcher).second) {
+      batcher->Cork();
+      uncork.push_back(batcher);
+    }
     batcher->SendToEach(run, *notice);
   }
-  for (NoticeBatcher* batcher : corked) batcher->Uncork();
+  // Uncorking starts each stream's write (serializing it and handing it to the kernel, about
+  // 15 us each): the streams are shared out over the delivery threads. Every notice is queued
+  // already, so the order of what each stream sends does not depend on which thread writes it.
+  fan_out_.Run(uncork.size(), kStreamsPerDeliveryThread, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) uncork[i]->Uncork();
+  });
   for (auto& [sink, status] : out.closes) sink->Close(status);
   if (out.committed != nullptr) {
     absl::MutexLock lock(&sinks_mu_);

@@ -36,6 +36,7 @@
 #include "server/core/job_tracker.h"
 #include "server/core/types.h"
 #include "server/event_log.h"
+#include "server/fan_out.h"
 #include "server/job_gate.h"
 #include "server/job_history.h"
 #include "server/job_view.h"
@@ -71,6 +72,10 @@ struct CoordinatorOptions {
   // Coordinator replicas (--etcd): which jobs this one serves, and at which epoch (job_gate.h).
   // Not owned. Null: every job is served here, at epoch 0.
   JobGate* gate = nullptr;
+  // Threads, besides the delivering one, that start the writes of one decision's notices when it
+  // names many streams (a release to every rank or node): each takes a share of the streams
+  // (fan_out.h). 0: the delivering thread writes them all, one after the other.
+  int delivery_threads = 3;
 };
 
 // Receives events as they are recorded (after the coordinator's lock is released). Must not block.
@@ -317,6 +322,7 @@ class Coordinator {
   absl::flat_hash_map<uint64_t, Outgoing> ready_ ABSL_GUARDED_BY(deliver_mu_);
   uint64_t next_delivery_ ABSL_GUARDED_BY(deliver_mu_) = 1;
   bool delivering_ ABSL_GUARDED_BY(deliver_mu_) = false;
+  FanOut fan_out_;  // used by the delivering thread only
   // Event sinks have their own lock so that delivery happens outside mu_.
   absl::Mutex sinks_mu_ ABSL_ACQUIRED_AFTER(mu_, deliver_mu_);
   std::vector<EventSink*> event_sinks_ ABSL_GUARDED_BY(sinks_mu_);

@@ -88,11 +88,20 @@ absl::Status RegisterReplicaMetrics(ha::Replica* replica, metrics::Registry* reg
 
 }  // namespace
 
+// More delivery threads than this would only wait on each other for the cores.
+constexpr int kMaxDeliveryThreads = 64;
+
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOptions options) {
   if (options.streams.lazy_ack_delay < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         absl::StrCat("lazy_ack_delay: ", absl::FormatDuration(options.streams.lazy_ack_delay),
                      " must not be negative (0 acks every message at once)"));
+  }
+  if (options.coordinator.delivery_threads < 0 ||
+      options.coordinator.delivery_threads > kMaxDeliveryThreads) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("delivery_threads: ", options.coordinator.delivery_threads,
+                     " is out of range [0, ", kMaxDeliveryThreads, "]"));
   }
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
   Clock* clock = options.clock != nullptr ? options.clock : &s->real_clock_;

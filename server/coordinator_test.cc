@@ -5,11 +5,15 @@
 // Exact logs and counts; time is a FakeClock; nothing sleeps.
 #include "server/coordinator.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
@@ -224,6 +228,62 @@ TEST_F(CoordinatorTest, SharedTransportsAreCorkedAroundOneDecision) {
                   "x each r0 r1: directive g1 s0 c1 seq2", "r0 directive g1 s0 c1 seq2",
                   "r1 directive g1 s0 c1 seq2", "r2 directive g1 s0 c1 seq2",
                   "x each r3: directive g1 s0 c1 seq2", "r3 directive g1 s0 c1 seq2", "x uncork"));
+}
+
+// With delivery threads, a release to many transports queues every notice first, then shares the
+// uncorks (which start the writes) out over the threads; the call returns once every transport
+// was uncorked, each once and after its notice.
+TEST(CoordinatorDeliveryThreadsTest, ReleaseToManyTransportsUncorksThemOnSeveralThreads) {
+  constexpr uint32_t kRanks = 64;
+  FakeClock clock;
+  CoordinatorOptions options;
+  options.delivery_threads = 3;
+  Coordinator coordinator(options, &clock);
+  CallLog log;
+  std::vector<std::unique_ptr<FakeBatcher>> batchers;
+  std::vector<std::shared_ptr<FakeSink>> sinks;
+  absl::Mutex mu;
+  absl::flat_hash_set<std::thread::id> uncork_threads;
+  for (core::RankId r = 0; r < kRanks; ++r) {
+    absl::StatusOr<core::JoinResult> joined = coordinator.Join(DensePlan("job", r, kRanks, 1));
+    ASSERT_TRUE(joined.ok()) << joined.status();
+    batchers.push_back(std::make_unique<FakeBatcher>(absl::StrCat("x", r), &log));
+    batchers.back()->on_uncork = [&] {
+      absl::MutexLock lock(&mu);
+      uncork_threads.insert(std::this_thread::get_id());
+    };
+    sinks.push_back(std::make_shared<FakeSink>(absl::StrCat("r", r), &log, batchers.back().get()));
+    ASSERT_TRUE(coordinator.Attach("job", r, 1, joined->session_id, sinks.back()).ok());
+  }
+  for (core::RankId r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(coordinator.Stage("job", r, 1, {core::testing::Item(0, 0, "dense")}).ok());
+  }
+  const std::vector<std::string> entries = log.Take();
+  // Per transport: cork, its notice, uncork (in that order), and nothing else.
+  for (core::RankId r = 0; r < kRanks; ++r) {
+    std::vector<std::string> mine;
+    for (const std::string& e : entries) {
+      if (absl::StartsWith(e, absl::StrCat("x", r, " ")) ||
+          absl::StartsWith(e, absl::StrCat("r", r, " "))) {
+        mine.push_back(e);
+      }
+    }
+    EXPECT_THAT(mine, ElementsAre(absl::StrCat("x", r, " cork"),
+                                  absl::StrCat("x", r, " each r", r, ": directive g1 s0 c0 seq1"),
+                                  absl::StrCat("r", r, " directive g1 s0 c0 seq1"),
+                                  absl::StrCat("x", r, " uncork")));
+  }
+  // Every notice was queued before the first uncork.
+  size_t first_uncork = entries.size(), last_notice = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (absl::EndsWith(entries[i], " uncork")) first_uncork = std::min(first_uncork, i);
+    if (absl::EndsWith(entries[i], "seq1")) last_notice = i;
+  }
+  EXPECT_LT(last_notice, first_uncork);
+  // 64 transports in slices of at least 16: the calling thread's slice and the helpers' slices.
+  absl::MutexLock lock(&mu);
+  EXPECT_TRUE(uncork_threads.contains(std::this_thread::get_id()));
+  EXPECT_GE(uncork_threads.size(), 2u);
 }
 
 // The directives one rank received: their sequence numbers in arrival order.

@@ -70,12 +70,18 @@ class FakeSink final : public SessionSink {
 
 // Logs "<name> cork", "<name> uncork" and, for SendToEach, "<name> each <sink names>: <notice>",
 // then hands the notice to each sink as the default SendToEach does. Its sinks are FakeSinks.
+// on_uncork, if set (before the batcher is shared), runs after each Uncork is logged.
 class FakeBatcher final : public NoticeBatcher {
  public:
   FakeBatcher(std::string name, CallLog* log) : name_(std::move(name)), log_(log) {}
 
   void Cork() override { log_->Add(absl::StrCat(name_, " cork")); }
-  void Uncork() override { log_->Add(absl::StrCat(name_, " uncork")); }
+  void Uncork() override {
+    log_->Add(absl::StrCat(name_, " uncork"));
+    if (on_uncork) on_uncork();
+  }
+  std::function<void()> on_uncork;
+
   void SendToEach(absl::Span<SessionSink* const> sinks, const core::Notice& notice) override {
     std::vector<std::string> names;
     for (SessionSink* s : sinks) names.push_back(static_cast<FakeSink*>(s)->name());

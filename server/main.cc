@@ -62,6 +62,9 @@ ABSL_FLAG(int, max_receive_message_bytes, 1 << 20, "largest accepted client mess
 ABSL_FLAG(absl::Duration, heap_release_interval, absl::Seconds(1),
           "how often freed heap pages go back to the system (0: never; see heap_releaser.h)");
 ABSL_FLAG(uint32_t, history_steps, 16, "finished steps kept per job to answer late duplicates");
+ABSL_FLAG(int, delivery_threads, 3,
+          "threads, besides the one delivering, that start the writes of a release to many "
+          "streams (16 or more per thread), so that they run on several cores; 0: one thread");
 ABSL_FLAG(uint32_t, max_jobs, 1024, "live jobs held at once (ended and evicted jobs do not count)");
 ABSL_FLAG(absl::Duration, job_idle_ttl, absl::Minutes(15),
           "a job with no attached session and no message for this long is evicted");
@@ -175,6 +178,7 @@ int main(int argc, char** argv) {
   options.health_listen = absl::GetFlag(FLAGS_health_listen);
   options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
   options.coordinator.tracker.history_steps = absl::GetFlag(FLAGS_history_steps);
+  options.coordinator.delivery_threads = absl::GetFlag(FLAGS_delivery_threads);
   options.coordinator.max_jobs = absl::GetFlag(FLAGS_max_jobs);
   options.coordinator.job_idle_ttl = absl::GetFlag(FLAGS_job_idle_ttl);
   options.coordinator.finished_jobs_kept = absl::GetFlag(FLAGS_finished_jobs_kept);

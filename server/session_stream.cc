@@ -23,8 +23,11 @@ namespace {
 using Reactor = SessionReactor;
 
 // The coordinator's sink for one rank's notices: converts them and queues them on the stream's
-// writer. Outlives the reactor: once the stream is done, everything sent is dropped.
+// writer. It is its own (corkable) batcher, so that the coordinator queues a release's notices
+// first and then starts the streams' writes on its delivery threads. Outlives the reactor: once
+// the stream is done, everything sent is dropped.
 class SessionStreamSink final : public SessionSink,
+                                public NoticeBatcher,
                                 public std::enable_shared_from_this<SessionStreamSink> {
  public:
   // Bounded by `limits`; call ArmOverflowTimer once the sink is owned by a shared_ptr.
@@ -37,6 +40,9 @@ class SessionStreamSink final : public SessionSink,
   }
 
   void Send(const core::Notice& notice) override { writer_.Enqueue(NoticeToProto(notice)); }
+  NoticeBatcher* batcher() override { return this; }
+  void Cork() override { writer_.Cork(); }
+  void Uncork() override { writer_.Uncork(); }
   // What was accepted lazily is said before the stream ends.
   void Close(const absl::Status& status) override {
     writer_.FlushLazyAcks();

@@ -3,10 +3,12 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "server/coordinator_server.h"
 #include "tests/service/raw_session.h"
 #include "tests/service/service_fixture.h"
 
@@ -363,6 +365,19 @@ TEST_F(BadInputTest, StatusOfEmptyOrUnknownJob) {
   grpc::Status s = stub_->GetJobStatus(&c2, request, &status);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_THAT(s.error_message(), HasSubstr("job_id 'missing' is not known"));
+}
+
+TEST(BadServerOptionsTest, DeliveryThreadsOutOfRangeAreRefusedNamingTheFlag) {
+  for (int threads : {-1, 65}) {
+    server::ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.coordinator.delivery_threads = threads;
+    auto server = server::CoordinatorServer::Start(std::move(options));
+    ASSERT_FALSE(server.ok()) << threads;
+    EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(server.status().message(),
+              absl::StrCat("delivery_threads: ", threads, " is out of range [0, 64]"));
+  }
 }
 
 }  // namespace
