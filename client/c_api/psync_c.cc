@@ -19,6 +19,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/client.h"
+#include "client/endpoints.h"
+#include "client/job_start.h"
 #include "client/reconnecting_stream.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
@@ -193,6 +195,9 @@ absl::StatusOr<std::vector<psync::v1::GroupChecksum>> GroupChecksums(size_t n,
   return out;
 }
 
+// A one-shot query follows at most this many redirects besides trying each listed replica once.
+constexpr size_t kMaxOwnerHops = 2;
+
 template <typename Request, typename Response, typename Call>
 int32_t Query(const char* target, const psync_tls* tls, const char* job_id, double timeout_s,
               char** json_out, psync_status* status, Call call) {
@@ -201,19 +206,35 @@ int32_t Query(const char* target, const psync_tls* tls, const char* job_id, doub
   if (json_out == nullptr) return Report(BadArgument("json_out is NULL"), status);
   absl::StatusOr<absl::Duration> timeout = Seconds(timeout_s, "timeout_s");
   if (!timeout.ok()) return Report(timeout.status(), status);
+  absl::StatusOr<std::vector<std::string>> targets = psync::SplitTargets(target, "target");
+  if (!targets.ok()) return Report(targets.status(), status);
+  // Where the job's ranks start, then as psync::Client goes: to the owner a replica names, or
+  // to the next replica of the list when one is unreachable or serves nobody the job now; each
+  // entry and redirect at most once, all within the timeout.
   grpc::ChannelArguments args;
   SetOverride(tls, &args);
-  auto stub =
-      psync::v1::Coordinator::NewStub(grpc::CreateCustomChannel(target, Credentials(tls), args));
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + *timeout));
+  psync::Endpoints endpoints(
+      *targets,
+      [&](const std::string& t) { return grpc::CreateCustomChannel(t, Credentials(tls), args); },
+      psync::JobStartIndex(job_id, targets->size()));
+  const absl::Time deadline = absl::Now() + *timeout;
+  const size_t attempts = targets->size() + kMaxOwnerHops;
   Request request;
   request.set_job_id(job_id);
   Response response;
-  const grpc::Status s = call(stub.get(), &context, request, &response);
-  if (!s.ok()) {
-    return Report(absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message()),
-                  status);
+  for (size_t attempt = 1;; ++attempt) {
+    std::string at;
+    psync::v1::Coordinator::Stub* stub = endpoints.Stub(&at);
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(deadline));
+    const grpc::Status s = call(stub, &context, request, &response);
+    if (s.ok()) break;
+    const absl::Status failed =
+        absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE || attempt == attempts ||
+        absl::Now() >= deadline || !endpoints.OnFailure(at, psync::StatusFromGrpc(s, ""))) {
+      return Report(failed, status);
+    }
   }
   std::string json;
   google::protobuf::util::JsonPrintOptions print;

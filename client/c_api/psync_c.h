@@ -141,7 +141,11 @@ int32_t psync_get_info(psync_client* client, psync_info* info, psync_status* sta
 int32_t psync_get_incarnation(psync_client* client, char** out, psync_status* status);
 
 /* Unary queries on a coordinator (a channel of their own, no client needed): GetJobStatus and
- * GetAudit of `job_id`, answered as proto3 JSON in *json_out (freed with psync_string_free). */
+ * GetAudit of `job_id`, answered as proto3 JSON in *json_out (freed with psync_string_free).
+ * `target` is one address or a comma-separated list of replicas: the query starts where the
+ * job's ranks start, follows a replica's OwnerRedirect to the job's owner, and moves to the next
+ * listed replica while one is unreachable or serves nobody the job (UNAVAILABLE); every listed
+ * replica and at most 2 redirects within `timeout_s`. The last answer's status is returned. */
 int32_t psync_get_job_status(const char* target, const psync_tls* tls, const char* job_id,
                              double timeout_s, char** json_out, psync_status* status);
 int32_t psync_get_audit(const char* target, const psync_tls* tls, const char* job_id,

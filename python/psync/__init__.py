@@ -482,11 +482,13 @@ def _query(fn_name: str, target: str, job: str, tls: Optional[TlsOptions],
 
 def get_job_status(target: str, job: str, *, tls: Optional[TlsOptions] = None,
                    timeout: float = 10.0) -> dict:
-    """GetJobStatus of `job` on the coordinator at `target`, as a dict (proto3 JSON names)."""
+    """GetJobStatus of `job` on the coordinator at `target`, as a dict (proto3 JSON names).
+    `target` may be a comma-separated list of replicas: the query goes to the job's owner."""
     return _query("psync_get_job_status", target, job, tls, timeout)
 
 
 def get_audit(target: str, job: str, *, tls: Optional[TlsOptions] = None,
               timeout: float = 10.0) -> dict:
-    """GetAudit of `job` on the coordinator at `target`, as a dict (proto3 JSON names)."""
+    """GetAudit of `job` on the coordinator at `target`, as a dict (proto3 JSON names).
+    `target` may be a comma-separated list of replicas: the query goes to the job's owner."""
     return _query("psync_get_audit", target, job, tls, timeout)

@@ -11,9 +11,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "agent/agent.h"
+#include "client/c_api/psync_c.h"
 #include "client/client.h"
 #include "client/endpoints.h"
 #include "client/job_start.h"
@@ -208,6 +211,30 @@ TEST_F(RedirectTest, JoinAtTheWrongReplicaNamesTheOwnerAndClientsGoThere) {
   ASSERT_TRUE(http_job.ok()) << http_job.status();
   EXPECT_EQ(http_job->status, 503);
   EXPECT_EQ(http_job->body, owned_there + "\n");
+
+  // The C ABI's one-shot queries (the Python binding's get_job_status and get_audit) follow it
+  // too: given the wrong replica, or a list whose entry for the job is unreachable (the query
+  // moves to the next entry, the wrong replica, then to the owner).
+  const std::string dead = absl::StrCat("127.0.0.1:", testing::FreePort());
+  std::vector<std::string> list = {addresses_[1]};
+  list.insert(list.begin() + static_cast<ptrdiff_t>(JobStartIndex(job, 2)), dead);
+  for (const std::string& target : {addresses_[1], absl::StrJoin(list, ",")}) {
+    char* json = nullptr;
+    psync_status answer{};
+    ASSERT_EQ(psync_get_job_status(target.c_str(), nullptr, job.c_str(), 10.0, &json, &answer), 0)
+        << target << ": " << answer.message;
+    EXPECT_TRUE(absl::StrContains(json, absl::StrCat("\"jobId\":\"", job, "\""))) << json;
+    psync_string_free(json);
+    ASSERT_EQ(psync_get_audit(target.c_str(), nullptr, job.c_str(), 10.0, &json, &answer), 0)
+        << target << ": " << answer.message;
+    psync_string_free(json);
+  }
+  // A list of replicas that are all unreachable answers UNAVAILABLE after trying each.
+  char* none = nullptr;
+  psync_status unreachable{};
+  EXPECT_EQ(psync_get_job_status(dead.c_str(), nullptr, job.c_str(), 10.0, &none, &unreachable),
+            static_cast<int32_t>(grpc::StatusCode::UNAVAILABLE));
+  EXPECT_EQ(none, nullptr);
 
   // psyncctl pointed at the wrong replica follows the redirect, says so, and answers.
   std::ostringstream out, err;
