@@ -9,8 +9,10 @@
 //
 // Pure: no I/O, no clock. Every failure names the target it came from, and changes nothing unless
 // that target is still the job's route, so the same failure reported by several ranks moves a job
-// once. Thread-compatible (the agent's Router adds the lock). A route is kept per job id seen, for
-// the agent's life.
+// once. Thread-compatible (the agent's Router adds the lock). Only jobs that moved off their list
+// entry are remembered, at most `max_moved` of them (an agent runs for months, through many
+// jobs): past that the least recently used is forgotten, and its next call starts on its list
+// entry again, one redirect away from the owner at worst.
 #ifndef PSYNC_AGENT_JOB_ROUTES_H_
 #define PSYNC_AGENT_JOB_ROUTES_H_
 
@@ -32,8 +34,10 @@ class JobRoutes {
     kRotate,    // to the next list entry (or back to the list from a failed redirect owner)
   };
 
-  // `targets` must not be empty.
-  explicit JobRoutes(std::vector<std::string> targets);
+  static constexpr size_t kMaxMovedJobs = 4096;
+
+  // `targets` must not be empty; `max_moved` >= 1.
+  explicit JobRoutes(std::vector<std::string> targets, size_t max_moved = kMaxMovedJobs);
 
   // The target `job_id` goes to now (its start entry the first time).
   const std::string& Route(const std::string& job_id);
@@ -48,16 +52,25 @@ class JobRoutes {
 
   size_t size() const { return targets_.size(); }
   const std::vector<std::string>& targets() const { return targets_; }
+  // Jobs remembered off their list entry.
+  size_t moved_jobs() const { return routes_.size(); }
 
  private:
   struct JobRoute {
     size_t entry = 0;     // index into targets_ of the job's list entry
     std::string current;  // targets_[entry], or a redirect owner
+    uint64_t last_used = 0;
   };
-  JobRoute& Get(const std::string& job_id);
+  // The job's route: remembered, or its start entry.
+  JobRoute Lookup(const std::string& job_id) const;
+  // Remembers `route` unless it is the job's start entry again; forgets the least recently used
+  // routes past max_moved_.
+  void Store(const std::string& job_id, JobRoute route);
 
   const std::vector<std::string> targets_;
-  absl::flat_hash_map<std::string, JobRoute> routes_;
+  const size_t max_moved_;
+  absl::flat_hash_map<std::string, JobRoute> routes_;  // jobs off their start entry
+  uint64_t uses_ = 0;
 };
 
 }  // namespace psync::agent

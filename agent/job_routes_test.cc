@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "client/job_start.h"
 #include "gtest/gtest.h"
 
@@ -83,6 +84,37 @@ TEST(JobRoutesTest, SingleTargetNeverMoves) {
   EXPECT_EQ(routes.Redirected("j", "only:1", "owner:9"), Move::kNone);
   EXPECT_EQ(routes.Redirected("j", "only:1", ""), Move::kNone);
   EXPECT_EQ(routes.Route("j"), "only:1");
+}
+
+TEST(JobRoutesTest, OnlyJobsOffTheirListEntryAreRemembered) {
+  JobRoutes routes(kTargets);
+  for (int i = 0; i < 100; ++i) routes.Route(absl::StrCat("job", i));
+  EXPECT_EQ(routes.moved_jobs(), 0u);
+  const size_t start = JobStartIndex("j", kTargets.size());
+  ASSERT_EQ(routes.Failed("j", kTargets[start]), Move::kRotate);
+  EXPECT_EQ(routes.moved_jobs(), 1u);
+  // Around the list and back to its start entry: nothing left to remember.
+  ASSERT_EQ(routes.Failed("j", kTargets[After(start)]), Move::kRotate);
+  ASSERT_EQ(routes.Failed("j", kTargets[After(After(start))]), Move::kRotate);
+  EXPECT_EQ(routes.Route("j"), kTargets[start]);
+  EXPECT_EQ(routes.moved_jobs(), 0u);
+}
+
+TEST(JobRoutesTest, PastTheBoundTheLeastRecentlyUsedMovedJobsAreForgotten) {
+  JobRoutes routes(kTargets, /*max_moved=*/8);
+  const auto job = [](int i) { return absl::StrCat("j", i); };
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(routes.Redirected(job(i), routes.Route(job(i)), "owner:9"), Move::kRedirect);
+  }
+  EXPECT_EQ(routes.moved_jobs(), 8u);
+  EXPECT_EQ(routes.Route(job(0)), "owner:9");  // j0 used again: j1 and j2 are now the oldest
+  ASSERT_EQ(routes.Redirected(job(8), routes.Route(job(8)), "owner:9"), Move::kRedirect);
+  // 9 > 8: a quarter (2) forgotten, the least recently used.
+  EXPECT_EQ(routes.moved_jobs(), 7u);
+  for (int i : {0, 3, 4, 5, 6, 7, 8}) EXPECT_EQ(routes.Route(job(i)), "owner:9") << job(i);
+  for (int i : {1, 2}) {
+    EXPECT_EQ(routes.Route(job(i)), kTargets[JobStartIndex(job(i), kTargets.size())]) << job(i);
+  }
 }
 
 }  // namespace

@@ -17,7 +17,7 @@
 //
 // At most kMaxEndpoints endpoints exist (the list's and owners named by redirects; an owner that
 // would exceed it is treated as "nobody"); they live until the router is destroyed, so pointers
-// handed out stay valid. A route is kept per job id seen (JobRoutes), for the agent's life. Counts
+// handed out stay valid. Jobs off their list entry are remembered (JobRoutes, bounded). Counts
 // redirects and rotations in the agent's counters.
 //
 // Thread-safety: thread-safe; never blocks on I/O (an Upstream connects on its own threads).
