@@ -39,8 +39,8 @@ Router::Endpoint& Router::GetLocked(const std::string& target) {
   if (options_.targets.size() > 1) {
     // Ranks of a replica that is gone or does not serve their job join again elsewhere.
     upstream.leave_when_unreachable = true;
-    upstream.on_not_served = [this, target](const std::string& job_id) {
-      NotServed(job_id, target);
+    upstream.on_not_served = [this, target](const std::string& job_id, const std::string& owner) {
+      NotServed(job_id, target, owner);
     };
   }
   endpoint->upstream = std::make_unique<Upstream>(std::move(upstream), counters_);
@@ -80,17 +80,22 @@ bool Router::FollowFailure(const std::string& job_id, const std::string& target,
     if (std::optional<v1::OwnerRedirect> r = server::OwnerRedirectOf(status)) owner = r->owner();
   }
   absl::MutexLock lock(&mu_);
+  return MoveLocked(job_id, target, owner);
+}
+
+void Router::NotServed(const std::string& job_id, const std::string& target,
+                       const std::string& owner) {
+  absl::MutexLock lock(&mu_);
+  MoveLocked(job_id, target, owner);
+}
+
+bool Router::MoveLocked(const std::string& job_id, const std::string& target, std::string owner) {
   if (!owner.empty() && !endpoints_.contains(owner) && endpoints_.size() >= kMaxEndpoints) {
     owner.clear();  // bounded: an owner beyond the limit is treated as unknown
   }
   CountLocked(owner.empty() ? routes_.Failed(job_id, target)
                             : routes_.Redirected(job_id, target, owner));
   return !owner.empty() && routes_.Route(job_id) != target;
-}
-
-void Router::NotServed(const std::string& job_id, const std::string& target) {
-  absl::MutexLock lock(&mu_);
-  CountLocked(routes_.Failed(job_id, target));
 }
 
 bool Router::connected() const {

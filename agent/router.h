@@ -81,8 +81,10 @@ class Router {
   bool FollowFailure(const std::string& job_id, const std::string& target,
                      const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
   // `target` does not serve `job_id` (an attach refused or ended with UNAVAILABLE, or the
-  // target's Upstream gave up its ranks): the job moves to the next list entry.
-  void NotServed(const std::string& job_id, const std::string& target) ABSL_LOCKS_EXCLUDED(mu_);
+  // target's Upstream gave up its ranks): the job moves to `owner` when the refusal named one,
+  // else to the next list entry.
+  void NotServed(const std::string& job_id, const std::string& target, const std::string& owner)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // True while some Upstream has a stream open.
   bool connected() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -95,6 +97,10 @@ class Router {
   };
   Endpoint& GetLocked(const std::string& target) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CountLocked(JobRoutes::Move move) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the job's route off `target`: to `owner` (unless empty, or past kMaxEndpoints), else to
+  // the next list entry. True when it now routes to an owner other than `target`.
+  bool MoveLocked(const std::string& job_id, const std::string& target, std::string owner)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const RouterOptions options_;

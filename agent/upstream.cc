@@ -352,7 +352,7 @@ absl::Status Upstream::OnClosed(const StreamEnd& end, bool* retry) {
     }
   }
   if (options_.on_not_served) {
-    for (const std::string& job : jobs) options_.on_not_served(job);
+    for (const std::string& job : jobs) options_.on_not_served(job, "");
   }
   for (const std::shared_ptr<LocalRank>& link : left) link->Close(status);
   return end.finished;
@@ -364,7 +364,8 @@ void Upstream::OnRead(const v1::AgentDown& down) {
   std::vector<std::pair<std::shared_ptr<LocalRank>, grpc::Status>> closes;
   std::vector<std::tuple<std::shared_ptr<LocalRank>, uint64_t, absl::Status>> acks;
   std::vector<std::pair<std::shared_ptr<LocalRank>, const v1::SessionDown*>> notices;
-  std::vector<std::string> not_served;  // jobs refused or ended with UNAVAILABLE
+  // Jobs refused or ended with UNAVAILABLE, and the owner named (or empty).
+  std::vector<std::pair<std::string, std::string>> not_served;
   {
     absl::MutexLock lock(&mu_);
     unreachable_ = false;
@@ -406,7 +407,9 @@ void Upstream::OnRead(const v1::AgentDown& down) {
           continue;
         }
         ForgetLocked(key);
-        if (status.code() == absl::StatusCode::kUnavailable) not_served.push_back(key->job_id());
+        if (status.code() == absl::StatusCode::kUnavailable) {
+          not_served.emplace_back(key->job_id(), ack != nullptr ? ack->redirect().owner() : "");
+        }
         if (!first || status.code() == absl::StatusCode::kUnavailable) local->MarkRejoining();
         if (first) {
           attach_results.emplace_back(std::move(local), status);
@@ -454,7 +457,7 @@ void Upstream::OnRead(const v1::AgentDown& down) {
       std::shared_ptr<LocalRank> local = links_.at(a->second).link;
       ForgetLocked(a->second);
       if (c.code() == static_cast<int32_t>(grpc::StatusCode::UNAVAILABLE)) {
-        not_served.push_back(c.job_id());
+        not_served.emplace_back(c.job_id(), c.redirect().owner());
         local->MarkRejoining();
       }
       closes.emplace_back(std::move(local),
@@ -463,7 +466,7 @@ void Upstream::OnRead(const v1::AgentDown& down) {
   }
   // The job moves on before its ranks hear of it, so that they join again elsewhere.
   if (options_.on_not_served) {
-    for (const std::string& job : not_served) options_.on_not_served(job);
+    for (const auto& [job, owner] : not_served) options_.on_not_served(job, owner);
   }
   for (auto& [link, status] : attach_results) link->AttachResult(status);
   for (auto& [link, request_id, status] : acks) link->Ack(request_id, status);

@@ -81,9 +81,10 @@ struct UpstreamOptions {
   // keeps retrying for later attaches. False (one coordinator): re-attach forever.
   bool leave_when_unreachable = false;
   // Called (on the reader thread, no lock held) with the job of a rank whose attach the
-  // coordinator refused or ended with UNAVAILABLE (it does not serve the job now), and for each
-  // job of the ranks left when the replica was unreachable. May be empty.
-  std::function<void(const std::string& job_id)> on_not_served;
+  // coordinator refused or ended with UNAVAILABLE (it does not serve the job now), with the owner
+  // its OwnerRedirect names (empty: none named), and for each job of the ranks left when the
+  // replica was unreachable (no owner). May be empty.
+  std::function<void(const std::string& job_id, const std::string& owner)> on_not_served;
   BackoffOptions backoff;
   absl::Duration flush_window = absl::ZeroDuration();
   size_t flush_messages = 1024;

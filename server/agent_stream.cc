@@ -137,7 +137,7 @@ class AgentRankSink final : public SessionSink {
     closed.set_job_id(job_id_);
     closed.set_rank(rank_);
     closed.set_attach_request_id(attach_request_id_);
-    SetWireStatus(status, &closed);
+    SetWireStatusAndRedirect(status, &closed);
     outbox_->AddClosed(std::move(closed));
   }
 
@@ -239,7 +239,7 @@ class AgentStream final : public Reactor {
     auto sink = std::make_shared<AgentRankSink>(outbox_, a.job_id(), a.rank(), request_id);
     absl::StatusOr<std::vector<core::Notice>> pending = AttachSession(*coordinator_, a, sink);
     if (!pending.ok()) {
-      SetWireStatus(pending.status(), &ack);
+      SetWireStatusAndRedirect(pending.status(), &ack);
       outbox_->AddAck(std::move(ack));
       return;
     }

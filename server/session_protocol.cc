@@ -1,5 +1,6 @@
 #include "server/session_protocol.h"
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 
 namespace psync::server {
@@ -44,7 +45,12 @@ absl::Status CheckAttach(const v1::Attach& attach) {
 }
 
 absl::Status AttachRefused(const absl::Status& refusal) {
-  return absl::Status(refusal.code(), absl::StrCat("attach: ", refusal.message()));
+  absl::Status refused(refusal.code(), absl::StrCat("attach: ", refusal.message()));
+  // A replica's redirect (not_served.h) stays with it.
+  refusal.ForEachPayload([&refused](absl::string_view url, const absl::Cord& payload) {
+    refused.SetPayload(url, payload);
+  });
+  return refused;
 }
 
 }  // namespace psync::server

@@ -19,6 +19,7 @@
 #include "grpcpp/support/status.h"
 #include "proto/psync/v1/coordinator.pb.h"
 #include "server/bounded_text.h"
+#include "server/not_served.h"
 
 namespace psync::server {
 
@@ -35,6 +36,17 @@ template <typename WireStatus>
 void SetWireStatus(const absl::Status& status, WireStatus* out) {
   out->set_code(static_cast<int32_t>(status.code()));
   out->set_message(BoundEcho(status.message()));
+}
+
+// SetWireStatus, plus the owner a NotServedHere status names (not_served.h) in `out`'s
+// `redirect` (AgentAck, AgentRankClosed).
+template <typename WireStatus>
+void SetWireStatusAndRedirect(const absl::Status& status, WireStatus* out) {
+  SetWireStatus(status, out);
+  if (std::optional<Redirect> r = RedirectOf(status)) {
+    out->mutable_redirect()->set_owner(r->owner);
+    out->mutable_redirect()->set_epoch(r->epoch);
+  }
 }
 
 // The status carried by `in`'s code and message (the reverse of SetWireStatus).

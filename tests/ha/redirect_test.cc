@@ -314,6 +314,69 @@ TEST_F(RedirectTest, AnAgentFollowsRedirectsAndNeverPassesThemOn) {
   (*node)->Shutdown();
 }
 
+// An attach that reaches a replica not serving the job (the rank joined at the owner directly, the
+// agent's route starts at the other replica) is refused with the owner named: the agent moves the
+// job straight there (a redirect, not a rotation through its list), and the rank, whose local
+// Session ends with UNAVAILABLE, joins again through the agent at the owner.
+TEST_F(RedirectTest, AnAgentAttachRefusedByANonOwnerMovesTheJobToTheOwner) {
+  ASSERT_TRUE(
+      WaitFor([&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
+  const std::string job = JobPreferredBy(
+      0, "attach-job", [](const std::string& id) { return JobStartIndex(id, 2) == 1; });
+  auto owner = v1::Coordinator::NewStub(
+      grpc::CreateChannel(addresses_[0], grpc::InsecureChannelCredentials()));
+  v1::JoinResponse joined;
+  grpc::ClientContext join_context;
+  ASSERT_TRUE(owner->Join(&join_context, Plan(job), &joined).ok());
+  // Replica 1 has learned the owner from etcd (until then it refuses without naming one).
+  auto other = v1::Coordinator::NewStub(
+      grpc::CreateChannel(addresses_[1], grpc::InsecureChannelCredentials()));
+  ASSERT_TRUE(WaitFor([&] {
+    grpc::ClientContext context;
+    v1::GetJobStatusRequest request;
+    request.set_job_id(job);
+    v1::JobStatus status;
+    const std::optional<v1::OwnerRedirect> r =
+        RedirectIn(other->GetJobStatus(&context, request, &status));
+    return r.has_value() && r->owner() == addresses_[0];
+  }));
+
+  agent::AgentOptions both;
+  both.target = absl::StrCat(addresses_[0], ",", addresses_[1]);
+  auto node = agent::Agent::Start(both);
+  ASSERT_TRUE(node.ok()) << node.status();
+  auto through = v1::Coordinator::NewStub(
+      grpc::CreateChannel((*node)->local_target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext session_context;
+  auto session = through->Session(&session_context);
+  v1::SessionUp attach;
+  attach.set_request_id(1);
+  attach.mutable_attach()->set_job_id(job);
+  attach.mutable_attach()->set_rank(0);
+  attach.mutable_attach()->set_generation(joined.generation());
+  attach.mutable_attach()->set_session_id(joined.session_id());
+  ASSERT_TRUE(session->Write(attach));
+  v1::SessionDown down;
+  while (session->Read(&down)) {
+  }
+  const grpc::Status ended = session->Finish();
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::UNAVAILABLE) << ended.error_message();
+  EXPECT_EQ((*node)->stats().redirects, 1u);
+  EXPECT_EQ((*node)->stats().rotations, 0u);
+
+  // Joining again through the agent goes to the owner at once.
+  ClientOptions options;
+  options.target = (*node)->local_target();
+  options.plan = Plan(job);
+  options.call_timeout = absl::Seconds(20);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*node)->stats().redirects, 1u);
+  EXPECT_EQ((*node)->stats().rotations, 0u);
+  (*client)->Close();
+  (*node)->Shutdown();
+}
+
 // A replica that stops under a node agent: the agent ends its rank's local Session, moves the job
 // to the other replica of its list, and the rank, joining again through the agent, resumes at the
 // new owner (a higher epoch) without ever seeing a redirect.
