@@ -54,6 +54,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   if (o.channel != nullptr) {
     router.targets = {""};  // the one given channel
     router.channel_factory = [channel = o.channel](const std::string&) { return channel; };
+    router.follow_redirects = false;
   } else {
     router.targets = *SplitTargets(o.target, "target");  // validated
     router.channel_factory = [backoff = o.backoff,

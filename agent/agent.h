@@ -16,7 +16,8 @@
 // to the agent: it follows redirects for them and never passes one on; a rank whose replica is
 // gone or does not serve its job any more has its local Session ended with UNAVAILABLE and joins
 // again through the agent (a resume at the job's owner), so training sees a delay. One target
-// behaves as a single coordinator: one stream, re-attached after every reconnect.
+// behaves as a single coordinator: one stream, re-attached after every reconnect; a redirect it
+// answers (a Service in front of replicas) is still followed to the owner.
 //
 // Start() binds the listening address and, with one target, starts connecting upstream (in the
 // background, retrying with backoff; with several, a replica's stream opens when a job first goes

@@ -55,7 +55,7 @@ const std::string& JobRoutes::Route(const std::string& job_id) {
 JobRoutes::Move JobRoutes::Redirected(const std::string& job_id, const std::string& target,
                                       const std::string& owner) {
   JobRoute route = Lookup(job_id);
-  if (route.current != target || targets_.size() == 1) return Move::kNone;
+  if (route.current != target) return Move::kNone;
   if (!owner.empty() && owner != target) {
     route.current = owner;
     Store(job_id, std::move(route));
@@ -66,7 +66,8 @@ JobRoutes::Move JobRoutes::Redirected(const std::string& job_id, const std::stri
 
 JobRoutes::Move JobRoutes::Failed(const std::string& job_id, const std::string& target) {
   JobRoute route = Lookup(job_id);
-  if (route.current != target || targets_.size() == 1) return Move::kNone;
+  if (route.current != target) return Move::kNone;
+  if (targets_.size() == 1 && route.current == targets_[0]) return Move::kNone;
   // From the list entry to the next one; from a failed redirect owner back to the entry.
   if (route.current == targets_[route.entry]) route.entry = (route.entry + 1) % targets_.size();
   route.current = targets_[route.entry];

@@ -3,9 +3,10 @@
 // std::hash(job_id) % n (as psync::Client starts, client/client.cc, so a rank and its agent pick
 // the same replica first), moves to the owner a replica names in an OwnerRedirect, and moves on
 // to the next list entry when its replica fails (unreachable, or it redirects to nobody). A
-// redirect owner that fails is forgotten: the job goes back to its list entry. With one target a
-// job never moves, not even to a redirect owner (a coordinator restarted at the same address is
-// resumed where it was; give the agent every replica's address to follow owners).
+// redirect owner that fails is forgotten: the job goes back to its list entry. With one target (a
+// single coordinator, or a Kubernetes Service in front of replicas) a job follows redirects to
+// its owner, as psync::Client does, but a failure of that target moves nothing: a coordinator
+// restarted at the same address is resumed where it was.
 //
 // Pure: no I/O, no clock. Every failure names the target it came from, and changes nothing unless
 // that target is still the job's route, so the same failure reported by several ranks moves a job
@@ -29,7 +30,7 @@ class JobRoutes {
  public:
   // What a failure did to the job's route.
   enum class Move {
-    kNone,      // nothing: a single target, or the route had moved already
+    kNone,      // nothing: the single target failed, or the route had moved already
     kRedirect,  // to the owner a redirect named
     kRotate,    // to the next list entry (or back to the list from a failed redirect owner)
   };
@@ -44,7 +45,7 @@ class JobRoutes {
   // A call or stream of `job_id` at `target` was refused with a redirect to `owner` (empty: nobody
   // may serve the job now). A non-empty owner other than `target` becomes the route; an empty one
   // (or the target itself) counts as a failure of `target` (Failed). kNone when `target` is not
-  // the job's route (any more), or with a single target.
+  // the job's route (any more).
   Move Redirected(const std::string& job_id, const std::string& target, const std::string& owner);
   // `target` failed for `job_id` (unreachable, or it could not serve the job): the route moves to
   // the next list entry, or back to its list entry if `target` was a redirect owner.

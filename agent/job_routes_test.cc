@@ -77,13 +77,18 @@ TEST(JobRoutesTest, RedirectToNobodyOrToItselfRotates) {
   EXPECT_EQ(routes.Route("j"), kTargets[After(After(start))]);
 }
 
-TEST(JobRoutesTest, SingleTargetNeverMoves) {
+TEST(JobRoutesTest, ASingleTargetFollowsRedirectsButNeverLeavesOnAFailure) {
   JobRoutes routes({"only:1"});
   EXPECT_EQ(routes.Route("j"), "only:1");
   EXPECT_EQ(routes.Failed("j", "only:1"), Move::kNone);
-  EXPECT_EQ(routes.Redirected("j", "only:1", "owner:9"), Move::kNone);
   EXPECT_EQ(routes.Redirected("j", "only:1", ""), Move::kNone);
   EXPECT_EQ(routes.Route("j"), "only:1");
+  // A Service in front of replicas: the owner it named is followed, and back when it fails.
+  EXPECT_EQ(routes.Redirected("j", "only:1", "owner:9"), Move::kRedirect);
+  EXPECT_EQ(routes.Route("j"), "owner:9");
+  EXPECT_EQ(routes.Failed("j", "owner:9"), Move::kRotate);
+  EXPECT_EQ(routes.Route("j"), "only:1");
+  EXPECT_EQ(routes.moved_jobs(), 0u);
 }
 
 TEST(JobRoutesTest, OnlyJobsOffTheirListEntryAreRemembered) {

@@ -36,13 +36,13 @@ Router::Endpoint& Router::GetLocked(const std::string& target) {
   UpstreamOptions upstream = options_.upstream;
   upstream.channel = endpoint->channel;
   upstream.target = target;
-  if (options_.targets.size() > 1) {
-    // Ranks of a replica that is gone or does not serve their job join again elsewhere.
-    upstream.leave_when_unreachable = true;
-    upstream.on_not_served = [this, target](const std::string& job_id, const std::string& owner) {
-      NotServed(job_id, target, owner);
-    };
-  }
+  // Ranks of a replica that is gone or does not serve their job join again elsewhere; a single
+  // listed target is reconnected to forever (a coordinator restarted there resumes them).
+  const bool only_target = options_.targets.size() == 1 && target == options_.targets[0];
+  upstream.leave_when_unreachable = !only_target;
+  upstream.on_not_served = [this, target](const std::string& job_id, const std::string& owner) {
+    NotServed(job_id, target, owner);
+  };
   endpoint->upstream = std::make_unique<Upstream>(std::move(upstream), counters_);
   if (!shut_down_) endpoint->upstream->Start();
   return *endpoints_.emplace(target, std::move(endpoint)).first->second;
@@ -90,6 +90,7 @@ void Router::NotServed(const std::string& job_id, const std::string& target,
 }
 
 bool Router::MoveLocked(const std::string& job_id, const std::string& target, std::string owner) {
+  if (!options_.follow_redirects) owner.clear();
   if (!owner.empty() && !endpoints_.contains(owner) && endpoints_.size() >= kMaxEndpoints) {
     owner.clear();  // bounded: an owner beyond the limit is treated as unknown
   }

@@ -8,12 +8,15 @@
 //    named owner and asks for a retry there; an UNAVAILABLE without one (the replica is
 //    unreachable), a redirect to nobody or a DEADLINE_EXCEEDED moves the job to the next list
 //    entry. Other statuses change nothing.
-//  * Local Sessions attach through UpstreamFor(job). With several targets, an Upstream whose
-//    stream cannot reconnect ends its ranks' local Sessions with UNAVAILABLE, and an attach the
+//  * Local Sessions attach through UpstreamFor(job). An Upstream of a replica other than a single
+//    listed target, whose stream cannot reconnect, ends its ranks' local Sessions with
+//    UNAVAILABLE, and an attach the
 //    coordinator refuses or ends with UNAVAILABLE (it does not serve the job) moves the job on:
 //    the ranks join again through the agent and land on the job's owner.
-//  * With one target (or a fixed channel) there is one endpoint, created at Start(), and no job
-//    ever moves: the Upstream reconnects to it forever, as a single coordinator expects.
+//  * With one target there is one listed endpoint, created at Start(), whose Upstream reconnects
+//    forever, as a single coordinator expects; a job still follows a redirect to the owner it
+//    names (a Service in front of replicas), and returns to the target when that owner fails.
+//    With a fixed channel nothing moves.
 //
 // At most kMaxEndpoints endpoints exist (the list's and owners named by redirects; an owner that
 // would exceed it is treated as "nobody"); they live until the router is destroyed, so pointers
@@ -43,8 +46,10 @@
 namespace psync::agent {
 
 struct RouterOptions {
-  // The replicas (not empty). One target: never moves.
+  // The replicas (not empty). One target: jobs follow redirects, and never leave it on a failure.
   std::vector<std::string> targets;
+  // False with a fixed channel (AgentOptions::channel): an owner's address means nothing then.
+  bool follow_redirects = true;
   // The channel to a target. Required.
   std::function<std::shared_ptr<grpc::Channel>(const std::string& target)> channel_factory;
   // Each Upstream's options; `channel`, `target` and the callbacks are filled in per endpoint.
