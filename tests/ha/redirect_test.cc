@@ -6,6 +6,7 @@
 // and moves its rank to the other replica when the owner stops.
 #include <functional>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -31,6 +32,7 @@
 #include "server/http/testing/curl_client.h"
 #include "server/job_view.h"
 #include "tests/ha/etcd_process.h"
+#include "tests/service/raw_session.h"
 
 namespace psync {
 namespace {
@@ -92,6 +94,19 @@ class RedirectTest : public ::testing::Test {
     }
   }
 
+  // Rank 0 of `job` (Plan) connected through `target`, with a 20 s call timeout and, when given,
+  // the reconnect backoff's first delay.
+  static absl::StatusOr<std::unique_ptr<Client>> ConnectRank(
+      const std::string& target, const std::string& job,
+      std::optional<absl::Duration> first_backoff = std::nullopt) {
+    ClientOptions options;
+    options.target = target;
+    options.plan = Plan(job);
+    options.call_timeout = absl::Seconds(20);
+    if (first_backoff.has_value()) options.backoff.initial = *first_backoff;
+    return Client::Connect(options);
+  }
+
   // Waits (at most 10 s) until `done` holds.
   bool WaitFor(const std::function<bool()>& done) {
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
@@ -131,12 +146,8 @@ TEST_F(RedirectTest, JoinAtTheWrongReplicaNamesTheOwnerAndClientsGoThere) {
   // A client given only replica 1 ends at replica 0 after one redirect (the owner need not be on
   // its list: a list's first entry is chosen by a hash of the job id, so a list of both could start
   // at the owner).
-  ClientOptions options;
-  options.target = addresses_[1];
-  options.plan = Plan(job);
-  options.call_timeout = absl::Seconds(20);
-  options.backoff.initial = absl::Milliseconds(10);
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      ConnectRank(addresses_[1], job, absl::Milliseconds(10));
   ASSERT_TRUE(client.ok()) << client.status();
   EXPECT_EQ((*client)->target(), addresses_[0]);
   EXPECT_GE((*client)->stats().redirects, 1u);
@@ -285,11 +296,7 @@ TEST_F(RedirectTest, AnAgentFollowsRedirectsAndNeverPassesThemOn) {
   both.target = absl::StrCat(addresses_[0], ",", addresses_[1]);
   auto node = agent::Agent::Start(both);
   ASSERT_TRUE(node.ok()) << node.status();
-  ClientOptions options;
-  options.target = (*node)->local_target();
-  options.plan = Plan(job);
-  options.call_timeout = absl::Seconds(20);
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  absl::StatusOr<std::unique_ptr<Client>> client = ConnectRank((*node)->local_target(), job);
   ASSERT_TRUE(client.ok()) << client.status();
   EXPECT_EQ((*client)->target(), (*node)->local_target());
   EXPECT_EQ((*client)->stats().redirects, 0u);
@@ -346,13 +353,7 @@ TEST_F(RedirectTest, AnAgentAttachRefusedByANonOwnerMovesTheJobToTheOwner) {
       grpc::CreateChannel((*node)->local_target(), grpc::InsecureChannelCredentials()));
   grpc::ClientContext session_context;
   auto session = through->Session(&session_context);
-  v1::SessionUp attach;
-  attach.set_request_id(1);
-  attach.mutable_attach()->set_job_id(job);
-  attach.mutable_attach()->set_rank(0);
-  attach.mutable_attach()->set_generation(joined.generation());
-  attach.mutable_attach()->set_session_id(joined.session_id());
-  ASSERT_TRUE(session->Write(attach));
+  ASSERT_TRUE(session->Write(testing::AttachMessage(job, 0, joined)));
   v1::SessionDown down;
   while (session->Read(&down)) {
   }
@@ -362,11 +363,7 @@ TEST_F(RedirectTest, AnAgentAttachRefusedByANonOwnerMovesTheJobToTheOwner) {
   EXPECT_EQ((*node)->stats().rotations, 0u);
 
   // Joining again through the agent goes to the owner at once.
-  ClientOptions options;
-  options.target = (*node)->local_target();
-  options.plan = Plan(job);
-  options.call_timeout = absl::Seconds(20);
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  absl::StatusOr<std::unique_ptr<Client>> client = ConnectRank((*node)->local_target(), job);
   ASSERT_TRUE(client.ok()) << client.status();
   EXPECT_EQ((*node)->stats().redirects, 1u);
   EXPECT_EQ((*node)->stats().rotations, 0u);
@@ -388,12 +385,8 @@ TEST_F(RedirectTest, AnAgentMovesItsRanksOffAStoppedReplica) {
   both.backoff.initial = absl::Milliseconds(10);
   auto node = agent::Agent::Start(both);
   ASSERT_TRUE(node.ok()) << node.status();
-  ClientOptions options;
-  options.target = (*node)->local_target();
-  options.plan = Plan(job);
-  options.call_timeout = absl::Seconds(20);
-  options.backoff.initial = absl::Milliseconds(10);
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      ConnectRank((*node)->local_target(), job, absl::Milliseconds(10));
   ASSERT_TRUE(client.ok()) << client.status();
   EXPECT_EQ((*node)->stats().redirects, 0u);
 

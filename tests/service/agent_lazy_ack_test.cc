@@ -15,19 +15,12 @@
 #include "gtest/gtest.h"
 #include "server/test_server.h"
 #include "tests/service/raw_session.h"
+#include "tests/service/service_fixture.h"
 
 namespace psync {
 namespace {
 
 using ::testing::ElementsAre;
-
-std::unique_ptr<server::TestServer> StartWithDelay(absl::Duration delay) {
-  server::ServerOptions options;
-  options.streams.lazy_ack_delay = delay;
-  auto server = server::TestServer::Start(std::move(options));
-  EXPECT_TRUE(server.ok()) << server.status();
-  return server.ok() ? std::move(*server) : nullptr;
-}
 
 // One AgentSession carrying ranks 0 and 1 of a fresh job of 2 ranks and 3 chunks, attached as
 // requests 1 and 2.
@@ -107,7 +100,7 @@ std::vector<uint32_t> Ranks(const v1::AgentNotice& notice) {
 }
 
 TEST(AgentLazyAckTest, AppliedLazyBatchesRideOnTheNextMessageAndRefusalsGetTheirOwnAck) {
-  auto server = StartWithDelay(absl::Hours(1));
+  auto server = testing::StartWithLazyAckDelay(absl::Hours(1));
   ASSERT_NE(server, nullptr);
   AgentStream agent(*server, "agent-wire");
 
@@ -166,7 +159,7 @@ TEST(AgentLazyAckTest, AppliedLazyBatchesRideOnTheNextMessageAndRefusalsGetTheir
 }
 
 TEST(AgentLazyAckTest, AZeroDelayAcksEveryBatchAtOnce) {
-  auto server = StartWithDelay(absl::ZeroDuration());
+  auto server = testing::StartWithLazyAckDelay(absl::ZeroDuration());
   ASSERT_NE(server, nullptr);
   AgentStream agent(*server, "agent-eager");
   agent.Stage(3, true, 0, {0});
@@ -188,7 +181,7 @@ TEST(AgentLazyAckTest, AZeroDelayAcksEveryBatchAtOnce) {
 
 TEST(AgentLazyAckTest, ALazyBatchThatReleasesNothingIsAnsweredByAMessageOfItsOwn) {
   // The delay passes with nothing else to send: a message with only acked_through comes.
-  auto server = StartWithDelay(absl::Milliseconds(20));
+  auto server = testing::StartWithLazyAckDelay(absl::Milliseconds(20));
   ASSERT_NE(server, nullptr);
   AgentStream agent(*server, "agent-flush");
   agent.Stage(3, true, 0, {0});

@@ -12,6 +12,7 @@
 #include "server/coordinator_server.h"
 #include "server/test_server.h"
 #include "tests/service/raw_session.h"
+#include "tests/service/service_fixture.h"
 
 namespace psync {
 namespace {
@@ -39,29 +40,15 @@ testing::RawOutcome RunJob(server::TestServer& server, const std::string& job,
   grpc::ClientContext context;
   v1::JoinResponse joined;
   EXPECT_TRUE(stub->Join(&context, testing::MakeJoin(job, 1, 0, 1, {0}), &joined).ok());
-  v1::SessionUp attach;
-  attach.set_request_id(1);
-  attach.mutable_attach()->set_job_id(job);
-  attach.mutable_attach()->set_rank(0);
-  attach.mutable_attach()->set_generation(joined.generation());
-  attach.mutable_attach()->set_session_id(joined.session_id());
-  std::vector<std::string> frames = {attach.SerializeAsString()};
+  std::vector<std::string> frames = {testing::AttachMessage(job, 0, joined).SerializeAsString()};
   uint64_t id = 2;
   for (const auto& [optimizer, lazy] : staged)
     frames.push_back(Frame(id++, joined, optimizer, lazy));
   return testing::RunRawSession(channel.get(), frames);
 }
 
-std::unique_ptr<server::TestServer> StartWithDelay(absl::Duration delay) {
-  server::ServerOptions options;
-  options.streams.lazy_ack_delay = delay;
-  auto server = server::TestServer::Start(std::move(options));
-  EXPECT_TRUE(server.ok()) << server.status();
-  return server.ok() ? std::move(*server) : nullptr;
-}
-
 TEST(LazyAckTest, AnAcceptedLazyCheckInRidesOnTheNextMessageTheRankIsSent) {
-  auto server = StartWithDelay(absl::Hours(1));
+  auto server = testing::StartWithLazyAckDelay(absl::Hours(1));
   ASSERT_NE(server, nullptr);
   // 2 (lazy): accepted, nothing sent; 3 (not lazy) completes chunk 0: its directive carries 2's
   // answer, then 3's own Ack follows.
@@ -77,7 +64,7 @@ TEST(LazyAckTest, AnAcceptedLazyCheckInRidesOnTheNextMessageTheRankIsSent) {
 }
 
 TEST(LazyAckTest, ACompletingLazyCheckInIsAnsweredByItsOwnDirective) {
-  auto server = StartWithDelay(absl::Hours(1));
+  auto server = testing::StartWithLazyAckDelay(absl::Hours(1));
   ASSERT_NE(server, nullptr);
   testing::RawOutcome out = RunJob(*server, "own", {{"dense", true}, {"expert", true}});
   EXPECT_TRUE(out.status.ok()) << out.status.error_message();
@@ -88,7 +75,7 @@ TEST(LazyAckTest, ACompletingLazyCheckInIsAnsweredByItsOwnDirective) {
 }
 
 TEST(LazyAckTest, ARefusedLazyMessageIsAckedAtOnceAndNotCoveredBeforeIt) {
-  auto server = StartWithDelay(absl::Hours(1));
+  auto server = testing::StartWithLazyAckDelay(absl::Hours(1));
   ASSERT_NE(server, nullptr);
   // 2 accepted (lazy), 3 refused (an optimizer not in the plan), 4 accepted (lazy); the close
   // answers what is still pending.
@@ -110,7 +97,7 @@ TEST(LazyAckTest, ARefusedLazyMessageIsAckedAtOnceAndNotCoveredBeforeIt) {
 }
 
 TEST(LazyAckTest, AZeroDelayAcksEveryMessageAtOnce) {
-  auto server = StartWithDelay(absl::ZeroDuration());
+  auto server = testing::StartWithLazyAckDelay(absl::ZeroDuration());
   ASSERT_NE(server, nullptr);
   testing::RawOutcome out = RunJob(*server, "eager", {{"dense", true}, {"expert", true}});
   EXPECT_TRUE(out.status.ok()) << out.status.error_message();

@@ -31,6 +31,17 @@ v1::JoinRequest MakeJoin(const std::string& job, uint32_t world, uint32_t rank, 
   return r;
 }
 
+v1::SessionUp AttachMessage(const std::string& job, uint32_t rank, const v1::JoinResponse& joined) {
+  v1::SessionUp up;
+  up.set_request_id(1);
+  v1::Attach* a = up.mutable_attach();
+  a->set_job_id(job);
+  a->set_rank(rank);
+  a->set_generation(joined.generation());
+  a->set_session_id(joined.session_id());
+  return up;
+}
+
 v1::KvSetRequest MakeKvSet(const std::string& job, uint64_t generation, const std::string& key,
                            const std::string& value) {
   v1::KvSetRequest set;

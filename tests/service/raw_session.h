@@ -18,6 +18,9 @@ namespace psync::testing {
 v1::JoinRequest MakeJoin(const std::string& job, uint32_t world, uint32_t rank, uint32_t chunks,
                          const std::vector<uint32_t>& expert_chunks = {}, uint32_t experts = 1);
 
+// Request 1 of a Session: the attach of `rank` of `job` as `joined` (its Join answer) allows.
+v1::SessionUp AttachMessage(const std::string& job, uint32_t rank, const v1::JoinResponse& joined);
+
 // The rendezvous requests of a rank of `job` in `generation`.
 v1::KvSetRequest MakeKvSet(const std::string& job, uint64_t generation, const std::string& key,
                            const std::string& value);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
@@ -16,6 +17,16 @@
 #include "tests/service/raw_session.h"
 
 namespace psync::testing {
+
+// A coordinator with default options but `delay` as its --lazy_ack_delay; null (and a non-fatal
+// failure) when it cannot start.
+inline std::unique_ptr<server::TestServer> StartWithLazyAckDelay(absl::Duration delay) {
+  server::ServerOptions options;
+  options.streams.lazy_ack_delay = delay;
+  auto server = server::TestServer::Start(std::move(options));
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? std::move(*server) : nullptr;
+}
 
 class ServiceFixture : public ::testing::Test {
  protected:
