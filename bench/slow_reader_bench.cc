@@ -15,11 +15,14 @@
 // load average. A busy machine measures the machine: compare the two phases of one run.
 //
 //   bazel run -c opt //bench:slow_reader_bench -- --duration=30s --streams=100
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -165,7 +168,10 @@ int64_t Mib(int64_t bytes) { return bytes >> 20; }
 
 int Main() {
   const std::string dir = absl::StrCat("/tmp/slow_reader_bench.", getpid());
-  std::system(absl::StrCat("mkdir -p ", dir).c_str());
+  if (mkdir(dir.c_str(), 0700) != 0) {
+    std::cerr << "slow_reader_bench: cannot create " << dir << ": " << std::strerror(errno) << "\n";
+    return 1;
+  }
   std::vector<std::string> argv = {absl::GetFlag(FLAGS_coordinator), "--listen=127.0.0.1:0",
                                    "--http_listen=", absl::StrCat("--port_file=", dir, "/port")};
   for (absl::string_view a :
