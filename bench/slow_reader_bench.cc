@@ -168,7 +168,7 @@ int64_t Mib(int64_t bytes) { return bytes >> 20; }
 
 int Main() {
   const std::string dir = absl::StrCat("/tmp/slow_reader_bench.", getpid());
-  if (mkdir(dir.c_str(), 0700) != 0) {
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     std::cerr << "slow_reader_bench: cannot create " << dir << ": " << std::strerror(errno) << "\n";
     return 1;
   }
