@@ -1,6 +1,5 @@
 #include "server/agent_down_queue.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "server/stream_writer.h"
@@ -12,10 +11,7 @@ AgentDownQueue::Message& AgentDownQueue::Open(size_t items) {
       (messages_.back().items > 0 && messages_.back().items + items > kMaxItems)) {
     messages_.emplace_back();
     Count(messages_.back(), kQueuedMessageOverhead);
-    if (lazy_through_ != 0) {
-      messages_.back().down.set_acked_through(lazy_through_);
-      lazy_through_ = 0;
-    }
+    lazy_.CarryHeld(&messages_.back().down);
   }
   Message& m = messages_.back();
   m.items += items;
@@ -78,18 +74,11 @@ void AgentDownQueue::AddClosed(v1::AgentRankClosed closed) {
 }
 
 bool AgentDownQueue::AckLater(uint64_t request_id) {
-  if (!messages_.empty()) {
-    v1::AgentDown& newest = messages_.back().down;
-    newest.set_acked_through(std::max(newest.acked_through(), request_id));
-    return false;
-  }
-  const bool first = lazy_through_ == 0;
-  lazy_through_ = std::max(lazy_through_, request_id);
-  return first;
+  return lazy_.Accept(request_id, messages_.empty() ? nullptr : &messages_.back().down);
 }
 
 void AgentDownQueue::FlushLazyAcks() {
-  if (lazy_through_ != 0) Open(0);
+  if (lazy_.held()) Open(0);
 }
 
 v1::AgentDown AgentDownQueue::Take() {

@@ -7,11 +7,8 @@
 // order they were produced in). A message holds about kMaxItems entries (acks, rejected statuses,
 // notices, ranks of notices, closures); beyond that a new message opens.
 //
-// Lazy acks (AgentUp.lazy_ack): an applied lazy batch is answered by AgentDown.acked_through on
-// the newest message queued when it was applied, or, when none is queued, on the next one opened
-// (FlushLazyAcks opens one of its own). So a message never says more than what was decided
-// before it was queued: an AgentAck queued earlier is never overtaken by an acked_through that
-// covers a later request.
+// Lazy acks (AgentUp.lazy_ack): an applied lazy batch is answered by AgentDown.acked_through as
+// lazy_acks.h says (FlushLazyAcks opens a message of its own for an answer held).
 //
 // bytes() is what the queued messages hold, about: each ack, closure and new notice entry counts
 // its serialized size (and a message's kQueuedMessageOverhead, stream_writer.h), a rank merged
@@ -28,6 +25,7 @@
 #include "absl/types/span.h"
 #include "proto/psync/v1/coordinator.pb.h"
 #include "server/core/types.h"
+#include "server/lazy_acks.h"
 
 namespace psync::server {
 
@@ -67,7 +65,7 @@ class AgentDownQueue {
   void Clear() {
     messages_.clear();
     bytes_ = 0;
-    lazy_through_ = 0;
+    lazy_.Clear();
   }
   size_t bytes() const { return bytes_; }
 
@@ -91,7 +89,7 @@ class AgentDownQueue {
 
   std::deque<Message> messages_;
   size_t bytes_ = 0;
-  uint64_t lazy_through_ = 0;  // highest lazy request applied with nothing queued; 0: none
+  LazyAcks lazy_;
 };
 
 }  // namespace psync::server

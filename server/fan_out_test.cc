@@ -7,7 +7,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 
 namespace psync::server {
@@ -66,19 +66,25 @@ TEST(FanOutTest, SmallWorkAndNoHelpersRunOnTheCallersThread) {
 }
 
 TEST(FanOutTest, SlicesRunAtOnceOnSeveralThreads) {
-  // Every slice waits until all four have started: this returns only if they run concurrently.
+  // Every slice waits (at most 10 s) until all four have started: they all see four only if they
+  // run concurrently.
   FanOut fan_out(3);
   absl::Mutex mu;
   int started = 0;
+  int saw_all = 0;
   Slices s;
   fan_out.Run(64, 16, [&](size_t b, size_t e) {
     absl::MutexLock lock(&mu);
     ++started;
-    mu.Await(absl::Condition(
-        +[](int* n) { return *n == 4; }, &started));
+    if (mu.AwaitWithTimeout(absl::Condition(
+                                +[](int* n) { return *n == 4; }, &started),
+                            absl::Seconds(10))) {
+      ++saw_all;
+    }
     s.threads.insert(std::this_thread::get_id());
     s.ranges.emplace_back(b, e);
   });
+  EXPECT_EQ(saw_all, 4);
   EXPECT_EQ(s.threads.size(), 4u);
   EXPECT_EQ(Coverage(s, 64), std::vector<int>(64, 1));
 }

@@ -7,9 +7,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "grpcpp/alarm.h"
 #include "server/convert.h"
 #include "server/not_served.h"
 #include "server/session_attach.h"

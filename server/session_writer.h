@@ -13,24 +13,19 @@
 #include <utility>
 
 #include "proto/psync/v1/coordinator.grpc.pb.h"
+#include "server/lazy_acks.h"
 #include "server/session_up_frame.h"
 #include "server/stream_writer.h"
 
 namespace psync::server {
 
 // The messages of one Session, written in the order queued, and its lazy acks
-// (SessionUp.lazy_ack): an accepted lazy message is answered by SessionDown.acked_through on the
-// newest message queued when it was accepted, or, when none is queued, on the next one queued
-// (FlushLazyAcks queues one of its own). So a message never says more than what was decided
-// before it was queued: a refusal's Ack, queued when the refusal was decided, is never overtaken
-// by an acked_through that covers a later request.
+// (SessionUp.lazy_ack): an accepted lazy message is answered by SessionDown.acked_through as
+// lazy_acks.h says (FlushLazyAcks queues a message of its own for an answer held).
 class SessionDownQueue {
  public:
   void Push(v1::SessionDown message) {
-    if (lazy_through_ != 0) {
-      message.set_acked_through(std::max(message.acked_through(), lazy_through_));
-      lazy_through_ = 0;
-    }
+    lazy_.CarryHeld(&message);
     const size_t bytes = QueuedBytes(message);
     messages_.push_back({std::move(message), bytes});
     bytes_ += bytes;
@@ -38,18 +33,11 @@ class SessionDownQueue {
   // The message `request_id` (lazy_ack) was accepted. Returns true when nothing queued could carry
   // it and no lazy ack was pending before: the caller arms a FlushLazyAcks for later.
   bool AckLater(uint64_t request_id) {
-    if (!messages_.empty()) {
-      v1::SessionDown& newest = messages_.back().message;
-      newest.set_acked_through(std::max(newest.acked_through(), request_id));
-      return false;
-    }
-    const bool first = lazy_through_ == 0;
-    lazy_through_ = std::max(lazy_through_, request_id);
-    return first;
+    return lazy_.Accept(request_id, messages_.empty() ? nullptr : &messages_.back().message);
   }
   // Queues a message of its own for the pending lazy acks, if any.
   void FlushLazyAcks() {
-    if (lazy_through_ != 0) Push(v1::SessionDown());
+    if (lazy_.held()) Push(v1::SessionDown());
   }
   bool empty() const { return messages_.empty(); }
   size_t size() const { return messages_.size(); }
@@ -58,7 +46,7 @@ class SessionDownQueue {
   void Clear() {
     messages_.clear();
     bytes_ = 0;
-    lazy_through_ = 0;
+    lazy_.Clear();
   }
   v1::SessionDown Take() {
     v1::SessionDown next = std::move(messages_.front().message);
@@ -74,7 +62,7 @@ class SessionDownQueue {
   };
   std::deque<Queued> messages_;
   size_t bytes_ = 0;
-  uint64_t lazy_through_ = 0;  // highest request id accepted lazily with nothing queued; 0: none
+  LazyAcks lazy_;
 };
 
 class SessionWriter : public StreamWriter<SessionUpFrame, v1::SessionDown, SessionDownQueue> {

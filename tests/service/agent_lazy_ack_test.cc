@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -35,6 +37,8 @@ class AgentStream {
       EXPECT_TRUE(stub_->Join(&context, testing::MakeJoin(job, 2, r, 3), &joined[r]).ok());
     }
     generation_ = joined[0].generation();
+    // A read that never comes fails the test instead of hanging it.
+    context_.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
     stream_ = stub_->AgentSession(&context_);
     for (uint32_t r = 0; r < 2; ++r) {
       v1::AgentUp up;
