@@ -75,7 +75,21 @@ void Coordinator::CommitEvents(Outgoing* out) {
 }
 
 void Coordinator::Record(Job& job, core::Decisions& decisions, Outgoing* out) {
-  for (core::Event& e : decisions.events) {
+  const size_t first = out->events.size();
+  if (first == 0) {
+    out->events.swap(decisions.events);  // the common case: no event is moved
+  } else {
+    out->events.insert(out->events.end(), std::make_move_iterator(decisions.events.begin()),
+                       std::make_move_iterator(decisions.events.end()));
+  }
+  decisions.events.clear();
+  RecordFrom(job, first, decisions.deliveries, out);
+}
+
+void Coordinator::RecordFrom(Job& job, size_t first_event, std::vector<core::Delivery>& deliveries,
+                             Outgoing* out) {
+  for (size_t i = first_event; i < out->events.size(); ++i) {
+    const core::Event& e = out->events[i];
     switch (e.kind) {
       case EventKind::kCheckin:
         ++job.counters.checkins;
@@ -99,13 +113,17 @@ void Coordinator::Record(Job& job, core::Decisions& decisions, Outgoing* out) {
         break;
     }
     job.observer.OnEvent(e);
-    AppendEvent(std::move(e), out);
   }
-  // A release names every member (16,384 notices): grown once, not by doubling, and a run of
-  // deliveries of the same notice (a release's directive to every member) shares one copy.
-  out->notices.reserve(out->notices.size() + decisions.deliveries.size());
+  // A release names every member (16,384 notices): grown once, not by doubling. A node's batch
+  // adds a few at a time, so the vector still grows geometrically (an exact reserve per message
+  // would copy it every time). A run of deliveries of the same notice (a release's directive to
+  // every member) shares one copy.
+  const size_t needed = out->notices.size() + deliveries.size();
+  if (needed > out->notices.capacity()) {
+    out->notices.reserve(std::max(needed, 2 * out->notices.capacity()));
+  }
   std::shared_ptr<const core::Notice> shared;
-  for (core::Delivery& d : decisions.deliveries) {
+  for (core::Delivery& d : deliveries) {
     auto it = job.sessions.find(d.rank);
     // A rank without a session gets its pending notices when it attaches.
     if (it == job.sessions.end()) continue;

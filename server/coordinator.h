@@ -242,8 +242,13 @@ class Coordinator {
       const std::string& job_id,
       const std::function<absl::Status(core::JobTracker&, absl::Time, core::Decisions*)>& input)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Moves decisions.events (emptied) to the end of out->events, then RecordFrom.
   void Record(Job& job, core::Decisions& decisions, Outgoing* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts and observes out->events from `first_event` on (they stay there), and routes
+  // `deliveries` (moved from) to the job's attached sessions.
+  void RecordFrom(Job& job, size_t first_event, std::vector<core::Delivery>& deliveries,
+                  Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecordRejection(const std::string& job_id, Job* job, const absl::Status& status,
                        absl::Time now, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AppendEvent(core::Event event, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -35,29 +35,36 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
         statuses.push_back(std::move(s));
         continue;
       }
-      decisions.deliveries.clear();
-      decisions.events.clear();
       absl::Status s;
-      switch (m.kind) {
-        case RankMessage::Kind::kStaged:
-          s = job->tracker->Stage(m.rank, generation, m.staged, now, &decisions);
-          break;
-        case RankMessage::Kind::kSkip:
-          s = job->tracker->Skip(m.rank, generation, m.skip_step, m.skip_reason, now, &decisions);
-          break;
-        case RankMessage::Kind::kSyncDone:
-          s = job->tracker->SyncDone(m.rank, generation, m.sync_done, now, &decisions);
-          break;
-        case RankMessage::Kind::kLeave:
-          s = LeaveLocked(*job, m.rank, generation, m.leave_finished, now, &out);
-          if (s.ok() && FindJob(job_id) == nullptr) {  // the last rank left finished: it ended
-            job = nullptr;
-            statuses.push_back(std::move(s));
-            continue;
-          }
-          break;
+      if (m.kind == RankMessage::Kind::kLeave) {
+        s = LeaveLocked(*job, m.rank, generation, m.leave_finished, now, &out);
+        if (s.ok() && FindJob(job_id) == nullptr) {  // the last rank left finished: it ended
+          job = nullptr;
+          statuses.push_back(std::move(s));
+          continue;
+        }
+      } else {
+        // The tracker appends this message's events after the batch's earlier ones, where they
+        // stay: a node's batch records one event per check-in, and none is moved again.
+        decisions.deliveries.clear();
+        decisions.events.swap(out.events);
+        const size_t first_event = decisions.events.size();
+        switch (m.kind) {
+          case RankMessage::Kind::kStaged:
+            s = job->tracker->Stage(m.rank, generation, m.staged, now, &decisions);
+            break;
+          case RankMessage::Kind::kSkip:
+            s = job->tracker->Skip(m.rank, generation, m.skip_step, m.skip_reason, now, &decisions);
+            break;
+          case RankMessage::Kind::kSyncDone:
+            s = job->tracker->SyncDone(m.rank, generation, m.sync_done, now, &decisions);
+            break;
+          case RankMessage::Kind::kLeave:
+            break;
+        }
+        decisions.events.swap(out.events);
+        RecordFrom(*job, first_event, decisions.deliveries, &out);
       }
-      Record(*job, decisions, &out);
       if (!s.ok()) RecordRejection(job_id, job, s, now, &out);
       statuses.push_back(std::move(s));
     }

@@ -257,6 +257,51 @@ TEST_F(LifecycleTest, LeavesInANodeAgentsBatchEndTheJobMidBatch) {
   EXPECT_EQ(coordinator_->GetJobStatus("job")->end.reason, "every rank finished");
 }
 
+// A node agent's batch is recorded in order, each message's events after the last one's and a
+// rejection right after the events of the message it rejects; each is counted once.
+TEST_F(LifecycleTest, ANodeAgentsBatchRecordsEachMessagesEventsInOrderAndCountsThemOnce) {
+  JoinAll("job");
+  auto sink = Attach("job", 0, coordinator_->Join(DensePlan("job", 0, 2, 1))->session_id, "r0");
+  const size_t before = events_.kinds.size();
+  // A RankMessage is a view: its items live here.
+  const std::vector<core::StagedItem> first = {Item(0, 0, "dense", 7)};
+  const std::vector<core::StagedItem> conflicting = {Item(0, 0, "dense", 8)};
+  const std::vector<core::StagedItem> completing = {Item(0, 0, "dense", 9)};
+  const std::vector<core::SyncDoneItem> done = DenseDone(0, {0});
+  std::vector<RankMessage> batch(5);
+  batch[0].rank = 0;
+  batch[0].kind = RankMessage::Kind::kStaged;
+  batch[0].staged = first;
+  batch[1] = batch[0];
+  batch[1].staged = conflicting;  // a conflicting duplicate: rejected
+  batch[2].rank = 1;
+  batch[2].kind = RankMessage::Kind::kStaged;
+  batch[2].staged = completing;  // completes the chunk: released
+  batch[3].rank = 0;
+  batch[3].kind = RankMessage::Kind::kSyncDone;
+  batch[3].sync_done = done;
+  batch[4] = batch[0];  // a duplicate of the first: accepted, counted as one
+  const std::vector<absl::Status> statuses = coordinator_->ApplyBatch("job", 1, batch);
+  ASSERT_EQ(statuses.size(), 5u);
+  EXPECT_TRUE(statuses[0].ok()) << statuses[0];
+  EXPECT_EQ(statuses[1].code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_TRUE(statuses[2].ok()) << statuses[2];
+  EXPECT_TRUE(statuses[3].ok()) << statuses[3];
+  EXPECT_TRUE(statuses[4].ok()) << statuses[4];
+  const std::vector<std::string> kinds(events_.kinds.begin() + before, events_.kinds.end());
+  EXPECT_THAT(kinds, ElementsAre("checkin", "violation", "rejected", "checkin", "release",
+                                 "sync_done", "duplicate"));
+  const JobCounters counters = coordinator_->GetJobStatus("job")->counters;
+  EXPECT_EQ(counters.checkins, 2u);
+  EXPECT_EQ(counters.duplicate_checkins, 1u);
+  EXPECT_EQ(counters.releases, 1u);
+  EXPECT_EQ(counters.syncs_done, 1u);
+  EXPECT_EQ(counters.violations, 1u);
+  EXPECT_EQ(counters.rejected, 1u);
+  // The release reached rank 0's session once.
+  EXPECT_THAT(log_.Take(), ElementsAre("r0 directive g1 s0 c0 seq1"));
+}
+
 TEST_F(LifecycleTest, AJobWithoutSessionsOrMessagesIsEvictedAfterTheIdleTtlAndMayStartAgain) {
   CoordinatorOptions options;
   options.job_idle_ttl = absl::Minutes(15);

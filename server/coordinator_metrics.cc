@@ -93,34 +93,56 @@ absl::Status CoordinatorMetrics::Register(metrics::Registry* r) {
 void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
   using core::EventKind;
   absl::MutexLock lock(&mu_);
-  // Events come in runs of one job; check-ins, the bulk, are counted per run and added once.
+  // Events come in runs of one job; check-ins and SyncDones, the bulk, are counted per run and
+  // added once, and consecutive check-ins of one chunk (a node's batch) share one lookup of its
+  // open check-in times.
   const std::string* run_job = nullptr;
   std::vector<std::string> job;
   metrics::Counter* checkins = nullptr;
+  metrics::Counter* syncs_done = nullptr;
   double run_checkins = 0;
-  auto flush_checkins = [&] {
+  double run_syncs_done = 0;
+  auto flush_counts = [&] {
     if (run_checkins > 0) checkins->Add(run_checkins);
+    if (run_syncs_done > 0) syncs_done->Add(run_syncs_done);
     run_checkins = 0;
+    run_syncs_done = 0;
   };
+  // The open check-in times of the last chunk a check-in of this run was counted for; reset
+  // whenever open_checkins_ changes otherwise (its values move on a rehash).
+  std::vector<absl::Time>* open_times = nullptr;
+  uint64_t open_generation = 0;
+  core::Step open_step = 0;
+  core::ChunkId open_chunk = 0;
   for (const core::Event& e : events) {
     if (run_job == nullptr || *run_job != e.job_id) {
-      flush_checkins();
+      flush_counts();
       run_job = &e.job_id.str();
       job = {e.job_id.str()};
       checkins = nullptr;  // looked up at the run's first check-in: a run may have none
+      syncs_done = nullptr;
+      open_times = nullptr;
     }
     switch (e.kind) {
       case EventKind::kCheckin: {
         if (checkins == nullptr) checkins = checkins_->WithLabels(job);
         ++run_checkins;
-        const OpenChunkView key(e.job_id.str(), e.generation, *e.step, *e.chunk);
-        auto open = open_checkins_.find(key);
-        if (open != open_checkins_.end()) {
-          open->second.push_back(e.time);
-        } else if (open_checkins_.size() < kMaxOpenChunks) {
-          open_checkins_[OpenChunk{e.job_id.str(), e.generation, *e.step, *e.chunk}].push_back(
-              e.time);
+        if (open_times == nullptr || open_generation != e.generation || open_step != *e.step ||
+            open_chunk != *e.chunk) {
+          open_times = nullptr;
+          const OpenChunkView key(e.job_id.str(), e.generation, *e.step, *e.chunk);
+          auto open = open_checkins_.find(key);
+          if (open != open_checkins_.end()) {
+            open_times = &open->second;
+          } else if (open_checkins_.size() < kMaxOpenChunks) {
+            open_times =
+                &open_checkins_[OpenChunk{e.job_id.str(), e.generation, *e.step, *e.chunk}];
+          }
+          open_generation = e.generation;
+          open_step = *e.step;
+          open_chunk = *e.chunk;
         }
+        if (open_times != nullptr) open_times->push_back(e.time);
         break;
       }
       case EventKind::kDuplicate:
@@ -135,11 +157,13 @@ void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
           metrics::Histogram* h = stage_wait_->WithLabels(job);
           for (absl::Time t : open->second) h->Observe(absl::ToDoubleSeconds(e.time - t));
           open_checkins_.erase(open);
+          open_times = nullptr;
         }
         break;
       }
       case EventKind::kSyncDone:
-        syncs_done_->WithLabels(job)->Increment();
+        if (syncs_done == nullptr) syncs_done = syncs_done_->WithLabels(job);
+        ++run_syncs_done;
         break;
       case EventKind::kSyncComplete:
         sync_duration_->WithLabels(job)->Observe(absl::ToDoubleSeconds(e.duration));
@@ -159,9 +183,9 @@ void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
         break;
       case EventKind::kJobEnded:
       case EventKind::kJobEvicted:
-        flush_checkins();
+        flush_counts();
         ForgetJob(e.job_id);
-        run_job = nullptr;  // `checkins` pointed into the freed series
+        run_job = nullptr;  // `checkins`, `syncs_done` and `open_times` pointed into freed state
         jobs_finished_->WithLabels({e.kind == EventKind::kJobEnded ? "ended" : "evicted"})
             ->Increment();
         break;
@@ -175,6 +199,7 @@ void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
         // Chunks of the old generation will never be released.
         absl::erase_if(open_checkins_,
                        [&](const auto& open) { return open.first.job == e.job_id; });
+        open_times = nullptr;
         break;
       case EventKind::kRankLost:
         lost_ranks_->WithLabels(job)->Increment();
@@ -183,7 +208,7 @@ void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
         break;
     }
   }
-  flush_checkins();
+  flush_counts();
 }
 
 void CoordinatorMetrics::ForgetJob(const std::string& job) {

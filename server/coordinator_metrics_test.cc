@@ -51,5 +51,54 @@ TEST(CoordinatorMetricsTest, AnEndedJobsSeriesAreFreedAndUnknownJobsShareOneSeri
   EXPECT_THAT(text, HasSubstr("psync_jobs 0\n"));
 }
 
+core::Event MetricEvent(core::EventKind kind, const std::string& job, core::Step step,
+                        core::ChunkId chunk, int ms) {
+  core::Event e;
+  e.kind = kind;
+  e.job_id = job;
+  e.generation = 1;
+  e.step = step;
+  e.chunk = chunk;
+  e.rank = 0;
+  e.time = absl::UnixEpoch() + absl::Milliseconds(ms);
+  return e;
+}
+
+TEST(CoordinatorMetricsTest, InterleavedCheckinsOfChunksAndJobsAreEachTimedAtTheirRelease) {
+  FakeClock clock;
+  Coordinator coordinator(CoordinatorOptions(), &clock);
+  metrics::Registry registry;
+  auto created = CoordinatorMetrics::Create(&coordinator, &registry);
+  ASSERT_TRUE(created.ok()) << created.status();
+  using core::EventKind;
+  // One delivery's events: runs of one chunk (a node's batch), two chunks of job a interleaved,
+  // and job b between them.
+  std::vector<core::Event> events = {
+      MetricEvent(EventKind::kCheckin, "a", 3, 0, 0),
+      MetricEvent(EventKind::kCheckin, "a", 3, 0, 0),
+      MetricEvent(EventKind::kCheckin, "a", 3, 1, 0),
+      MetricEvent(EventKind::kCheckin, "b", 3, 0, 0),
+      MetricEvent(EventKind::kSyncDone, "b", 2, 0, 0),
+      MetricEvent(EventKind::kCheckin, "a", 3, 0, 0),
+      MetricEvent(EventKind::kSyncDone, "a", 2, 0, 0),
+      MetricEvent(EventKind::kSyncDone, "a", 2, 1, 0),
+      MetricEvent(EventKind::kRelease, "a", 3, 0, 2000),  // 3 check-ins, each waited 2 s
+      MetricEvent(EventKind::kCheckin, "a", 3, 1, 0),
+  };
+  (*created)->OnEvents(events);
+  (*created)->OnEvents({MetricEvent(EventKind::kRelease, "a", 3, 1, 20)});  // 2 check-ins, 20 ms
+  const std::string text = registry.Render();
+  EXPECT_THAT(text, HasSubstr("psync_checkins_total{job=\"a\"} 5\n"));
+  EXPECT_THAT(text, HasSubstr("psync_checkins_total{job=\"b\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("psync_sync_done_total{job=\"a\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("psync_sync_done_total{job=\"b\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("psync_stage_wait_seconds_count{job=\"a\"} 5\n"));
+  EXPECT_THAT(text, HasSubstr("psync_stage_wait_seconds_bucket{job=\"a\",le=\"0.025\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("psync_stage_wait_seconds_bucket{job=\"a\",le=\"1\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("psync_stage_wait_seconds_bucket{job=\"a\",le=\"2.5\"} 5\n"));
+  EXPECT_THAT(text, Not(HasSubstr("psync_stage_wait_seconds_count{job=\"b\"}")))
+      << "job b's chunk is not released";
+}
+
 }  // namespace
 }  // namespace psync::server

@@ -1,5 +1,8 @@
 #include "server/observe/job_observer.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -11,13 +14,18 @@ JobObserver::JobObserver(ObserverOptions options)
 
 SyncAudit& JobObserver::AuditFor(const core::Event& e) {
   const Key key{e.generation, *e.step, *e.chunk};
+  if (SyncAudit* last = last_audit_.Find(key)) return *last;
   auto [it, inserted] = audit_.try_emplace(key);
   if (inserted) {
     it->second.generation = e.generation;
     it->second.step = *e.step;
     it->second.chunk = *e.chunk;
-    while (audit_.size() > options_.audit_capacity) audit_.erase(audit_.begin());
+    // The oldest records go; never the one just made (an event of a step older than all of them).
+    while (audit_.size() > std::max<size_t>(options_.audit_capacity, 1)) {
+      audit_.erase(audit_.begin() == it ? std::next(it) : audit_.begin());
+    }
   }
+  last_audit_.Set(key, &it->second);
   return it->second;
 }
 
@@ -25,19 +33,27 @@ void JobObserver::OnEvent(const core::Event& e) {
   using core::EventKind;
   if (e.kind == EventKind::kGeneration) {
     open_checkins_.clear();
+    last_open_.Clear();
     return;
   }
   if (!e.step.has_value() || !e.chunk.has_value()) return;
   const Key key{e.generation, *e.step, *e.chunk};
   switch (e.kind) {
-    case EventKind::kCheckin:
-      open_checkins_[key].emplace_back(*e.rank, e.time);
+    case EventKind::kCheckin: {
+      CheckinTimes* times = last_open_.Find(key);
+      if (times == nullptr) {
+        times = &open_checkins_[key];
+        last_open_.Set(key, times);
+      }
+      times->emplace_back(*e.rank, e.time);
       break;
+    }
     case EventKind::kRelease: {
       auto open = open_checkins_.find(key);
       if (open != open_checkins_.end()) {
         stragglers_.OnRelease(open->second);
         open_checkins_.erase(open);
+        last_open_.Clear();
       }
       deadlines_.Observe(*e.chunk, e.duration);
       SyncAudit& a = AuditFor(e);
@@ -76,8 +92,10 @@ void JobObserver::OnEvent(const core::Event& e) {
       break;
   }
   // Open check-ins of steps long gone (e.g. a generation that ended) must not pile up.
-  while (open_checkins_.size() > options_.audit_capacity)
+  while (open_checkins_.size() > options_.audit_capacity) {
     open_checkins_.erase(open_checkins_.begin());
+    last_open_.Clear();
+  }
 }
 
 std::vector<core::Event> JobObserver::Inspect(absl::Time now, const core::JobSnapshot& snapshot,

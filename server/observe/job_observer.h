@@ -77,14 +77,41 @@ class JobObserver {
 
  private:
   using Key = std::tuple<uint64_t, core::Step, core::ChunkId>;  // generation, step, chunk
+  // The value of the last map entry looked up, with its key: consecutive events of one (step,
+  // chunk), as a node's batch brings them, skip the map's lookup. Whoever erases from the map
+  // clears it. Copying or moving the observer leaves it empty (it points into the original).
+  template <typename V>
+  class LastEntry {
+   public:
+    LastEntry() = default;
+    LastEntry(const LastEntry&) {}
+    LastEntry& operator=(const LastEntry&) {
+      value_ = nullptr;
+      return *this;
+    }
+    V* Find(const Key& key) const { return value_ != nullptr && key_ == key ? value_ : nullptr; }
+    void Set(const Key& key, V* value) {
+      key_ = key;
+      value_ = value;
+    }
+    void Clear() { value_ = nullptr; }
+
+   private:
+    Key key_{};
+    V* value_ = nullptr;
+  };
+  using CheckinTimes = std::vector<std::pair<core::RankId, absl::Time>>;
+
   SyncAudit& AuditFor(const core::Event& e);
 
   ObserverOptions options_;
   DeadlineLearner deadlines_;
   StragglerScores stragglers_;
   // Check-in times of chunks not yet released.
-  std::map<Key, std::vector<std::pair<core::RankId, absl::Time>>> open_checkins_;
+  std::map<Key, CheckinTimes> open_checkins_;
+  LastEntry<CheckinTimes> last_open_;
   std::map<Key, SyncAudit> audit_;
+  LastEntry<SyncAudit> last_audit_;
   AuditTotals totals_;
   absl::flat_hash_set<std::tuple<uint64_t, core::Step, core::ChunkId, bool>> reported_stalls_;
   uint64_t stalls_ = 0;

@@ -136,5 +136,54 @@ TEST(JobObserverTest, AuditCountsReleasesSyncsAndViolations) {
   EXPECT_EQ(observer.Audit()[0].releases, 2u);
 }
 
+TEST(JobObserverTest, CheckinsOfInterleavedChunksEachCountAtTheirOwnRelease) {
+  JobObserver observer(Options());
+  // A node's batches bring runs of one chunk; runs of two chunks interleave here.
+  observer.OnEvent(Make(EventKind::kCheckin, 0, 4, 0, 0));
+  observer.OnEvent(Make(EventKind::kCheckin, 0, 4, 0, 1));
+  observer.OnEvent(Make(EventKind::kCheckin, 1, 4, 1, 2));
+  observer.OnEvent(Make(EventKind::kCheckin, 40, 4, 0, 3));
+  // A copy made between two check-ins of one chunk keeps counting into its own records.
+  JobObserver copy = observer;
+  observer.OnEvent(Make(EventKind::kCheckin, 50, 4, 1, 4));
+  Event release = Make(EventKind::kRelease, 50, 4, 1, 4);
+  release.duration = absl::Milliseconds(49);
+  observer.OnEvent(release);  // chunk 1: ranks 2 (first) and 4, 49 ms late
+  auto top = observer.TopStragglers(5);
+  ASSERT_EQ(top.size(), 2u);
+  EXPECT_EQ(top[0].rank, 4u);
+  EXPECT_DOUBLE_EQ(top[0].last_seconds, 0.049);
+  EXPECT_EQ(top[1].rank, 2u);
+  release = Make(EventKind::kRelease, 40, 4, 0, 3);
+  release.duration = absl::Milliseconds(40);
+  observer.OnEvent(release);  // chunk 0: ranks 0, 1 and 3, 40 ms late
+  EXPECT_EQ(observer.TopStragglers(5).size(), 5u);
+
+  copy.OnEvent(Make(EventKind::kCheckin, 60, 4, 0, 5));
+  copy.OnEvent(release);  // chunk 0 in the copy: ranks 0, 1, 3 and 5 (60 ms late)
+  top = copy.TopStragglers(5);
+  ASSERT_EQ(top.size(), 4u);
+  EXPECT_EQ(top[0].rank, 5u);
+  EXPECT_DOUBLE_EQ(top[0].last_seconds, 0.060);
+  EXPECT_EQ(top[1].rank, 3u);
+  EXPECT_DOUBLE_EQ(top[1].last_seconds, 0.040);
+}
+
+TEST(JobObserverTest, AnEventOfAStepOlderThanAFullAuditKeepsItsRecord) {
+  ObserverOptions options = Options();
+  options.audit_capacity = 2;
+  JobObserver observer(options);
+  observer.OnEvent(Make(EventKind::kSyncDone, 0, 5, 0, 0));
+  observer.OnEvent(Make(EventKind::kSyncDone, 0, 6, 0, 0));
+  observer.OnEvent(Make(EventKind::kSyncDone, 0, 1, 0, 0));  // older than both
+  observer.OnEvent(Make(EventKind::kSyncDone, 0, 1, 0, 1));
+  auto audit = observer.Audit();
+  ASSERT_EQ(audit.size(), 2u);
+  EXPECT_EQ(audit[0].step, 1u);
+  EXPECT_EQ(audit[0].syncs_done, 2u);
+  EXPECT_EQ(audit[1].step, 6u);
+  EXPECT_EQ(audit[1].syncs_done, 1u);
+}
+
 }  // namespace
 }  // namespace psync::observe
