@@ -169,8 +169,19 @@ void Coordinator::Deliver(Outgoing& out) {
       ready_.erase(it);
       ++next_delivery_;
     }
+    const int64_t start = SteadyNanos();
     DeliverNow(next);
+    delivering_ns_.fetch_add(SteadyNanos() - start, std::memory_order_relaxed);
   }
+}
+
+LoadTimes Coordinator::load_times() const {
+  LoadTimes t;
+  t.lock_wait = lock_times_.wait();
+  t.lock_held = lock_times_.held();
+  t.lock_acquisitions = lock_times_.acquisitions.load(std::memory_order_relaxed);
+  t.delivering = absl::Nanoseconds(delivering_ns_.load(std::memory_order_relaxed));
+  return t;
 }
 
 void Coordinator::DeliverNow(Outgoing& out) {
@@ -241,7 +252,7 @@ absl::StatusOr<core::JoinResult> Coordinator::Join(const core::RankPlan& plan) {
   Outgoing out;
   absl::StatusOr<core::JoinResult> result;
   {
-    absl::MutexLock lock(&mu_);
+    TimedMutexLock lock(&mu_, &lock_times_);
     const absl::Time now = clock_->Now();
     auto it = jobs_.find(plan.job_id);
     if (it != jobs_.end() && it->second->epoch != epoch) {
@@ -303,7 +314,7 @@ absl::StatusOr<std::vector<core::Notice>> Coordinator::Attach(const std::string&
   Outgoing out;
   absl::Status status;
   {
-    absl::MutexLock lock(&mu_);
+    TimedMutexLock lock(&mu_, &lock_times_);
     auto it = jobs_.find(job_id);
     if (it != jobs_.end() && !(status = CheckServed(*it->second)).ok()) {
       RecordRejection(job_id, it->second.get(), status, clock_->Now(), &out);
@@ -345,7 +356,7 @@ absl::StatusOr<std::vector<core::Notice>> Coordinator::Attach(const std::string&
 void Coordinator::RecordRejected(const std::string& job_id, const absl::Status& status) {
   Outgoing out;
   {
-    absl::MutexLock lock(&mu_);
+    TimedMutexLock lock(&mu_, &lock_times_);
     auto it = jobs_.find(job_id);
     RecordRejection(job_id, it == jobs_.end() ? nullptr : it->second.get(), status, clock_->Now(),
                     &out);
@@ -355,7 +366,7 @@ void Coordinator::RecordRejected(const std::string& job_id, const absl::Status& 
 }
 
 void Coordinator::Detach(const std::string& job_id, core::RankId rank, const SessionSink* sink) {
-  absl::MutexLock lock(&mu_);
+  TimedMutexLock lock(&mu_, &lock_times_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;
   Job& job = *it->second;
@@ -432,7 +443,7 @@ absl::Status Coordinator::Apply(
   Outgoing out;
   absl::Status status;
   {
-    absl::MutexLock lock(&mu_);
+    TimedMutexLock lock(&mu_, &lock_times_);
     const absl::Time now = clock_->Now();
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) {
@@ -478,7 +489,7 @@ absl::Status Coordinator::SyncDone(const std::string& job_id, core::RankId rank,
 std::vector<core::Event> Coordinator::EnforceLiveness() {
   Outgoing out;
   {
-    absl::MutexLock lock(&mu_);
+    TimedMutexLock lock(&mu_, &lock_times_);
     const absl::Time now = clock_->Now();
     for (auto it = jobs_.begin(); it != jobs_.end();) {
       const Job& job = *it->second;
@@ -682,7 +693,7 @@ absl::StatusOr<EndJobResult> Coordinator::EndJob(const std::string& job_id,
   Outgoing out;
   absl::StatusOr<EndJobResult> result;
   {
-    absl::MutexLock lock(&mu_);
+    TimedMutexLock lock(&mu_, &lock_times_);
     const absl::Time now = clock_->Now();
     auto it = jobs_.find(job_id);
     const FinishedJob* finished = it == jobs_.end() ? history_.Find(job_id) : nullptr;
@@ -732,7 +743,7 @@ absl::Status Coordinator::Leave(const std::string& job_id, core::RankId rank, ui
   Outgoing out;
   absl::Status status;
   {
-    absl::MutexLock lock(&mu_);
+    TimedMutexLock lock(&mu_, &lock_times_);
     const absl::Time now = clock_->Now();
     Job* job = FindJob(job_id);
     if (job == nullptr) {
@@ -804,7 +815,7 @@ size_t Coordinator::DropJobs(absl::Span<const std::string> job_ids, const absl::
   Outgoing out;
   size_t dropped = 0;
   {
-    absl::MutexLock lock(&mu_);
+    TimedMutexLock lock(&mu_, &lock_times_);
     for (const std::string& job_id : job_ids) {
       auto it = jobs_.find(job_id);
       if (it == jobs_.end()) continue;

@@ -17,6 +17,7 @@
 #ifndef PSYNC_SERVER_COORDINATOR_H_
 #define PSYNC_SERVER_COORDINATOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -43,6 +44,7 @@
 #include "server/observe/job_observer.h"
 #include "server/rank_message.h"
 #include "server/session_sink.h"
+#include "server/timed_lock.h"
 
 namespace psync::server {
 
@@ -83,6 +85,17 @@ class EventSink {
  public:
   virtual ~EventSink() = default;
   virtual void OnEvents(const std::vector<core::Event>& events) = 0;
+};
+
+// Where a coordinator's time goes, since it started: the state machine's lock (every call that
+// changes state takes it; waiting for it is contention) and the delivery of decisions, which one
+// thread at a time does, in decision order. A total close to the wall-clock time is a coordinator
+// bound by that one lock or that one delivering thread, whatever its cores.
+struct LoadTimes {
+  absl::Duration lock_wait;
+  absl::Duration lock_held;
+  uint64_t lock_acquisitions = 0;
+  absl::Duration delivering;
 };
 
 // The result of EndJob: the job's final status, and whether it had already ended.
@@ -144,6 +157,8 @@ class Coordinator {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Live jobs held now (what --max_jobs bounds).
   size_t live_jobs() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Totals since construction; see LoadTimes. Lock-free.
+  LoadTimes load_times() const;
 
   // Ends the job: its attached sessions (of ranks that did not leave finished) are closed with
   // FAILED_PRECONDITION, a kJobEnded event records `reason`, and it moves to the history.
@@ -314,6 +329,8 @@ class Coordinator {
   Clock* const clock_;
 
   mutable absl::Mutex mu_;
+  LockTimes lock_times_;  // of mu_'s writers (queries take it shared, untimed)
+  std::atomic<int64_t> delivering_ns_{0};
   absl::flat_hash_map<std::string, std::unique_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
   EventLog events_ ABSL_GUARDED_BY(mu_);
   size_t sessions_ ABSL_GUARDED_BY(mu_) = 0;  // attached, over all jobs

@@ -16,7 +16,7 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
   for (const RankMessage& m : messages) items += m.staged.size() + m.sync_done.size();
   out.events.reserve(items);
   {
-    absl::MutexLock lock(&mu_);
+    TimedMutexLock lock(&mu_, &lock_times_);
     const absl::Time now = clock_->Now();
     Job* job = FindJob(job_id);
     if (job != nullptr) job->last_activity = now;

@@ -86,6 +86,18 @@ absl::Status CoordinatorMetrics::Register(metrics::Registry* r) {
                                          "Chunks with check-ins waiting for contributors.", job));
   PSYNC_ADD(top_straggler_, r->AddGauge("psync_straggler_top_score_seconds",
                                         "The highest rank straggler score of the job.", job));
+  PSYNC_ADD(lock_wait_, r->AddCounter("psync_coordinator_lock_wait_seconds_total",
+                                      "Time calls waited for the state machine's lock.", {}));
+  PSYNC_ADD(lock_held_, r->AddCounter("psync_coordinator_lock_held_seconds_total",
+                                      "Time the state machine's lock was held (near 1 s per "
+                                      "second: the lock is what limits the coordinator).",
+                                      {}));
+  PSYNC_ADD(delivering_,
+            r->AddCounter("psync_coordinator_delivering_seconds_total",
+                          "Time spent handing decisions to streams and event sinks, one "
+                          "decision at a time in decision order (near 1 s per second: delivery "
+                          "is what limits the coordinator).",
+                          {}));
 #undef PSYNC_ADD
   return absl::OkStatus();
 }
@@ -220,6 +232,15 @@ void CoordinatorMetrics::Collect() {
   static const std::vector<std::string> kLiveStates = {"FORMING", "RUNNING", "DEGRADED", "ABORTED"};
   const std::vector<JobStatusView> jobs = coordinator_->ListJobs(kLiveStates);
   jobs_->Get()->Set(static_cast<double>(jobs.size()));
+  // Counters that mirror the coordinator's own totals: each is raised to the total.
+  const LoadTimes load = coordinator_->load_times();
+  const auto raise_to = [](metrics::CounterFamily* family, absl::Duration total) {
+    metrics::Counter* c = family->Get();
+    c->Add(absl::ToDoubleSeconds(total) - c->Value());
+  };
+  raise_to(lock_wait_, load.lock_wait);
+  raise_to(lock_held_, load.lock_held);
+  raise_to(delivering_, load.delivering);
   for (const JobStatusView& view : jobs) {
     const std::vector<std::string> job = {view.snapshot.job_id};
     active_ranks_->WithLabels(job)->Set(view.snapshot.ranks_joined);

@@ -56,6 +56,9 @@ class CoordinatorMetrics final : public EventSink {
   metrics::CounterFamily* joins_ = nullptr;
   metrics::CounterFamily* lost_ranks_ = nullptr;
   metrics::CounterFamily* jobs_finished_ = nullptr;
+  metrics::CounterFamily* lock_wait_ = nullptr;
+  metrics::CounterFamily* lock_held_ = nullptr;
+  metrics::CounterFamily* delivering_ = nullptr;
   metrics::HistogramFamily* release_wait_ = nullptr;
   metrics::HistogramFamily* stage_wait_ = nullptr;
   metrics::HistogramFamily* sync_duration_ = nullptr;

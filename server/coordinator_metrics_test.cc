@@ -37,6 +37,17 @@ TEST(CoordinatorMetricsTest, AnEndedJobsSeriesAreFreedAndUnknownJobsShareOneSeri
   std::string text = registry.Render();
   EXPECT_THAT(text, HasSubstr("psync_checkins_total{job=\"job\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("psync_jobs 1\n"));
+  // The coordinator's own load: totals of seconds, raised to the coordinator's at each scrape.
+  for (const char* name :
+       {"psync_coordinator_lock_wait_seconds_total ", "psync_coordinator_lock_held_seconds_total ",
+        "psync_coordinator_delivering_seconds_total "}) {
+    EXPECT_THAT(text, HasSubstr(std::string("\n") + name)) << name;
+  }
+  const double held_seconds = absl::ToDoubleSeconds(coordinator.load_times().lock_held);
+  const std::string next = registry.Render();
+  const size_t at = next.find("\npsync_coordinator_lock_held_seconds_total ");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_GE(std::stod(next.substr(at + 43)), held_seconds);
 
   ASSERT_TRUE(coordinator.EndJob("job", "done", "").ok());
   // Late messages, and messages for jobs never seen, are counted without a series per job id.

@@ -94,6 +94,28 @@ TEST_F(CoordinatorTest, DeliversInDecisionOrderToEveryMember) {
   EXPECT_EQ(Counters().duplicate_checkins, 1u);
 }
 
+// Every call that changes state takes the state machine's lock once, and is counted; queries,
+// which take it shared, are not. Deliveries of decisions are timed.
+TEST_F(CoordinatorTest, LoadTimesCountEveryCallThatChangesState) {
+  const LoadTimes start = coordinator_.load_times();
+  EXPECT_EQ(start.lock_acquisitions, 0u);
+  EXPECT_EQ(start.lock_held, absl::ZeroDuration());
+  EXPECT_EQ(start.delivering, absl::ZeroDuration());
+  JoinAll(2, 1);                                                           // 2
+  auto a = Attached(0, "a");                                               // 3
+  ASSERT_TRUE(Stage(0, 0, {0}).ok());                                      // 4
+  ASSERT_TRUE(Stage(1, 0, {0}).ok());                                      // 5: released to rank 0
+  EXPECT_EQ(Stage(1, 0, {7}).code(), absl::StatusCode::kInvalidArgument);  // 6: rejected
+  ASSERT_TRUE(coordinator_.GetJobStatus("job").ok());                      // shared: not counted
+  ASSERT_EQ(coordinator_.ListJobs().size(), 1u);                           // shared: not counted
+  const LoadTimes after = coordinator_.load_times();
+  EXPECT_EQ(after.lock_acquisitions, 6u);
+  EXPECT_GE(after.lock_held, absl::ZeroDuration());
+  EXPECT_GE(after.lock_wait, absl::ZeroDuration());
+  EXPECT_GT(after.delivering, absl::ZeroDuration()) << "the release was delivered";
+  EXPECT_THAT(log_.Take(), ElementsAre("a directive g1 s0 c0 seq1"));
+}
+
 TEST_F(CoordinatorTest, RejectedInputDeliversNothing) {
   JoinAll(2, 1);
   auto a = Attached(0, "a");
