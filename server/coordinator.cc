@@ -17,8 +17,8 @@ using core::EventKind;
 Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
     : options_(std::move(options)),
       clock_(clock),
-      events_(options_.event_log_capacity),
       history_(options_.finished_jobs_kept),
+      events_(options_.event_log_capacity),
       fan_out_(options_.delivery_threads) {}
 
 namespace {
@@ -30,7 +30,7 @@ constexpr size_t kStreamsPerDeliveryThread = 16;
 
 }  // namespace
 
-Coordinator::Job* Coordinator::FindJob(const std::string& job_id) {
+Coordinator::Job* Coordinator::FindJob(const std::string& job_id) const {
   auto it = jobs_.find(job_id);
   return it == jobs_.end() ? nullptr : it->second.get();
 }
@@ -67,6 +67,7 @@ void Coordinator::AppendEvent(core::Event event, Outgoing* out) {
 }
 
 void Coordinator::CommitEvents(Outgoing* out) {
+  absl::MutexLock lock(&log_mu_);
   out->committed = events_.Append(std::move(out->events));
   out->events.clear();
   if (out->committed != nullptr || !out->notices.empty() || !out->closes.empty()) {
@@ -135,14 +136,24 @@ void Coordinator::RecordFrom(Job& job, size_t first_event, std::vector<core::Del
   }
 }
 
-void Coordinator::RecordRejection(const std::string& job_id, Job* job, const absl::Status& status,
-                                  absl::Time now, Outgoing* out) {
-  if (job != nullptr) ++job->counters.rejected;
+void Coordinator::RecordRejection(Job& job, const absl::Status& status, absl::Time now,
+                                  Outgoing* out) {
+  ++job.counters.rejected;
   core::Event e;
   e.kind = EventKind::kRejected;
   e.time = now;
-  e.job_id = job != nullptr ? job->tracker->job_id() : BoundEcho(job_id);
-  if (job != nullptr) e.generation = job->tracker->generation();
+  e.job_id = job.tracker->job_id();
+  e.generation = job.tracker->generation();
+  e.detail = BoundEcho(status.ToString());
+  AppendEvent(std::move(e), out);
+}
+
+void Coordinator::RecordRejection(const std::string& job_id, const absl::Status& status,
+                                  absl::Time now, Outgoing* out) {
+  core::Event e;
+  e.kind = EventKind::kRejected;
+  e.time = now;
+  e.job_id = BoundEcho(job_id);
   e.detail = BoundEcho(status.ToString());
   AppendEvent(std::move(e), out);
 }
@@ -227,7 +238,7 @@ void Coordinator::DeliverNow(Outgoing& out) {
 }
 
 uint64_t Coordinator::AddEventSink(EventSink* sink, std::vector<core::Event>* backlog) {
-  absl::ReaderMutexLock lock(&mu_);
+  absl::ReaderMutexLock lock(&log_mu_);
   absl::MutexLock sinks_lock(&sinks_mu_);
   event_sinks_.push_back(sink);
   if (backlog != nullptr) *backlog = events_.Since(events_.first_index());
@@ -264,39 +275,50 @@ absl::StatusOr<core::JoinResult> Coordinator::Join(const core::RankPlan& plan) {
       it = jobs_.end();
     }
     const FinishedJob* finished = it == jobs_.end() ? history_.Find(plan.job_id) : nullptr;
+    // A refusal is counted on the live job it names, if any.
+    auto reject = [&](const absl::Status& s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      if (it == jobs_.end()) return RecordRejection(plan.job_id, s, now, &out);
+      absl::MutexLock job_lock(&it->second->mu);
+      RecordRejection(*it->second, s, now, &out);
+    };
     if (auto s = core::ValidateRankPlan(plan, options_.tracker.limits); !s.ok()) {
-      RecordRejection(plan.job_id, it == jobs_.end() ? nullptr : it->second.get(), s, now, &out);
+      reject(s);
       result = s;
     } else if (auto auth = CheckToken(plan); !auth.ok()) {
-      RecordRejection(plan.job_id, it == jobs_.end() ? nullptr : it->second.get(), auth, now, &out);
+      reject(auth);
       result = auth;
     } else if (finished != nullptr && finished->view.end.kind == JobEndKind::kEnded) {
       result = NoLiveJob(plan.job_id, "");
-      RecordRejection(plan.job_id, nullptr, result.status(), now, &out);
+      RecordRejection(plan.job_id, result.status(), now, &out);
     } else if (it == jobs_.end() && jobs_.size() >= options_.max_jobs) {
       result = absl::ResourceExhaustedError(
           absl::StrCat("job_id '", plan.job_id,
                        "': the coordinator already holds max_jobs=", options_.max_jobs, " jobs"));
-      RecordRejection(plan.job_id, nullptr, result.status(), now, &out);
+      RecordRejection(plan.job_id, result.status(), now, &out);
     } else {
       if (it == jobs_.end()) {
-        auto job = std::make_unique<Job>(
-            std::make_unique<core::JobTracker>(plan.job_id, options_.tracker));
-        job->observer = observe::JobObserver(options_.observer);
-        job->epoch = epoch;
-        it = jobs_.emplace(plan.job_id, std::move(job)).first;
+        it = jobs_
+                 .emplace(plan.job_id, std::make_unique<Job>(std::make_unique<core::JobTracker>(
+                                                                 plan.job_id, options_.tracker),
+                                                             options_.observer, epoch))
+                 .first;
       }
       Job& job = *it->second;
-      job.last_activity = now;
-      core::Decisions decisions;
-      const uint64_t generation_before = job.tracker->generation();
-      result = job.tracker->Join(plan, now, &decisions, NewSecret());
-      Record(job, decisions, &out);
-      if (result.ok()) TrackDetached(job, plan.rank, generation_before, now);
-      if (!result.ok()) {
-        RecordRejection(plan.job_id, &job, result.status(), now, &out);
-        if (job.tracker->generation() == 0) jobs_.erase(it);  // a job whose first join failed
+      bool first_join_failed = false;
+      {
+        absl::MutexLock job_lock(&job.mu);
+        job.last_activity = now;
+        core::Decisions decisions;
+        const uint64_t generation_before = job.tracker->generation();
+        result = job.tracker->Join(plan, now, &decisions, NewSecret());
+        Record(job, decisions, &out);
+        if (result.ok()) TrackDetached(job, plan.rank, generation_before, now);
+        if (!result.ok()) {
+          RecordRejection(job, result.status(), now, &out);
+          first_join_failed = job.tracker->generation() == 0;
+        }
       }
+      if (first_join_failed) jobs_.erase(it);  // a job whose first join failed
     }
     CommitEvents(&out);
   }
@@ -315,35 +337,37 @@ absl::StatusOr<std::vector<core::Notice>> Coordinator::Attach(const std::string&
   absl::Status status;
   {
     TimedMutexLock lock(&mu_, &lock_times_);
-    auto it = jobs_.find(job_id);
-    if (it != jobs_.end() && !(status = CheckServed(*it->second)).ok()) {
-      RecordRejection(job_id, it->second.get(), status, clock_->Now(), &out);
-    } else if (it == jobs_.end()) {
+    const absl::Time now = clock_->Now();
+    Job* job = FindJob(job_id);
+    if (job == nullptr) {
       status = NotHere(job_id, "; Join first");
-      RecordRejection(job_id, nullptr, status, clock_->Now(), &out);
-    } else if (status = it->second->tracker->CheckAttach(rank, generation, session_id);
-               !status.ok()) {
-      RecordRejection(job_id, it->second.get(), status, clock_->Now(), &out);
-    } else if (!it->second->sessions.contains(rank) && sessions_ >= options_.max_sessions) {
-      status = absl::ResourceExhaustedError(absl::StrCat(
-          "the coordinator already holds max_sessions=", options_.max_sessions, " sessions"));
-      RecordRejection(job_id, it->second.get(), status, clock_->Now(), &out);
+      RecordRejection(job_id, status, now, &out);
     } else {
-      auto& slot = it->second->sessions[rank];
-      if (slot == nullptr) ++sessions_;
-      superseded = std::move(slot);
-      slot = std::move(sink);
-      it->second->detached_since.erase(rank);
-      it->second->lost.erase(rank);
-      it->second->last_activity = clock_->Now();
-      pending = it->second->tracker->Pending(rank);
-      for (core::Notice& notice : pending) {
-        if (auto* d = std::get_if<core::SyncDirective>(&notice)) d->epoch = it->second->epoch;
-      }
-      if (superseded != nullptr) {
-        out.closes.emplace_back(std::move(superseded),
-                                absl::AbortedError(absl::StrCat("session of rank ", rank,
-                                                                " superseded by a newer session")));
+      absl::MutexLock job_lock(&job->mu);
+      if (!(status = CheckServed(*job)).ok() ||
+          !(status = job->tracker->CheckAttach(rank, generation, session_id)).ok()) {
+        RecordRejection(*job, status, now, &out);
+      } else if (!job->sessions.contains(rank) && sessions_ >= options_.max_sessions) {
+        status = absl::ResourceExhaustedError(absl::StrCat(
+            "the coordinator already holds max_sessions=", options_.max_sessions, " sessions"));
+        RecordRejection(*job, status, now, &out);
+      } else {
+        auto& slot = job->sessions[rank];
+        if (slot == nullptr) ++sessions_;
+        superseded = std::move(slot);
+        slot = std::move(sink);
+        job->detached_since.erase(rank);
+        job->lost.erase(rank);
+        job->last_activity = now;
+        pending = job->tracker->Pending(rank);
+        for (core::Notice& notice : pending) {
+          if (auto* d = std::get_if<core::SyncDirective>(&notice)) d->epoch = job->epoch;
+        }
+        if (superseded != nullptr) {
+          out.closes.emplace_back(std::move(superseded),
+                                  absl::AbortedError(absl::StrCat(
+                                      "session of rank ", rank, " superseded by a newer session")));
+        }
       }
     }
     CommitEvents(&out);
@@ -356,20 +380,25 @@ absl::StatusOr<std::vector<core::Notice>> Coordinator::Attach(const std::string&
 void Coordinator::RecordRejected(const std::string& job_id, const absl::Status& status) {
   Outgoing out;
   {
-    TimedMutexLock lock(&mu_, &lock_times_);
-    auto it = jobs_.find(job_id);
-    RecordRejection(job_id, it == jobs_.end() ? nullptr : it->second.get(), status, clock_->Now(),
-                    &out);
-    CommitEvents(&out);
+    absl::ReaderMutexLock jobs_lock(&mu_);
+    if (Job* job = FindJob(job_id); job != nullptr) {
+      TimedMutexLock job_lock(&job->mu, &lock_times_);
+      RecordRejection(*job, status, clock_->Now(), &out);
+      CommitEvents(&out);
+    } else {
+      RecordRejection(job_id, status, clock_->Now(), &out);
+      CommitEvents(&out);
+    }
   }
   Deliver(out);
 }
 
 void Coordinator::Detach(const std::string& job_id, core::RankId rank, const SessionSink* sink) {
   TimedMutexLock lock(&mu_, &lock_times_);
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return;
-  Job& job = *it->second;
+  Job* found = FindJob(job_id);
+  if (found == nullptr) return;
+  Job& job = *found;
+  absl::MutexLock job_lock(&job.mu);
   auto s = job.sessions.find(rank);
   if (s == job.sessions.end() || s->second.get() != sink) return;
   job.sessions.erase(s);
@@ -443,22 +472,23 @@ absl::Status Coordinator::Apply(
   Outgoing out;
   absl::Status status;
   {
-    TimedMutexLock lock(&mu_, &lock_times_);
-    const absl::Time now = clock_->Now();
-    auto it = jobs_.find(job_id);
-    if (it == jobs_.end()) {
+    absl::ReaderMutexLock jobs_lock(&mu_);  // the job stays; other jobs' messages run meanwhile
+    Job* job = FindJob(job_id);
+    if (job == nullptr) {
       status = NotHere(job_id);
-      RecordRejection(job_id, nullptr, status, now, &out);
+      RecordRejection(job_id, status, clock_->Now(), &out);
+      CommitEvents(&out);
     } else {
-      Job& job = *it->second;
-      job.last_activity = now;
+      TimedMutexLock job_lock(&job->mu, &lock_times_);
+      const absl::Time now = clock_->Now();
+      job->last_activity = now;
       core::Decisions decisions;
-      status = CheckServed(job);
-      if (status.ok()) status = input(*job.tracker, now, &decisions);
-      Record(job, decisions, &out);
-      if (!status.ok()) RecordRejection(job_id, &job, status, now, &out);
+      status = CheckServed(*job);
+      if (status.ok()) status = input(*job->tracker, now, &decisions);
+      Record(*job, decisions, &out);
+      if (!status.ok()) RecordRejection(*job, status, now, &out);
+      CommitEvents(&out);
     }
-    CommitEvents(&out);
   }
   Deliver(out);
   return status;
@@ -492,18 +522,23 @@ std::vector<core::Event> Coordinator::EnforceLiveness() {
     TimedMutexLock lock(&mu_, &lock_times_);
     const absl::Time now = clock_->Now();
     for (auto it = jobs_.begin(); it != jobs_.end();) {
-      const Job& job = *it->second;
-      if (job.sessions.empty() && now - job.last_activity >= options_.job_idle_ttl) {
+      absl::Duration idle = -absl::InfiniteDuration();  // a job with a session is never idle
+      {
+        Job& job = *it->second;
+        absl::MutexLock job_lock(&job.mu);
+        if (job.sessions.empty()) idle = now - job.last_activity;
+      }
+      if (idle >= options_.job_idle_ttl) {
         FinishJob(it++, JobEndKind::kEvicted,
-                  absl::StrCat("no session and no message for ",
-                               absl::FormatDuration(now - job.last_activity), " (job_idle_ttl ",
-                               absl::FormatDuration(options_.job_idle_ttl), ")"),
+                  absl::StrCat("no session and no message for ", absl::FormatDuration(idle),
+                               " (job_idle_ttl ", absl::FormatDuration(options_.job_idle_ttl), ")"),
                   now, &out);
       } else {
         ++it;
       }
     }
     for (auto& [id, job] : jobs_) {
+      absl::MutexLock job_lock(&job->mu);
       EnforceLivenessOf(*job, now, &out);
       if (job->tracker->state() != core::JobState::kRunning) continue;
       // The (O(ranks)) lists of who is missing are built only for a chunk reported stalled.
@@ -550,8 +585,10 @@ JobStatusView Coordinator::View(const Job& job, absl::Time now) const {
 
 absl::StatusOr<JobStatusView> Coordinator::GetJobStatus(const std::string& job_id) {
   absl::ReaderMutexLock lock(&mu_);
-  auto it = jobs_.find(job_id);
-  if (it != jobs_.end()) return View(*it->second, clock_->Now());
+  if (Job* job = FindJob(job_id); job != nullptr) {
+    absl::MutexLock job_lock(&job->mu);
+    return View(*job, clock_->Now());
+  }
   if (const FinishedJob* finished = history_.Find(job_id); finished != nullptr) {
     return finished->view;
   }
@@ -563,10 +600,11 @@ absl::StatusOr<core::ChunkSnapshot> Coordinator::GetChunkStatus(const std::strin
                                                                 core::ChunkId chunk,
                                                                 absl::Duration* deadline) {
   absl::ReaderMutexLock lock(&mu_);
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return NoLiveJob(job_id, "");
-  *deadline = it->second->observer.Deadline(chunk);
-  return it->second->tracker->ChunkAt(step, chunk, clock_->Now());
+  Job* job = FindJob(job_id);
+  if (job == nullptr) return NoLiveJob(job_id, "");
+  absl::MutexLock job_lock(&job->mu);
+  *deadline = job->observer.Deadline(chunk);
+  return job->tracker->ChunkAt(step, chunk, clock_->Now());
 }
 
 absl::StatusOr<std::string> Coordinator::Trace(const std::string& job_id, core::Step first,
@@ -577,6 +615,7 @@ absl::StatusOr<std::string> Coordinator::Trace(const std::string& job_id, core::
     if (!jobs_.contains(job_id) && history_.Find(job_id) == nullptr) {
       return NoLiveJob(job_id, "");
     }
+    absl::ReaderMutexLock log_lock(&log_mu_);
     events_.ForEach([&](const core::Event& e) {
       if (e.job_id == job_id) events.push_back(e);
     });
@@ -586,8 +625,10 @@ absl::StatusOr<std::string> Coordinator::Trace(const std::string& job_id, core::
 
 absl::StatusOr<std::vector<observe::SyncAudit>> Coordinator::Audit(const std::string& job_id) {
   absl::ReaderMutexLock lock(&mu_);
-  auto it = jobs_.find(job_id);
-  if (it != jobs_.end()) return it->second->observer.Audit();
+  if (Job* job = FindJob(job_id); job != nullptr) {
+    absl::MutexLock job_lock(&job->mu);
+    return job->observer.Audit();
+  }
   if (const FinishedJob* finished = history_.Find(job_id); finished != nullptr) {
     return finished->audit;
   }
@@ -617,11 +658,12 @@ std::string Coordinator::NewSecret() {
 absl::Status Coordinator::CheckGeneration(const std::string& job_id, uint64_t generation,
                                           core::RankId rank, const std::string& session_id) {
   absl::ReaderMutexLock lock(&mu_);
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return NoLiveJob(job_id, "");
-  if (auto s = it->second->tracker->CheckGeneration(generation); !s.ok()) return s;
+  Job* job = FindJob(job_id);
+  if (job == nullptr) return NoLiveJob(job_id, "");
+  absl::MutexLock job_lock(&job->mu);
+  if (auto s = job->tracker->CheckGeneration(generation); !s.ok()) return s;
   if (!options_.job_tokens.empty()) {
-    if (auto s = it->second->tracker->CheckAttach(rank, generation, session_id); !s.ok()) {
+    if (auto s = job->tracker->CheckAttach(rank, generation, session_id); !s.ok()) {
       return absl::PermissionDeniedError(
           absl::StrCat("rendezvous needs a joined rank's session: ", s.message()));
     }
@@ -638,6 +680,7 @@ std::vector<JobStatusView> Coordinator::ListJobs(absl::Span<const std::string> s
   const absl::Time now = clock_->Now();
   std::vector<JobStatusView> out;
   for (const auto& [id, job] : jobs_) {
+    absl::MutexLock job_lock(&job->mu);
     JobStatusView view = View(*job, now);
     if (wanted(view)) out.push_back(std::move(view));
   }
@@ -661,18 +704,21 @@ void Coordinator::FinishJob(absl::flat_hash_map<std::string, std::unique_ptr<Job
   Job& job = *it->second;
   const std::string& job_id = it->first;
   FinishedJob finished;
-  finished.view = View(job, now);
-  finished.view.end = {kind, reason, now};
-  finished.audit = job.observer.Audit();
-  const absl::Status closing = absl::FailedPreconditionError(
-      absl::StrCat("job_id '", job_id, "' has ",
-                   kind == JobEndKind::kEvicted ? "been evicted" : "ended", ": ", reason));
-  CloseSessionsLocked(job, closing, out);
   core::Event e;
+  {
+    absl::MutexLock job_lock(&job.mu);
+    finished.view = View(job, now);
+    finished.view.end = {kind, reason, now};
+    finished.audit = job.observer.Audit();
+    const absl::Status closing = absl::FailedPreconditionError(
+        absl::StrCat("job_id '", job_id, "' has ",
+                     kind == JobEndKind::kEvicted ? "been evicted" : "ended", ": ", reason));
+    CloseSessionsLocked(job, closing, out);
+    e.generation = job.tracker->generation();
+  }
   e.kind = kind == JobEndKind::kEvicted ? EventKind::kJobEvicted : EventKind::kJobEnded;
   e.time = now;
   e.job_id = job_id;
-  e.generation = job.tracker->generation();
   e.detail = reason;
   AppendEvent(std::move(e), out);
   history_.Add(std::move(finished));
@@ -699,7 +745,12 @@ absl::StatusOr<EndJobResult> Coordinator::EndJob(const std::string& job_id,
     const FinishedJob* finished = it == jobs_.end() ? history_.Find(job_id) : nullptr;
     if (absl::Status auth = CheckToken(credentials); !auth.ok()) {
       result = auth;
-      RecordRejection(job_id, it == jobs_.end() ? nullptr : it->second.get(), auth, now, &out);
+      if (it == jobs_.end()) {
+        RecordRejection(job_id, auth, now, &out);
+      } else {
+        absl::MutexLock job_lock(&it->second->mu);
+        RecordRejection(*it->second, auth, now, &out);
+      }
     } else if (it != jobs_.end()) {
       FinishJob(it, JobEndKind::kEnded, reason.empty() ? "ended by EndJob" : reason, now, &out);
       result = EndJobResult{history_.Find(job_id)->view, /*already_ended=*/false};
@@ -707,7 +758,7 @@ absl::StatusOr<EndJobResult> Coordinator::EndJob(const std::string& job_id,
       result = EndJobResult{finished->view, /*already_ended=*/true};
     } else {
       result = NoLiveJob(job_id, "");
-      RecordRejection(job_id, nullptr, result.status(), now, &out);
+      RecordRejection(job_id, result.status(), now, &out);
     }
     CommitEvents(&out);
   }
@@ -716,7 +767,7 @@ absl::StatusOr<EndJobResult> Coordinator::EndJob(const std::string& job_id,
 }
 
 absl::Status Coordinator::LeaveLocked(Job& job, core::RankId rank, uint64_t generation,
-                                      bool finished, absl::Time now, Outgoing* out) {
+                                      bool finished, bool* ends) {
   const uint64_t current = job.tracker->generation();
   if (generation != current) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -731,10 +782,7 @@ absl::Status Coordinator::LeaveLocked(Job& job, core::RankId rank, uint64_t gene
   job.finished.insert(rank);
   job.detached_since.erase(rank);
   job.lost.erase(rank);
-  if (job.finished.size() == job.tracker->plan().world_size()) {
-    FinishJob(jobs_.find(job.tracker->job_id()), JobEndKind::kEnded, "every rank finished", now,
-              out);
-  }
+  *ends = job.finished.size() == job.tracker->plan().world_size();
   return absl::OkStatus();
 }
 
@@ -748,13 +796,18 @@ absl::Status Coordinator::Leave(const std::string& job_id, core::RankId rank, ui
     Job* job = FindJob(job_id);
     if (job == nullptr) {
       status = NotHere(job_id);
-      RecordRejection(job_id, nullptr, status, now, &out);
+      RecordRejection(job_id, status, now, &out);
     } else {
-      job->last_activity = now;
-      status = CheckServed(*job);
-      if (status.ok()) status = LeaveLocked(*job, rank, generation, finished, now, &out);
-      // A refused leave changed nothing, so the job is still there.
-      if (!status.ok()) RecordRejection(job_id, job, status, now, &out);
+      bool ends = false;
+      {
+        absl::MutexLock job_lock(&job->mu);
+        job->last_activity = now;
+        status = CheckServed(*job);
+        if (status.ok()) status = LeaveLocked(*job, rank, generation, finished, &ends);
+        // A refused leave changed nothing.
+        if (!status.ok()) RecordRejection(*job, status, now, &out);
+      }
+      if (ends) FinishJob(jobs_.find(job_id), JobEndKind::kEnded, "every rank finished", now, &out);
     }
     CommitEvents(&out);
   }
@@ -764,7 +817,7 @@ absl::Status Coordinator::Leave(const std::string& job_id, core::RankId rank, ui
 
 std::vector<core::Event> Coordinator::EventsSince(uint64_t from, uint64_t* next, size_t limit,
                                                   uint64_t* end) {
-  absl::ReaderMutexLock lock(&mu_);
+  absl::ReaderMutexLock lock(&log_mu_);
   std::vector<core::Event> events = events_.Since(from, limit);
   *next = events.empty() ? events_.end_index() : events.back().index + 1;
   if (end != nullptr) *end = events_.end_index();
@@ -798,7 +851,10 @@ absl::Status Coordinator::CheckServed(const Job& job) {
 
 void Coordinator::DropJobLocked(absl::flat_hash_map<std::string, std::unique_ptr<Job>>::iterator it,
                                 const absl::Status& status, Outgoing* out) {
-  CloseSessionsLocked(*it->second, status, out);
+  {
+    absl::MutexLock job_lock(&it->second->mu);
+    CloseSessionsLocked(*it->second, status, out);
+  }
   jobs_.erase(it);
 }
 

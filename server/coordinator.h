@@ -1,11 +1,13 @@
 // Coordinator: the thread-safe owner of every job's readiness state machine (core::JobTracker),
 // the registry of attached sessions, per-job counters and the event log.
 //
-// Every public method locks one mutex, feeds the input to the job's tracker with the clock's now,
-// records the resulting events, and, after unlocking, hands notices to the addressed ranks'
-// SessionSinks (which never block) and events to the EventSinks. Deliveries happen in the order
-// the decisions were made: each locked scope that decided something takes a ticket, and tickets
-// are delivered one after the other, so every sink sees notices and events in decision order.
+// Every public method locks the job it works on, feeds the input to the job's tracker with the
+// clock's now, records the resulting events, and, after unlocking, hands notices to the addressed
+// ranks' SessionSinks (which never block) and events to the EventSinks. Each job has its own lock,
+// so messages of different jobs are decided at once, on different threads; adding, ending and
+// dropping jobs excludes all of them. Deliveries happen in the order the decisions were made:
+// each locked scope that decided something takes a ticket, and tickets are delivered one after
+// the other, so every sink sees notices and events in decision order (one order over all jobs).
 // Jobs are isolated: each has its own tracker, sessions and counters; a job is created by its
 // first Join and leaves by EndJob, by every rank leaving finished, or by idle eviction, into a
 // bounded history (docs/reliability.md, "Job lifecycle"). Messages for a job in the history are
@@ -222,22 +224,28 @@ class Coordinator {
                                        uint64_t* end = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // One job's state. Its own lock lets the messages of different jobs run at once: a check-in
+  // takes mu_ shared (the job cannot go away meanwhile) and the job's mu; whatever adds, ends or
+  // drops jobs takes mu_ exclusively, then each job's mu it touches.
   struct Job {
-    explicit Job(std::unique_ptr<core::JobTracker> t) : tracker(std::move(t)) {}
-    std::unique_ptr<core::JobTracker> tracker;
-    absl::flat_hash_map<core::RankId, std::shared_ptr<SessionSink>> sessions;
-    JobCounters counters;
-    observe::JobObserver observer;
+    Job(std::unique_ptr<core::JobTracker> t, const observe::ObserverOptions& observer_options,
+        uint64_t ownership_epoch)
+        : tracker(std::move(t)), observer(observer_options), epoch(ownership_epoch) {}
+    mutable absl::Mutex mu;
+    std::unique_ptr<core::JobTracker> tracker ABSL_GUARDED_BY(mu);
+    absl::flat_hash_map<core::RankId, std::shared_ptr<SessionSink>> sessions ABSL_GUARDED_BY(mu);
+    JobCounters counters ABSL_GUARDED_BY(mu);
+    observe::JobObserver observer ABSL_GUARDED_BY(mu);
     // Joined ranks of the current generation without a Session, and since when.
-    absl::flat_hash_map<core::RankId, absl::Time> detached_since;
-    absl::flat_hash_set<core::RankId> lost;
+    absl::flat_hash_map<core::RankId, absl::Time> detached_since ABSL_GUARDED_BY(mu);
+    absl::flat_hash_set<core::RankId> lost ABSL_GUARDED_BY(mu);
     // Ranks of the current generation that left finished.
-    absl::flat_hash_set<core::RankId> finished;
+    absl::flat_hash_set<core::RankId> finished ABSL_GUARDED_BY(mu);
     // The last message, join, attach or detach; with no session, idle since then.
-    absl::Time last_activity;
+    absl::Time last_activity ABSL_GUARDED_BY(mu);
     // The ownership epoch this replica serves the job at (0 without a gate); stamped on its
     // directives.
-    uint64_t epoch = 0;
+    const uint64_t epoch;
   };
   struct Outgoing {
     // Each addressed sink with its notice; deliveries of one notice share it (see Record).
@@ -251,36 +259,49 @@ class Coordinator {
     uint64_t ticket = 0;
   };
 
-  // Runs `input` on the job's tracker under the lock (records events and counts, routes the
+  // Runs `input` on the job's tracker under the job's lock (records events and counts, routes the
   // deliveries), then delivers them after unlocking. Returns `input`'s status.
   absl::Status Apply(
       const std::string& job_id,
       const std::function<absl::Status(core::JobTracker&, absl::Time, core::Decisions*)>& input)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // ApplyBatch with a Leave among the messages (it may end the job): under mu_ exclusively.
+  std::vector<absl::Status> ApplyBatchWithLeaves(const std::string& job_id, uint64_t generation,
+                                                 absl::Span<const RankMessage> messages,
+                                                 Outgoing* out) ABSL_LOCKS_EXCLUDED(mu_);
+  // Applies one Stage / Skip / SyncDone message of a batch to `job`, recording its events.
+  absl::Status ApplyMessage(Job& job, uint64_t generation, const RankMessage& m, absl::Time now,
+                            core::Decisions& decisions, Outgoing* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
   // Moves decisions.events (emptied) to the end of out->events, then RecordFrom.
   void Record(Job& job, core::Decisions& decisions, Outgoing* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
   // Counts and observes out->events from `first_event` on (they stay there), and routes
   // `deliveries` (moved from) to the job's attached sessions.
   void RecordFrom(Job& job, size_t first_event, std::vector<core::Delivery>& deliveries,
-                  Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RecordRejection(const std::string& job_id, Job* job, const absl::Status& status,
-                       absl::Time now, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AppendEvent(core::Event event, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                  Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
+  // A refused message of a live job: its `rejected` counter and a kRejected event.
+  void RecordRejection(Job& job, const absl::Status& status, absl::Time now, Outgoing* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
+  // A refused message for no live job: a kRejected event.
+  void RecordRejection(const std::string& job_id, const absl::Status& status, absl::Time now,
+                       Outgoing* out);
+  static void AppendEvent(core::Event event, Outgoing* out);
   // Moves out->events into the log as one batch (out->committed) and gives `out` its delivery
   // ticket when it has anything to deliver; call once per Outgoing, at the end of the locked scope
-  // that decided it, so that the log's order and the delivery order are the order of decisions.
-  // An Outgoing with a ticket must then be passed to Deliver, or later deliveries are held back.
-  void CommitEvents(Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // that decided it (with the job's lock still held), so that the log's order and the delivery
+  // order are the order of decisions. An Outgoing with a ticket must then be passed to Deliver,
+  // or later deliveries are held back.
+  void CommitEvents(Outgoing* out) ABSL_LOCKS_EXCLUDED(log_mu_);
   // The job `it` leaves the coordinator (ended or evicted) into the history; its sessions not of
   // finished ranks are closed with FAILED_PRECONDITION (after unlocking).
   void FinishJob(absl::flat_hash_map<std::string, std::unique_ptr<Job>>::iterator it,
                  JobEndKind kind, const std::string& reason, absl::Time now, Outgoing* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Leave of `rank` (see Leave); may end the job, which then is no longer in jobs_ (and `job` is
-  // destroyed) when this returns OK.
+  // Leave of `rank` (see Leave). Sets *ends when it was the last rank of the generation to leave
+  // finished: the caller then ends the job (FinishJob, once the job's lock is released).
   absl::Status LeaveLocked(Job& job, core::RankId rank, uint64_t generation, bool finished,
-                           absl::Time now, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                           bool* ends) ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
   // Why there is no live job `job_id`: FAILED_PRECONDITION naming it as ended or evicted when it is
   // in the history; the gate's NotServedHere when another replica owns it; NOT_FOUND otherwise
   // (`hint` ends the message).
@@ -294,28 +315,29 @@ class Coordinator {
   absl::Status NotHere(const std::string& job_id, absl::string_view hint = "") const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The live job `job_id`, or null.
-  Job* FindJob(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Job* FindJob(const std::string& job_id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // OK when this coordinator serves `job` now at the epoch it holds it at (always, without a
-  // gate); else the gate's NotServedHere. Decided under mu_, just before the tracker may release.
-  absl::Status CheckServed(const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // gate); else the gate's NotServedHere. Decided under the job's lock, just before the tracker
+  // may release.
+  absl::Status CheckServed(const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
   // Ends the Sessions attached to `job` (but those of ranks that left finished) with `status`,
   // through `out`, and forgets them.
   void CloseSessionsLocked(Job& job, const absl::Status& status, Outgoing* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_, job.mu);
   // Removes the live job `it` without a history entry; its sessions are closed with `status`.
   void DropJobLocked(absl::flat_hash_map<std::string, std::unique_ptr<Job>>::iterator it,
                      const absl::Status& status, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  JobStatusView View(const Job& job, absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  JobStatusView View(const Job& job, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
   // OK, PERMISSION_DENIED (job not configured) or UNAUTHENTICATED (wrong token).
   absl::Status CheckToken(const core::RankPlan& plan) const;
   // Random bytes (hex) that make session ids unguessable.
   std::string NewSecret() ABSL_LOCKS_EXCLUDED(secret_mu_);
   // Brings detached_since in line with the tracker's joined ranks after `rank` joined (all of them
   // when the join started a new generation).
-  static void TrackDetached(Job& job, core::RankId rank, uint64_t generation_before,
-                            absl::Time now);
+  static void TrackDetached(Job& job, core::RankId rank, uint64_t generation_before, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
   void EnforceLivenessOf(Job& job, absl::Time now, Outgoing* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
   // Hands `out` (moved from) over for delivery in ticket order: notices to sessions, then session
   // closes, then events to event sinks. One thread at a time delivers: a caller that finds another
   // delivering leaves `out` to it (so a sink that calls back into the coordinator from Send does
@@ -328,25 +350,30 @@ class Coordinator {
   const CoordinatorOptions options_;
   Clock* const clock_;
 
+  // The set of jobs: exclusively to add, end or drop one; shared to work on one (with its mu).
   mutable absl::Mutex mu_;
-  LockTimes lock_times_;  // of mu_'s writers (queries take it shared, untimed)
+  // Of the locks that changes of state take: mu_ exclusively, or a job's mu (queries, which take
+  // them shared or briefly, are not timed).
+  LockTimes lock_times_;
   std::atomic<int64_t> delivering_ns_{0};
   absl::flat_hash_map<std::string, std::unique_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
-  EventLog events_ ABSL_GUARDED_BY(mu_);
   size_t sessions_ ABSL_GUARDED_BY(mu_) = 0;  // attached, over all jobs
   JobHistory history_ ABSL_GUARDED_BY(mu_);
-  uint64_t last_ticket_ ABSL_GUARDED_BY(mu_) = 0;
+  // The event log and the delivery tickets, in decision order over every job.
+  mutable absl::Mutex log_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  EventLog events_ ABSL_GUARDED_BY(log_mu_);
+  uint64_t last_ticket_ ABSL_GUARDED_BY(log_mu_) = 0;
   absl::Mutex secret_mu_ ABSL_ACQUIRED_AFTER(mu_);
   absl::BitGen bitgen_ ABSL_GUARDED_BY(secret_mu_);
   // Outgoings handed over and not yet delivered, by ticket; the next ticket to deliver; whether a
   // thread is delivering.
-  absl::Mutex deliver_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  absl::Mutex deliver_mu_ ABSL_ACQUIRED_AFTER(mu_, log_mu_);
   absl::flat_hash_map<uint64_t, Outgoing> ready_ ABSL_GUARDED_BY(deliver_mu_);
   uint64_t next_delivery_ ABSL_GUARDED_BY(deliver_mu_) = 1;
   bool delivering_ ABSL_GUARDED_BY(deliver_mu_) = false;
   FanOut fan_out_;  // used by the delivering thread only
   // Event sinks have their own lock so that delivery happens outside mu_.
-  absl::Mutex sinks_mu_ ABSL_ACQUIRED_AFTER(mu_, deliver_mu_);
+  absl::Mutex sinks_mu_ ABSL_ACQUIRED_AFTER(mu_, log_mu_, deliver_mu_);
   std::vector<EventSink*> event_sinks_ ABSL_GUARDED_BY(sinks_mu_);
 };
 

@@ -1,4 +1,5 @@
-// Coordinator::ApplyBatch: several ranks' Session messages of one job under one lock.
+// Coordinator::ApplyBatch: several ranks' Session messages of one job under the job's lock.
+#include <algorithm>
 #include <utility>
 
 #include "server/coordinator.h"
@@ -15,63 +16,118 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
   size_t items = 1;
   for (const RankMessage& m : messages) items += m.staged.size() + m.sync_done.size();
   out.events.reserve(items);
+  // A Leave may end the job, which only a caller holding mu_ exclusively may do: such a batch (a
+  // node's ranks finishing their run) takes the slow path.
+  if (std::any_of(messages.begin(), messages.end(),
+                  [](const RankMessage& m) { return m.kind == RankMessage::Kind::kLeave; })) {
+    statuses = ApplyBatchWithLeaves(job_id, generation, messages, &out);
+    Deliver(out);
+    return statuses;
+  }
   {
-    TimedMutexLock lock(&mu_, &lock_times_);
-    const absl::Time now = clock_->Now();
+    absl::ReaderMutexLock jobs_lock(&mu_);  // the job stays; other jobs' batches run meanwhile
     Job* job = FindJob(job_id);
-    if (job != nullptr) job->last_activity = now;
-    // With replicas: a job not served here (any more) refuses every message, releasing nothing.
-    if (absl::Status served = job != nullptr ? CheckServed(*job) : absl::OkStatus(); !served.ok()) {
-      for (size_t i = 0; i < messages.size(); ++i) statuses.push_back(served);
-      RecordRejection(job_id, job, served, now, &out);
-      job = nullptr;
-      messages = {};
-    }
-    core::Decisions decisions;  // reused: its vectors keep their capacity from message to message
-    for (const RankMessage& m : messages) {
-      if (job == nullptr) {
+    if (job == nullptr) {
+      const absl::Time now = clock_->Now();
+      for (size_t i = 0; i < messages.size(); ++i) {
         absl::Status s = NotHere(job_id);
-        RecordRejection(job_id, nullptr, s, now, &out);
+        RecordRejection(job_id, s, now, &out);
         statuses.push_back(std::move(s));
-        continue;
       }
-      absl::Status s;
-      if (m.kind == RankMessage::Kind::kLeave) {
-        s = LeaveLocked(*job, m.rank, generation, m.leave_finished, now, &out);
-        if (s.ok() && FindJob(job_id) == nullptr) {  // the last rank left finished: it ended
-          job = nullptr;
-          statuses.push_back(std::move(s));
-          continue;
-        }
+      CommitEvents(&out);
+    } else {
+      TimedMutexLock job_lock(&job->mu, &lock_times_);
+      const absl::Time now = clock_->Now();
+      job->last_activity = now;
+      // With replicas: a job not served here (any more) refuses every message, releasing nothing.
+      if (absl::Status served = CheckServed(*job); !served.ok()) {
+        statuses.assign(messages.size(), served);
+        RecordRejection(*job, served, now, &out);
       } else {
-        // The tracker appends this message's events after the batch's earlier ones, where they
-        // stay: a node's batch records one event per check-in, and none is moved again.
-        decisions.deliveries.clear();
-        decisions.events.swap(out.events);
-        const size_t first_event = decisions.events.size();
-        switch (m.kind) {
-          case RankMessage::Kind::kStaged:
-            s = job->tracker->Stage(m.rank, generation, m.staged, now, &decisions);
-            break;
-          case RankMessage::Kind::kSkip:
-            s = job->tracker->Skip(m.rank, generation, m.skip_step, m.skip_reason, now, &decisions);
-            break;
-          case RankMessage::Kind::kSyncDone:
-            s = job->tracker->SyncDone(m.rank, generation, m.sync_done, now, &decisions);
-            break;
-          case RankMessage::Kind::kLeave:
-            break;
+        core::Decisions decisions;  // reused: its vectors keep their capacity
+        for (const RankMessage& m : messages) {
+          statuses.push_back(ApplyMessage(*job, generation, m, now, decisions, &out));
         }
-        decisions.events.swap(out.events);
-        RecordFrom(*job, first_event, decisions.deliveries, &out);
       }
-      if (!s.ok()) RecordRejection(job_id, job, s, now, &out);
-      statuses.push_back(std::move(s));
+      CommitEvents(&out);
     }
-    CommitEvents(&out);
   }
   Deliver(out);
   return statuses;
+}
+
+std::vector<absl::Status> Coordinator::ApplyBatchWithLeaves(const std::string& job_id,
+                                                            uint64_t generation,
+                                                            absl::Span<const RankMessage> messages,
+                                                            Outgoing* out) {
+  std::vector<absl::Status> statuses;
+  statuses.reserve(messages.size());
+  TimedMutexLock lock(&mu_, &lock_times_);
+  const absl::Time now = clock_->Now();
+  auto it = jobs_.find(job_id);
+  size_t next = 0;  // the first message not applied to the live job
+  if (it != jobs_.end()) {
+    Job& job = *it->second;
+    bool ends = false;
+    {
+      absl::MutexLock job_lock(&job.mu);
+      job.last_activity = now;
+      if (absl::Status served = CheckServed(job); !served.ok()) {
+        statuses.assign(messages.size(), served);
+        RecordRejection(job, served, now, out);
+        next = messages.size();
+      } else {
+        core::Decisions decisions;
+        for (; next < messages.size() && !ends; ++next) {
+          const RankMessage& m = messages[next];
+          if (m.kind != RankMessage::Kind::kLeave) {
+            statuses.push_back(ApplyMessage(job, generation, m, now, decisions, out));
+            continue;
+          }
+          absl::Status s = LeaveLocked(job, m.rank, generation, m.leave_finished, &ends);
+          if (!s.ok()) RecordRejection(job, s, now, out);
+          statuses.push_back(std::move(s));
+        }
+      }
+    }
+    // The last rank left finished: the job ends, and the batch's later messages find it ended.
+    if (ends) FinishJob(it, JobEndKind::kEnded, "every rank finished", now, out);
+  }
+  for (; next < messages.size(); ++next) {
+    absl::Status s = NotHere(job_id);
+    RecordRejection(job_id, s, now, out);
+    statuses.push_back(std::move(s));
+  }
+  CommitEvents(out);
+  return statuses;
+}
+
+absl::Status Coordinator::ApplyMessage(Job& job, uint64_t generation, const RankMessage& m,
+                                       absl::Time now, core::Decisions& decisions, Outgoing* out) {
+  // The tracker appends this message's events after the batch's earlier ones, where they stay: a
+  // node's batch records one event per check-in, and none is moved again.
+  decisions.deliveries.clear();
+  decisions.events.swap(out->events);
+  const size_t first_event = decisions.events.size();
+  absl::Status s;
+  switch (m.kind) {
+    case RankMessage::Kind::kStaged:
+      s = job.tracker->Stage(m.rank, generation, m.staged, now, &decisions);
+      break;
+    case RankMessage::Kind::kSkip:
+      s = job.tracker->Skip(m.rank, generation, m.skip_step, m.skip_reason, now, &decisions);
+      break;
+    case RankMessage::Kind::kSyncDone:
+      s = job.tracker->SyncDone(m.rank, generation, m.sync_done, now, &decisions);
+      break;
+    case RankMessage::Kind::kLeave:  // see ApplyBatchWithLeaves
+      s = absl::InternalError("a Leave is applied by ApplyBatchWithLeaves");
+      break;
+  }
+  decisions.events.swap(out->events);
+  RecordFrom(job, first_event, decisions.deliveries, out);
+  if (!s.ok()) RecordRejection(job, s, now, out);
+  return s;
 }
 
 }  // namespace psync::server
