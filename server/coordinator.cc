@@ -196,13 +196,20 @@ LoadTimes Coordinator::load_times() const {
 }
 
 void Coordinator::DeliverNow(Outgoing& out) {
-  // Sinks that share a transport (a node agent's stream) are corked meanwhile, so that the notices
-  // of one decision for several of its ranks leave as one message.
-  // A run of one notice to sinks of one batcher (a release's members on one node) goes to the
-  // batcher at once; a batcher is corked before its first run, so its later runs join it.
-  absl::flat_hash_set<NoticeBatcher*> corked;  // a release to 16k ranks names 2k agents
-  std::vector<NoticeBatcher*> uncork;          // the same, in the order first corked
-  std::vector<SessionSink*> run;
+  // Sinks that share a transport (a node agent's stream) get the decision's notices under one
+  // cork, so that the notices for several of its ranks leave as one message. A run of one notice
+  // to sinks of one transport (a release's members on one node) goes to it at once. The runs are
+  // gathered per transport first (in the order each is first named, each transport's runs in
+  // order); then each transport's notices are queued and its write started (serializing it and
+  // handing it to the kernel, about 15 us) by one of the delivery threads, which share the
+  // transports out. A transport's notices are queued by one thread, in decision order, before it
+  // is uncorked, so what each stream sends does not depend on which thread wrote it.
+  struct Transport {
+    NoticeBatcher* batcher;
+    std::vector<std::pair<size_t, size_t>> runs;  // [begin, end) in out.notices
+  };
+  absl::flat_hash_map<NoticeBatcher*, size_t> index;  // a release to 16k ranks names 2k agents
+  std::vector<Transport> transports;
   for (size_t i = 0; i < out.notices.size();) {
     SessionSink* sink = out.notices[i].first.get();
     const core::Notice* notice = out.notices[i].second.get();
@@ -212,23 +219,27 @@ void Coordinator::DeliverNow(Outgoing& out) {
       ++i;
       continue;
     }
-    run.clear();
+    const size_t begin = i;
     for (; i < out.notices.size() && out.notices[i].second.get() == notice &&
            out.notices[i].first->batcher() == batcher;
          ++i) {
-      run.push_back(out.notices[i].first.get());
     }
-    if (corked.insert(batcher).second) {
-      batcher->Cork();
-      uncork.push_back(batcher);
-    }
-    batcher->SendToEach(run, *notice);
+    auto [it, added] = index.try_emplace(batcher, transports.size());
+    if (added) transports.push_back({batcher, {}});
+    transports[it->second].runs.emplace_back(begin, i);
   }
-  // Uncorking starts each stream's write (serializing it and handing it to the kernel, about
-  // 15 us each): the streams are shared out over the delivery threads. Every notice is queued
-  // already, so the order of what each stream sends does not depend on which thread writes it.
-  fan_out_.Run(uncork.size(), kStreamsPerDeliveryThread, [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) uncork[i]->Uncork();
+  fan_out_.Run(transports.size(), kStreamsPerDeliveryThread, [&](size_t first, size_t last) {
+    std::vector<SessionSink*> run;
+    for (size_t t = first; t < last; ++t) {
+      NoticeBatcher* batcher = transports[t].batcher;
+      batcher->Cork();
+      for (const auto& [begin, end] : transports[t].runs) {
+        run.clear();
+        for (size_t k = begin; k < end; ++k) run.push_back(out.notices[k].first.get());
+        batcher->SendToEach(run, *out.notices[begin].second);
+      }
+      batcher->Uncork();
+    }
   });
   for (auto& [sink, status] : out.closes) sink->Close(status);
   if (out.committed != nullptr) {

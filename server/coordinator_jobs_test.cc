@@ -51,7 +51,8 @@ TEST(CoordinatorJobsTest, AMessageOfOneJobIsDecidedWhileAnotherJobsDecisionIsInP
   options.gate = &gate;
   Coordinator coordinator(options, &clock);
   for (const char* job : {"a", "b"}) {
-    for (core::RankId r = 0; r < 2; ++r) ASSERT_TRUE(coordinator.Join(DensePlan(job, r, 2, 1)).ok());
+    for (core::RankId r = 0; r < 2; ++r)
+      ASSERT_TRUE(coordinator.Join(DensePlan(job, r, 2, 1)).ok());
   }
   gate.armed = true;
   absl::Status a_status;
@@ -116,7 +117,8 @@ TEST(CoordinatorJobsTest, JobsDrivenAtOnceReleaseEveryChunkOnceInOrder) {
   for (int j = 0; j < kJobs; ++j) {
     const std::string job = absl::StrCat("job", j);
     for (core::RankId r = 0; r < kRanks; ++r) {
-      absl::StatusOr<core::JoinResult> joined = coordinator.Join(DensePlan(job, r, kRanks, kChunks));
+      absl::StatusOr<core::JoinResult> joined =
+          coordinator.Join(DensePlan(job, r, kRanks, kChunks));
       ASSERT_TRUE(joined.ok()) << joined.status();
       sinks[j].push_back(std::make_shared<RecordingSink>());
       ASSERT_TRUE(coordinator.Attach(job, r, 1, joined->session_id, sinks[j][r]).ok());
@@ -150,7 +152,8 @@ TEST(CoordinatorJobsTest, JobsDrivenAtOnceReleaseEveryChunkOnceInOrder) {
   std::thread reader([&] {
     uint64_t from = 0;
     while (!done.load()) {
-      for (int j = 0; j < kJobs; ++j) failures += !coordinator.GetJobStatus(absl::StrCat("job", j)).ok();
+      for (int j = 0; j < kJobs; ++j)
+        failures += !coordinator.GetJobStatus(absl::StrCat("job", j)).ok();
       failures += coordinator.ListJobs().empty();
       uint64_t next = 0;
       std::vector<core::Event> events = coordinator.EventsSince(from, &next, 1000);
