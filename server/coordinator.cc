@@ -393,7 +393,7 @@ void Coordinator::RecordRejected(const std::string& job_id, const absl::Status& 
   {
     absl::ReaderMutexLock jobs_lock(&mu_);
     if (Job* job = FindJob(job_id); job != nullptr) {
-      TimedMutexLock job_lock(&job->mu, &lock_times_);
+      TimedMutexLock job_lock(&job->mu, &job->lock_times, &lock_times_);
       RecordRejection(*job, status, clock_->Now(), &out);
       CommitEvents(&out);
     } else {
@@ -490,7 +490,7 @@ absl::Status Coordinator::Apply(
       RecordRejection(job_id, status, clock_->Now(), &out);
       CommitEvents(&out);
     } else {
-      TimedMutexLock job_lock(&job->mu, &lock_times_);
+      TimedMutexLock job_lock(&job->mu, &job->lock_times, &lock_times_);
       const absl::Time now = clock_->Now();
       job->last_activity = now;
       core::Decisions decisions;
@@ -591,6 +591,9 @@ JobStatusView Coordinator::View(const Job& job, absl::Time now) const {
   view.audit = job.observer.totals();
   view.lost_ranks.assign(job.lost.begin(), job.lost.end());
   std::sort(view.lost_ranks.begin(), view.lost_ranks.end());
+  view.lock_held = job.lock_times.held();
+  view.lock_wait = job.lock_times.wait();
+  view.lock_acquisitions = job.lock_times.acquisitions.load(std::memory_order_relaxed);
   return view;
 }
 

@@ -232,6 +232,7 @@ class Coordinator {
         uint64_t ownership_epoch)
         : tracker(std::move(t)), observer(observer_options), epoch(ownership_epoch) {}
     mutable absl::Mutex mu;
+    LockTimes lock_times;  // of mu, by the messages that change the job's state
     std::unique_ptr<core::JobTracker> tracker ABSL_GUARDED_BY(mu);
     absl::flat_hash_map<core::RankId, std::shared_ptr<SessionSink>> sessions ABSL_GUARDED_BY(mu);
     JobCounters counters ABSL_GUARDED_BY(mu);
@@ -353,7 +354,7 @@ class Coordinator {
   // The set of jobs: exclusively to add, end or drop one; shared to work on one (with its mu).
   mutable absl::Mutex mu_;
   // Of the locks that changes of state take: mu_ exclusively, or a job's mu (queries, which take
-  // them shared or briefly, are not timed).
+  // them shared or briefly, are not timed). A total over every job, ended ones included.
   LockTimes lock_times_;
   std::atomic<int64_t> delivering_ns_{0};
   absl::flat_hash_map<std::string, std::unique_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);

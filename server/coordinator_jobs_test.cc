@@ -66,6 +66,9 @@ TEST(CoordinatorJobsTest, AMessageOfOneJobIsDecidedWhileAnotherJobsDecisionIsInP
   EXPECT_EQ(coordinator.GetJobStatus("a")->counters.checkins, 1u);
   EXPECT_EQ(coordinator.GetJobStatus("b")->counters.checkins, 1u);
   EXPECT_EQ(coordinator.load_times().lock_acquisitions, 4u + 2u);  // 4 joins, 2 check-ins
+  // Each job's own lock was taken once, by its check-in (joins take the set of jobs).
+  EXPECT_EQ(coordinator.GetJobStatus("a")->lock_acquisitions, 1u);
+  EXPECT_EQ(coordinator.GetJobStatus("b")->lock_acquisitions, 1u);
 }
 
 // Records each rank's directives (step, chunk, sequence) as they arrive.
@@ -184,6 +187,8 @@ TEST(CoordinatorJobsTest, JobsDrivenAtOnceReleaseEveryChunkOnceInOrder) {
     EXPECT_EQ(view->counters.rejected, 0u) << job;
     EXPECT_EQ(view->audit.released, kSteps * kChunks) << job;
     EXPECT_EQ(view->audit.double_releases, 0u) << job;
+    // One batch and kRanks SyncDones a step took the job's lock.
+    EXPECT_EQ(view->lock_acquisitions, kSteps * (1 + kRanks)) << job;
     for (core::RankId r = 0; r < kRanks; ++r) {
       // Every (step, chunk) once, in step order, the job's sequence numbers 1, 2, 3, ...
       const std::vector<RecordingSink::Directive> got = sinks[j][r]->directives();

@@ -5,6 +5,11 @@
 namespace psync::server {
 namespace {
 
+// A counter that mirrors a total kept elsewhere: raised to it (a counter never goes down).
+void RaiseTo(metrics::Counter* counter, absl::Duration total) {
+  counter->Add(absl::ToDoubleSeconds(total) - counter->Value());
+}
+
 // Seconds: 10 us .. 60 s.
 std::vector<double> LatencyBuckets() {
   return {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025,
@@ -87,11 +92,22 @@ absl::Status CoordinatorMetrics::Register(metrics::Registry* r) {
   PSYNC_ADD(top_straggler_, r->AddGauge("psync_straggler_top_score_seconds",
                                         "The highest rank straggler score of the job.", job));
   PSYNC_ADD(lock_wait_, r->AddCounter("psync_coordinator_lock_wait_seconds_total",
-                                      "Time calls waited for the state machine's lock.", {}));
-  PSYNC_ADD(lock_held_, r->AddCounter("psync_coordinator_lock_held_seconds_total",
-                                      "Time the state machine's lock was held (near 1 s per "
-                                      "second: the lock is what limits the coordinator).",
+                                      "Time calls that change state waited for a lock (every "
+                                      "job's, and the one over the set of jobs), summed.",
                                       {}));
+  PSYNC_ADD(lock_held_, r->AddCounter("psync_coordinator_lock_held_seconds_total",
+                                      "Time calls that change state held a lock (every job's, "
+                                      "and the one over the set of jobs), summed.",
+                                      {}));
+  PSYNC_ADD(job_lock_held_,
+            r->AddCounter("psync_job_lock_held_seconds_total",
+                          "Time the job's check-ins, SyncDones and node batches held its lock "
+                          "(near 1 s per second: the job's lock is what limits it).",
+                          job));
+  PSYNC_ADD(job_lock_wait_, r->AddCounter("psync_job_lock_wait_seconds_total",
+                                          "Time the job's messages waited for its lock, summed "
+                                          "over the waiting threads.",
+                                          job));
   PSYNC_ADD(delivering_,
             r->AddCounter("psync_coordinator_delivering_seconds_total",
                           "Time spent handing decisions to streams and event sinks, one "
@@ -234,15 +250,13 @@ void CoordinatorMetrics::Collect() {
   jobs_->Get()->Set(static_cast<double>(jobs.size()));
   // Counters that mirror the coordinator's own totals: each is raised to the total.
   const LoadTimes load = coordinator_->load_times();
-  const auto raise_to = [](metrics::CounterFamily* family, absl::Duration total) {
-    metrics::Counter* c = family->Get();
-    c->Add(absl::ToDoubleSeconds(total) - c->Value());
-  };
-  raise_to(lock_wait_, load.lock_wait);
-  raise_to(lock_held_, load.lock_held);
-  raise_to(delivering_, load.delivering);
+  RaiseTo(lock_wait_->Get(), load.lock_wait);
+  RaiseTo(lock_held_->Get(), load.lock_held);
+  RaiseTo(delivering_->Get(), load.delivering);
   for (const JobStatusView& view : jobs) {
     const std::vector<std::string> job = {view.snapshot.job_id};
+    RaiseTo(job_lock_held_->WithLabels(job), view.lock_held);
+    RaiseTo(job_lock_wait_->WithLabels(job), view.lock_wait);
     active_ranks_->WithLabels(job)->Set(view.snapshot.ranks_joined);
     sessions_->WithLabels(job)->Set(view.sessions_connected);
     generation_->WithLabels(job)->Set(static_cast<double>(view.snapshot.generation));

@@ -48,6 +48,11 @@ struct JobStatusView {
   observe::AuditTotals audit;
   std::vector<core::RankId> lost_ranks;  // sorted; non-empty makes a running job DEGRADED
   JobEnd end;
+  // The job's lock, taken by its check-ins, SyncDones and node batches: how long they held it and
+  // waited for it, and how many times it was taken (Coordinator::load_times has the totals).
+  absl::Duration lock_held;
+  absl::Duration lock_wait;
+  uint64_t lock_acquisitions = 0;
 };
 
 // The job's state as the API names it: FORMING, RUNNING, DEGRADED (running with a lost rank),
