@@ -17,7 +17,8 @@ namespace psync::bench {
 struct DriverResult {
   // One per measured (step, chunk) released to every rank, in nanoseconds.
   std::vector<int64_t> release_latency_ns;
-  uint64_t releases_expected = 0;  // (warmup_steps + steps) * chunks
+  std::vector<int64_t> release_first_latency_ns;  // to the first rank or node that got it
+  uint64_t releases_expected = 0;                 // (warmup_steps + steps) * chunks
   uint64_t releases_complete = 0;  // (step, chunk)s whose directive reached every rank
   uint64_t distinct_sequences = 0;
   uint64_t directives = 0;

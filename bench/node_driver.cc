@@ -438,7 +438,7 @@ void NodeStream::HandleDown(const v1::AgentDown& down, int64_t now) {
         pump = pump || (driver_->options().flush_on_complete && HoldsDueLocked(local, now));
       }
     }
-    AtomicMax(r.last_directive_ns, now);
+    r.NoteDirective(now);
   }
   if (pump) Pump(now);
   if (!down.closed().empty()) {

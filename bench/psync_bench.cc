@@ -406,6 +406,7 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
   if (!r.ok()) return r.status();
 
   const LatencySummary latency = Summarize(r->release_latency_ns);
+  const LatencySummary first_latency = Summarize(r->release_first_latency_ns);
   const double checkins = static_cast<double>(r->checkins_measured);
   const double measured = r->measured_seconds;
   const double coord_cpu = end.cpu_seconds - start.cpu_seconds;
@@ -432,6 +433,7 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
       ",\"node_flush_on_complete\":",
       ranks_per_node > 0 && absl::GetFlag(FLAGS_node_flush_on_complete) ? "true" : "false",
       ",\"ok\":", ok ? "true" : "false", ",\"release_latency\":", latency.Json(),
+      ",\"release_first_latency\":", first_latency.Json(),
       ",\"releases_expected\":", r->releases_expected,
       ",\"releases_complete\":", r->releases_complete,
       ",\"distinct_sequences\":", r->distinct_sequences,

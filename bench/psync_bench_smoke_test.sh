@@ -29,6 +29,7 @@ expect '"sequence_mismatches":0,'
 expect '"checkins":96,'      # 8 ranks x 2 optimizers x 2 chunks x 3 steps
 expect '"directives":48,'    # 8 ranks x 2 chunks x 3 steps
 expect '"release_latency":{"count":6,'
+expect '"release_first_latency":{"count":6,'
 expect '"grpc_floor_rtt":{"count":50,'
 
 # Throughput mode batches a rank's check-ins of a step into one message.

@@ -351,7 +351,7 @@ void RankStream::HandleDirective(const v1::SyncDirective& d, int64_t now, bool* 
   ++received_count_;
   driver_->counters.directives.fetch_add(1, std::memory_order_relaxed);
   ChunkRecord& record = driver_->record(d.step(), d.chunk());
-  AtomicMax(record.last_directive_ns, now);
+  record.NoteDirective(now);
   record.ranks_released.fetch_add(1, std::memory_order_relaxed);
   if (!record.NoteSequence(d.sequence())) {
     driver_->counters.sequence_mismatches.fetch_add(1, std::memory_order_relaxed);

@@ -18,6 +18,13 @@ void AtomicMax(std::atomic<int64_t>& target, int64_t value) {
   }
 }
 
+void AtomicMinSet(std::atomic<int64_t>& target, int64_t value) {
+  int64_t current = target.load(std::memory_order_relaxed);
+  while ((current == 0 || value < current) &&
+         !target.compare_exchange_weak(current, value, std::memory_order_relaxed)) {
+  }
+}
+
 ReleaseSummary ReleaseRecords::Summarize(uint32_t ranks, uint64_t warmup_steps) const {
   ReleaseSummary out;
   std::vector<uint64_t> sequences;
@@ -29,6 +36,7 @@ ReleaseSummary ReleaseRecords::Summarize(uint32_t ranks, uint64_t warmup_steps) 
       sequences.push_back(rec.sequence.load());
       if (step >= warmup_steps) {
         out.latency_ns.push_back(rec.last_directive_ns.load() - rec.last_send_ns.load());
+        out.first_latency_ns.push_back(rec.first_directive_ns.load() - rec.last_send_ns.load());
       }
     }
   }
