@@ -16,41 +16,25 @@ DIR holds psync-coordinator and psync-bench.
 """
 
 import argparse
-import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
+
+from coordinator_probe import cpu_seconds, free_port, metric_sums
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+# Series summed per second: check-ins over every job, the coordinator's lock and delivery times.
+SERIES = {"psync_checkins_total{": "checkins",
+          "psync_coordinator_lock_held_seconds_total": "held",
+          "psync_coordinator_lock_wait_seconds_total": "wait",
+          "psync_coordinator_delivering_seconds_total": "delivering"}
 
 
 def scrape(http_port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    totals = {"checkins": 0.0, "held": 0.0, "wait": 0.0, "delivering": 0.0}
-    names = {"psync_checkins_total{": "checkins",
-             "psync_coordinator_lock_held_seconds_total": "held",
-             "psync_coordinator_lock_wait_seconds_total": "wait",
-             "psync_coordinator_delivering_seconds_total": "delivering"}
-    for line in text.splitlines():
-        for prefix, key in names.items():
-            if line.startswith(prefix):
-                totals[key] += float(line.rsplit(" ", 1)[1])
-    return totals
+    sums = metric_sums(http_port, list(SERIES))
+    return {key: sums[prefix] for prefix, key in SERIES.items()}
 
 
 def main():

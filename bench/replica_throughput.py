@@ -20,36 +20,16 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
-
-def free_port():
-    # The replicas must be told their own address (--advertise) before they start, so a port is
-    # picked here; the bind race with other processes is accepted for a benchmark host.
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+from coordinator_probe import cpu_seconds, free_port, metric_sums
 
 
 def checkins(http_port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith("psync_checkins_total{"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+    return metric_sums(http_port, ["psync_checkins_total{"])["psync_checkins_total{"]
 
 
 def wait_for(predicate, timeout, what):
