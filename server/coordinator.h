@@ -82,17 +82,19 @@ struct CoordinatorOptions {
   int delivery_threads = 3;
 };
 
-// Receives events as they are recorded (after the coordinator's lock is released). Must not block.
+// Receives events as they are recorded (after the coordinator's locks are released), in decision
+// order over every job. Must not block.
 class EventSink {
  public:
   virtual ~EventSink() = default;
   virtual void OnEvents(const std::vector<core::Event>& events) = 0;
 };
 
-// Where a coordinator's time goes, since it started: the state machine's lock (every call that
-// changes state takes it; waiting for it is contention) and the delivery of decisions, which one
-// thread at a time does, in decision order. A total close to the wall-clock time is a coordinator
-// bound by that one lock or that one delivering thread, whatever its cores.
+// Where a coordinator's time goes, since it started: its locks (every call that changes state takes
+// its job's lock, or the lock over the set of jobs; waiting for one is contention), summed over
+// every job, and the delivery of decisions, which one thread at a time does, in decision order. A
+// delivering total close to the wall-clock time is a coordinator bound by its delivering thread,
+// whatever its cores; each job's own lock times are in its JobStatusView.
 struct LoadTimes {
   absl::Duration lock_wait;
   absl::Duration lock_held;

@@ -5,7 +5,7 @@
 // Refusals are NotServedHere statuses (server/not_served.h): UNAVAILABLE with an OwnerRedirect
 // naming the owner, or no owner when nobody may serve the job now. Implementations are
 // thread-safe, and never call into the Coordinator from these methods (the Coordinator calls
-// AdmitMessage with its lock held).
+// AdmitMessage with a job's lock held, for several jobs at once).
 #ifndef PSYNC_SERVER_JOB_GATE_H_
 #define PSYNC_SERVER_JOB_GATE_H_
 

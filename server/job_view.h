@@ -1,6 +1,6 @@
 // What the coordinator reports about one job: its tracker's snapshot, counters, liveness and
 // observations, and for a job that left the coordinator, how and why (JobEnd). Plain values, built
-// under the coordinator's lock and handed out by copy; thread-compatible.
+// under the job's lock and handed out by copy; thread-compatible.
 #ifndef PSYNC_SERVER_JOB_VIEW_H_
 #define PSYNC_SERVER_JOB_VIEW_H_
 
