@@ -136,25 +136,32 @@ void Coordinator::RecordFrom(Job& job, size_t first_event, std::vector<core::Del
   }
 }
 
-void Coordinator::RecordRejection(Job& job, const absl::Status& status, absl::Time now,
-                                  Outgoing* out) {
-  ++job.counters.rejected;
+namespace {
+
+// The kRejected event of a refused message, without its job.
+core::Event RejectedEvent(const absl::Status& status, absl::Time now) {
   core::Event e;
   e.kind = EventKind::kRejected;
   e.time = now;
+  e.detail = BoundEcho(status.ToString());
+  return e;
+}
+
+}  // namespace
+
+void Coordinator::RecordRejection(Job& job, const absl::Status& status, absl::Time now,
+                                  Outgoing* out) {
+  ++job.counters.rejected;
+  core::Event e = RejectedEvent(status, now);
   e.job_id = job.tracker->job_id();
   e.generation = job.tracker->generation();
-  e.detail = BoundEcho(status.ToString());
   AppendEvent(std::move(e), out);
 }
 
 void Coordinator::RecordRejection(const std::string& job_id, const absl::Status& status,
                                   absl::Time now, Outgoing* out) {
-  core::Event e;
-  e.kind = EventKind::kRejected;
-  e.time = now;
+  core::Event e = RejectedEvent(status, now);
   e.job_id = BoundEcho(job_id);
-  e.detail = BoundEcho(status.ToString());
   AppendEvent(std::move(e), out);
 }
 
@@ -187,12 +194,25 @@ void Coordinator::Deliver(Outgoing& out) {
 }
 
 LoadTimes Coordinator::load_times() const {
+  LockTimes all;
+  all.Add(lock_times_);
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    all.Add(left_jobs_lock_times_);
+    for (const auto& [id, job] : jobs_) all.Add(job->lock_times);
+  }
   LoadTimes t;
-  t.lock_wait = lock_times_.wait();
-  t.lock_held = lock_times_.held();
-  t.lock_acquisitions = lock_times_.acquisitions.load(std::memory_order_relaxed);
+  t.lock_wait = all.wait();
+  t.lock_held = all.held();
+  t.lock_acquisitions = all.acquisitions.load(std::memory_order_relaxed);
   t.delivering = absl::Nanoseconds(delivering_ns_.load(std::memory_order_relaxed));
   return t;
+}
+
+void Coordinator::EraseJobLocked(
+    absl::flat_hash_map<std::string, std::unique_ptr<Job>>::iterator it) {
+  left_jobs_lock_times_.Add(it->second->lock_times);
+  jobs_.erase(it);
 }
 
 void Coordinator::DeliverNow(Outgoing& out) {
@@ -329,7 +349,7 @@ absl::StatusOr<core::JoinResult> Coordinator::Join(const core::RankPlan& plan) {
           first_join_failed = job.tracker->generation() == 0;
         }
       }
-      if (first_join_failed) jobs_.erase(it);  // a job whose first join failed
+      if (first_join_failed) EraseJobLocked(it);  // a job whose first join failed
     }
     CommitEvents(&out);
   }
@@ -393,7 +413,7 @@ void Coordinator::RecordRejected(const std::string& job_id, const absl::Status& 
   {
     absl::ReaderMutexLock jobs_lock(&mu_);
     if (Job* job = FindJob(job_id); job != nullptr) {
-      TimedMutexLock job_lock(&job->mu, &job->lock_times, &lock_times_);
+      TimedMutexLock job_lock(&job->mu, &job->lock_times);
       RecordRejection(*job, status, clock_->Now(), &out);
       CommitEvents(&out);
     } else {
@@ -490,7 +510,7 @@ absl::Status Coordinator::Apply(
       RecordRejection(job_id, status, clock_->Now(), &out);
       CommitEvents(&out);
     } else {
-      TimedMutexLock job_lock(&job->mu, &job->lock_times, &lock_times_);
+      TimedMutexLock job_lock(&job->mu, &job->lock_times);
       const absl::Time now = clock_->Now();
       job->last_activity = now;
       core::Decisions decisions;
@@ -736,7 +756,7 @@ void Coordinator::FinishJob(absl::flat_hash_map<std::string, std::unique_ptr<Job
   e.detail = reason;
   AppendEvent(std::move(e), out);
   history_.Add(std::move(finished));
-  jobs_.erase(it);
+  EraseJobLocked(it);
 }
 
 absl::StatusOr<EndJobResult> Coordinator::EndJob(const std::string& job_id,
@@ -869,7 +889,7 @@ void Coordinator::DropJobLocked(absl::flat_hash_map<std::string, std::unique_ptr
     absl::MutexLock job_lock(&it->second->mu);
     CloseSessionsLocked(*it->second, status, out);
   }
-  jobs_.erase(it);
+  EraseJobLocked(it);
 }
 
 void Coordinator::CloseSessionsLocked(Job& job, const absl::Status& status, Outgoing* out) {

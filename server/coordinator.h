@@ -161,8 +161,8 @@ class Coordinator {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Live jobs held now (what --max_jobs bounds).
   size_t live_jobs() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Totals since construction; see LoadTimes. Lock-free.
-  LoadTimes load_times() const;
+  // Totals since construction; see LoadTimes.
+  LoadTimes load_times() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Ends the job: its attached sessions (of ranks that did not leave finished) are closed with
   // FAILED_PRECONDITION, a kJobEnded event records `reason`, and it moves to the history.
@@ -327,6 +327,9 @@ class Coordinator {
   // through `out`, and forgets them.
   void CloseSessionsLocked(Job& job, const absl::Status& status, Outgoing* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_, job.mu);
+  // Erases the live job `it` from jobs_, keeping its lock times in left_jobs_lock_times_.
+  void EraseJobLocked(absl::flat_hash_map<std::string, std::unique_ptr<Job>>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes the live job `it` without a history entry; its sessions are closed with `status`.
   void DropJobLocked(absl::flat_hash_map<std::string, std::unique_ptr<Job>>::iterator it,
                      const absl::Status& status, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -355,9 +358,12 @@ class Coordinator {
 
   // The set of jobs: exclusively to add, end or drop one; shared to work on one (with its mu).
   mutable absl::Mutex mu_;
-  // Of the locks that changes of state take: mu_ exclusively, or a job's mu (queries, which take
-  // them shared or briefly, are not timed). A total over every job, ended ones included.
+  // Of mu_ taken exclusively (a job's messages time its own lock, Job::lock_times; queries, which
+  // take the locks shared or briefly, are not timed), and the job locks' times of the jobs that
+  // left. load_times() adds the live jobs' to them, so the messages' hot path touches only their
+  // job's totals.
   LockTimes lock_times_;
+  LockTimes left_jobs_lock_times_;
   std::atomic<int64_t> delivering_ns_{0};
   absl::flat_hash_map<std::string, std::unique_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
   size_t sessions_ ABSL_GUARDED_BY(mu_) = 0;  // attached, over all jobs

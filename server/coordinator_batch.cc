@@ -36,7 +36,7 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
       }
       CommitEvents(&out);
     } else {
-      TimedMutexLock job_lock(&job->mu, &job->lock_times, &lock_times_);
+      TimedMutexLock job_lock(&job->mu, &job->lock_times);
       const absl::Time now = clock_->Now();
       job->last_activity = now;
       // With replicas: a job not served here (any more) refuses every message, releasing nothing.

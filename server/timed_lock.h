@@ -1,8 +1,7 @@
-// TimedMutexLock: an absl::MutexLock that also adds to a LockTimes (and to a second one, such as
-// a total over several locks, when given) how long its owner waited for the mutex and how long it
-// held it, so that a coordinator can say whether a lock is what limits it
+// TimedMutexLock: an absl::MutexLock that also adds to a LockTimes how long its owner waited for
+// the mutex and how long it held it, so that a coordinator can say whether a lock is what limits it
 // (psync_coordinator_lock_*_seconds_total, psync_job_lock_*_seconds_total). Costs two reads of the
-// steady clock per acquisition.
+// steady clock and three relaxed additions per acquisition.
 //
 // LockTimes is thread-safe: relaxed atomic totals, read at any time (not a synchronization point).
 // TimedMutexLock is a scoped lock like absl::MutexLock; it borrows both pointers.
@@ -26,6 +25,13 @@ struct LockTimes {
 
   absl::Duration wait() const { return absl::Nanoseconds(wait_ns.load(std::memory_order_relaxed)); }
   absl::Duration held() const { return absl::Nanoseconds(held_ns.load(std::memory_order_relaxed)); }
+  // Adds `other`'s totals to these.
+  void Add(const LockTimes& other) {
+    wait_ns.fetch_add(other.wait_ns.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    held_ns.fetch_add(other.held_ns.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    acquisitions.fetch_add(other.acquisitions.load(std::memory_order_relaxed),
+                           std::memory_order_relaxed);
+  }
 };
 
 // Nanoseconds on the steady clock (for durations only).
@@ -37,33 +43,25 @@ inline int64_t SteadyNanos() {
 
 class ABSL_SCOPED_LOCKABLE TimedMutexLock {
  public:
-  TimedMutexLock(absl::Mutex* mu, LockTimes* times, LockTimes* also = nullptr)
-      ABSL_EXCLUSIVE_LOCK_FUNCTION(mu)
-      : mu_(mu), times_(times), also_(also) {
+  TimedMutexLock(absl::Mutex* mu, LockTimes* times) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu)
+      : mu_(mu), times_(times) {
     const int64_t asked = SteadyNanos();
     mu_->Lock();
     acquired_ = SteadyNanos();
-    Add(&LockTimes::wait_ns, acquired_ - asked);
+    times_->wait_ns.fetch_add(acquired_ - asked, std::memory_order_relaxed);
   }
   ~TimedMutexLock() ABSL_UNLOCK_FUNCTION() {
     const int64_t released = SteadyNanos();
     mu_->Unlock();
-    Add(&LockTimes::held_ns, released - acquired_);
+    times_->held_ns.fetch_add(released - acquired_, std::memory_order_relaxed);
     times_->acquisitions.fetch_add(1, std::memory_order_relaxed);
-    if (also_ != nullptr) also_->acquisitions.fetch_add(1, std::memory_order_relaxed);
   }
   TimedMutexLock(const TimedMutexLock&) = delete;
   TimedMutexLock& operator=(const TimedMutexLock&) = delete;
 
  private:
-  void Add(std::atomic<int64_t> LockTimes::*field, int64_t ns) {
-    (times_->*field).fetch_add(ns, std::memory_order_relaxed);
-    if (also_ != nullptr) (also_->*field).fetch_add(ns, std::memory_order_relaxed);
-  }
-
   absl::Mutex* const mu_;
   LockTimes* const times_;
-  LockTimes* const also_;
   int64_t acquired_ = 0;
 };
 
