@@ -89,11 +89,16 @@ void Coordinator::Record(Job& job, core::Decisions& decisions, Outgoing* out) {
 
 void Coordinator::RecordFrom(Job& job, size_t first_event, std::vector<core::Delivery>& deliveries,
                              Outgoing* out) {
-  for (size_t i = first_event; i < out->events.size(); ++i) {
-    const core::Event& e = out->events[i];
+  ObserveFrom(job, first_event, *out);
+  QueueNotices(job, deliveries, out);
+}
+
+void Coordinator::ObserveFrom(Job& job, size_t first_event, const Outgoing& out) {
+  for (size_t i = first_event; i < out.events.size(); ++i) {
+    const core::Event& e = out.events[i];
     switch (e.kind) {
       case EventKind::kCheckin:
-        ++job.counters.checkins;
+        job.counters.checkins += core::RankCount(e);
         break;
       case EventKind::kDuplicate:
         ++job.counters.duplicate_checkins;
@@ -102,7 +107,7 @@ void Coordinator::RecordFrom(Job& job, size_t first_event, std::vector<core::Del
         ++job.counters.releases;
         break;
       case EventKind::kSyncDone:
-        ++job.counters.syncs_done;
+        job.counters.syncs_done += core::RankCount(e);
         break;
       case EventKind::kStepSkipped:
         ++job.counters.skipped_steps;
@@ -110,11 +115,16 @@ void Coordinator::RecordFrom(Job& job, size_t first_event, std::vector<core::Del
       case EventKind::kViolation:
         ++job.counters.violations;
         break;
+      case EventKind::kRejected:
+        continue;  // counted by RecordRejection; nothing for the observer
       default:
         break;
     }
     job.observer.OnEvent(e);
   }
+}
+
+void Coordinator::QueueNotices(Job& job, std::vector<core::Delivery>& deliveries, Outgoing* out) {
   // A release names every member (16,384 notices): grown once, not by doubling. A node's batch
   // adds a few at a time, so the vector still grows geometrically (an exact reserve per message
   // would copy it every time). A run of deliveries of the same notice (a release's directive to

@@ -272,17 +272,26 @@ class Coordinator {
   std::vector<absl::Status> ApplyBatchWithLeaves(const std::string& job_id, uint64_t generation,
                                                  absl::Span<const RankMessage> messages,
                                                  Outgoing* out) ABSL_LOCKS_EXCLUDED(mu_);
-  // Applies one Stage / Skip / SyncDone message of a batch to `job`, recording its events.
+  // Applies one Stage / Skip / SyncDone message of a batch to `job`: appends its events to
+  // out->events (a check-in or SyncDone may join a record of an earlier message there, when
+  // decisions.merge_rank_events) and queues its notices. The caller counts and observes the
+  // events (ObserveFrom) once no later message may join them.
   absl::Status ApplyMessage(Job& job, uint64_t generation, const RankMessage& m, absl::Time now,
                             core::Decisions& decisions, Outgoing* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
   // Moves decisions.events (emptied) to the end of out->events, then RecordFrom.
   void Record(Job& job, core::Decisions& decisions, Outgoing* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
-  // Counts and observes out->events from `first_event` on (they stay there), and routes
-  // `deliveries` (moved from) to the job's attached sessions.
+  // ObserveFrom, then QueueNotices.
   void RecordFrom(Job& job, size_t first_event, std::vector<core::Delivery>& deliveries,
                   Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
+  // Counts the tracker's events in out->events from `first_event` on (they stay there) in the
+  // job's counters and hands them to its observer; kRejected events are RecordRejection's.
+  static void ObserveFrom(Job& job, size_t first_event, const Outgoing& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
+  // Routes `deliveries` (moved from) to the job's attached sessions.
+  static void QueueNotices(Job& job, std::vector<core::Delivery>& deliveries, Outgoing* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
   // A refused message of a live job: its `rejected` counter and a kRejected event.
   void RecordRejection(Job& job, const absl::Status& status, absl::Time now, Outgoing* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);

@@ -45,9 +45,14 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
         RecordRejection(*job, served, now, &out);
       } else {
         core::Decisions decisions;  // reused: its vectors keep their capacity
+        // The node's ranks' same check-in (or SyncDone) is one record: counted and observed once
+        // every message is applied, since a later message may still join an earlier record.
+        decisions.merge_rank_events = true;
+        const size_t first_event = out.events.size();
         for (const RankMessage& m : messages) {
           statuses.push_back(ApplyMessage(*job, generation, m, now, decisions, &out));
         }
+        ObserveFrom(*job, first_event, out);
       }
       CommitEvents(&out);
     }
@@ -77,11 +82,15 @@ std::vector<absl::Status> Coordinator::ApplyBatchWithLeaves(const std::string& j
         RecordRejection(job, served, now, out);
         next = messages.size();
       } else {
+        // Rare (a node's ranks finishing): every message's events are observed as it is applied,
+        // so none is merged into a record already observed.
         core::Decisions decisions;
         for (; next < messages.size() && !ends; ++next) {
           const RankMessage& m = messages[next];
           if (m.kind != RankMessage::Kind::kLeave) {
+            const size_t first_event = out->events.size();
             statuses.push_back(ApplyMessage(job, generation, m, now, decisions, out));
+            ObserveFrom(job, first_event, *out);
             continue;
           }
           absl::Status s = LeaveLocked(job, m.rank, generation, m.leave_finished, &ends);
@@ -104,11 +113,10 @@ std::vector<absl::Status> Coordinator::ApplyBatchWithLeaves(const std::string& j
 
 absl::Status Coordinator::ApplyMessage(Job& job, uint64_t generation, const RankMessage& m,
                                        absl::Time now, core::Decisions& decisions, Outgoing* out) {
-  // The tracker appends this message's events after the batch's earlier ones, where they stay: a
-  // node's batch records one event per check-in, and none is moved again.
+  // The tracker appends this message's events after the batch's earlier ones (or merges a check-in
+  // into one of them), where they stay: no event is moved again.
   decisions.deliveries.clear();
   decisions.events.swap(out->events);
-  const size_t first_event = decisions.events.size();
   absl::Status s;
   switch (m.kind) {
     case RankMessage::Kind::kStaged:
@@ -125,7 +133,7 @@ absl::Status Coordinator::ApplyMessage(Job& job, uint64_t generation, const Rank
       break;
   }
   decisions.events.swap(out->events);
-  RecordFrom(job, first_event, decisions.deliveries, out);
+  QueueNotices(job, decisions.deliveries, out);
   if (!s.ok()) RecordRejection(job, s, now, out);
   return s;
 }

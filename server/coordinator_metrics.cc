@@ -154,7 +154,7 @@ void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
     switch (e.kind) {
       case EventKind::kCheckin: {
         if (checkins == nullptr) checkins = checkins_->WithLabels(job);
-        ++run_checkins;
+        run_checkins += core::RankCount(e);
         if (open_times == nullptr || open_generation != e.generation || open_step != *e.step ||
             open_chunk != *e.chunk) {
           open_times = nullptr;
@@ -170,7 +170,8 @@ void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
           open_step = *e.step;
           open_chunk = *e.chunk;
         }
-        if (open_times != nullptr) open_times->push_back(e.time);
+        if (open_times != nullptr)
+          open_times->insert(open_times->end(), core::RankCount(e), e.time);
         break;
       }
       case EventKind::kDuplicate:
@@ -191,7 +192,7 @@ void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
       }
       case EventKind::kSyncDone:
         if (syncs_done == nullptr) syncs_done = syncs_done_->WithLabels(job);
-        ++run_syncs_done;
+        run_syncs_done += core::RankCount(e);
         break;
       case EventKind::kSyncComplete:
         sync_duration_->WithLabels(job)->Observe(absl::ToDoubleSeconds(e.duration));

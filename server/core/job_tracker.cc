@@ -49,6 +49,39 @@ Event JobTracker::MakeChunkEvent(EventKind kind, absl::Time now, Step step, Chun
   return e;
 }
 
+void JobTracker::AppendRankEvent(EventKind kind, absl::Time now, Step step, ChunkId chunk,
+                                 RankId rank, const std::string& optimizer, uint64_t sequence,
+                                 Decisions* out) const {
+  // A node's batch holds at most a few dozen distinct inputs (chunks x optimizers) at once: the
+  // scan is bounded so that a batch of many more costs one record per input beyond it, not more.
+  constexpr size_t kMaxScan = 64;
+  if (out->merge_rank_events) {
+    std::vector<Event>& events = out->events;
+    for (size_t k = events.size(), scanned = 0; k > 0 && scanned < kMaxScan; --k, ++scanned) {
+      Event& e = events[k - 1];
+      if ((e.kind != EventKind::kCheckin && e.kind != EventKind::kSyncDone) || e.time != now ||
+          e.generation != generation_) {
+        break;  // the end of the run of records this one may join
+      }
+      if (e.kind != kind || *e.step != step || *e.chunk != chunk || e.sequence != sequence ||
+          e.optimizer != optimizer || e.job_id != job_id_) {
+        continue;
+      }
+      if (e.rank.has_value()) {
+        e.ranks.push_back(*e.rank);
+        e.rank.reset();
+      }
+      e.ranks.push_back(rank);
+      return;
+    }
+  }
+  Event e = MakeChunkEvent(kind, now, step, chunk);
+  e.rank = rank;
+  e.optimizer = optimizer;
+  e.sequence = sequence;
+  out->events.push_back(std::move(e));
+}
+
 Step JobTracker::rank_step(RankId rank) const {
   auto it = ranks_.find(rank);
   return it == ranks_.end() ? plan_.first_step() : it->second.step;

@@ -203,6 +203,11 @@ class JobTracker {
   Event MakeEvent(EventKind kind, absl::Time now) const;
   // An event about one (step, chunk).
   Event MakeChunkEvent(EventKind kind, absl::Time now, Step step, ChunkId chunk) const;
+  // Records `rank`'s check-in (kCheckin, with its optimizer) or SyncDone (kSyncDone, with the
+  // release's sequence) of (step, chunk): in a record of the same input when out->merge_rank_events
+  // allows (Decisions), else in an event of its own.
+  void AppendRankEvent(EventKind kind, absl::Time now, Step step, ChunkId chunk, RankId rank,
+                       const std::string& optimizer, uint64_t sequence, Decisions* out) const;
   bool ChunkFinished(Step step, ChunkId chunk) const;
 
   // Constant after construction.

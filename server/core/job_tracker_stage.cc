@@ -148,10 +148,8 @@ absl::Status JobTracker::Stage(RankId rank, uint64_t generation, absl::Span<cons
     if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
     cs.last_checkin = now;
     cs.last = who;
-    Event e = MakeChunkEvent(EventKind::kCheckin, now, item.step, item.chunk);
-    e.rank = rank;
-    e.optimizer = item.optimizer;
-    out->events.push_back(std::move(e));
+    AppendRankEvent(EventKind::kCheckin, now, item.step, item.chunk, rank, item.optimizer,
+                    /*sequence=*/0, out);
     touched.push_back(item.chunk);
   }
   std::sort(touched.begin(), touched.end());

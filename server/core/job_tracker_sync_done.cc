@@ -150,10 +150,8 @@ absl::Status JobTracker::SyncDone(RankId rank, uint64_t generation,
                               item.step, " chunk ", item.chunk, " ", item.executions, " times");
       out->events.push_back(std::move(v));
     }
-    Event e = MakeChunkEvent(EventKind::kSyncDone, now, item.step, item.chunk);
-    e.rank = rank;
-    e.sequence = cs.sequence;
-    out->events.push_back(std::move(e));
+    AppendRankEvent(EventKind::kSyncDone, now, item.step, item.chunk, rank, /*optimizer=*/"",
+                    cs.sequence, out);
     // After a coordinator restart a SyncDone may come before the plan is complete or the chunk
     // is released again; MaybeRelease() then records the completion.
     if (plan_.complete() && cs.released &&

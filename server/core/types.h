@@ -5,6 +5,7 @@
 #ifndef PSYNC_SERVER_CORE_TYPES_H_
 #define PSYNC_SERVER_CORE_TYPES_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -152,10 +153,10 @@ struct Delivery {
 enum class EventKind {
   kJoin,          // a rank joined (or reconnected)
   kGeneration,    // a new generation started
-  kCheckin,       // a contributor staged (first time)
+  kCheckin,       // a contributor staged (first time); merged: several ranks' (see Event)
   kDuplicate,     // an identical check-in was repeated
   kRelease,       // a (step, chunk) was released
-  kSyncDone,      // one rank reported SyncDone for a (step, chunk)
+  kSyncDone,      // a rank reported SyncDone for a (step, chunk); merged: several (see Event)
   kSyncComplete,  // every member reported SyncDone for a (step, chunk)
   kSkipVote,      // a rank asked to skip a step
   kStepSkipped,   // every rank skipped a step
@@ -202,6 +203,10 @@ class SharedJobId {
   std::shared_ptr<const std::string> text_;
 };
 
+// kCheckin and kSyncDone events may be merged records: the same input of several ranks of one batch
+// (a node's merged check-ins: one (step, chunk, optimizer), or one (step, chunk)'s SyncDone), at
+// the same time, recorded once. One rank: `rank` is set and `ranks` is empty. Several: `rank` is
+// unset and `ranks` lists them in the order applied. RankCount and ForEachRank read both forms.
 struct Event {
   uint64_t index = 0;  // position in the coordinator's event log (set by the owner)
   EventKind kind = EventKind::kCheckin;
@@ -216,9 +221,21 @@ struct Event {
   absl::Duration duration;  // release: first check-in -> release; sync_complete: release -> last
                             // SyncDone; stall: time waited so far
   std::vector<Contributor> contributors;  // stall: the missing contributors
-  std::vector<RankId> ranks;              // stall: members that did not report SyncDone
-  std::string detail;                     // human-readable reason
+  std::vector<RankId> ranks;  // stall: members that did not report SyncDone; checkin, sync_done:
+                              // the ranks of a merged record
+  std::string detail;         // human-readable reason
 };
+
+// The ranks a kCheckin or kSyncDone event stands for (one, or a merged record's).
+inline size_t RankCount(const Event& e) { return e.rank.has_value() ? 1 : e.ranks.size(); }
+template <typename Fn>
+void ForEachRank(const Event& e, Fn fn) {
+  if (e.rank.has_value()) {
+    fn(*e.rank);
+  } else {
+    for (RankId r : e.ranks) fn(r);
+  }
+}
 
 // The class of a kViolation event: "early_sync", "repeated_sync", "checksum_mismatch",
 // "conflicting_duplicate", "skip_disagreement", or "other".
@@ -228,6 +245,12 @@ const char* ViolationKind(const Event& event);
 struct Decisions {
   std::vector<Delivery> deliveries;
   std::vector<Event> events;
+  // Set by an owner that applies one batch of several ranks' messages (a node's) through the same
+  // Decisions: an accepted check-in or SyncDone then joins a record of the same input made
+  // earlier at the same time, within the trailing run of such records (no other event since), so
+  // a node's merged check-ins cost one record instead of one event per rank. Order is kept: a
+  // release or any other event ends the run, so it still follows every check-in it needed.
+  bool merge_rank_events = false;
 };
 
 }  // namespace psync::core

@@ -45,7 +45,7 @@ void JobObserver::OnEvent(const core::Event& e) {
         times = &open_checkins_[key];
         last_open_.Set(key, times);
       }
-      times->emplace_back(*e.rank, e.time);
+      core::ForEachRank(e, [&](core::RankId rank) { times->emplace_back(rank, e.time); });
       break;
     }
     case EventKind::kRelease: {
@@ -64,7 +64,7 @@ void JobObserver::OnEvent(const core::Event& e) {
       break;
     }
     case EventKind::kSyncDone:
-      ++AuditFor(e).syncs_done;
+      AuditFor(e).syncs_done += core::RankCount(e);
       break;
     case EventKind::kSyncComplete: {
       SyncAudit& a = AuditFor(e);

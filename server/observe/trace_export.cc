@@ -127,8 +127,10 @@ class Exporter {
     const bool in_range = e.step.has_value() && *e.step >= first_ && *e.step <= last_;
     switch (e.kind) {
       case EventKind::kCheckin:
-        if (!in_range || !e.chunk || !e.rank) return;
-        Chunk(e).checkins[*e.rank].push_back({e.optimizer, e.time});
+        if (!in_range || !e.chunk) return;
+        core::ForEachRank(e, [&](RankId rank) {
+          Chunk(e).checkins[rank].push_back({e.optimizer, e.time});
+        });
         break;
       case EventKind::kRelease: {
         if (!in_range || !e.chunk) return;
@@ -142,8 +144,8 @@ class Exporter {
         break;
       }
       case EventKind::kSyncDone:
-        if (!in_range || !e.chunk || !e.rank) return;
-        Chunk(e).sync_done.emplace(*e.rank, e.time);
+        if (!in_range || !e.chunk) return;
+        core::ForEachRank(e, [&](RankId rank) { Chunk(e).sync_done.emplace(rank, e.time); });
         break;
       case EventKind::kSyncComplete:
         if (!in_range || !e.chunk) return;

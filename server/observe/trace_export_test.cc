@@ -67,6 +67,7 @@ class Events {
     e.chunk = chunk;
   }
   const std::vector<Event>& all() const { return events_; }
+  std::vector<Event>& all_mutable() { return events_; }
 
  private:
   std::vector<Event> events_;
@@ -298,6 +299,33 @@ TEST(TraceExportTest, SpansFlowsAndInstantsOfAStepRange) {
 
 // A viewer drops spans that overlap partially on one track: every pair on one track must be
 // disjoint or nested.
+// A node's merged records (one checkin, one sync_done naming several ranks) draw exactly what the
+// same check-ins and SyncDones as one event per rank draw.
+TEST(TraceExportTest, AMergedRecordDrawsWhatItsRanksEventsDraw) {
+  Events split;
+  split.Checkin(5, 1, 0, 0, "dense");
+  split.Checkin(5, 1, 0, 1, "dense");
+  split.Release(5, 1, 0, 1, "dense", 1, 0);
+  split.SyncDone(20, 1, 0, 0);
+  split.SyncDone(20, 1, 0, 1);
+  split.Complete(20, 1, 0);
+  Events merged;
+  merged.Checkin(5, 1, 0, 0, "dense");
+  merged.all_mutable().back().rank.reset();
+  merged.all_mutable().back().ranks = {0, 1};
+  merged.Release(5, 1, 0, 1, "dense", 1, 0);
+  merged.SyncDone(20, 1, 0, 0);
+  merged.all_mutable().back().rank.reset();
+  merged.all_mutable().back().ranks = {0, 1};
+  merged.Complete(20, 1, 0);
+  absl::StatusOr<std::string> a = ExportChromeTrace(split.all(), "j", 1, 1);
+  absl::StatusOr<std::string> b = ExportChromeTrace(merged.all(), "j", 1, 1);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_THAT(*a, HasSubstr("rank 1"));
+  EXPECT_EQ(*b, *a);
+}
+
 TEST(TraceExportTest, SpansOnEachTrackAreProperlyNested) {
   Trace t = Load(*ExportChromeTrace(Scenario().all(), "j", 0, 10));
   std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> by_track;

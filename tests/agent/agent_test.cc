@@ -3,6 +3,7 @@
 // check-ins that arrive together leave the agent as one merged message.
 #include <unistd.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
 
 class AgentTest : public ::testing::Test {
  protected:
@@ -194,6 +196,25 @@ TEST_F(AgentTest, ChecksInTogetherLeaveAsOneMessageAndTheDirectiveComesBackAsOne
   EXPECT_EQ(status.counters().releases(), 1u);
   EXPECT_EQ(status.counters().syncs_done(), 4u);
   EXPECT_EQ(status.audit().complete(), 1u);
+
+  // The coordinator records the merged check-in once, and the 4 SyncDones once: each event names
+  // the 4 ranks and no single rank (WatchEvents, as any watcher reads them).
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::WatchEventsRequest watch;
+  watch.set_job_id("merged");
+  watch.add_kinds("checkin");
+  watch.add_kinds("sync_done");
+  watch.set_replay(true);
+  auto reader = coordinator_->WatchEvents(&context, watch);
+  for (const char* kind : {"checkin", "sync_done"}) {
+    v1::Event event;
+    ASSERT_TRUE(reader->Read(&event)) << kind;
+    EXPECT_EQ(event.kind(), kind);
+    EXPECT_FALSE(event.has_rank()) << event.ShortDebugString();
+    EXPECT_THAT(event.ranks(), UnorderedElementsAre(0u, 1u, 2u, 3u)) << event.ShortDebugString();
+  }
+  context.TryCancel();
 }
 
 TEST_F(AgentTest, TheCheckInThatCompletesTheNodesChunkLeavesWithoutWaitingForTheWindow) {
