@@ -67,6 +67,9 @@ void Coordinator::AppendEvent(core::Event event, Outgoing* out) {
 }
 
 void Coordinator::CommitEvents(Outgoing* out) {
+  // The log keeps the vector as it is: its unused capacity would be kept with it.
+  std::vector<core::Event>& events = out->events;
+  if (events.capacity() > events.size() + events.size() / 2 + 8) events.shrink_to_fit();
   absl::MutexLock lock(&log_mu_);
   out->committed = events_.Append(std::move(out->events));
   out->events.clear();

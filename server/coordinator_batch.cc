@@ -11,11 +11,12 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
   std::vector<absl::Status> statuses;
   statuses.reserve(messages.size());
   Outgoing out;
-  // An item makes one event (a release or a skip a few more): reserved so that events are moved
-  // once, and not more, since the event log keeps the vector's capacity.
-  size_t items = 1;
-  for (const RankMessage& m : messages) items += m.staged.size() + m.sync_done.size();
-  out.events.reserve(items);
+  // The ranks of a node send the same items, which make one record each (a release or a skip a few
+  // more): reserved for one message's items, so that most batches move no record.
+  size_t items = 0;
+  for (const RankMessage& m : messages)
+    items = std::max(items, m.staged.size() + m.sync_done.size());
+  out.events.reserve(items + 4);
   // A Leave may end the job, which only a caller holding mu_ exclusively may do: such a batch (a
   // node's ranks finishing their run) takes the slow path.
   if (std::any_of(messages.begin(), messages.end(),
