@@ -3,7 +3,9 @@
 // instead of copied per event.
 //
 // Events are numbered from 0 in the order appended (Event::index). The log keeps at most
-// `capacity` events, dropping the oldest whole batches first.
+// `capacity` events, dropping the oldest whole batches first; a merged check-in or SyncDone
+// (core::Event, several ranks) counts as its ranks there, so that the capacity bounds memory as
+// it did with one event per rank, while the merged event takes one index.
 //
 // Thread-safety: none; the owner serializes access (the coordinator's mutex). Batches returned
 // by Append are immutable and may be read from any thread.
@@ -39,15 +41,20 @@ class EventLog {
   // Calls fn(const core::Event&) for every kept event, oldest first.
   template <typename Fn>
   void ForEach(Fn fn) const {
-    for (const Batch& b : batches_) {
-      for (const core::Event& e : *b) fn(e);
+    for (const Kept& k : batches_) {
+      for (const core::Event& e : *k.batch) fn(e);
     }
   }
 
  private:
+  struct Kept {
+    Batch batch;
+    size_t weight;  // its events, a merged one counting as its ranks
+  };
   const size_t capacity_;
-  std::deque<Batch> batches_;
+  std::deque<Kept> batches_;
   size_t size_ = 0;       // events in batches_
+  size_t weight_ = 0;     // their weight
   uint64_t dropped_ = 0;  // events dropped from the front
 };
 

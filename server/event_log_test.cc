@@ -69,6 +69,24 @@ TEST(EventLogTest, DropsOldestWholeBatchesBeyondCapacity) {
                                           core::EventKind::kRelease}));
 }
 
+// A merged check-in of 4 ranks takes one index but weighs 4 against the capacity, so the capacity
+// bounds memory as with one event per rank.
+TEST(EventLogTest, AMergedEventTakesOneIndexAndWeighsItsRanks) {
+  EventLog log(6);
+  std::vector<core::Event> merged = Events(1);
+  merged[0].ranks = {0, 1, 2, 3};
+  std::vector<core::Event> one = Events(1, core::EventKind::kSyncDone);
+  one[0].rank = 5;
+  log.Append(merged);                                // index 0, weight 4
+  log.Append(one);                                   // index 1, weight 5 in all
+  log.Append(Events(1, core::EventKind::kRelease));  // index 2, weight 6: at capacity
+  EXPECT_EQ(log.first_index(), 0u);
+  EXPECT_EQ(log.end_index(), 3u);
+  log.Append(one);  // index 3, weight 7: the merged event goes, and it alone
+  EXPECT_EQ(log.first_index(), 1u);
+  EXPECT_EQ(Indices(log.Since(0)), (std::vector<uint64_t>{1, 2, 3}));
+}
+
 TEST(EventLogTest, ABatchLargerThanCapacityIsNumberedButNotKept) {
   EventLog log(2);
   EventLog::Batch big = log.Append(Events(4));
