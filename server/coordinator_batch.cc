@@ -11,12 +11,16 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
   std::vector<absl::Status> statuses;
   statuses.reserve(messages.size());
   Outgoing out;
-  // The ranks of a node send the same items, which make one record each (a release or a skip a few
-  // more): reserved for one message's items, so that most batches move no record.
-  size_t items = 0;
-  for (const RankMessage& m : messages)
-    items = std::max(items, m.staged.size() + m.sync_done.size());
-  out.events.reserve(items + 4);
+  // The ranks of a node send the same items, which make one record each (releases and the like a
+  // few more): reserved for one message's check-ins and one's SyncDones, so that most batches move
+  // no record.
+  size_t staged = 0;
+  size_t sync_done = 0;
+  for (const RankMessage& m : messages) {
+    staged = std::max(staged, m.staged.size());
+    sync_done = std::max(sync_done, m.sync_done.size());
+  }
+  out.events.reserve(staged + sync_done + 8);
   // A Leave may end the job, which only a caller holding mu_ exclusively may do: such a batch (a
   // node's ranks finishing their run) takes the slow path.
   if (std::any_of(messages.begin(), messages.end(),

@@ -130,6 +130,21 @@ TEST_F(MergedEventsTest, ANodesBatchRecordsEachSharedInputOnceAndCountsEveryRank
   EXPECT_THAT(text, HasSubstr("psync_stage_wait_seconds_count{job=\"job\"} 8\n"));
 }
 
+// A rank that sends its items in another order than the rank before it still joins each item's
+// record, and one that sends a subset joins only those.
+TEST_F(MergedEventsTest, ItemsInAnotherOrderOrASubsetJoinTheirOwnRecords) {
+  std::vector<RankMessage> batch = StageBatch();
+  const std::vector<core::StagedItem> reversed = {Item(0, 1, "dense"), Item(0, 0, "dense")};
+  const std::vector<core::StagedItem> only_chunk1 = {Item(0, 1, "dense")};
+  batch[1].staged = reversed;
+  batch[2].staged = only_chunk1;
+  ExpectAllOk(coordinator_.ApplyBatch("job", 1, batch));
+  // Chunk 1 is complete after rank 3; chunk 0 lacks rank 2.
+  EXPECT_THAT(events_.Lines(),
+              ElementsAre("checkin c0 [0,1,3]", "checkin c1 [0,1,2,3]", "release c1 r3"));
+  EXPECT_EQ(coordinator_.GetJobStatus("job")->counters.checkins, 7u);
+}
+
 TEST_F(MergedEventsTest, AMergedEventOnTheWireNamesItsRanksAndNoSingleRank) {
   ExpectAllOk(coordinator_.ApplyBatch("job", 1, StageBatch()));
   ASSERT_FALSE(events_.events.empty());

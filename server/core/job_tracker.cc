@@ -52,34 +52,50 @@ Event JobTracker::MakeChunkEvent(EventKind kind, absl::Time now, Step step, Chun
 void JobTracker::AppendRankEvent(EventKind kind, absl::Time now, Step step, ChunkId chunk,
                                  RankId rank, const std::string& optimizer, uint64_t sequence,
                                  Decisions* out) const {
-  // A node's batch holds at most a few dozen distinct inputs (chunks x optimizers) at once: the
-  // scan is bounded so that a batch of many more costs one record per input beyond it, not more.
-  constexpr size_t kMaxScan = 64;
+  std::vector<Event>& events = out->events;
   if (out->merge_rank_events) {
-    std::vector<Event>& events = out->events;
-    for (size_t k = events.size(), scanned = 0; k > 0 && scanned < kMaxScan; --k, ++scanned) {
-      Event& e = events[k - 1];
-      if ((e.kind != EventKind::kCheckin && e.kind != EventKind::kSyncDone) || e.time != now ||
-          e.generation != generation_) {
-        break;  // the end of the run of records this one may join
-      }
-      if (e.kind != kind || *e.step != step || *e.chunk != chunk || e.sequence != sequence ||
-          e.optimizer != optimizer || e.job_id != job_id_) {
-        continue;
-      }
+    Decisions::MergeRun& run = out->merge_run;
+    if (run.checked > events.size()) run = Decisions::MergeRun();  // other events now
+    // Any other event appended since (a release, a rejection) ends the run: it must stay after
+    // every check-in it followed.
+    for (; run.checked < events.size(); ++run.checked) {
+      const EventKind k = events[run.checked].kind;
+      if (k != EventKind::kCheckin && k != EventKind::kSyncDone) run.begin = run.checked + 1;
+    }
+    auto joins = [&](const Event& e) {
+      return e.kind == kind && *e.step == step && *e.chunk == chunk && e.time == now &&
+             e.sequence == sequence && e.generation == generation_ && e.optimizer == optimizer &&
+             e.job_id == job_id_;
+    };
+    // The ranks of a node send the same items in the same order: the record after the one the
+    // last item joined is most often this one's. Otherwise the run is searched from its end; a
+    // node's batch holds a few dozen distinct inputs (chunks x optimizers) at once, so the search
+    // is bounded, and a batch of many more makes one record per input beyond it, not more.
+    constexpr size_t kMaxScan = 64;
+    size_t at = run.last + 1;  // 0 when there is no last
+    bool found = at >= run.begin && at < events.size() && joins(events[at]);
+    for (size_t k = events.size(); !found && k > run.begin && events.size() - k < kMaxScan; --k) {
+      found = joins(events[k - 1]);
+      at = k - 1;
+    }
+    if (found) {
+      Event& e = events[at];
       if (e.rank.has_value()) {
         e.ranks.push_back(*e.rank);
         e.rank.reset();
       }
       e.ranks.push_back(rank);
+      run.last = at;
       return;
     }
+    run.last = events.size();
+    run.checked = events.size() + 1;  // the record made below
   }
   Event e = MakeChunkEvent(kind, now, step, chunk);
   e.rank = rank;
   e.optimizer = optimizer;
   e.sequence = sequence;
-  out->events.push_back(std::move(e));
+  events.push_back(std::move(e));
 }
 
 Step JobTracker::rank_step(RankId rank) const {

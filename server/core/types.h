@@ -251,6 +251,13 @@ struct Decisions {
   // a node's merged check-ins cost one record instead of one event per rank. Order is kept: a
   // release or any other event ends the run, so it still follows every check-in it needed.
   bool merge_rank_events = false;
+  // Where merging stands in `events` (the tracker's bookkeeping, reset when `events` shrinks).
+  struct MergeRun {
+    size_t begin = 0;        // the first event of the trailing run of check-in and SyncDone records
+    size_t checked = 0;      // events before it were looked at
+    size_t last = SIZE_MAX;  // the record the last check-in or SyncDone joined or made
+  };
+  MergeRun merge_run;
 };
 
 }  // namespace psync::core
