@@ -2,7 +2,8 @@
 // run of kSteps steps with random interleaving across ranks (joins, check-ins in random batches,
 // duplicates, all-rank skips, SyncDone in random order, reconnects). The InvariantChecker audits
 // every decision; every call must be answered OK, no violation may be reported, and every step
-// must complete. Deterministic per seed; a failure prints the seed and the plan.
+// must complete; the same inputs applied in merged batches, as a node's, must decide the same
+// (merged_mirror.h). Deterministic per seed; a failure prints the seed and the plan.
 // Run one seed: bazel test //server/core:job_tracker_property_test
 // --test_env=PSYNC_PROPERTY_SEED=<seed>
 #include <algorithm>
@@ -60,6 +61,7 @@ TEST(JobTrackerPropertyTest, RandomRunsReleaseEveryChunkExactlyOnceAndComplete) 
     total.sync_dones_ahead += c.sync_dones_ahead;
     total.reconnects += c.reconnects;
     total.multi_item_batches += c.multi_item_batches;
+    total.merged_records += c.merged_records;
     if (!status.ok()) {
       ADD_FAILURE() << "seed " << seed << " (rerun with PSYNC_PROPERTY_SEED=" << seed
                     << "): " << status.message() << "\nplan: " << description;
@@ -69,10 +71,10 @@ TEST(JobTrackerPropertyTest, RandomRunsReleaseEveryChunkExactlyOnceAndComplete) 
   std::printf(
       "%zu seeds: %lu calls, %lu check-ins while forming, %lu duplicate check-ins, %lu "
       "duplicate SyncDones, %lu repeated skips, %lu skipped steps, %lu SyncDones ahead, "
-      "%lu reconnects, %lu multi-item batches\n",
+      "%lu reconnects, %lu multi-item batches, %lu merged records\n",
       seeds.size(), total.calls, total.checkins_while_forming, total.duplicate_checkins,
       total.duplicate_sync_dones, total.repeated_skips, total.skipped_steps, total.sync_dones_ahead,
-      total.reconnects, total.multi_item_batches);
+      total.reconnects, total.multi_item_batches, total.merged_records);
   if (seeds.size() < kSeeds) return;  // a single seed need not cover every case
   // The runs must have exercised every kind of input they claim to.
   EXPECT_GT(total.calls, seeds.size() * kSteps);
@@ -84,6 +86,7 @@ TEST(JobTrackerPropertyTest, RandomRunsReleaseEveryChunkExactlyOnceAndComplete) 
   EXPECT_GT(total.sync_dones_ahead, 0u);
   EXPECT_GT(total.reconnects, 0u);
   EXPECT_GT(total.multi_item_batches, 0u);
+  EXPECT_GT(total.merged_records, 0u);
 }
 
 }  // namespace

@@ -35,6 +35,8 @@ absl::Status Simulation::Run() {
     ++calls_;
     ++coverage_.calls;
   }
+  if (auto s = mirror_.Flush(); !s.ok()) return Fail(s.ToString());
+  coverage_.merged_records = mirror_.merged_records();
   std::vector<Step> steps;
   for (Step s = plan_.first_step; s < end; ++s) steps.push_back(s);
   const std::vector<Step> skipped(plan_.skipped.begin(), plan_.skipped.end());
@@ -45,6 +47,24 @@ absl::Status Simulation::Run() {
   if (checker_.releases() != releases) {
     return Fail(absl::StrCat(checker_.releases(), " releases, expected ", releases));
   }
+  return absl::OkStatus();
+}
+
+MergedMirror::Call Simulation::JoinCall(RankId r) const {
+  const RankPlan plan = plan_.plans[r];
+  return
+      [plan](JobTracker& t, absl::Time now, Decisions* d) { return t.Join(plan, now, d).status(); };
+}
+
+MergedMirror::Call Simulation::SkipCall(RankId r, Step step) {
+  return [r, step](JobTracker& t, absl::Time now, Decisions* d) {
+    return t.Skip(r, 1, step, "found_inf", now, d);
+  };
+}
+
+absl::Status Simulation::Mirror(const MergedMirror::Call& call, const absl::Status& status,
+                                const Decisions& out) {
+  if (auto s = mirror_.Batched(call, status, out, now_); !s.ok()) return Fail(s.ToString());
   return absl::OkStatus();
 }
 
@@ -170,6 +190,9 @@ absl::Status Simulation::Act(RankId r) {
   if (!rank.joined) {
     absl::StatusOr<JoinResult> joined = tracker_.Join(plan_.plans[r], now_, &out);
     if (auto s = Expect(joined.status(), absl::StrCat("Join rank ", r)); !s.ok()) return s;
+    if (auto s = mirror_.Alone(JoinCall(r), joined.status(), out, now_); !s.ok()) {
+      return Fail(s.ToString());
+    }
     if (joined->generation != 1 || joined->reconnect) return Fail("unexpected join result");
     rank.joined = true;
     rank.session = joined->session_id;
@@ -181,6 +204,9 @@ absl::Status Simulation::Act(RankId r) {
   if (Chance(0.02)) {
     absl::StatusOr<JoinResult> again = tracker_.Join(plan_.plans[r], now_, &out);
     if (auto s = Expect(again.status(), absl::StrCat("reconnect rank ", r)); !s.ok()) return s;
+    if (auto s = mirror_.Alone(JoinCall(r), again.status(), out, now_); !s.ok()) {
+      return Fail(s.ToString());
+    }
     if (!again->reconnect || again->generation != 1 || again->session_id != rank.session ||
         again->next_step != rank.step || !out.deliveries.empty()) {
       return Fail(absl::StrCat("bad reconnect of rank ", r));
@@ -228,6 +254,7 @@ absl::Status Simulation::DoSkip(RankId r) {
   Decisions out;
   absl::Status status = tracker_.Skip(r, 1, step, "found_inf", now_, &out);
   if (auto s = Expect(status, absl::StrCat("Skip rank ", r, " step ", step)); !s.ok()) return s;
+  if (auto s = Mirror(SkipCall(r, step), status, out); !s.ok()) return s;
   rank.skip_voted = true;
   rank.skips.push_back(step);
   if (auto s = Apply(out); !s.ok()) return s;
@@ -241,6 +268,7 @@ absl::Status Simulation::DoSkip(RankId r) {
           !s.ok()) {
         return s;
       }
+      if (auto s = Mirror(SkipCall(r, again), status, dup); !s.ok()) return s;
       if (!dup.deliveries.empty()) return Fail("a repeated skip vote delivered notices");
       ++coverage_.repeated_skips;
       if (auto s = Apply(dup); !s.ok()) return s;
@@ -280,6 +308,10 @@ absl::Status Simulation::DoStage(RankId r) {
       !s.ok()) {
     return s;
   }
+  auto stage = [r, items](JobTracker& t, absl::Time now, Decisions* d) {
+    return t.Stage(r, 1, items, now, d);
+  };
+  if (auto s = Mirror(stage, status, out); !s.ok()) return s;
   checker_.OnStaged(r, 1, items);
   for (const StagedItem& item : items) {
     auto at = std::find(rank.to_stage.begin(), rank.to_stage.end(),
@@ -320,6 +352,10 @@ absl::Status Simulation::DoSyncDone(RankId r) {
       !s.ok()) {
     return s;
   }
+  auto sync_done = [r, items](JobTracker& t, absl::Time now, Decisions* d) {
+    return t.SyncDone(r, 1, items, now, d);
+  };
+  if (auto s = Mirror(sync_done, status, out); !s.ok()) return s;
   for (const auto& directive : directives) {
     rank.directives.erase(directive);
     rank.done.push_back(

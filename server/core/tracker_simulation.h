@@ -1,8 +1,10 @@
 // Simulation: one randomized run of a JobTracker for the property test
 // (job_tracker_property_test.cc). Simulated ranks join, stage in random batches with duplicates,
 // vote skips, report SyncDone in random order (also ahead of their own step) and reconnect; an
-// InvariantChecker audits every decision, and Run() returns the first failure with the tracker's
-// state. Deterministic per seed. Test-only; not thread-safe; owns its tracker and checker.
+// InvariantChecker audits every decision, a MergedMirror checks that the same inputs applied in
+// merged batches (as a node's) decide the same, and Run() returns the first failure with the
+// tracker's state. Deterministic per seed. Test-only; not thread-safe; owns its tracker and
+// checker.
 #ifndef PSYNC_SERVER_CORE_TRACKER_SIMULATION_H_
 #define PSYNC_SERVER_CORE_TRACKER_SIMULATION_H_
 
@@ -17,6 +19,7 @@
 #include "absl/time/time.h"
 #include "server/core/invariant_checker.h"
 #include "server/core/job_tracker.h"
+#include "server/core/merged_mirror.h"
 #include "server/core/random_plan.h"
 
 namespace psync::core::testing {
@@ -29,6 +32,7 @@ class Simulation {
         plan_(std::move(plan)),
         tracker_("job", Options(plan_)),
         checker_(plan_.expected),
+        mirror_(seed ^ 0x5eedu, Options(plan_)),
         ranks_(plan_.world_size) {}
 
   absl::Status Run();
@@ -44,6 +48,7 @@ class Simulation {
     uint64_t sync_dones_ahead = 0;  // SyncDone of a step after the rank's own
     uint64_t reconnects = 0;
     uint64_t multi_item_batches = 0;
+    uint64_t merged_records = 0;  // the mirror's records that stood for several ranks
   };
   const Coverage& coverage() const { return coverage_; }
 
@@ -94,6 +99,12 @@ class Simulation {
 
   absl::Status Expect(const absl::Status& status, const std::string& call);
 
+  // The same input to the mirror (merged_mirror.h): joins alone, the rest batched.
+  MergedMirror::Call JoinCall(RankId r) const;
+  static MergedMirror::Call SkipCall(RankId r, Step step);
+  absl::Status Mirror(const MergedMirror::Call& call, const absl::Status& status,
+                      const Decisions& out);
+
   absl::Status Act(RankId r);
 
   absl::Status DoSkip(RankId r);
@@ -107,6 +118,7 @@ class Simulation {
   absl::Time now_ = absl::FromUnixSeconds(1700000000);
   JobTracker tracker_;
   InvariantChecker checker_;
+  MergedMirror mirror_;
   std::vector<RankSim> ranks_;
   uint64_t calls_ = 0;
   std::string last_call_;
