@@ -61,22 +61,18 @@ class MergedEventsTest : public ::testing::Test {
   }
   ~MergedEventsTest() override { coordinator_.RemoveEventSink(&events_); }
 
-  // One message per rank, in rank order: each stages both chunks of `step`.
-  std::vector<RankMessage> StageBatch() {
+  // One message per rank, in rank order: each stages both chunks of step 0 (kStaged), or reports
+  // SyncDone for both (kSyncDone).
+  std::vector<RankMessage> Batch(RankMessage::Kind kind) {
     std::vector<RankMessage> batch(kRanks);
     for (core::RankId r = 0; r < kRanks; ++r) {
       batch[r].rank = r;
-      batch[r].kind = RankMessage::Kind::kStaged;
-      batch[r].staged = staged_;
-    }
-    return batch;
-  }
-  std::vector<RankMessage> SyncDoneBatch() {
-    std::vector<RankMessage> batch(kRanks);
-    for (core::RankId r = 0; r < kRanks; ++r) {
-      batch[r].rank = r;
-      batch[r].kind = RankMessage::Kind::kSyncDone;
-      batch[r].sync_done = done_;
+      batch[r].kind = kind;
+      if (kind == RankMessage::Kind::kStaged) {
+        batch[r].staged = staged_;
+      } else {
+        batch[r].sync_done = done_;
+      }
     }
     return batch;
   }
@@ -96,14 +92,14 @@ class MergedEventsTest : public ::testing::Test {
 };
 
 TEST_F(MergedEventsTest, ANodesBatchRecordsEachSharedInputOnceAndCountsEveryRank) {
-  ExpectAllOk(coordinator_.ApplyBatch("job", 1, StageBatch()));
+  ExpectAllOk(coordinator_.ApplyBatch("job", 1, Batch(RankMessage::Kind::kStaged)));
   // Each chunk's check-ins are one record naming the four ranks in order; the releases follow
   // every check-in they waited for.
   EXPECT_THAT(events_.Lines(), ElementsAre("checkin c0 [0,1,2,3]", "checkin c1 [0,1,2,3]",
                                            "release c0 r3", "release c1 r3"));
   events_.events.clear();
 
-  ExpectAllOk(coordinator_.ApplyBatch("job", 1, SyncDoneBatch()));
+  ExpectAllOk(coordinator_.ApplyBatch("job", 1, Batch(RankMessage::Kind::kSyncDone)));
   // Rank 3's SyncDone of chunk 0 completes it: the sync_complete ends the run of records, so rank
   // 3's SyncDone of chunk 1, after it, starts a record of its own.
   EXPECT_THAT(events_.Lines(),
@@ -133,7 +129,7 @@ TEST_F(MergedEventsTest, ANodesBatchRecordsEachSharedInputOnceAndCountsEveryRank
 // A rank that sends its items in another order than the rank before it still joins each item's
 // record, and one that sends a subset joins only those.
 TEST_F(MergedEventsTest, ItemsInAnotherOrderOrASubsetJoinTheirOwnRecords) {
-  std::vector<RankMessage> batch = StageBatch();
+  std::vector<RankMessage> batch = Batch(RankMessage::Kind::kStaged);
   const std::vector<core::StagedItem> reversed = {Item(0, 1, "dense"), Item(0, 0, "dense")};
   const std::vector<core::StagedItem> only_chunk1 = {Item(0, 1, "dense")};
   batch[1].staged = reversed;
@@ -146,7 +142,7 @@ TEST_F(MergedEventsTest, ItemsInAnotherOrderOrASubsetJoinTheirOwnRecords) {
 }
 
 TEST_F(MergedEventsTest, AMergedEventOnTheWireNamesItsRanksAndNoSingleRank) {
-  ExpectAllOk(coordinator_.ApplyBatch("job", 1, StageBatch()));
+  ExpectAllOk(coordinator_.ApplyBatch("job", 1, Batch(RankMessage::Kind::kStaged)));
   ASSERT_FALSE(events_.events.empty());
   v1::Event wire;
   EventToProto(events_.events[0], &wire);
@@ -173,7 +169,7 @@ TEST_F(MergedEventsTest, RanksOnTheirOwnSessionsKeepOneEventEach) {
 // A rejected message between two ranks' same check-in ends the run of records: the rejection
 // stays right after the events of the message it refuses.
 TEST_F(MergedEventsTest, ARejectionInTheBatchEndsTheRunOfRecords) {
-  std::vector<RankMessage> batch = StageBatch();
+  std::vector<RankMessage> batch = Batch(RankMessage::Kind::kStaged);
   const std::vector<core::StagedItem> bad = {Item(0, 9, "dense")};  // no chunk 9
   batch[1].staged = bad;
   const std::vector<absl::Status> statuses = coordinator_.ApplyBatch("job", 1, batch);

@@ -19,9 +19,12 @@ bool Mergeable(const Event& e) {
 // An event as compared: what it says, not when.
 using Fact = std::tuple<EventKind, int64_t, int64_t, int64_t, std::string, uint64_t>;
 Fact FactOf(const Event& e, std::optional<RankId> rank) {
-  return {e.kind, e.step ? static_cast<int64_t>(*e.step) : -1,
-          e.chunk ? static_cast<int64_t>(*e.chunk) : -1, rank ? static_cast<int64_t>(*rank) : -1,
-          e.optimizer, e.sequence};
+  return {e.kind,
+          e.step ? static_cast<int64_t>(*e.step) : -1,
+          e.chunk ? static_cast<int64_t>(*e.chunk) : -1,
+          rank ? static_cast<int64_t>(*rank) : -1,
+          e.optimizer,
+          e.sequence};
 }
 
 // The events as runs: each other event, preceded by the check-ins and SyncDones since the last
@@ -71,8 +74,8 @@ absl::Status MergedMirror::Batched(const Call& call, const absl::Status& status,
   return absl::OkStatus();
 }
 
-absl::Status MergedMirror::Alone(const Call& call, const absl::Status& status,
-                                 const Decisions& out, absl::Time now) {
+absl::Status MergedMirror::Alone(const Call& call, const absl::Status& status, const Decisions& out,
+                                 absl::Time now) {
   if (auto s = Flush(); !s.ok()) return s;
   Decisions alone;
   const absl::Status mirrored = call(tracker_, now, &alone);
@@ -99,13 +102,12 @@ absl::Status MergedMirror::Flush() {
   }
   for (size_t i = 0; result.ok() && i < merged.size(); ++i) {
     if (merged[i].then != single[i].then) {
-      result = absl::InternalError(
-          absl::StrCat("other event ", i, ": merged ",
-                       merged[i].then ? FactText(*merged[i].then) : "none", ", one at a time ",
-                       single[i].then ? FactText(*single[i].then) : "none"));
-    } else if (merged[i].ranks_inputs != single[i].ranks_inputs) {
       result = absl::InternalError(absl::StrCat(
-          "the check-ins and SyncDones before other event ", i, " differ once expanded"));
+          "other event ", i, ": merged ", merged[i].then ? FactText(*merged[i].then) : "none",
+          ", one at a time ", single[i].then ? FactText(*single[i].then) : "none"));
+    } else if (merged[i].ranks_inputs != single[i].ranks_inputs) {
+      result = absl::InternalError(absl::StrCat("the check-ins and SyncDones before other event ",
+                                                i, " differ once expanded"));
     }
   }
   for (const Event& e : batch_.events) merged_records_ += Mergeable(e) && !e.rank.has_value();
