@@ -97,6 +97,12 @@ void Coordinator::RecordFrom(Job& job, size_t first_event, std::vector<core::Del
 }
 
 void Coordinator::ObserveFrom(Job& job, size_t first_event, const Outgoing& out) {
+  CountFrom(job, first_event, out);
+  absl::MutexLock observer_lock(&job.observer_mu);
+  ObserveEvents(job, absl::MakeConstSpan(out.events).subspan(first_event));
+}
+
+void Coordinator::CountFrom(Job& job, size_t first_event, const Outgoing& out) {
   for (size_t i = first_event; i < out.events.size(); ++i) {
     const core::Event& e = out.events[i];
     switch (e.kind) {
@@ -118,12 +124,16 @@ void Coordinator::ObserveFrom(Job& job, size_t first_event, const Outgoing& out)
       case EventKind::kViolation:
         ++job.counters.violations;
         break;
-      case EventKind::kRejected:
-        continue;  // counted by RecordRejection; nothing for the observer
+      case EventKind::kRejected:  // counted by RecordRejection
       default:
         break;
     }
-    job.observer.OnEvent(e);
+  }
+}
+
+void Coordinator::ObserveEvents(Job& job, absl::Span<const core::Event> events) {
+  for (const core::Event& e : events) {
+    if (e.kind != EventKind::kRejected) job.observer.OnEvent(e);
   }
 }
 
@@ -496,7 +506,10 @@ void Coordinator::EnforceLivenessOf(Job& job, absl::Time now, Outgoing* out) {
                               " (lease ", absl::FormatDuration(options_.rank_lease),
                               "); the job aborts after ",
                               absl::FormatDuration(options_.lost_rank_abort_after));
-      job.observer.OnEvent(e);
+      {
+        absl::MutexLock observer_lock(&job.observer_mu);
+        job.observer.OnEvent(e);
+      }
       AppendEvent(std::move(e), out);
     }
     if (gone >= options_.lost_rank_abort_after) {
@@ -591,6 +604,7 @@ std::vector<core::Event> Coordinator::EnforceLiveness() {
         absl::StatusOr<core::ChunkSnapshot> full = tracker.ChunkAt(brief.step, brief.chunk, now);
         return full.ok() ? *std::move(full) : brief;
       };
+      absl::MutexLock observer_lock(&job->observer_mu);
       for (core::Event& e : job->observer.Inspect(
                now, tracker.Snapshot(now, /*lists_after=*/absl::InfiniteDuration()), lists_of)) {
         AppendEvent(std::move(e), &out);
@@ -616,6 +630,7 @@ JobStatusView Coordinator::View(const Job& job, absl::Time now) const {
   view.snapshot = job.tracker->Snapshot(now);
   view.counters = job.counters;
   view.sessions_connected = static_cast<uint32_t>(job.sessions.size());
+  absl::MutexLock observer_lock(&job.observer_mu);
   view.stalls = job.observer.stalls();
   view.stragglers = job.observer.TopStragglers(10);
   for (core::ChunkId c = 0; c < view.snapshot.num_chunks; ++c) {
@@ -650,7 +665,10 @@ absl::StatusOr<core::ChunkSnapshot> Coordinator::GetChunkStatus(const std::strin
   Job* job = FindJob(job_id);
   if (job == nullptr) return NoLiveJob(job_id, "");
   absl::MutexLock job_lock(&job->mu);
-  *deadline = job->observer.Deadline(chunk);
+  {
+    absl::MutexLock observer_lock(&job->observer_mu);
+    *deadline = job->observer.Deadline(chunk);
+  }
   return job->tracker->ChunkAt(step, chunk, clock_->Now());
 }
 
@@ -674,6 +692,7 @@ absl::StatusOr<std::vector<observe::SyncAudit>> Coordinator::Audit(const std::st
   absl::ReaderMutexLock lock(&mu_);
   if (Job* job = FindJob(job_id); job != nullptr) {
     absl::MutexLock job_lock(&job->mu);
+    absl::MutexLock observer_lock(&job->observer_mu);
     return job->observer.Audit();
   }
   if (const FinishedJob* finished = history_.Find(job_id); finished != nullptr) {
@@ -756,7 +775,10 @@ void Coordinator::FinishJob(absl::flat_hash_map<std::string, std::unique_ptr<Job
     absl::MutexLock job_lock(&job.mu);
     finished.view = View(job, now);
     finished.view.end = {kind, reason, now};
-    finished.audit = job.observer.Audit();
+    {
+      absl::MutexLock observer_lock(&job.observer_mu);
+      finished.audit = job.observer.Audit();
+    }
     const absl::Status closing = absl::FailedPreconditionError(
         absl::StrCat("job_id '", job_id, "' has ",
                      kind == JobEndKind::kEvicted ? "been evicted" : "ended", ": ", reason));

@@ -238,7 +238,11 @@ class Coordinator {
     std::unique_ptr<core::JobTracker> tracker ABSL_GUARDED_BY(mu);
     absl::flat_hash_map<core::RankId, std::shared_ptr<SessionSink>> sessions ABSL_GUARDED_BY(mu);
     JobCounters counters ABSL_GUARDED_BY(mu);
-    observe::JobObserver observer ABSL_GUARDED_BY(mu);
+    // The observer has a lock of its own, taken after mu: a node's batch hands its events to the
+    // observer after letting mu go, holding observer_mu from before, so the job's next decision
+    // runs meanwhile and is still observed after this one.
+    mutable absl::Mutex observer_mu ABSL_ACQUIRED_AFTER(mu);
+    observe::JobObserver observer ABSL_GUARDED_BY(observer_mu);
     // Joined ranks of the current generation without a Session, and since when.
     absl::flat_hash_map<core::RankId, absl::Time> detached_since ABSL_GUARDED_BY(mu);
     absl::flat_hash_set<core::RankId> lost ABSL_GUARDED_BY(mu);
@@ -285,10 +289,16 @@ class Coordinator {
   // ObserveFrom, then QueueNotices.
   void RecordFrom(Job& job, size_t first_event, std::vector<core::Delivery>& deliveries,
                   Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
-  // Counts the tracker's events in out->events from `first_event` on (they stay there) in the
-  // job's counters and hands them to its observer; kRejected events are RecordRejection's.
+  // CountFrom, then ObserveEvents of the same events under the observer's lock.
   static void ObserveFrom(Job& job, size_t first_event, const Outgoing& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu) ABSL_LOCKS_EXCLUDED(job.observer_mu);
+  // Counts the tracker's events in out.events from `first_event` on (they stay there) in the
+  // job's counters; kRejected events are RecordRejection's.
+  static void CountFrom(Job& job, size_t first_event, const Outgoing& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
+  // Hands the tracker's events to the job's observer (kRejected events are not its).
+  static void ObserveEvents(Job& job, absl::Span<const core::Event> events)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.observer_mu);
   // Routes `deliveries` (moved from) to the job's attached sessions.
   static void QueueNotices(Job& job, std::vector<core::Delivery>& deliveries, Outgoing* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);

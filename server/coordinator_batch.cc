@@ -57,9 +57,15 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
         for (const RankMessage& m : messages) {
           statuses.push_back(ApplyMessage(*job, generation, m, now, decisions, &out));
         }
-        ObserveFrom(*job, first_event, out);
+        CountFrom(*job, first_event, out);
       }
       CommitEvents(&out);
+      // The observer's share runs after the job's lock is let go, so that the job's next batch is
+      // decided meanwhile; its lock is taken first, so that batch is still observed after this one.
+      job->observer_mu.Lock();
+      job_lock.Release();
+      if (out.committed != nullptr) ObserveEvents(*job, *out.committed);
+      job->observer_mu.Unlock();
     }
   }
   Deliver(out);

@@ -4,7 +4,8 @@
 // steady clock and three relaxed additions per acquisition.
 //
 // LockTimes is thread-safe: relaxed atomic totals, read at any time (not a synchronization point).
-// TimedMutexLock is a scoped lock like absl::MutexLock; it borrows both pointers.
+// TimedMutexLock is a scoped lock like absl::MutexLock (Release() unlocks early); it borrows both
+// pointers.
 #ifndef PSYNC_SERVER_TIMED_LOCK_H_
 #define PSYNC_SERVER_TIMED_LOCK_H_
 
@@ -51,8 +52,13 @@ class ABSL_SCOPED_LOCKABLE TimedMutexLock {
     times_->wait_ns.fetch_add(acquired_ - asked, std::memory_order_relaxed);
   }
   ~TimedMutexLock() ABSL_UNLOCK_FUNCTION() {
+    if (!released_) Release();
+  }
+  // Unlocks before the end of the scope (once).
+  void Release() ABSL_UNLOCK_FUNCTION() {
     const int64_t released = SteadyNanos();
     mu_->Unlock();
+    released_ = true;
     times_->held_ns.fetch_add(released - acquired_, std::memory_order_relaxed);
     times_->acquisitions.fetch_add(1, std::memory_order_relaxed);
   }
@@ -63,6 +69,7 @@ class ABSL_SCOPED_LOCKABLE TimedMutexLock {
   absl::Mutex* const mu_;
   LockTimes* const times_;
   int64_t acquired_ = 0;
+  bool released_ = false;
 };
 
 }  // namespace psync::server
