@@ -87,13 +87,8 @@ void Coordinator::Record(Job& job, core::Decisions& decisions, Outgoing* out) {
                        std::make_move_iterator(decisions.events.end()));
   }
   decisions.events.clear();
-  RecordFrom(job, first, decisions.deliveries, out);
-}
-
-void Coordinator::RecordFrom(Job& job, size_t first_event, std::vector<core::Delivery>& deliveries,
-                             Outgoing* out) {
-  ObserveFrom(job, first_event, *out);
-  QueueNotices(job, deliveries, out);
+  ObserveFrom(job, first, *out);
+  QueueNotices(job, decisions.deliveries, out);
 }
 
 void Coordinator::ObserveFrom(Job& job, size_t first_event, const Outgoing& out) {
@@ -124,7 +119,6 @@ void Coordinator::CountFrom(Job& job, size_t first_event, const Outgoing& out) {
       case EventKind::kViolation:
         ++job.counters.violations;
         break;
-      case EventKind::kRejected:  // counted by RecordRejection
       default:
         break;
     }
@@ -186,6 +180,13 @@ void Coordinator::RecordRejection(const std::string& job_id, const absl::Status&
   core::Event e = RejectedEvent(status, now);
   e.job_id = BoundEcho(job_id);
   AppendEvent(std::move(e), out);
+}
+
+void Coordinator::RecordRejectionOf(Job* job, const std::string& job_id, const absl::Status& status,
+                                    absl::Time now, Outgoing* out) {
+  if (job == nullptr) return RecordRejection(job_id, status, now, out);
+  absl::MutexLock job_lock(&job->mu);
+  RecordRejection(*job, status, now, out);
 }
 
 void Coordinator::Deliver(Outgoing& out) {
@@ -329,17 +330,12 @@ absl::StatusOr<core::JoinResult> Coordinator::Join(const core::RankPlan& plan) {
       it = jobs_.end();
     }
     const FinishedJob* finished = it == jobs_.end() ? history_.Find(plan.job_id) : nullptr;
-    // A refusal is counted on the live job it names, if any.
-    auto reject = [&](const absl::Status& s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      if (it == jobs_.end()) return RecordRejection(plan.job_id, s, now, &out);
-      absl::MutexLock job_lock(&it->second->mu);
-      RecordRejection(*it->second, s, now, &out);
-    };
+    Job* const live = it == jobs_.end() ? nullptr : it->second.get();
     if (auto s = core::ValidateRankPlan(plan, options_.tracker.limits); !s.ok()) {
-      reject(s);
+      RecordRejectionOf(live, plan.job_id, s, now, &out);
       result = s;
     } else if (auto auth = CheckToken(plan); !auth.ok()) {
-      reject(auth);
+      RecordRejectionOf(live, plan.job_id, auth, now, &out);
       result = auth;
     } else if (finished != nullptr && finished->view.end.kind == JobEndKind::kEnded) {
       result = NoLiveJob(plan.job_id, "");
@@ -814,12 +810,7 @@ absl::StatusOr<EndJobResult> Coordinator::EndJob(const std::string& job_id,
     const FinishedJob* finished = it == jobs_.end() ? history_.Find(job_id) : nullptr;
     if (absl::Status auth = CheckToken(credentials); !auth.ok()) {
       result = auth;
-      if (it == jobs_.end()) {
-        RecordRejection(job_id, auth, now, &out);
-      } else {
-        absl::MutexLock job_lock(&it->second->mu);
-        RecordRejection(*it->second, auth, now, &out);
-      }
+      RecordRejectionOf(it == jobs_.end() ? nullptr : it->second.get(), job_id, auth, now, &out);
     } else if (it != jobs_.end()) {
       FinishJob(it, JobEndKind::kEnded, reason.empty() ? "ended by EndJob" : reason, now, &out);
       result = EndJobResult{history_.Find(job_id)->view, /*already_ended=*/false};

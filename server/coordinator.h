@@ -283,12 +283,10 @@ class Coordinator {
   absl::Status ApplyMessage(Job& job, uint64_t generation, const RankMessage& m, absl::Time now,
                             core::Decisions& decisions, Outgoing* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
-  // Moves decisions.events (emptied) to the end of out->events, then RecordFrom.
+  // Moves decisions.events (emptied) to the end of out->events, observes them (ObserveFrom) and
+  // queues decisions.deliveries (QueueNotices).
   void Record(Job& job, core::Decisions& decisions, Outgoing* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
-  // ObserveFrom, then QueueNotices.
-  void RecordFrom(Job& job, size_t first_event, std::vector<core::Delivery>& deliveries,
-                  Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
   // CountFrom, then ObserveEvents of the same events under the observer's lock.
   static void ObserveFrom(Job& job, size_t first_event, const Outgoing& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu) ABSL_LOCKS_EXCLUDED(job.observer_mu);
@@ -308,6 +306,10 @@ class Coordinator {
   // A refused message for no live job: a kRejected event.
   void RecordRejection(const std::string& job_id, const absl::Status& status, absl::Time now,
                        Outgoing* out);
+  // A refused message naming `job_id`, under mu_ held exclusively (nothing else decides for the
+  // job meanwhile): counted on `job` (taking its lock) when it is live, else as for no live job.
+  void RecordRejectionOf(Job* job, const std::string& job_id, const absl::Status& status,
+                         absl::Time now, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void AppendEvent(core::Event event, Outgoing* out);
   // Moves out->events into the log as one batch (out->committed) and gives `out` its delivery
   // ticket when it has anything to deliver; call once per Outgoing, at the end of the locked scope

@@ -8,9 +8,9 @@ namespace psync::server {
 EventLog::Batch EventLog::Append(std::vector<core::Event> events) {
   if (events.empty()) return nullptr;
   uint64_t index = end_index();
-  for (core::Event& e : events) e.index = index++;
   size_t weight = 0;
-  for (const core::Event& e : events) {
+  for (core::Event& e : events) {
+    e.index = index++;
     const bool merged = e.kind == core::EventKind::kCheckin || e.kind == core::EventKind::kSyncDone;
     weight += merged ? std::max<size_t>(core::RankCount(e), 1) : 1;
   }
