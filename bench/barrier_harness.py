@@ -89,6 +89,8 @@ def parse_args(description):
     p.add_argument("--procs", type=int, default=8, help="worker processes (ranks are threads)")
     p.add_argument("--timeout_s", type=float, default=300)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--server_taskset", default="",
+                   help="CPUs for the server process, as taskset -c takes them (tcpstore only)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--label", default="")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

@@ -40,7 +40,9 @@ def version():
 
 class Server:
     def __init__(self, args):
-        self.proc = subprocess.Popen([sys.executable, "-c", SERVER], stdin=subprocess.PIPE,
+        # Pinned like psync-bench's --server_taskset pins the coordinator, when asked.
+        pin = ["taskset", "-c", args.server_taskset] if args.server_taskset else []
+        self.proc = subprocess.Popen(pin + [sys.executable, "-c", SERVER], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         if not line.strip().isdigit():
