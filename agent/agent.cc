@@ -103,6 +103,9 @@ void Agent::Drain(absl::Duration grace) {
       server::SetServing(server_.get(), false);
       server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     }
+    // Shutdown returned once every reactor's OnDone ran; the last of them lets go of the Router
+    // only when it is destroyed (agent/calls_in_flight.h).
+    if (service_ != nullptr) service_->calls().AwaitNone();
     if (router_ != nullptr) router_->Shutdown();
   });
 }

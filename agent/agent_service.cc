@@ -28,9 +28,11 @@ class Forward final : public grpc::ServerUnaryReactor {
   // Runs when the call succeeded at `target`.
   using OnOk = std::function<void(const std::string& target)>;
 
-  Forward(grpc::CallbackServerContext* server_context, Router* router, std::string job_id,
-          const Request* request, Response* response, Call call, OnOk on_ok = nullptr)
-      : deadline_(server_context->deadline()),
+  Forward(CallsInFlight::Token token, grpc::CallbackServerContext* server_context, Router* router,
+          std::string job_id, const Request* request, Response* response, Call call,
+          OnOk on_ok = nullptr)
+      : token_(std::move(token)),
+        deadline_(server_context->deadline()),
         router_(router),
         job_id_(std::move(job_id)),
         request_(request),
@@ -92,6 +94,8 @@ class Forward final : public grpc::ServerUnaryReactor {
     Finish(grpc::Status(status.error_code(), status.error_message()));
   }
 
+  // First, so released last (CallsInFlight).
+  const CallsInFlight::Token token_;
   // Constant after construction.
   const std::chrono::system_clock::time_point deadline_;
   Router* const router_;
@@ -109,12 +113,13 @@ class Forward final : public grpc::ServerUnaryReactor {
 
 // A Forward of `call` for `job_id`.
 template <typename Request, typename Response>
-grpc::ServerUnaryReactor* Forwarded(grpc::CallbackServerContext* context, Router* router,
+grpc::ServerUnaryReactor* Forwarded(CallsInFlight::Token token,
+                                    grpc::CallbackServerContext* context, Router* router,
                                     std::string job_id, const Request* request, Response* response,
                                     typename Forward<Request, Response>::Call call,
                                     typename Forward<Request, Response>::OnOk on_ok = nullptr) {
-  return new Forward<Request, Response>(context, router, std::move(job_id), request, response,
-                                        std::move(call), std::move(on_ok));
+  return new Forward<Request, Response>(std::move(token), context, router, std::move(job_id),
+                                        request, response, std::move(call), std::move(on_ok));
 }
 
 }  // namespace
@@ -123,7 +128,7 @@ AgentService::AgentService(Router* router, AgentCounters* counters)
     : router_(router), counters_(counters) {
   MarkMethodCallback(server::SessionMethodIndex(),
                      server::NewSessionHandler([this](grpc::CallbackServerContext*) {
-                       return NewLocalSession(router_, counters_);
+                       return NewLocalSession(router_, counters_, calls_.Enter());
                      }));
 }
 
@@ -133,7 +138,7 @@ grpc::ServerUnaryReactor* AgentService::Join(grpc::CallbackServerContext* contex
   // The rank's declared chunks: when its node's check-ins of a chunk are complete (the completion
   // flush of the Upstream that carries the job at the replica that answered).
   return Forwarded(
-      context, router_, request->job_id(), request, response,
+      calls_.Enter(), context, router_, request->job_id(), request, response,
       [](v1::Coordinator::Stub* stub, grpc::ClientContext* c, const auto* req, auto* resp,
          std::function<void(grpc::Status)> done) {
         stub->async()->Join(c, req, resp, std::move(done));
@@ -146,7 +151,7 @@ grpc::ServerUnaryReactor* AgentService::Join(grpc::CallbackServerContext* contex
 grpc::ServerUnaryReactor* AgentService::GetJobStatus(grpc::CallbackServerContext* context,
                                                      const v1::GetJobStatusRequest* request,
                                                      v1::JobStatus* response) {
-  return Forwarded(context, router_, request->job_id(), request, response,
+  return Forwarded(calls_.Enter(), context, router_, request->job_id(), request, response,
                    [](v1::Coordinator::Stub* stub, grpc::ClientContext* c, const auto* req,
                       auto* resp, std::function<void(grpc::Status)> done) {
                      stub->async()->GetJobStatus(c, req, resp, std::move(done));
@@ -156,7 +161,7 @@ grpc::ServerUnaryReactor* AgentService::GetJobStatus(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* AgentService::ListJobs(grpc::CallbackServerContext* context,
                                                  const v1::ListJobsRequest* request,
                                                  v1::ListJobsResponse* response) {
-  return Forwarded(context, router_, "", request, response,
+  return Forwarded(calls_.Enter(), context, router_, "", request, response,
                    [](v1::Coordinator::Stub* stub, grpc::ClientContext* c, const auto* req,
                       auto* resp, std::function<void(grpc::Status)> done) {
                      stub->async()->ListJobs(c, req, resp, std::move(done));
@@ -166,7 +171,7 @@ grpc::ServerUnaryReactor* AgentService::ListJobs(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* AgentService::EndJob(grpc::CallbackServerContext* context,
                                                const v1::EndJobRequest* request,
                                                v1::EndJobResponse* response) {
-  return Forwarded(context, router_, request->job_id(), request, response,
+  return Forwarded(calls_.Enter(), context, router_, request->job_id(), request, response,
                    [](v1::Coordinator::Stub* stub, grpc::ClientContext* c, const auto* req,
                       auto* resp, std::function<void(grpc::Status)> done) {
                      stub->async()->EndJob(c, req, resp, std::move(done));
@@ -176,7 +181,7 @@ grpc::ServerUnaryReactor* AgentService::EndJob(grpc::CallbackServerContext* cont
 grpc::ServerUnaryReactor* AgentService::GetChunkStatus(grpc::CallbackServerContext* context,
                                                        const v1::GetChunkStatusRequest* request,
                                                        v1::ChunkStatus* response) {
-  return Forwarded(context, router_, request->job_id(), request, response,
+  return Forwarded(calls_.Enter(), context, router_, request->job_id(), request, response,
                    [](v1::Coordinator::Stub* stub, grpc::ClientContext* c, const auto* req,
                       auto* resp, std::function<void(grpc::Status)> done) {
                      stub->async()->GetChunkStatus(c, req, resp, std::move(done));
@@ -186,7 +191,7 @@ grpc::ServerUnaryReactor* AgentService::GetChunkStatus(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* AgentService::GetAudit(grpc::CallbackServerContext* context,
                                                  const v1::GetAuditRequest* request,
                                                  v1::GetAuditResponse* response) {
-  return Forwarded(context, router_, request->job_id(), request, response,
+  return Forwarded(calls_.Enter(), context, router_, request->job_id(), request, response,
                    [](v1::Coordinator::Stub* stub, grpc::ClientContext* c, const auto* req,
                       auto* resp, std::function<void(grpc::Status)> done) {
                      stub->async()->GetAudit(c, req, resp, std::move(done));
@@ -196,7 +201,7 @@ grpc::ServerUnaryReactor* AgentService::GetAudit(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* AgentService::GetTrace(grpc::CallbackServerContext* context,
                                                  const v1::GetTraceRequest* request,
                                                  v1::GetTraceResponse* response) {
-  return Forwarded(context, router_, request->job_id(), request, response,
+  return Forwarded(calls_.Enter(), context, router_, request->job_id(), request, response,
                    [](v1::Coordinator::Stub* stub, grpc::ClientContext* c, const auto* req,
                       auto* resp, std::function<void(grpc::Status)> done) {
                      stub->async()->GetTrace(c, req, resp, std::move(done));
@@ -219,7 +224,7 @@ grpc::ServerWriteReactor<v1::Event>* AgentService::WatchEvents(
 grpc::ServerUnaryReactor* AgentService::KvSet(grpc::CallbackServerContext* context,
                                               const v1::KvSetRequest* request,
                                               v1::KvSetResponse* response) {
-  return Forwarded(context, router_, request->job_id(), request, response,
+  return Forwarded(calls_.Enter(), context, router_, request->job_id(), request, response,
                    [](v1::Coordinator::Stub* stub, grpc::ClientContext* c, const auto* req,
                       auto* resp, std::function<void(grpc::Status)> done) {
                      stub->async()->KvSet(c, req, resp, std::move(done));
@@ -229,7 +234,7 @@ grpc::ServerUnaryReactor* AgentService::KvSet(grpc::CallbackServerContext* conte
 grpc::ServerUnaryReactor* AgentService::KvGet(grpc::CallbackServerContext* context,
                                               const v1::KvGetRequest* request,
                                               v1::KvGetResponse* response) {
-  return Forwarded(context, router_, request->job_id(), request, response,
+  return Forwarded(calls_.Enter(), context, router_, request->job_id(), request, response,
                    [](v1::Coordinator::Stub* stub, grpc::ClientContext* c, const auto* req,
                       auto* resp, std::function<void(grpc::Status)> done) {
                      stub->async()->KvGet(c, req, resp, std::move(done));

@@ -14,10 +14,13 @@
 //  * WatchEvents and AgentSession: UNIMPLEMENTED (watch the coordinator directly; agents do not
 //    chain).
 //
-// Never blocks in a reactor. Thread-safe; does not own the router or the counters.
+// Never blocks in a reactor. Thread-safe; does not own the router or the counters. Every Session
+// and forwarded call holds a token of calls() until its reactor is destroyed: whoever destroys
+// the router waits for calls().AwaitNone() once the server is shut down.
 #ifndef PSYNC_AGENT_AGENT_SERVICE_H_
 #define PSYNC_AGENT_AGENT_SERVICE_H_
 
+#include "agent/calls_in_flight.h"
 #include "agent/router.h"
 #include "agent/stats.h"
 #include "grpcpp/grpcpp.h"
@@ -66,9 +69,12 @@ class AgentService final : public v1::Coordinator::CallbackService {
   grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>* AgentSession(
       grpc::CallbackServerContext* context) override;
 
+  CallsInFlight& calls() { return calls_; }
+
  private:
   Router* const router_;
   AgentCounters* const counters_;
+  CallsInFlight calls_;
 };
 
 }  // namespace psync::agent

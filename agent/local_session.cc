@@ -13,8 +13,11 @@ namespace {
 
 class LocalSession final : public server::SessionReactor {
  public:
-  LocalSession(Router* router, AgentCounters* counters)
-      : router_(router), counters_(counters), link_(std::make_shared<LocalRank>(this, counters)) {
+  LocalSession(Router* router, AgentCounters* counters, CallsInFlight::Token call)
+      : call_(std::move(call)),
+        router_(router),
+        counters_(counters),
+        link_(std::make_shared<LocalRank>(this, counters)) {
     StartRead(&frame_);
   }
 
@@ -75,6 +78,8 @@ class LocalSession final : public server::SessionReactor {
     if (Upstream* upstream = upstream_.load(); upstream != nullptr) upstream->Detach(link_);
   }
 
+  // First, so released last: the Router and Upstreams stay until every Session is destroyed.
+  const CallsInFlight::Token call_;
   Router* const router_;
   AgentCounters* const counters_;
   // Set by the attach (a read reaction); read by OnCancel too, which may run concurrently.
@@ -86,8 +91,9 @@ class LocalSession final : public server::SessionReactor {
 
 }  // namespace
 
-server::SessionReactor* NewLocalSession(Router* router, AgentCounters* counters) {
-  return new LocalSession(router, counters);
+server::SessionReactor* NewLocalSession(Router* router, AgentCounters* counters,
+                                        CallsInFlight::Token call) {
+  return new LocalSession(router, counters, std::move(call));
 }
 
 }  // namespace psync::agent

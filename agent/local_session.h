@@ -20,6 +20,7 @@
 #ifndef PSYNC_AGENT_LOCAL_SESSION_H_
 #define PSYNC_AGENT_LOCAL_SESSION_H_
 
+#include "agent/calls_in_flight.h"
 #include "agent/router.h"
 #include "agent/stats.h"
 #include "grpcpp/grpcpp.h"
@@ -28,9 +29,11 @@
 
 namespace psync::agent {
 
-// Creates the reactor for one Session call. Neither argument is owned; both outlive the call.
-// Served as server/session_up_frame.h's NewSessionHandler says.
-server::SessionReactor* NewLocalSession(Router* router, AgentCounters* counters);
+// Creates the reactor for one Session call. Neither pointer is owned; both outlive the call. The
+// reactor holds `call` until it is destroyed. Served as server/session_up_frame.h's
+// NewSessionHandler says.
+server::SessionReactor* NewLocalSession(Router* router, AgentCounters* counters,
+                                        CallsInFlight::Token call);
 
 }  // namespace psync::agent
 
