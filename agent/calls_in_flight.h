@@ -1,6 +1,6 @@
 // CallsInFlight: counts the agent's server-side calls (local Sessions, forwarded unary calls) whose
-// reactor is not yet destroyed, so that Agent::Drain can wait for the last of them before the Router
-// and the Upstreams they use are destroyed. gRPC's Server::Shutdown already waits for every
+// reactor is not yet destroyed, so that Agent::Drain can wait for the last of them before the
+// Router and the Upstreams they use are destroyed. gRPC's Server::Shutdown already waits for every
 // reactor's OnDone; this states that order in the agent's own synchronization, where a reader (and
 // ThreadSanitizer, which cannot see inside Debian's uninstrumented gRPC) can check it.
 //
