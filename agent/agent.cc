@@ -105,7 +105,7 @@ void Agent::Drain(absl::Duration grace) {
     }
     // Shutdown returned once every reactor's OnDone ran; the last of them lets go of the Router
     // only when it is destroyed (agent/calls_in_flight.h).
-    if (service_ != nullptr) service_->calls().AwaitNone();
+    if (service_ != nullptr) service_->AwaitCallsDone();
     if (router_ != nullptr) router_->Shutdown();
   });
 }

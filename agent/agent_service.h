@@ -15,8 +15,8 @@
 //    chain).
 //
 // Never blocks in a reactor. Thread-safe; does not own the router or the counters. Every Session
-// and forwarded call holds a token of calls() until its reactor is destroyed: whoever destroys
-// the router waits for calls().AwaitNone() once the server is shut down.
+// and forwarded call holds a token of CallsInFlight until its reactor is destroyed: whoever
+// destroys the router calls AwaitCallsDone() first, once the server is shut down.
 #ifndef PSYNC_AGENT_AGENT_SERVICE_H_
 #define PSYNC_AGENT_AGENT_SERVICE_H_
 
@@ -69,7 +69,8 @@ class AgentService final : public v1::Coordinator::CallbackService {
   grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>* AgentSession(
       grpc::CallbackServerContext* context) override;
 
-  CallsInFlight& calls() { return calls_; }
+  // Blocks until every Session and forwarded call of this service is destroyed.
+  void AwaitCallsDone() { calls_.AwaitNone(); }
 
  private:
   Router* const router_;

@@ -27,25 +27,25 @@ export LD_LIBRARY_PATH=$bin/../lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 last=$(($(nproc) - 1))
 two=0-1
 ((last < 3)) && two=0
-run() {  # LABEL SERVER_CPUS psync-bench flags... (SERVER_CPUS "all": nothing pinned)
-  local label=$1 server=$2 pin=()
+pin=()
+pin_load() {  # SERVER_CPUS: the load on the CPUs after them ("all": nothing pinned)
+  pin=()
+  if [ "$1" != all ]; then pin=(taskset -c "$((${1##*-} + 1))-$last"); fi
+}
+run() {  # LABEL SERVER_CPUS psync-bench flags...
+  local label=$1 server=$2
   shift 2
-  if [ "$server" != all ]; then
-    pin=(taskset -c "$((${server##*-} + 1))-$last")
-    set -- --server_taskset="$server" "$@"
-  fi
+  pin_load "$server"
+  if [ "$server" != all ]; then set -- --server_taskset="$server" "$@"; fi
   timeout 300 "${pin[@]}" "$bin/psync-bench" --coordinator="$bin/psync-coordinator" \
     --optimizers=2 --chunks=8 --label="$label" --json "$@" >>"$out/round2.jsonl" 2>>"$out/round2.err"
   echo "$label rc=$?"
 }
 tcpstore() {  # LABEL SERVER_CPUS RANKS: the TCPStore server pinned like the coordinator, or not
-  local label=$1 server=$2 n=$3 pin=()
-  if [ "$server" != all ]; then
-    pin=(taskset -c "$((${server##*-} + 1))-$last")
-    set -- --server_taskset="$server"
-  else
-    set --
-  fi
+  local label=$1 server=$2 n=$3
+  pin_load "$server"
+  set --
+  if [ "$server" != all ]; then set -- --server_taskset="$server"; fi
   timeout 300 "${pin[@]}" "$python" "$here/tcpstore_barrier.py" --ranks="$n" --optimizers=2 \
     --chunks=8 "${paced[@]}" --label="$label" --json "$@" >>"$out/round2.jsonl" 2>>"$out/round2.err"
   echo "$label rc=$?"

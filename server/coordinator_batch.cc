@@ -62,10 +62,9 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
       CommitEvents(&out);
       // The observer's share runs after the job's lock is let go, so that the job's next batch is
       // decided meanwhile; its lock is taken first, so that batch is still observed after this one.
-      job->observer_mu.Lock();
+      absl::MutexLock observer_lock(&job->observer_mu);
       job_lock.Release();
       if (out.committed != nullptr) ObserveEvents(*job, *out.committed);
-      job->observer_mu.Unlock();
     }
   }
   Deliver(out);
