@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/bounded_text.h"
+#include "server/job_view.h"
 #include "server/not_served.h"
 #include "server/observe/trace_export.h"
 
@@ -643,7 +644,9 @@ JobStatusView Coordinator::View(const Job& job, absl::Time now) const {
 
 absl::StatusOr<JobStatusView> Coordinator::GetJobStatus(const std::string& job_id) {
   absl::ReaderMutexLock lock(&mu_);
-  if (Job* job = FindJob(job_id); job != nullptr) {
+  Job* job = FindJob(job_id);
+  if (absl::Status fenced = FenceRead(job_id, job); !fenced.ok()) return fenced;
+  if (job != nullptr) {
     absl::MutexLock job_lock(&job->mu);
     return View(*job, clock_->Now());
   }
@@ -659,6 +662,7 @@ absl::StatusOr<core::ChunkSnapshot> Coordinator::GetChunkStatus(const std::strin
                                                                 absl::Duration* deadline) {
   absl::ReaderMutexLock lock(&mu_);
   Job* job = FindJob(job_id);
+  if (absl::Status fenced = FenceRead(job_id, job); !fenced.ok()) return fenced;
   if (job == nullptr) return NoLiveJob(job_id, "");
   absl::MutexLock job_lock(&job->mu);
   {
@@ -673,9 +677,9 @@ absl::StatusOr<std::string> Coordinator::Trace(const std::string& job_id, core::
   std::vector<core::Event> events;
   {
     absl::ReaderMutexLock lock(&mu_);
-    if (!jobs_.contains(job_id) && history_.Find(job_id) == nullptr) {
-      return NoLiveJob(job_id, "");
-    }
+    Job* job = FindJob(job_id);
+    if (absl::Status fenced = FenceRead(job_id, job); !fenced.ok()) return fenced;
+    if (job == nullptr && history_.Find(job_id) == nullptr) return NoLiveJob(job_id, "");
     absl::ReaderMutexLock log_lock(&log_mu_);
     events_.ForEach([&](const core::Event& e) {
       if (e.job_id == job_id) events.push_back(e);
@@ -686,7 +690,9 @@ absl::StatusOr<std::string> Coordinator::Trace(const std::string& job_id, core::
 
 absl::StatusOr<std::vector<observe::SyncAudit>> Coordinator::Audit(const std::string& job_id) {
   absl::ReaderMutexLock lock(&mu_);
-  if (Job* job = FindJob(job_id); job != nullptr) {
+  Job* job = FindJob(job_id);
+  if (absl::Status fenced = FenceRead(job_id, job); !fenced.ok()) return fenced;
+  if (job != nullptr) {
     absl::MutexLock job_lock(&job->mu);
     absl::MutexLock observer_lock(&job->observer_mu);
     return job->observer.Audit();
@@ -750,6 +756,8 @@ std::vector<JobStatusView> Coordinator::ListJobs(absl::Span<const std::string> s
     return a.snapshot.job_id < b.snapshot.job_id;
   });
   for (const FinishedJob& finished : history_.jobs()) {
+    // One line per job id: a job evicted and joined again is listed as its live run only.
+    if (jobs_.contains(finished.view.snapshot.job_id)) continue;
     if (wanted(finished.view)) out.push_back(finished.view);
   }
   return out;
@@ -895,6 +903,33 @@ absl::Status Coordinator::NotHere(const std::string& job_id, absl::string_view h
     }
   }
   return EndedOrUnknown(job_id, hint, /*ask_gate=*/false);  // the gate was just asked
+}
+
+absl::Status Coordinator::FenceRead(const std::string& job_id, Job* job) const {
+  if (options_.gate == nullptr) return absl::OkStatus();
+  absl::StatusOr<uint64_t> epoch = options_.gate->AdmitQuery(job_id);
+  // Served here (the state held is that owner's, or there is none: history answers), or no
+  // replica owns the job (history, or NOT_FOUND).
+  if (epoch.ok() && (job == nullptr || *epoch == job->epoch)) return absl::OkStatus();
+  if (absl::IsNotFound(epoch.status())) return absl::OkStatus();
+  absl::Status refused =
+      epoch.ok() ? NotServedHere(absl::StrCat("job '", job_id,
+                                              "' changed owner since this replica's state was "
+                                              "built: it no longer answers for it"),
+                                 "", *epoch)
+                 : epoch.status();
+  if (job == nullptr) return refused;
+  // What this replica last knew, for the operator: named, never served as current.
+  JobStatusView last;
+  {
+    absl::MutexLock job_lock(&job->mu);
+    last = View(*job, clock_->Now());
+  }
+  const std::optional<Redirect> redirect = RedirectOf(refused);
+  return NotServedHere(
+      absl::StrCat(refused.message(), " (last known here, not current: ", JobStateText(last),
+                   ", generation ", last.snapshot.generation, ", ownership epoch ", job->epoch, ")"),
+      redirect.has_value() ? redirect->owner : "", redirect.has_value() ? redirect->epoch : 0);
 }
 
 absl::Status Coordinator::CheckServed(const Job& job) {

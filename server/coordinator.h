@@ -344,6 +344,12 @@ class Coordinator {
   // gate); else the gate's NotServedHere. Decided under the job's lock, just before the tracker
   // may release.
   absl::Status CheckServed(const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
+  // A read of `job_id` (`job`: its live state here, or null) is fenced like a message: OK when
+  // this coordinator may answer it from what it holds (it serves the job, or no replica owns it);
+  // else UNAVAILABLE, with the owner's redirect when one is known and, for a live job, what was
+  // last known here, named as such. Takes the job's lock when refusing.
+  absl::Status FenceRead(const std::string& job_id, Job* job) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Ends the Sessions attached to `job` (but those of ranks that left finished) with `status`,
   // through `out`, and forgets them.
   void CloseSessionsLocked(Job& job, const absl::Status& status, Outgoing* out)

@@ -37,6 +37,7 @@ class HoldingGate final : public JobGate {
     }
     return 7;
   }
+  absl::StatusOr<uint64_t> AdmitQuery(const std::string&) override { return 7; }
 
   std::atomic<bool> armed{false};
   absl::Notification a_inside;

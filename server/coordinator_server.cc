@@ -109,7 +109,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
     if (auto st = ValidateReplicaOptions(options); !st.ok()) return st;
     ha::EtcdClient* etcd_client = options.etcd_client;
     if (etcd_client == nullptr) {
-      auto etcd = ha::GrpcEtcdClient::Create(options.etcd);
+      // An etcd answer later than this cannot keep the lease (ownership.h): waiting longer for
+      // one only delays the next try.
+      auto etcd = ha::GrpcEtcdClient::Create(
+          options.etcd, ha::ToleratedEtcdLatency({options.advertise, options.etcd_lease_ttl,
+                                                  options.etcd_lease_margin}));
       if (!etcd.ok()) return etcd.status();
       s->etcd_ = std::move(*etcd);
       etcd_client = s->etcd_.get();
@@ -125,10 +129,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
   Coordinator* coordinator = s->coordinator_.get();
   if (s->replica_ != nullptr) {
     s->replica_->SetOnLost([coordinator](const std::vector<std::string>& jobs) {
-      coordinator->DropJobs(
-          jobs, NotServedHere("this coordinator replica no longer owns the job (its etcd lease "
-                              "lapsed, or the job moved): join again at any replica",
-                              "", 0));
+      coordinator->DropJobs(jobs, NotServedHere(ha::kLostReason, "", 0));
     });
     // The first lease and view before serving, so that the first Joins can be claimed here.
     s->replica_->Tick();

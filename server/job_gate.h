@@ -26,6 +26,12 @@ class JobGate {
   // Any other message of `job_id` (attach, check-ins, sync-dones, leaves): the epoch when this
   // coordinator serves the job now. Does not block: decided from what the gate holds in memory.
   virtual absl::StatusOr<uint64_t> AdmitMessage(const std::string& job_id) = 0;
+  // A read of `job_id` (status, chunk, audit, trace; the HTTP API's too), fenced like a message:
+  // the epoch when this coordinator serves the job now; NOT_FOUND when, as far as the gate knows
+  // for sure, no coordinator owns it (the coordinator answers from its history of ended jobs);
+  // else the NotServedHere status (a redirect to the owner, or none when the gate cannot tell who
+  // owns the job now). Does not block.
+  virtual absl::StatusOr<uint64_t> AdmitQuery(const std::string& job_id) = 0;
 };
 
 }  // namespace psync::server

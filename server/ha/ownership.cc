@@ -20,6 +20,11 @@ uint64_t StableHash(absl::string_view text) {
   return h;
 }
 
+absl::Duration ToleratedEtcdLatency(const OwnershipOptions& options) {
+  return std::min(options.lease_ttl * 2 / 3 - options.margin,
+                  (options.lease_ttl - options.margin) / 2);
+}
+
 Ownership::Ownership(OwnershipOptions options) : options_(std::move(options)) {}
 
 void Ownership::LeaseGranted(int64_t lease, absl::Time sent) {
@@ -28,14 +33,17 @@ void Ownership::LeaseGranted(int64_t lease, absl::Time sent) {
   deadline_ = sent + options_.lease_ttl - options_.margin;
 }
 
-void Ownership::KeepAliveAnswered(int64_t lease, absl::Time sent, absl::Duration ttl) {
-  if (lease == 0 || lease != lease_ || sent >= deadline_) return;
+void Ownership::KeepAliveAnswered(int64_t lease, absl::Time sent, absl::Duration ttl,
+                                  absl::Time now) {
+  if (lease == 0 || lease != lease_) return;
+  if (LapseIfPastDeadline(now) != 0 || sent >= deadline_) return;
   last_sent_ = std::max(last_sent_, sent);
   deadline_ = std::max(deadline_, sent + ttl - options_.margin);
 }
 
 int64_t Ownership::Lapse() {
   const int64_t lapsed = lease_;
+  if (lapsed != 0) ++lapses_;
   lease_ = 0;
   deadline_ = absl::InfinitePast();
   for (const auto& [job, epoch] : owned_) lost_.push_back(job);
@@ -49,7 +57,13 @@ void Ownership::SetReplicas(std::vector<std::string> replicas) {
   replicas_ = std::move(replicas);
 }
 
-void Ownership::SetJobKeys(const std::vector<KeyValue>& keys) {
+int64_t Ownership::LapseIfPastDeadline(absl::Time now) {
+  if (lease_ == 0 || now < deadline_) return 0;
+  return Lapse();
+}
+
+void Ownership::SetJobKeys(const std::vector<KeyValue>& keys, absl::Time sent) {
+  view_sent_ = std::max(view_sent_, sent);
   owners_.clear();
   for (const KeyValue& kv : keys) {
     if (!absl::StartsWith(kv.key, kJobPrefix)) continue;
@@ -68,6 +82,7 @@ void Ownership::SetJobKeys(const std::vector<KeyValue>& keys) {
 }
 
 Route Ownership::ClaimAnswered(const std::string& job, const KeyValue& key, absl::Time now) {
+  LapseIfPastDeadline(now);
   const uint64_t epoch = static_cast<uint64_t>(key.create_revision);
   owners_[job] = {key.value, epoch};
   if (key.value == options_.self && key.lease == lease_ && Holding(now)) {
@@ -82,7 +97,8 @@ Route Ownership::ClaimAnswered(const std::string& job, const KeyValue& key, absl
   return Route{RouteKind::kRedirect, epoch, key.value, ""};
 }
 
-Route Ownership::RouteJoin(const std::string& job, absl::Time now) const {
+Route Ownership::RouteJoin(const std::string& job, absl::Time now) {
+  LapseIfPastDeadline(now);
   if (auto it = owned_.find(job); it != owned_.end() && Holding(now)) {
     return Route{RouteKind::kServe, it->second, options_.self, ""};
   }
@@ -103,13 +119,13 @@ Route Ownership::RouteJoin(const std::string& job, absl::Time now) const {
   return Route{RouteKind::kRedirect, 0, preferred, ""};
 }
 
-Route Ownership::RouteMessage(const std::string& job, absl::Time now) const {
+Route Ownership::RouteMessage(const std::string& job, absl::Time now) {
+  LapseIfPastDeadline(now);
   if (auto it = owned_.find(job); it != owned_.end()) {
-    if (Holding(now)) return Route{RouteKind::kServe, it->second, options_.self, ""};
-    return Route{RouteKind::kRefuse, 0, "",
-                 absl::StrCat("job '", job,
-                              "': this replica's etcd lease is past its deadline; it no longer "
-                              "serves the job")};
+    return Route{RouteKind::kServe, it->second, options_.self, ""};
+  }
+  if (!lost_.empty() && std::find(lost_.begin(), lost_.end(), job) != lost_.end()) {
+    return Route{RouteKind::kRefuse, 0, "", LostText(job)};
   }
   if (auto it = owners_.find(job); it != owners_.end() && it->second.first != options_.self) {
     return Route{RouteKind::kRedirect, it->second.second, it->second.first, ""};
@@ -118,8 +134,38 @@ Route Ownership::RouteMessage(const std::string& job, absl::Time now) const {
                absl::StrCat("job '", job, "' is not owned by this replica: join again")};
 }
 
+Route Ownership::RouteQuery(const std::string& job, absl::Time now) {
+  LapseIfPastDeadline(now);
+  if (auto it = owned_.find(job); it != owned_.end()) {
+    return Route{RouteKind::kServe, it->second, options_.self, ""};
+  }
+  if (lease_ == 0) {
+    return Route{RouteKind::kRefuse, 0, "",
+                 absl::StrCat("this replica holds no etcd lease now: it cannot tell who owns job '",
+                              job, "'")};
+  }
+  if (now >= view_sent_ + options_.lease_ttl) {
+    return Route{RouteKind::kRefuse, 0, "",
+                 absl::StrCat("this replica has not read etcd since ", absl::FormatTime(view_sent_),
+                              ": it cannot tell who owns job '", job, "'")};
+  }
+  if (auto it = owners_.find(job); it != owners_.end() && it->second.first != options_.self) {
+    return Route{RouteKind::kRedirect, it->second.second, it->second.first, ""};
+  }
+  if (owners_.contains(job)) {  // this replica's address under a lapsed lease, until it expires
+    return Route{RouteKind::kRefuse, 0, "",
+                 absl::StrCat("job '", job,
+                              "' is held by a lapsed lease of this replica until it expires")};
+  }
+  return Route{RouteKind::kUnowned, 0, "", ""};
+}
+
+std::string Ownership::LostText(const std::string& job) const {
+  return absl::StrCat("job '", job, "': ", kLostReason);
+}
+
 std::vector<std::string> Ownership::TakeLost(absl::Time now) {
-  if (lease_ != 0 && now >= deadline_) Lapse();
+  LapseIfPastDeadline(now);
   std::vector<std::string> lost;
   lost.swap(lost_);
   std::sort(lost.begin(), lost.end());

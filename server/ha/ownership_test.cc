@@ -31,7 +31,7 @@ struct TestReplica {
     return ownership.ClaimAnswered(job, *kv, clock->Now());
   }
   void Refresh() {
-    ownership.SetJobKeys(*etcd->GetPrefix(kJobPrefix));
+    ownership.SetJobKeys(*etcd->GetPrefix(kJobPrefix), clock->Now());
     // Held in a variable: a range-for over *GetPrefix(...) would outlive the StatusOr it points
     // into.
     const absl::StatusOr<std::vector<KeyValue>> replica_keys = etcd->GetPrefix(kReplicaPrefix);
@@ -61,18 +61,110 @@ TEST_F(OwnershipTest, LeaseDeadlineIsSendTimePlusTtlMinusMargin) {
   EXPECT_TRUE(o.Holding(t0 + absl::Seconds(4) - absl::Nanoseconds(1)));
   EXPECT_FALSE(o.Holding(t0 + absl::Seconds(4)));
   // A keepalive sent at t0+1.5s renews from its send time, not from when the answer came.
-  o.KeepAliveAnswered(7, t0 + absl::Milliseconds(1500), kTtl);
+  o.KeepAliveAnswered(7, t0 + absl::Milliseconds(1500), kTtl, t0 + absl::Seconds(3));
   EXPECT_EQ(o.deadline(), t0 + absl::Milliseconds(5500));
   // An older keepalive answered late never moves the deadline back.
-  o.KeepAliveAnswered(7, t0 + absl::Seconds(1), kTtl);
+  o.KeepAliveAnswered(7, t0 + absl::Seconds(1), kTtl, t0 + absl::Seconds(3));
   EXPECT_EQ(o.deadline(), t0 + absl::Milliseconds(5500));
   // Another lease's answer is ignored.
-  o.KeepAliveAnswered(8, t0 + absl::Seconds(3), kTtl);
-  EXPECT_EQ(o.deadline(), t0 + absl::Milliseconds(5500));
-  // A keepalive sent after the deadline does not revive the lease: it lapsed.
-  o.KeepAliveAnswered(7, t0 + absl::Seconds(6), kTtl);
+  o.KeepAliveAnswered(8, t0 + absl::Seconds(3), kTtl, t0 + absl::Seconds(3));
   EXPECT_EQ(o.deadline(), t0 + absl::Milliseconds(5500));
   EXPECT_EQ(o.NextKeepAlive(), t0 + absl::Milliseconds(1500) + kTtl / 3);
+  EXPECT_EQ(o.lapses(), 0u);
+  // A keepalive answered after the deadline does not revive the lease: it lapsed.
+  o.KeepAliveAnswered(7, t0 + absl::Seconds(5), kTtl, t0 + absl::Seconds(6));
+  EXPECT_EQ(o.lease(), 0);
+  EXPECT_EQ(o.lapses(), 1u);
+  EXPECT_FALSE(o.Holding(t0 + absl::Seconds(6)));
+}
+
+// The lease and the per-message check are one state: once a message saw the deadline pass, a
+// keepalive that was sent before the deadline but answered after it (a slow etcd) does not bring
+// the job back, and the job is handed over as lost.
+TEST_F(OwnershipTest, ALapsedLeaseIsNeverRevivedByALateKeepaliveAnswer) {
+  TestReplica a("a:1", &etcd_, &clock_);
+  const absl::Time t0 = clock_.Now();
+  a.Claim("job1");
+  ASSERT_EQ(a.ownership.RouteMessage("job1", t0).kind, RouteKind::kServe);
+  // A keepalive is sent at t0 + 3.5 s, before the deadline (t0 + 4 s); etcd answers it 0.6 s
+  // later, after the deadline, renewing the lease there (etcd's lease has not expired yet).
+  const absl::Time sent = t0 + absl::Milliseconds(3500);
+  clock_.Advance(absl::Milliseconds(3500));
+  const absl::StatusOr<absl::Duration> ttl = etcd_.KeepAlive(a.lease);
+  ASSERT_TRUE(ttl.ok());
+  clock_.Advance(absl::Milliseconds(600));
+  // A message between the deadline and the answer is refused, with the one lost-job text.
+  const Route refused = a.ownership.RouteMessage("job1", clock_.Now());
+  EXPECT_EQ(refused.kind, RouteKind::kRefuse);
+  EXPECT_EQ(refused.reason, a.ownership.LostText("job1"));
+  a.ownership.KeepAliveAnswered(a.lease, sent, *ttl, clock_.Now());
+  EXPECT_EQ(a.ownership.lease(), 0);
+  EXPECT_FALSE(a.ownership.Owns("job1"));
+  EXPECT_NE(a.ownership.RouteMessage("job1", clock_.Now()).kind, RouteKind::kServe);
+  EXPECT_NE(a.ownership.RouteQuery("job1", clock_.Now()).kind, RouteKind::kServe);
+  EXPECT_EQ(a.ownership.TakeLost(clock_.Now()), std::vector<std::string>{"job1"});
+  EXPECT_EQ(a.ownership.lapses(), 1u);
+  // The key stays in etcd (its lease lives there): it is this replica's lapsed lease, never
+  // served again; only a new lease and a new claim (after the key expires) serve the job.
+  a.Refresh();
+  EXPECT_EQ(a.ownership.RouteMessage("job1", clock_.Now()).kind, RouteKind::kRefuse);
+  EXPECT_EQ(a.ownership.RouteJoin("job1", clock_.Now()).kind, RouteKind::kRefuse);
+}
+
+// A keepalive answered before the deadline, by the same slow etcd, extends it.
+TEST_F(OwnershipTest, AKeepaliveAnsweredBeforeTheDeadlineExtendsIt) {
+  TestReplica a("a:1", &etcd_, &clock_);
+  a.Claim("job1");
+  clock_.Advance(absl::Milliseconds(3300));
+  const absl::Time sent = clock_.Now();
+  const absl::StatusOr<absl::Duration> ttl = etcd_.KeepAlive(a.lease);
+  clock_.Advance(absl::Milliseconds(699));  // answered at t0 + 3.999 s
+  a.ownership.KeepAliveAnswered(a.lease, sent, *ttl, clock_.Now());
+  EXPECT_EQ(a.ownership.deadline(), sent + kTtl - kMargin);
+  clock_.Advance(absl::Milliseconds(2));  // t0 + 4.001 s: past the first deadline, not the new one
+  EXPECT_EQ(a.ownership.RouteMessage("job1", clock_.Now()).kind, RouteKind::kServe);
+  EXPECT_EQ(a.ownership.lapses(), 0u);
+}
+
+TEST_F(OwnershipTest, ToleratedEtcdLatencyFollowsTheLeaseSettings) {
+  EXPECT_EQ(ToleratedEtcdLatency({"a", absl::Seconds(5), absl::Seconds(1)}), absl::Seconds(2));
+  EXPECT_EQ(ToleratedEtcdLatency({"a", absl::Seconds(2), absl::Milliseconds(500)}),
+            absl::Milliseconds(750));
+  // A large margin makes the first bound the smaller: 2 * 3 / 3 - 1.4 = 0.6 < (3 - 1.4) / 2.
+  EXPECT_EQ(ToleratedEtcdLatency({"a", absl::Seconds(3), absl::Milliseconds(1400)}),
+            absl::Milliseconds(600));
+}
+
+// Reads follow the same fence as releases: served only while the job is, a redirect only from a
+// recent view of etcd, NOT_FOUND (kUnowned) only when a recent view shows no owner, and "cannot
+// tell" otherwise.
+TEST_F(OwnershipTest, QueriesAreFencedLikeMessages) {
+  TestReplica a("a:1", &etcd_, &clock_);
+  TestReplica b("b:1", &etcd_, &clock_);
+  const uint64_t epoch = a.Claim("job1").epoch;
+  // B has never read etcd: it cannot tell who owns anything.
+  Route query = b.ownership.RouteQuery("job1", clock_.Now());
+  EXPECT_EQ(query.kind, RouteKind::kRefuse);
+  EXPECT_NE(query.reason.find("cannot tell who owns job 'job1'"), std::string::npos)
+      << query.reason;
+  b.Refresh();
+  query = b.ownership.RouteQuery("job1", clock_.Now());
+  EXPECT_EQ(query.kind, RouteKind::kRedirect);
+  EXPECT_EQ(query.owner, "a:1");
+  EXPECT_EQ(query.epoch, epoch);
+  EXPECT_EQ(b.ownership.RouteQuery("job9", clock_.Now()).kind, RouteKind::kUnowned);
+  EXPECT_EQ(a.ownership.RouteQuery("job1", clock_.Now()).kind, RouteKind::kServe);
+  // B's view grows old (no read for a TTL): it no longer says where the job is, or that it is not.
+  b.ownership.KeepAliveAnswered(b.lease, clock_.Now(), kTtl, clock_.Now());
+  clock_.Advance(absl::Seconds(3));
+  b.ownership.KeepAliveAnswered(b.lease, clock_.Now(), kTtl, clock_.Now());
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_TRUE(b.ownership.Holding(clock_.Now()));
+  EXPECT_EQ(b.ownership.RouteQuery("job1", clock_.Now()).kind, RouteKind::kRefuse);
+  EXPECT_EQ(b.ownership.RouteQuery("job9", clock_.Now()).kind, RouteKind::kRefuse);
+  // A, paused past its deadline, answers nothing for job1 as its owner.
+  EXPECT_EQ(a.ownership.RouteQuery("job1", clock_.Now()).kind, RouteKind::kRefuse);
+  EXPECT_EQ(a.ownership.lease(), 0);
 }
 
 TEST_F(OwnershipTest, ClaimServesWithTheKeysCreateRevisionAsEpoch) {
@@ -118,7 +210,7 @@ TEST_F(OwnershipTest, PausedOwnerStopsServingBeforeAnotherReplicaCanOwnTheJob) {
   EXPECT_EQ(a.ownership.RouteMessage("job1", clock_.Now()).kind, RouteKind::kServe);
   // B keeps its own lease alive (A does not).
   const absl::Time sent = clock_.Now();
-  b.ownership.KeepAliveAnswered(b.lease, sent, *etcd_.KeepAlive(b.lease));
+  b.ownership.KeepAliveAnswered(b.lease, sent, *etcd_.KeepAlive(b.lease), sent);
   // Meanwhile B cannot own it: A's key is there while A's lease lives.
   EXPECT_EQ(b.Claim("job1").kind, RouteKind::kRedirect);
   clock_.Advance(absl::Milliseconds(1));  // t0 + 4 s: A's own deadline
@@ -186,7 +278,7 @@ TEST_F(OwnershipTest, UnownedJobsGoToThePreferredReplicaAndEveryReplicaAgrees) {
     const std::string job = "job" + std::to_string(j);
     const std::string preferred = views[0].Preferred(job);
     int claims = 0;
-    for (const Ownership& view : views) {
+    for (Ownership& view : views) {
       EXPECT_EQ(view.Preferred(job), preferred);
       const Route route = view.RouteJoin(job, clock_.Now());
       if (route.kind == RouteKind::kClaim) {

@@ -18,19 +18,16 @@ void Replica::Log(const std::string& line) const {
 }
 
 void Replica::Start() {
-  thread_ = std::thread([this] {
+  lease_thread_ = std::thread([this] {
     while (true) {
-      Tick();
-      absl::Duration wait = options_.poll_interval;
-      {
-        absl::MutexLock lock(&mu_);
-        if (ownership_.lease() != 0) {
-          wait = std::min(
-              wait, std::max(absl::ZeroDuration(), ownership_.NextKeepAlive() - clock_->Now()));
-        }
-      }
+      KeepLease();
+      const absl::Duration wait =
+          std::max(absl::ZeroDuration(), NextLeaseRound() - clock_->Now());
       if (stop_.WaitForNotificationWithTimeout(wait)) return;
     }
+  });
+  view_thread_ = std::thread([this] {
+    while (!stop_.WaitForNotificationWithTimeout(options_.poll_interval)) RefreshView();
   });
 }
 
@@ -41,7 +38,8 @@ void Replica::Stop() {
     stopped_ = true;
   }
   stop_.Notify();
-  if (thread_.joinable()) thread_.join();
+  if (lease_thread_.joinable()) lease_thread_.join();
+  if (view_thread_.joinable()) view_thread_.join();
   int64_t lease = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -52,45 +50,77 @@ void Replica::Stop() {
 }
 
 void Replica::Tick() {
+  KeepLease();
+  RefreshView();
+}
+
+absl::Time Replica::NextLeaseRound() const {
+  absl::MutexLock lock(&mu_);
+  if (ownership_.lease() == 0) return clock_->Now() + options_.poll_interval;
+  return std::min(ownership_.NextKeepAlive(), ownership_.deadline());
+}
+
+void Replica::KeepLease() {
   const std::string& self = options_.ownership.self;
   int64_t lease = 0;
   bool keepalive_due = false;
-  uint64_t claims_before = 0;
+  std::vector<std::string> lost;
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
     const absl::Time now = clock_->Now();
-    if (ownership_.lease() != 0 && !ownership_.Holding(now)) {
-      NoteLapsedLocked(ownership_.Lapse(), "passed its deadline");
-    }
+    ownership_.LapseIfPastDeadline(now);
+    lost = TakeLostLocked("passed its deadline");
     lease = ownership_.lease();
     keepalive_due = lease != 0 && now >= ownership_.NextKeepAlive();
-    claims_before = counters_.claims;
   }
-  uint64_t errors = 0;
+  HandLost(lost);
   if (lease == 0) {
     const absl::Time sent = clock_->Now();
     absl::StatusOr<int64_t> granted = etcd_->GrantLease(options_.ownership.lease_ttl);
     if (granted.ok() && etcd_->Put(kReplicaPrefix + self, self, *granted).ok()) {
       absl::MutexLock lock(&mu_);
       ownership_.LeaseGranted(*granted, sent);
-      Log(absl::StrCat("holds etcd lease ", *granted));
+      Log(absl::StrCat("holds etcd lease ", *granted, " (tolerates etcd replies up to ",
+                       absl::FormatDuration(ToleratedEtcdLatency(options_.ownership)), ")"));
     } else {
-      ++errors;
       if (granted.ok()) etcd_->RevokeLease(*granted).IgnoreError();
+      absl::MutexLock lock(&mu_);
+      ++counters_.etcd_errors;
     }
-  } else if (keepalive_due) {
-    const absl::Time sent = clock_->Now();
-    absl::StatusOr<absl::Duration> ttl = etcd_->KeepAlive(lease);
+    return;
+  }
+  if (!keepalive_due) return;
+  const absl::Time sent = clock_->Now();
+  absl::StatusOr<absl::Duration> ttl = etcd_->KeepAlive(lease);
+  {
     absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
     if (ttl.ok()) {
-      ownership_.KeepAliveAnswered(lease, sent, *ttl);
+      ownership_.KeepAliveAnswered(lease, sent, *ttl, now);
+      lost = TakeLostLocked(absl::StrCat("was renewed too late (keepalive answered after ",
+                                         absl::FormatDuration(now - sent), ")"));
     } else if (absl::IsNotFound(ttl.status()) && ownership_.lease() == lease) {
-      NoteLapsedLocked(ownership_.Lapse(), "expired");
+      ownership_.Lapse();
+      lost = TakeLostLocked("expired");
     } else {
-      ++errors;
+      ++counters_.etcd_errors;
+      ownership_.LapseIfPastDeadline(now);
+      lost = TakeLostLocked("passed its deadline");
     }
   }
+  HandLost(lost);
+}
+
+void Replica::RefreshView() {
+  const std::string& self = options_.ownership.self;
+  uint64_t claims_before = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    claims_before = counters_.claims;
+  }
+  const absl::Time sent = clock_->Now();
   absl::StatusOr<std::vector<KeyValue>> replicas = etcd_->GetPrefix(kReplicaPrefix);
   absl::StatusOr<std::vector<KeyValue>> jobs =
       replicas.ok() ? etcd_->GetPrefix(kJobPrefix) : replicas.status();
@@ -103,28 +133,33 @@ void Replica::Tick() {
       std::vector<std::string> addresses;
       for (const KeyValue& kv : *replicas) addresses.push_back(kv.value);
       ownership_.SetReplicas(std::move(addresses));
-      ownership_.SetJobKeys(*jobs);
+      ownership_.SetJobKeys(*jobs, sent);
       for (const KeyValue& kv : *jobs) {
         if (kv.value != self) owned_elsewhere_.insert(kv.key.substr(sizeof(kJobPrefix) - 1));
       }
     } else if (!replicas.ok() || !jobs.ok()) {
-      ++errors;
+      ++counters_.etcd_errors;
     }
-    counters_.etcd_errors += errors;
-    const int64_t lease_before = ownership_.lease();
-    lost = ownership_.TakeLost(clock_->Now());
-    if (lease_before != 0 && ownership_.lease() == 0) {
-      NoteLapsedLocked(lease_before, "passed its deadline");
-    }
-    counters_.jobs_lost += lost.size();
+    ownership_.LapseIfPastDeadline(clock_->Now());
+    lost = TakeLostLocked("passed its deadline");
   }
-  for (const std::string& job : lost) Log(absl::StrCat("stopped serving job '", job, "'"));
-  if (!lost.empty() && on_lost_) on_lost_(lost);
+  HandLost(lost);
 }
 
-void Replica::NoteLapsedLocked(int64_t lease, absl::string_view why) {
-  ++counters_.lease_lapses;
-  Log(absl::StrCat("etcd lease ", lease, " ", why, ": serving nothing until a new one"));
+std::vector<std::string> Replica::TakeLostLocked(absl::string_view why) {
+  if (ownership_.lapses() > counters_.lease_lapses) {
+    counters_.lease_lapses = ownership_.lapses();
+    Log(absl::StrCat("etcd lease ", why, ": serving nothing until a new one"));
+  }
+  std::vector<std::string> lost = ownership_.TakeLost(clock_->Now());
+  counters_.jobs_lost += lost.size();
+  return lost;
+}
+
+void Replica::HandLost(const std::vector<std::string>& lost) {
+  if (lost.empty()) return;
+  for (const std::string& job : lost) Log(absl::StrCat("stopped serving job '", job, "'"));
+  if (on_lost_) on_lost_(lost);
 }
 
 absl::StatusOr<uint64_t> Replica::Answer(const std::string& job_id, const Route& route) const {
@@ -132,11 +167,17 @@ absl::StatusOr<uint64_t> Replica::Answer(const std::string& job_id, const Route&
     case RouteKind::kServe:
       return route.epoch;
     case RouteKind::kRedirect:
+      if (route.epoch == 0) {  // nobody owns it yet: the replica that is to claim it
+        return NotServedHere(absl::StrCat("job '", job_id, "' is not owned yet; replica '",
+                                          route.owner, "' is to own it: join there"),
+                             route.owner, 0);
+      }
       return NotServedHere(absl::StrCat("job '", job_id, "' is owned by replica '", route.owner,
                                         "' (epoch ", route.epoch, "): connect there"),
                            route.owner, route.epoch);
     case RouteKind::kRefuse:
     case RouteKind::kClaim:
+    case RouteKind::kUnowned:
       break;
   }
   return NotServedHere(absl::StrCat("replica '", options_.ownership.self, "': ", route.reason), "",
@@ -178,9 +219,19 @@ absl::StatusOr<uint64_t> Replica::AdmitMessage(const std::string& job_id) {
   return Answer(job_id, ownership_.RouteMessage(job_id, clock_->Now()));
 }
 
+absl::StatusOr<uint64_t> Replica::AdmitQuery(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  const Route route = ownership_.RouteQuery(job_id, clock_->Now());
+  if (route.kind == RouteKind::kUnowned) {
+    return absl::NotFoundError(absl::StrCat("job '", job_id, "' is not owned by any replica"));
+  }
+  return Answer(job_id, route);
+}
+
 ReplicaSnapshot Replica::Describe() const {
   absl::MutexLock lock(&mu_);
   ReplicaSnapshot s = counters_;
+  s.lease_lapses = ownership_.lapses();
   s.self = options_.ownership.self;
   s.replicas = ownership_.replicas();
   s.owners = ownership_.Owners();

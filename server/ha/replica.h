@@ -2,13 +2,17 @@
 // decisions, ownership.h) behind a lock, the etcd calls, and a thread that keeps the lease alive
 // and refreshes the view. It is the Coordinator's JobGate (server/job_gate.h).
 //
-// Every poll_interval (and when a keepalive is due) Tick():
-//   1. without a lease, grants one (TTL ownership.lease_ttl) and registers
-//      /psync/replicas/<self> under it; with one, sends a keepalive when due (a third of the TTL
-//      after the last); a keepalive that finds the lease expired lapses it;
-//   2. reads /psync/replicas/ and /psync/jobs/ into the view;
-//   3. hands the jobs that may no longer be served here (the lease's deadline passed, or etcd shows
-//      the job's key gone or someone else's) to the on_lost callback, once each.
+// Two threads, so that a slow read of the view never delays a keepalive:
+//   - the lease thread (KeepLease): without a lease, grants one (TTL ownership.lease_ttl) and
+//     registers /psync/replicas/<self> under it; with one, sends a keepalive when due (a third of
+//     the TTL after the last was sent) and wakes at the deadline; a keepalive that finds the lease
+//     expired, or is answered too late, lapses it;
+//   - the view thread (RefreshView), every poll_interval: reads /psync/replicas/ and /psync/jobs/
+//     into the view.
+// Both hand the jobs that may no longer be served here (the lease lapsed, or etcd shows the job's
+// key gone or someone else's) to the on_lost callback, once each. A lapse seen first by
+// AdmitMessage (the deadline passed between rounds) refuses at once; its jobs go to on_lost at
+// the next round.
 // AdmitJoin claims an unowned job this replica is preferred for with a create-if-absent
 // transaction (the etcd call is made without the lock held); AdmitMessage decides from memory.
 //
@@ -69,15 +73,22 @@ class Replica final : public JobGate {
 
   // Called with the jobs lost at each Tick (set before Start).
   void SetOnLost(LostCallback on_lost) { on_lost_ = std::move(on_lost); }
-  // Runs Tick every poll_interval on a thread until Stop.
+  // Starts the lease thread and the view thread (see above), until Stop.
   void Start();
   // Stops the thread and revokes the lease (the jobs owned here are released at once). Idempotent.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
-  // One round, as described above (tests call it themselves instead of Start).
+  // One round of each thread: KeepLease, then RefreshView (tests call these instead of Start).
   void Tick() ABSL_LOCKS_EXCLUDED(mu_);
+  void KeepLease() ABSL_LOCKS_EXCLUDED(mu_);
+  void RefreshView() ABSL_LOCKS_EXCLUDED(mu_);
+  // When the lease thread runs KeepLease next: the next keepalive or the deadline, whichever is
+  // first; poll_interval from now without a lease.
+  absl::Time NextLeaseRound() const ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::StatusOr<uint64_t> AdmitJoin(const std::string& job_id) override ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<uint64_t> AdmitMessage(const std::string& job_id) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<uint64_t> AdmitQuery(const std::string& job_id) override
       ABSL_LOCKS_EXCLUDED(mu_);
 
   ReplicaSnapshot Describe() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -86,8 +97,11 @@ class Replica final : public JobGate {
   // The status (or epoch) a route amounts to.
   absl::StatusOr<uint64_t> Answer(const std::string& job_id, const Route& route) const;
   void Log(const std::string& line) const;
-  // Counts and logs that `lease` is gone (`why`: "expired", "passed its deadline").
-  void NoteLapsedLocked(int64_t lease, absl::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Logs a lapse Ownership recorded since the last call (`why`: "expired", "passed its
+  // deadline"), once each, and returns the jobs lost since the last call, counted.
+  std::vector<std::string> TakeLostLocked(absl::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Logs `lost` and hands it to on_lost (no lock held).
+  void HandLost(const std::vector<std::string>& lost) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Constant after construction.
   const ReplicaOptions options_;
@@ -103,7 +117,8 @@ class Replica final : public JobGate {
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 
   absl::Notification stop_;
-  std::thread thread_;
+  std::thread lease_thread_;
+  std::thread view_thread_;
 };
 
 }  // namespace psync::server::ha
