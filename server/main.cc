@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "server/coordinator_server.h"
+#include "server/core/plan.h"
 #include "server/daemon.h"
 #include "server/dashboard/assets.h"
 #include "server/heap_releaser.h"
@@ -170,6 +171,15 @@ int main(int argc, char** argv) {
       return 2;
     }
     options.coordinator.job_tokens = std::move(*tokens);
+  }
+  if (absl::GetFlag(FLAGS_max_world_size) < 1 ||
+      absl::GetFlag(FLAGS_max_world_size) > psync::core::kMaxWorldSize ||
+      absl::GetFlag(FLAGS_max_chunks) < 1 ||
+      absl::GetFlag(FLAGS_max_chunks) > psync::core::kMaxChunks) {
+    std::cerr << "psync-coordinator: --max_world_size must be in [1, " << psync::core::kMaxWorldSize
+              << "] and --max_chunks in [1, " << psync::core::kMaxChunks
+              << "] (the protocol's ranges)\n";
+    return 2;
   }
   options.coordinator.tracker.limits.max_world_size = absl::GetFlag(FLAGS_max_world_size);
   options.coordinator.tracker.limits.max_chunks = absl::GetFlag(FLAGS_max_chunks);

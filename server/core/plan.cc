@@ -43,6 +43,10 @@ std::string RankList(const std::vector<RankId>& ranks) {
 absl::Status ValidateRankPlan(const RankPlan& plan, const PlanLimits& limits) {
   if (auto s = CheckLength("job_id", plan.job_id, limits.max_id_length); !s.ok()) return s;
   if (plan.world_size < 1) return Invalid("world_size", "must be at least 1 (got 0)");
+  if (plan.world_size > kMaxWorldSize) {
+    return Invalid("world_size",
+                   absl::StrCat(plan.world_size, " out of range [1, ", kMaxWorldSize, "]"));
+  }
   if (plan.world_size > limits.max_world_size) {
     return OverLimit("world_size", plan.world_size, "max_world_size", limits.max_world_size);
   }
@@ -50,6 +54,9 @@ absl::Status ValidateRankPlan(const RankPlan& plan, const PlanLimits& limits) {
     return Invalid("rank", absl::StrCat(plan.rank, " out of range [0, ", plan.world_size, ")"));
   }
   if (plan.num_chunks < 1) return Invalid("num_chunks", "must be at least 1 (got 0)");
+  if (plan.num_chunks > kMaxChunks) {
+    return Invalid("num_chunks", absl::StrCat(plan.num_chunks, " out of range [1, ", kMaxChunks, "]"));
+  }
   if (plan.num_chunks > limits.max_chunks) {
     return OverLimit("num_chunks", plan.num_chunks, "max_chunks", limits.max_chunks);
   }

@@ -23,9 +23,15 @@
 
 namespace psync::core {
 
+// The protocol's ranges (coordinator.proto): a value outside them is INVALID_ARGUMENT whatever
+// this coordinator's limits say.
+inline constexpr uint32_t kMaxWorldSize = 1 << 20;
+inline constexpr uint32_t kMaxChunks = 4096;
+
 struct PlanLimits {
-  uint32_t max_world_size = 1 << 20;
-  uint32_t max_chunks = 4096;
+  // At most kMaxWorldSize and kMaxChunks (the coordinator refuses to start with more).
+  uint32_t max_world_size = kMaxWorldSize;
+  uint32_t max_chunks = kMaxChunks;
   uint32_t max_optimizers_per_chunk = 16;
   uint32_t max_groups_per_chunk = 16;
   size_t max_id_length = 128;

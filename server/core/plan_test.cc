@@ -42,6 +42,25 @@ RankPlan ValidPlan() {
                Part(1, {"dense"}, {Group("dp", {3, 2, 1, 0})})});
 }
 
+// The proto's ranges hold whatever the coordinator's limits are raised to.
+TEST(ValidateRankPlanTest, TheProtocolsRangesBindEvenPastRaisedLimits) {
+  PlanLimits raised;
+  raised.max_world_size = UINT32_MAX;
+  raised.max_chunks = UINT32_MAX;
+  RankPlan plan = ValidPlan();
+  plan.world_size = kMaxWorldSize;
+  EXPECT_TRUE(ValidateRankPlan(plan, raised).ok());
+  plan.world_size = kMaxWorldSize + 1;
+  absl::Status status = ValidateRankPlan(plan, raised);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "world_size 1048577 out of range [1, 1048576]");
+  plan = ValidPlan();
+  plan.num_chunks = kMaxChunks + 1;
+  status = ValidateRankPlan(plan, raised);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "num_chunks 4097 out of range [1, 4096]");
+}
+
 TEST(ValidateRankPlanTest, AcceptsValidPlans) {
   const PlanLimits limits = SmallLimits();
   EXPECT_TRUE(ValidateRankPlan(ValidPlan(), limits).ok());
