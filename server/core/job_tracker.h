@@ -179,7 +179,9 @@ class JobTracker {
   absl::Status CheckNotAhead(RankId rank, absl::string_view field, Step step) const;
   std::string UnfinishedChunks(RankId rank) const;
 
-  void StartGeneration(absl::Time now, absl::string_view reason, Decisions* out);
+  // The new generation is the current one + 1, or `at_least` when that is higher.
+  void StartGeneration(absl::Time now, absl::string_view reason, Decisions* out,
+                       uint64_t at_least = 0);
   // Records what a resuming rank re-announced (its step, check-ins and executed syncs).
   void ApplyResume(RankId rank, const ResumeState& resume, absl::Time now, Decisions* out);
   // Once the plan is complete: counts ranks past a step as having staged and synced it, releases

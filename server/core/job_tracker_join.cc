@@ -2,6 +2,7 @@
 // restart or after an abort), issues the session id, and reconciles once the plan is complete;
 // CheckSender/CheckBatch/CheckAttach decide who may send in this generation; Abort and
 // AbortGeneration end one. Part of the JobTracker class (job_tracker.h); thread-compatible.
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -10,15 +11,17 @@
 
 namespace psync::core {
 
-void JobTracker::StartGeneration(absl::Time now, absl::string_view reason, Decisions* out) {
+void JobTracker::StartGeneration(absl::Time now, absl::string_view reason, Decisions* out,
+                                 uint64_t at_least) {
+  const uint64_t next = std::max(generation_ + 1, at_least);
   if (generation_ > 0 && state_ != JobState::kAborted) {  // aborted ranks already know
     for (RankId rank : JoinedRanks()) {
       out->deliveries.push_back(
           {rank, AbortNotice{generation_, ranks_[rank].step,
-                             absl::StrCat(reason, "; join generation ", generation_ + 1)}});
+                             absl::StrCat(reason, "; join generation ", next)}});
     }
   }
-  ++generation_;
+  generation_ = next;
   state_ = JobState::kForming;
   abort_reason_.clear();
   plan_ = JobPlan();
@@ -55,6 +58,13 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
   } else if (state_ == JobState::kAborted) {
     new_generation_reason =
         absl::StrCat("rank ", plan.rank, " joined after abort (", abort_reason_, ")");
+  } else if (state_ == JobState::kForming && existing == ranks_.end() &&
+             plan.resume.has_value() && plan.resume->generation >= generation_) {
+    // A coordinator that lost the job (a new owner replica) opened a generation for a rank that
+    // joined fresh before any resuming one: the job's numbering continues above what the
+    // resuming ranks were in, never repeats it (the fresh ranks are aborted and join again).
+    new_generation_reason = absl::StrCat("rank ", plan.rank, " resumes generation ",
+                                         plan.resume->generation, ", not older than this one");
   } else if (existing != ranks_.end()) {
     new_generation_reason =
         absl::StrCat("rank ", plan.rank, " restarted (incarnation '", existing->second.incarnation,
@@ -67,9 +77,10 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
   } else {
     JobPlan trial;
     if (auto s = trial.Merge(plan); !s.ok()) return s;
-    // A coordinator that never saw the job continues the generation numbering of resuming ranks.
-    if (generation_ == 0 && plan.resume.has_value()) generation_ = plan.resume->generation;
-    StartGeneration(now, new_generation_reason, out);
+    // A coordinator that never saw the job continues the generation numbering of resuming ranks,
+    // and so does one that opened a generation for fresh joiners before a resuming rank came.
+    StartGeneration(now, new_generation_reason, out,
+                    plan.resume.has_value() ? plan.resume->generation + 1 : 0);
     plan_ = std::move(trial);
   }
 

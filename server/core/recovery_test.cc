@@ -171,6 +171,34 @@ TEST(RecoveryTest, ARankThatSyncedEveryChunkMayCheckInForTheNextStepWhileOthersR
   EXPECT_THAT(Directives(last), ElementsAre(std::make_tuple(1u, 5u, 1u)));
 }
 
+// A new owner first sees a rank that joins fresh (it opens generation 1), then ranks resuming
+// generation 3 of the old owner: the numbering continues above 3 and never repeats a generation a
+// rank was in; the fresh rank is aborted into it and joins again.
+TEST(RecoveryTest, AResumeOfANewerGenerationLiftsAFreshForming) {
+  JobTracker tracker("j", TrackerOptions());
+  Decisions d;
+  auto fresh = tracker.Join(Plan(1, std::nullopt), kNow, &d);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ(fresh->generation, 1u);
+  Decisions resumed;
+  auto r0 = tracker.Join(Plan(0, ResumeState{3, 5, {{0, "dense"}}, {}}), kNow, &resumed);
+  ASSERT_TRUE(r0.ok()) << r0.status();
+  EXPECT_EQ(r0->generation, 4u);
+  ASSERT_EQ(resumed.deliveries.size(), 1u);
+  EXPECT_EQ(resumed.deliveries[0].rank, 1u);
+  const auto* abort = std::get_if<AbortNotice>(&resumed.deliveries[0].notice);
+  ASSERT_NE(abort, nullptr);
+  EXPECT_EQ(abort->generation, 1u);
+  EXPECT_EQ(tracker.CheckGeneration(1).code(), absl::StatusCode::kFailedPrecondition);
+  auto again = tracker.Join(Plan(1, std::nullopt), kNow, &d);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->generation, 4u);
+  // An older resume merges into the newer generation.
+  JobTracker other("j", TrackerOptions());
+  ASSERT_EQ(other.Join(Plan(0, ResumeState{3, 5, {}, {}}), kNow, &d)->generation, 4u);
+  ASSERT_EQ(other.Join(Plan(1, ResumeState{2, 5, {}, {}}), kNow, &d)->generation, 4u);
+}
+
 TEST(RecoveryTest, AJoinWithoutResumeIsNotResumed) {
   JobTracker tracker("j", TrackerOptions());
   Decisions d;
