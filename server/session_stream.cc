@@ -23,18 +23,53 @@ using Reactor = SessionReactor;
 // The coordinator's sink for one rank's notices: converts them and queues them on the stream's
 // writer. It is its own (corkable) batcher, so that the coordinator queues a release's notices
 // first and then starts the streams' writes on its delivery threads. Outlives the reactor: once
-// the stream is done, everything sent is dropped.
+// the stream is done, everything sent is dropped. It also holds the Session's attachment (job,
+// rank), so that either the reactor (the stream ended) or the writer (the overflow deadline ended
+// it, while the reactor may wait for a peer that does not read) detaches it, once.
 class SessionStreamSink final : public SessionSink,
                                 public NoticeBatcher,
                                 public std::enable_shared_from_this<SessionStreamSink> {
  public:
   // Bounded by `limits`; call ArmOverflowTimer once the sink is owned by a shared_ptr.
-  SessionStreamSink(Reactor* reactor, const StreamLimits& limits)
-      : writer_(reactor, limits, /*clock=*/nullptr,
-                [this](absl::Duration after) { overflow_timer_(after); }) {}
+  SessionStreamSink(Reactor* reactor, Coordinator* coordinator, const StreamLimits& limits)
+      : coordinator_(coordinator),
+        writer_(reactor, limits, /*clock=*/nullptr,
+                [this](absl::Duration after) { overflow_timer_(after); }) {
+    writer_.SetOnOverflow([this] { DetachFromCoordinator(); });
+  }
   void ArmOverflowTimer() {
     overflow_timer_ = AlarmTimer(weak_from_this(),
                                  [](SessionStreamSink& s) -> SessionWriter& { return s.writer_; });
+  }
+
+  // The Session is attached as `rank` of `job_id` (once).
+  void Attached(const std::string& job_id, core::RankId rank) ABSL_LOCKS_EXCLUDED(attach_mu_) {
+    absl::MutexLock lock(&attach_mu_);
+    job_id_ = job_id;
+    rank_ = rank;
+    attached_ = true;
+  }
+  bool IsAttached() ABSL_LOCKS_EXCLUDED(attach_mu_) {
+    absl::MutexLock lock(&attach_mu_);
+    return attached_;
+  }
+  // The job and rank of the attached Session (empty and 0 before the attach).
+  std::pair<std::string, core::RankId> Attachment() ABSL_LOCKS_EXCLUDED(attach_mu_) {
+    absl::MutexLock lock(&attach_mu_);
+    return {job_id_, rank_};
+  }
+  // Detaches the Session from the coordinator, once (nothing before the attach).
+  void DetachFromCoordinator() ABSL_LOCKS_EXCLUDED(attach_mu_) {
+    std::string job_id;
+    core::RankId rank = 0;
+    {
+      absl::MutexLock lock(&attach_mu_);
+      if (!attached_ || detached_) return;
+      detached_ = true;
+      job_id = job_id_;
+      rank = rank_;
+    }
+    coordinator_->Detach(job_id, rank, this);
   }
 
   void Send(const core::Notice& notice) override { writer_.Enqueue(NoticeToProto(notice)); }
@@ -57,9 +92,17 @@ class SessionStreamSink final : public SessionSink,
   SessionWriter& writer() { return writer_; }
 
  private:
+  Coordinator* const coordinator_;
   // Set once by ArmOverflowTimer, before the stream reads its first message.
   std::function<void(absl::Duration)> overflow_timer_;
   SessionWriter writer_;
+  // Set once by the attach (a read reaction); read by the reactor's OnCancel/OnDone and the
+  // writer's overflow, which may run concurrently.
+  absl::Mutex attach_mu_;
+  bool attached_ ABSL_GUARDED_BY(attach_mu_) = false;
+  bool detached_ ABSL_GUARDED_BY(attach_mu_) = false;
+  std::string job_id_ ABSL_GUARDED_BY(attach_mu_);
+  core::RankId rank_ ABSL_GUARDED_BY(attach_mu_) = 0;
 };
 
 class SessionStream final : public Reactor {
@@ -67,7 +110,7 @@ class SessionStream final : public Reactor {
   SessionStream(Coordinator* coordinator, const StreamLimits& limits)
       : coordinator_(coordinator),
         lazy_ack_delay_(limits.lazy_ack_delay),
-        outbox_(std::make_shared<SessionStreamSink>(this, limits)) {
+        outbox_(std::make_shared<SessionStreamSink>(this, coordinator, limits)) {
     outbox_->ArmOverflowTimer();
     // Reading stops while the answers queued are over the bound (the client does not read them):
     // HTTP/2 flow control then holds the client back. It resumes once the queue drained.
@@ -150,38 +193,20 @@ class SessionStream final : public Reactor {
       outbox_->Close(pending.status());
       return false;
     }
-    {
-      absl::MutexLock lock(&attach_mu_);
-      job_id_ = a.job_id();
-      rank_ = a.rank();
-      attached_ = true;
-    }
+    outbox_->Attached(a.job_id(), a.rank());
     outbox_->writer().Enqueue(AckFor(frame_.message().request_id(), absl::OkStatus()));
     for (const core::Notice& n : *pending) outbox_->Send(n);
     return true;
   }
 
-  bool IsAttached() ABSL_LOCKS_EXCLUDED(attach_mu_) {
-    absl::MutexLock lock(&attach_mu_);
-    return attached_;
-  }
+  bool IsAttached() { return outbox_->IsAttached(); }
 
   // The job of the attached Session (empty before the attach).
-  std::string AttachedJob() ABSL_LOCKS_EXCLUDED(attach_mu_) {
-    absl::MutexLock lock(&attach_mu_);
-    return job_id_;
-  }
+  std::string AttachedJob() { return outbox_->Attachment().first; }
 
   // Applies a staged, skip or sync_done message as the attached rank.
-  absl::Status Dispatch(SessionAction action, const v1::SessionUp& up)
-      ABSL_LOCKS_EXCLUDED(attach_mu_) {
-    std::string job_id;
-    core::RankId rank = 0;
-    {
-      absl::MutexLock lock(&attach_mu_);
-      job_id = job_id_;
-      rank = rank_;
-    }
+  absl::Status Dispatch(SessionAction action, const v1::SessionUp& up) {
+    const auto [job_id, rank] = outbox_->Attachment();
     switch (action) {
       case SessionAction::kStaged:
         return coordinator_->Stage(job_id, rank, up.staged().generation(),
@@ -202,29 +227,12 @@ class SessionStream final : public Reactor {
     return absl::InternalError("Dispatch: not a message for the tracker");
   }
 
-  void DetachFromCoordinator() ABSL_LOCKS_EXCLUDED(attach_mu_) {
-    std::string job_id;
-    core::RankId rank = 0;
-    {
-      absl::MutexLock lock(&attach_mu_);
-      if (!attached_ || detached_) return;
-      detached_ = true;
-      job_id = job_id_;
-      rank = rank_;
-    }
-    coordinator_->Detach(job_id, rank, outbox_.get());
-  }
+  void DetachFromCoordinator() { outbox_->DetachFromCoordinator(); }
 
   Coordinator* const coordinator_;
   const absl::Duration lazy_ack_delay_;
   const std::shared_ptr<SessionStreamSink> outbox_;
   SessionUpFrame frame_;  // touched by the read reactions only, one at a time
-  // Set once by the attach (a read reaction); read by OnCancel/OnDone, which may run concurrently.
-  absl::Mutex attach_mu_;
-  bool attached_ ABSL_GUARDED_BY(attach_mu_) = false;
-  bool detached_ ABSL_GUARDED_BY(attach_mu_) = false;
-  std::string job_id_ ABSL_GUARDED_BY(attach_mu_);
-  core::RankId rank_ ABSL_GUARDED_BY(attach_mu_) = 0;
 };
 
 }  // namespace

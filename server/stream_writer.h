@@ -13,7 +13,10 @@
 // reading (ReadAllowed() returns false; HTTP/2 flow control then pushes back on the peer) and the
 // writer calls `resume_read` once the queue is back at or under the bound. A queue that stays over
 // the bound for `limits.overflow_deadline` is dropped and the call finished at once with
-// RESOURCE_EXHAUSTED (a message naming the bound). The bound is a soft one: what the coordinator
+// RESOURCE_EXHAUSTED (a message naming the bound); `on_overflow` (SetOnOverflow) then runs, so
+// that the stream's owner lets go of what the stream held in the coordinator (a Session's rank is
+// detached and its lease runs) without waiting for a peer that does not read to take the status
+// from behind its flow-controlled data. The bound is a soft one: what the coordinator
 // hands out (notices) is always queued, never dropped while the stream lives, and a read in
 // progress completes; what stops is reading, i.e. new answers. Time comes from the injected Clock;
 // the writer asks `arm_timer(after)` to call CheckOverflow() once `after` has passed (AlarmTimer
@@ -101,6 +104,9 @@ class StreamWriter {
   // Called (outside the writer's lock, from OnWriteDone) when reading may go on after
   // ReadAllowed() said no. Set before the first read.
   void SetResumeRead(std::function<void()> resume_read) { resume_read_ = std::move(resume_read); }
+  // Called once (outside the writer's lock, from CheckOverflow) when the overflow deadline ended
+  // the stream. Set before the first read.
+  void SetOnOverflow(std::function<void()> on_overflow) { on_overflow_ = std::move(on_overflow); }
 
   // Runs add(Queue&) under the lock, then starts a write if one may start. Nothing is added once
   // the writer is closing or detached.
@@ -228,6 +234,7 @@ class StreamWriter {
     if (arm != absl::InfiniteDuration()) arm_timer_(arm);
     if (finish == nullptr) return false;
     if (limits_.counters != nullptr) limits_.counters->overflows.fetch_add(1);
+    if (on_overflow_) on_overflow_();
     finish->Finish(finish_status);
     return true;
   }
@@ -280,6 +287,7 @@ class StreamWriter {
   Clock* const clock_;
   const ArmTimer arm_timer_;
   std::function<void()> resume_read_;
+  std::function<void()> on_overflow_;
 
   // State below is protected by mu_.
   absl::Mutex mu_;

@@ -1,6 +1,6 @@
 // Flow control over real gRPC (stream_writer.h): a Session that writes and never reads is paused
 // once its answers queue past the bound, then ended with RESOURCE_EXHAUSTED past the overflow
-// deadline; meanwhile another rank's release flows, and the flooding rank, attaching again, gets
+// deadline, and detached from the coordinator at once (not when it reads its status); meanwhile another rank's release flows, and the flooding rank, attaching again, gets
 // its pending directive. A WatchEvents watcher that never reads is ended with RESOURCE_EXHAUSTED.
 //
 // Nothing sleeps and hopes: the test waits on the server's stream counters (conditions), with a
@@ -117,6 +117,19 @@ TEST_F(BackpressureTest, ASessionThatNeverReadsIsPausedThenEndedAndGetsItsDirect
 
   // Rank 0's queue stays over the bound: its stream is ended.
   ASSERT_TRUE(WaitFor([&] { return counters().overflows.load() >= 1; }));
+  // The coordinator lets go of rank 0 then, without waiting for a peer that does not read to take
+  // the status from behind its flow-controlled data: one Session connected (rank 1's), and rank
+  // 0 is detached (its rank lease runs) while its stream still holds unread answers.
+  auto sessions_connected = [&] {
+    grpc::ClientContext context;
+    v1::GetJobStatusRequest request;
+    request.set_job_id("bp");
+    v1::JobStatus status;
+    return stub_->GetJobStatus(&context, request, &status).ok() ? status.sessions_connected()
+                                                                : 99u;
+  };
+  EXPECT_TRUE(WaitFor([&] { return sessions_connected() == 1u; }))
+      << "sessions_connected " << sessions_connected();
   // Draining what the transport held shows the end: fewer answers than messages written.
   uint64_t answers = 0;
   v1::SessionDown down;
