@@ -18,6 +18,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
     v1::OwnerRedirect details;
     details.set_owner(redirect->owner);
     details.set_epoch(redirect->epoch);
+    details.set_no_owner(redirect->owner.empty());  // never empty bytes on the wire
     return grpc::Status(static_cast<grpc::StatusCode>(status.code()), BoundEcho(status.message()),
                         details.SerializeAsString());
   }

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "server/not_served.h"
 
 namespace psync::server {
 namespace {
@@ -133,6 +134,25 @@ TEST(ToGrpcStatusTest, SameNumberSameMessage) {
     EXPECT_EQ(static_cast<int>(g.error_code()), static_cast<int>(code));
     EXPECT_EQ(g.error_message(), code == absl::StatusCode::kOk ? "" : "why");
   }
+}
+
+// A redirect with no owner (nobody may serve the job now) is still told apart from no redirect on
+// the wire: its details are never empty bytes.
+TEST(ToGrpcStatusTest, ARedirectWithNoOwnerIsStillARedirect) {
+  const grpc::Status none = ToGrpcStatus(NotServedHere("nobody may serve it now", "", 0));
+  EXPECT_EQ(none.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_FALSE(none.error_details().empty());
+  const std::optional<v1::OwnerRedirect> redirect = OwnerRedirectOf(none);
+  ASSERT_TRUE(redirect.has_value());
+  EXPECT_EQ(redirect->owner(), "");
+  EXPECT_TRUE(redirect->no_owner());
+  const std::optional<v1::OwnerRedirect> named =
+      OwnerRedirectOf(ToGrpcStatus(NotServedHere("go to b", "b:1", 9)));
+  ASSERT_TRUE(named.has_value());
+  EXPECT_EQ(named->owner(), "b:1");
+  EXPECT_EQ(named->epoch(), 9u);
+  EXPECT_FALSE(named->no_owner());
+  EXPECT_FALSE(OwnerRedirectOf(ToGrpcStatus(absl::UnavailableError("plain"))).has_value());
 }
 
 }  // namespace

@@ -137,8 +137,8 @@ TEST_F(RedirectTest, JoinAtTheWrongReplicaNamesTheOwnerAndClientsGoThere) {
   grpc::ClientContext context;
   const grpc::Status refused = wrong->Join(&context, Plan(job), &response);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_EQ(refused.error_message(), absl::StrCat("job '", job, "' is owned by replica '",
-                                                  addresses_[0], "' (epoch 0): connect there"));
+  EXPECT_EQ(refused.error_message(), absl::StrCat("job '", job, "' is not owned yet; replica '",
+                                                  addresses_[0], "' is to own it: join there"));
   ASSERT_TRUE(RedirectIn(refused).has_value());
   EXPECT_EQ(RedirectIn(refused)->owner(), addresses_[0]);
   EXPECT_EQ(RedirectIn(refused)->epoch(), 0u);
