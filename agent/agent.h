@@ -61,8 +61,9 @@ struct AgentOptions {
   size_t max_batch_bytes = 512 << 10;
   // Reconnect delays of the upstream stream (also the channel's reconnect backoff).
   BackoffOptions backoff;
-  // HTTP/2 keepalive of the channel to the coordinator, so a dead connection ends the stream.
-  absl::Duration keepalive = absl::Seconds(10);
+  // HTTP/2 keepalive of the channel to the coordinator (as ClientOptions::keepalive), so a dead
+  // connection or a paused coordinator ends the stream within about three intervals.
+  absl::Duration keepalive = absl::Seconds(1);
   // Largest message accepted from a local rank.
   int max_receive_message_bytes = 1 << 20;
 };

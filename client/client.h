@@ -129,11 +129,13 @@ struct ClientOptions {
   absl::Duration call_timeout = absl::Seconds(30);
   // Delays between reconnect attempts (also the reconnect backoff of a channel the client creates).
   BackoffOptions backoff;
-  // HTTP/2 keepalive ping interval (and ping timeout) of a channel the client creates, so that a
-  // half-open connection (coordinator host gone, network cut without a reset) ends the Session
-  // and the client reconnects. The coordinator must permit pings this often (psync-coordinator
-  // permits one per second). Zero turns keepalive off.
-  absl::Duration keepalive = absl::Seconds(10);
+  // HTTP/2 keepalive ping interval of a channel the client creates (a ping unanswered for twice
+  // this long closes the connection), so that a half-open connection (coordinator host gone,
+  // network cut without a reset) or a paused coordinator (SIGSTOP, a replica past its lease) ends
+  // the Session within about three intervals and the client reconnects, to another replica when
+  // given several. The coordinator must permit pings this often (psync-coordinator permits one
+  // per second). Zero turns keepalive off.
+  absl::Duration keepalive = absl::Seconds(1);
   // The asynchronous calls (Report*Async, SkipStepAsync) ask for lazy acks (SessionUp.lazy_ack):
   // the coordinator may answer an accepted one with a later message (at most its
   // --lazy_ack_delay, 50 ms by default, later) instead of an Ack of its own, which saves it a

@@ -46,7 +46,8 @@ grpc::ChannelArguments ReconnectingChannelArguments(const BackoffOptions& backof
   if (keepalive > absl::ZeroDuration()) {
     const int ms = static_cast<int>(absl::ToInt64Milliseconds(keepalive));
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, ms);
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms);
+    // Twice the interval: a loaded coordinator answers a ping late more often than it pauses.
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2 * ms);
     args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   }
   return args;

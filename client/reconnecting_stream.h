@@ -69,7 +69,8 @@ bool IsTransientStreamEnd(const absl::Status& status, bool established);
 
 // Channel arguments that align gRPC's own reconnect backoff with `backoff` (gRPC's default, 1 s
 // doubling to 120 s, gates fail-fast calls while the channel is down) and turn on HTTP/2
-// keepalive every `keepalive` (zero: off), so a half-open connection ends the stream.
+// keepalive every `keepalive` (zero: off; a ping unanswered for twice that closes the
+// connection), so a half-open connection or a paused peer ends the stream.
 grpc::ChannelArguments ReconnectingChannelArguments(const BackoffOptions& backoff,
                                                     absl::Duration keepalive);
 
