@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <random>
@@ -56,7 +57,34 @@ using chaos::ReadFile;
 using chaos::Spawn;
 using chaos::WaitForPort;
 
+// How long the run may take, from the test's start: bazel's TEST_TIMEOUT less a minute for the
+// verdict and the cleanup (so a loaded machine, or one core under taskset, given a longer
+// --test_timeout gets the time too), 600 s without it.
+absl::Duration RunBudget() {
+  const char* timeout = std::getenv("TEST_TIMEOUT");
+  int seconds = 0;
+  if (timeout != nullptr && absl::SimpleAtoi(timeout, &seconds) && seconds > 120) {
+    return absl::Seconds(seconds - 60);
+  }
+  return absl::Seconds(600);
+}
+
+// Kills and reaps the processes still running when the test returns, a failed ASSERT included.
+struct KillOnReturn {
+  std::vector<pid_t>* pids;
+  pid_t* coordinator;
+  ~KillOnReturn() {
+    for (pid_t& p : *pids) {
+      if (p > 0) KillAndReap(p);
+      p = -1;
+    }
+    if (*coordinator > 0) KillAndReap(*coordinator);
+    *coordinator = -1;
+  }
+};
+
 TEST(ChaosTest, RankKillsAndCoordinatorRestartsNeverSyncEarlyOrTwice) {
+  const absl::Time deadline = absl::Now() + RunBudget();
   const std::string coordinator = testing::Runfile("server/psync-coordinator");
   const std::string rank_binary = testing::Runfile("tests/chaos/chaos_rank");
   const std::string dir = testing::TempPath("chaos");
@@ -72,13 +100,15 @@ TEST(ChaosTest, RankKillsAndCoordinatorRestartsNeverSyncEarlyOrTwice) {
     ++restarts;
     return std::make_pair(pid, WaitForPort(port_file));
   };
-  auto [coordinator_pid, port] = start_coordinator("127.0.0.1:0");
+  auto [first_pid, port] = start_coordinator("127.0.0.1:0");
+  pid_t coordinator_pid = first_pid;
+  std::vector<pid_t> pids(kRanks, -1);
+  KillOnReturn kill_on_return{&pids, &coordinator_pid};
   ASSERT_GT(coordinator_pid, 0);
   ASSERT_GT(port, 0);
   const std::string target = absl::StrCat("127.0.0.1:", port);
 
   std::vector<ProcessLog> logs;
-  std::vector<pid_t> pids(kRanks, -1);
   std::vector<size_t> log_of(kRanks);  // rank -> index into logs of its current process
   auto start_rank = [&](uint32_t rank) {
     const std::string log = absl::StrCat(dir, "/rank", rank, ".", logs.size(), ".log");
@@ -96,7 +126,6 @@ TEST(ChaosTest, RankKillsAndCoordinatorRestartsNeverSyncEarlyOrTwice) {
   std::mt19937 rng(7);
   size_t next_rank_kill = 0, next_coordinator_kill = 0;
   std::vector<std::pair<int64_t, int64_t>> coordinator_outages;  // (kill, back up) times
-  const absl::Time deadline = absl::Now() + absl::Seconds(600);
   auto all_exited = [&]() {
     for (uint32_t r = 0; r < kRanks; ++r) {
       if (pids[r] > 0) {
@@ -130,17 +159,19 @@ TEST(ChaosTest, RankKillsAndCoordinatorRestartsNeverSyncEarlyOrTwice) {
       const int64_t killed_at = MonotonicNanos();
       KillAndReap(coordinator_pid);
       auto [pid, back_port] = start_coordinator(target);
-      ASSERT_EQ(back_port, port);
       coordinator_pid = pid;
+      ASSERT_EQ(back_port, port);
       coordinator_outages.emplace_back(killed_at, MonotonicNanos());
       ++next_coordinator_kill;
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
-  for (pid_t p : pids) {
+  for (pid_t& p : pids) {
     if (p > 0) KillAndReap(p);
+    p = -1;
   }
   KillAndReap(coordinator_pid);
+  coordinator_pid = -1;
   ASSERT_EQ(next_rank_kill, kRankKillSteps.size());
   ASSERT_EQ(next_coordinator_kill, kCoordinatorKillSteps.size());
 
