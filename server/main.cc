@@ -76,8 +76,9 @@ ABSL_FLAG(uint64_t, stream_queue_bytes, 1 << 20,
           "about: serialized size + 128 a message) past which the coordinator stops reading "
           "that stream until it drained (HTTP/2 flow control holds the client back); 0: no bound");
 ABSL_FLAG(uint64_t, watch_queue_bytes, 16 << 20,
-          "bytes of events queued for one WatchEvents watcher past which it is ended with "
-          "RESOURCE_EXHAUSTED (it watches again with replay); 0: bounded by count only (65536)");
+          "bytes of matching events recorded while a WatchEvents watcher takes none, past which "
+          "it is ended with RESOURCE_EXHAUSTED (a replay is paged from the event log as the "
+          "watcher reads, never held at once); 0: bounded by count only (65536)");
 ABSL_FLAG(absl::Duration, lazy_ack_delay, absl::Milliseconds(50),
           "longest wait of an accepted lazy_ack report for a message to carry its answer "
           "(SessionDown.acked_through), or of an applied lazy_ack node-agent batch "

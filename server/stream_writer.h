@@ -62,8 +62,9 @@ struct StreamLimits {
   // How long the queue may stay over `queue_bytes` before the stream is ended with
   // RESOURCE_EXHAUSTED.
   absl::Duration overflow_deadline = absl::InfiniteDuration();
-  // A WatchEvents stream's bound (it has no reads to pause: over it, it ends at once); 0: bounded
-  // by event count only (event_stream.h).
+  // A WatchEvents stream's bound: the bytes of matching events recorded while the watcher takes
+  // none (a replay is paged from the event log as it reads; event_stream.h); 0: bounded by event
+  // count only.
   size_t watch_queue_bytes = 0;
   // Not owned; may be null.
   StreamCounters* counters = nullptr;
