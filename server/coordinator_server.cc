@@ -138,7 +138,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
   s->rendezvous_ = std::make_unique<RendezvousStore>(
       options.rendezvous, [coordinator](const std::string& job, uint64_t generation,
                                         const RendezvousStore::Caller& caller) {
-        return coordinator->CheckGeneration(job, generation, caller.rank, caller.session_id);
+        absl::Status checked =
+            coordinator->CheckGeneration(job, generation, caller.rank, caller.session_id);
+        // Refused like any other message: counted (the job's, or job="" for one not live).
+        if (!checked.ok()) coordinator->RecordRejected(job, checked);
+        return checked;
       });
   s->rendezvous_cleanup_ = std::make_unique<RendezvousCleanup>(coordinator, s->rendezvous_.get());
   StreamLimits streams = options.streams;

@@ -2,6 +2,7 @@
 // isolation between jobs.
 #include <memory>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -188,6 +189,35 @@ TEST_F(ServiceTest, KvGetWaitsForTheKeyOverGrpc) {
   set.set_generation(j0.generation() + 1);
   grpc::Status stale = stub_->KvSet(&stale_context, set, &set_response);
   EXPECT_EQ(stale.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+// A rendezvous call for a job that has ended is refused and counted as a rejection, like every
+// other late message of an ended job (docs/reliability.md, "Job lifecycle").
+TEST_F(ServiceTest, ARendezvousCallForAnEndedJobIsRefusedAndCounted) {
+  v1::JoinResponse j0 = Join(MakeJoin("j", 1, 0, 1));
+  {
+    grpc::ClientContext context;
+    v1::EndJobRequest request;
+    request.set_job_id("j");
+    v1::EndJobResponse response;
+    ASSERT_TRUE(stub_->EndJob(&context, request, &response).ok());
+  }
+  auto rejections = [&] {
+    uint64_t next = 0;
+    size_t n = 0;
+    for (const core::Event& e : server_->coordinator().EventsSince(0, &next)) {
+      n += e.kind == core::EventKind::kRejected && e.job_id.str() == "j";
+    }
+    return n;
+  };
+  const size_t before = rejections();
+  grpc::ClientContext context;
+  v1::KvSetResponse response;
+  const grpc::Status late =
+      stub_->KvSet(&context, MakeKvSet("j", j0.generation(), "nccl/dp", "x"), &response);
+  EXPECT_EQ(late.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(late.error_message(), "has ended")) << late.error_message();
+  EXPECT_EQ(rejections(), before + 1);
 }
 
 TEST_F(ServiceTest, KvGetWaitEndsAtTheCallDeadline) {
