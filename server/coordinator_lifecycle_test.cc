@@ -338,7 +338,53 @@ TEST_F(LifecycleTest, AJobWithoutSessionsOrMessagesIsEvictedAfterTheIdleTtlAndMa
   ASSERT_TRUE(coordinator_->Join(DensePlan("idle", 0, 2, 1)).ok());
   EXPECT_EQ(coordinator_->live_jobs(), 2u);
   EXPECT_EQ(JobStateText(*coordinator_->GetJobStatus("idle")), "FORMING");
-  EXPECT_THAT(JobIds({"EVICTED"}), ElementsAre("idle"));
+  EXPECT_THAT(JobIds({"EVICTED"}), IsEmpty());  // listed once, as its live run
+  EXPECT_THAT(JobIds({"FORMING"}), ElementsAre("idle"));
+}
+
+// ListJobs names a job id once: a job evicted and joined again is its live run only (not also
+// its evicted run from the history), and once that run ends, its end only. The history holds one
+// record per id, so the restarted job takes one place in it.
+TEST_F(LifecycleTest, AnEvictedJobJoinedAgainIsListedOnceAsItsCurrentRun) {
+  CoordinatorOptions options;
+  options.job_idle_ttl = absl::Minutes(15);
+  options.rank_lease = absl::Hours(1);
+  options.lost_rank_abort_after = absl::Hours(2);
+  options.finished_jobs_kept = 2;
+  Restart(options);
+  JoinAll("other");
+  ASSERT_TRUE(coordinator_->EndJob("other", "done", "").ok());
+  JoinAll("job");
+  clock_.Advance(absl::Minutes(15));
+  ASSERT_EQ(coordinator_->EnforceLiveness().size(), 1u);  // "job" evicted
+  EXPECT_THAT(JobIds({}), ElementsAre("other", "job"));
+  EXPECT_THAT(JobIds({"EVICTED"}), ElementsAre("job"));
+
+  // Joined again: one line, the live run, in the live part of the list (sorted, before the
+  // history); the EVICTED filter no longer finds it.
+  JoinAll("job");
+  JoinAll("new");
+  const std::vector<JobStatusView> listed = coordinator_->ListJobs();
+  ASSERT_EQ(listed.size(), 3u);
+  EXPECT_EQ(listed[0].snapshot.job_id, "job");
+  EXPECT_EQ(JobStateText(listed[0]), "RUNNING");
+  EXPECT_EQ(listed[0].end.kind, JobEndKind::kLive);
+  EXPECT_EQ(listed[1].snapshot.job_id, "new");
+  EXPECT_EQ(listed[2].snapshot.job_id, "other");
+  EXPECT_EQ(JobStateText(listed[2]), "ENDED");
+  EXPECT_THAT(JobIds({"EVICTED"}), IsEmpty());
+  EXPECT_THAT(JobIds({"RUNNING"}), ElementsAre("job", "new"));
+  EXPECT_THAT(JobIds({"RUNNING", "EVICTED"}), ElementsAre("job", "new"));
+
+  // The second run ends: one line again, its end, with its reason.
+  ASSERT_TRUE(coordinator_->EndJob("job", "second run done", "").ok());
+  EXPECT_THAT(JobIds({}), ElementsAre("new", "other", "job"));
+  EXPECT_THAT(JobIds({"ENDED"}), ElementsAre("other", "job"));
+  EXPECT_THAT(JobIds({"EVICTED"}), IsEmpty());
+  const std::vector<JobStatusView> ended = coordinator_->ListJobs({"ENDED"});
+  ASSERT_EQ(ended.size(), 2u);
+  EXPECT_EQ(ended[1].end.reason, "second run done");
+  EXPECT_EQ(coordinator_->GetJobStatus("job")->end.reason, "second run done");
 }
 
 TEST_F(LifecycleTest, MaxJobsCountsLiveJobsAndTheHistoryKeepsExactlyTheLastN) {

@@ -1,7 +1,9 @@
 #include "server/http_api.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
@@ -11,6 +13,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "server/convert.h"
 #include "server/ha/replica_proto.h"
+#include "server/job_history.h"
 #include "server/metrics/http_handler.h"
 
 namespace psync::server {
@@ -119,9 +122,20 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
     return server->Handle(path, guarded(api_token, std::move(handler)));
   };
 
-  auto jobs = [coordinator](const http::Request&) {
+  auto jobs = [coordinator](const http::Request& request) {
+    std::vector<std::string> states;
+    for (absl::string_view name :
+         absl::StrSplit(request.QueryParam("states"), ',', absl::SkipEmpty())) {
+      std::optional<std::string> state = CanonicalJobState(name);
+      if (!state.has_value()) {
+        return ErrorOf(absl::InvalidArgumentError(
+            absl::StrCat("query parameter 'states': '", name.substr(0, 32),
+                         "' is not a job state (", kJobStateNames, ", in any case)")));
+      }
+      states.push_back(*std::move(state));
+    }
     v1::ListJobsResponse response;
-    for (const JobStatusView& view : coordinator->ListJobs()) {
+    for (const JobStatusView& view : coordinator->ListJobs(states)) {
       JobSummaryToProto(view, response.add_jobs());
     }
     return JsonOf(response);
@@ -173,9 +187,10 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
     uint64_t since = 0;
     uint64_t limit = 0;
     if (auto s = ParseUint(request, "since", 0, &since); !s.ok()) return ErrorOf(s);
-    if (auto s = ParseUint(request, "limit", kMaxEventsPerAnswer, &limit); !s.ok())
-      return ErrorOf(s);
-    if (limit == 0 || limit > kMaxEventsPerAnswer) {
+    // Refused, never clamped: one message for every limit out of range, a number past 64 bits
+    // and a negative one included.
+    if (!ParseUint(request, "limit", kMaxEventsPerAnswer, &limit).ok() || limit == 0 ||
+        limit > kMaxEventsPerAnswer) {
       return ErrorOf(absl::InvalidArgumentError(
           absl::StrCat("query parameter 'limit' must be in 1..", kMaxEventsPerAnswer)));
     }

@@ -2,7 +2,8 @@
 // the gRPC status calls, and (when given) the dashboard's static files.
 //
 //   /metrics                          Prometheus text exposition
-//   /api/jobs                         ListJobsResponse as JSON
+//   /api/jobs?states=a,b              ListJobsResponse as JSON: as ListJobs, one line per job id,
+//                                     only the states listed (any case) when `states` is given
 //   /api/job?id=J                     JobStatus
 //   /api/chunk?id=J&step=S&chunk=C    ChunkStatus
 //   /api/audit?id=J                   GetAuditResponse
@@ -11,12 +12,15 @@
 //                                     held in memory with index in [since, next) that match `job`
 //                                     and `kinds`. One answer looks at most `limit` events
 //                                     (default and largest: kMaxEventsPerAnswer), so it may hold
-//                                     fewer; continue from `next` until it equals `end`.
+//                                     fewer; continue from `next` until it equals `end`. A limit
+//                                     outside 1..kMaxEventsPerAnswer is refused (400 "query
+//                                     parameter 'limit' must be in 1..1000"), never clamped.
 //   /api/trace?id=J&first=A&last=B    Chrome trace JSON
 //   /api/replicas                     ListReplicasResponse: the coordinator replicas, each job's
 //                                     owner and epoch ("self" empty: a single coordinator)
 //
-// JSON uses the proto field names (snake_case). Errors: 400 (bad parameter), 404 (unknown job),
+// JSON uses the proto field names (snake_case). Errors: 400 (bad parameter: the text names it and
+// its allowed values, e.g. an unknown name in `states`), 404 (unknown job),
 // 503 (coordinator replicas: another replica owns the job; the text names it).
 //
 // Auth: when HttpApiOptions::token is set, every /api/ request must carry

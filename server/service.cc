@@ -1,6 +1,7 @@
 #include "server/service.h"
 
 #include <atomic>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "server/convert.h"
 #include "server/event_stream.h"
 #include "server/ha/replica_proto.h"
+#include "server/job_history.h"
 #include "server/session_stream.h"
 #include "server/session_up_frame.h"
 
@@ -73,16 +75,17 @@ grpc::ServerUnaryReactor* CoordinatorService::ListJobs(grpc::CallbackServerConte
                                                        const v1::ListJobsRequest* request,
                                                        v1::ListJobsResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const std::vector<std::string> states(request->states().begin(), request->states().end());
-  for (size_t i = 0; i < states.size(); ++i) {
-    if (!IsJobStateText(states[i])) {
+  std::vector<std::string> states;
+  for (int i = 0; i < request->states_size(); ++i) {
+    std::optional<std::string> state = CanonicalJobState(request->states(i));
+    if (!state.has_value()) {
       reactor->Finish(grpc::Status(
           grpc::StatusCode::INVALID_ARGUMENT,
-          absl::StrCat("states[", i, "]: '", absl::string_view(states[i]).substr(0, 32),
-                       "' is not a job state (FORMING, RUNNING, DEGRADED, ABORTED, ENDED, "
-                       "EVICTED)")));
+          absl::StrCat("states[", i, "]: '", absl::string_view(request->states(i)).substr(0, 32),
+                       "' is not a job state (", kJobStateNames, ", in any case)")));
       return reactor;
     }
+    states.push_back(*std::move(state));
   }
   for (const JobStatusView& view : coordinator_->ListJobs(states)) {
     JobSummaryToProto(view, response->add_jobs());

@@ -1,6 +1,7 @@
 // The coordinator's HTTP side end to end, in process (server/coordinator_server.h with the
 // dashboard): idle connections do not hold it, /api/ needs the token when one is set, it speaks
-// HTTPS with the gRPC side's certificate, and /api/events is paged.
+// HTTPS with the gRPC side's certificate, /api/events is paged and refuses a limit out of range,
+// and /api/jobs lists a job once and reads `states` in any case.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -17,13 +18,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "server/clock.h"
 #include "server/dashboard/assets.h"
 #include "server/http/testing/curl_client.h"
 #include "server/http/testing/test_certificate.h"
 #include "server/http_api.h"
 #include "server/test_server.h"
 #include "tests/observability/sim_job.h"
+#include "tests/service/raw_session.h"
 
 namespace psync::server {
 namespace {
@@ -31,6 +36,8 @@ namespace {
 using http::testing::CurlFetch;
 using http::testing::CurlGet;
 using http::testing::CurlOptions;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
 
 constexpr char kToken[] = "s3cret-token";
 
@@ -271,6 +278,95 @@ TEST(HttpSideTest, EventsArePagedWithLimitAndNext) {
   }
   absl::StatusOr<http::Response> refused = CurlGet(Url(**server, "/api/events?limit=1001"));
   EXPECT_EQ(refused->body, "query parameter 'limit' must be in 1..1000\n");
+}
+
+// A `limit` out of 1..1000 is refused with one text naming the parameter and its range, never
+// clamped (docs/observability.md): past 64 bits, negative and non-numeric ones too.
+TEST(HttpSideTest, EventsRefuseEveryLimitOutOfRangeNamingTheRange) {
+  auto server = StartHttp(ServerOptions());
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto job = testing::SimJob::Start((*server)->target(), testing::SimJobOptions());
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE((*job)->RunStep(0).ok());
+  for (const char* bad : {"0", "1001", "4294967296", "18446744073709551615", "18446744073709551616",
+                          "99999999999999999999999", "-1", "x", "1e3", "1000.0"}) {
+    absl::StatusOr<http::Response> refused =
+        CurlGet(Url(**server, absl::StrCat("/api/events?limit=", bad)));
+    ASSERT_TRUE(refused.ok()) << refused.status();
+    EXPECT_EQ(refused->status, 400) << bad;
+    EXPECT_EQ(refused->body, "query parameter 'limit' must be in 1..1000\n") << bad;
+  }
+  // The largest limit is taken as given: the page covers every event there is (fewer than 1000).
+  uint64_t end = 0;
+  (*server)->coordinator().EventsSince(0, &end, 0);
+  ASSERT_GT(end, 0u);
+  ASSERT_LT(end, 1000u);
+  absl::StatusOr<http::Response> page = CurlGet(Url(**server, "/api/events?limit=1000"));
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->status, 200) << page->body;
+  EXPECT_EQ(JsonNumber(page->body, "next"), end) << page->body;
+}
+
+// /api/jobs as a summary per line: "job_id STATE".
+std::vector<std::string> ListedJobs(const std::string& json) {
+  v1::ListJobsResponse response;
+  std::vector<std::string> out;
+  const auto parsed = google::protobuf::util::JsonStringToMessage(json, &response);
+  if (!parsed.ok()) {
+    ADD_FAILURE() << parsed.ToString() << ": " << json;
+    return out;
+  }
+  for (const v1::JobSummary& job : response.jobs()) out.push_back(job.job_id() + " " + job.state());
+  return out;
+}
+
+// /api/jobs answers as ListJobs: a job evicted and joined again is one line, its live run;
+// `states` names any case; an unknown name is 400 naming the parameter and the allowed values.
+TEST(HttpSideTest, JobsListsAJobOnceAndReadsStatesInAnyCase) {
+  FakeClock clock;
+  ServerOptions options;
+  options.clock = &clock;
+  options.coordinator.job_idle_ttl = absl::Minutes(1);
+  options.coordinator.rank_lease = absl::Hours(1);  // no lost-rank abort in this test
+  options.coordinator.lost_rank_abort_after = absl::Hours(2);
+  auto server = StartHttp(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = v1::Coordinator::NewStub(
+      grpc::CreateChannel((*server)->target(), grpc::InsecureChannelCredentials()));
+  auto join_all = [&](const std::string& job) {
+    for (uint32_t r = 0; r < 2; ++r) {
+      grpc::ClientContext context;
+      v1::JoinResponse joined;
+      const grpc::Status s = stub->Join(&context, testing::MakeJoin(job, 2, r, 1), &joined);
+      ASSERT_TRUE(s.ok()) << job << ": " << s.error_message();
+    }
+  };
+  auto get = [&](const std::string& path) {
+    absl::StatusOr<http::Response> response = CurlGet(Url(**server, path));
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response.ok() ? *response : http::Response::Text(0, "");
+  };
+  join_all("done");
+  ASSERT_TRUE((*server)->coordinator().EndJob("done", "finished", "").ok());
+  join_all("again");
+  clock.Advance(absl::Minutes(1));
+  ASSERT_EQ((*server)->coordinator().EnforceLiveness().size(), 1u);  // "again" evicted
+  EXPECT_THAT(ListedJobs(get("/api/jobs").body), ElementsAre("done ENDED", "again EVICTED"));
+  join_all("again");
+
+  EXPECT_THAT(ListedJobs(get("/api/jobs").body), ElementsAre("again RUNNING", "done ENDED"));
+  EXPECT_THAT(ListedJobs(get("/api/jobs?states=running").body), ElementsAre("again RUNNING"));
+  EXPECT_THAT(ListedJobs(get("/api/jobs?states=Ended,RUNNING").body),
+              ElementsAre("again RUNNING", "done ENDED"));
+  EXPECT_THAT(ListedJobs(get("/api/jobs?states=evicted").body), IsEmpty());
+  EXPECT_THAT(ListedJobs(get("/api/jobs?states=ENDED,evicted").body), ElementsAre("done ENDED"));
+  for (const char* bad : {"done", "run", "EVICTEDX"}) {
+    const http::Response refused = get(absl::StrCat("/api/jobs?states=ended,", bad));
+    EXPECT_EQ(refused.status, 400) << bad;
+    EXPECT_EQ(refused.body, absl::StrCat("query parameter 'states': '", bad,
+                                         "' is not a job state (FORMING, RUNNING, DEGRADED, "
+                                         "ABORTED, ENDED, EVICTED, in any case)\n"));
+  }
 }
 
 }  // namespace

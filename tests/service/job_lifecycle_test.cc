@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -162,6 +163,45 @@ TEST_F(JobLifecycleTest, ThousandsOfShortJobsEndOrAreEvictedAndOnlyTheLastNAreKe
     RecordProperty("rss_end_kib", rss_end);
     EXPECT_LT(rss_end - rss_after_warmup, 2048)
         << "RSS after 1000 jobs " << rss_after_warmup << " KiB, after " << kJobs << ": " << rss_end;
+  }
+}
+
+// ListJobs over gRPC: an evicted job joined again is one line, its live run; `states` names any
+// case; an unknown name is INVALID_ARGUMENT naming the entry and the allowed values.
+TEST_F(JobLifecycleTest, ListJobsNamesAJobOnceAndReadsStatesInAnyCase) {
+  ASSERT_TRUE(RunJob(0));  // ends: job-00000 ENDED
+  ASSERT_TRUE(RunJob(1));  // evicted: job-00001 EVICTED
+  v1::JoinResponse joined;
+  std::vector<std::unique_ptr<RawSession>> ranks;
+  for (uint32_t r = 0; r < 2; ++r) {
+    ranks.push_back(JoinAndAttach(MakeJoin("job-00001", 2, r, 1), &joined));
+  }
+  auto ids_and_states = [](const std::vector<v1::JobSummary>& jobs) {
+    std::vector<std::string> out;
+    for (const v1::JobSummary& job : jobs) out.push_back(job.job_id() + " " + job.state());
+    return out;
+  };
+  EXPECT_THAT(ids_and_states(ListJobs({})),
+              ::testing::ElementsAre("job-00001 RUNNING", "job-00000 ENDED"));
+  EXPECT_THAT(ListJobs({"EVICTED"}), ::testing::IsEmpty());
+  EXPECT_THAT(ids_and_states(ListJobs({"running"})), ::testing::ElementsAre("job-00001 RUNNING"));
+  EXPECT_THAT(ids_and_states(ListJobs({"Ended", "rUnNiNg"})),
+              ::testing::ElementsAre("job-00001 RUNNING", "job-00000 ENDED"));
+  EXPECT_THAT(ListJobs({"evicted", "forming"}), ::testing::IsEmpty());
+
+  for (const char* bad : {"DONE", "run", "RUNNING "}) {
+    grpc::ClientContext context;
+    v1::ListJobsRequest request;
+    request.add_states("ended");
+    request.add_states(bad);
+    v1::ListJobsResponse response;
+    const grpc::Status refused = stub_->ListJobs(&context, request, &response);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;
+    EXPECT_EQ(refused.error_message(),
+              absl::StrCat("states[1]: '", bad,
+                           "' is not a job state (FORMING, RUNNING, DEGRADED, ABORTED, ENDED, "
+                           "EVICTED, in any case)"));
+    EXPECT_EQ(response.jobs_size(), 0);
   }
 }
 
