@@ -139,7 +139,8 @@ TEST_F(HealthTest, DrainCancelsCallsStillOpenAfterTheGracePeriod) {
 }
 
 // --health_listen: a plaintext port with only the health service (for probes of a TLS
-// coordinator), answering as the main port does, draining with it.
+// coordinator), answering as the main port does; while the coordinator drains it answers
+// NOT_SERVING (the main port refuses new calls), and it closes when the drain is over.
 TEST(HealthPortTest, AnswersLikeTheMainPortAndDrainsWithIt) {
   server::ServerOptions options;
   options.health_listen = "127.0.0.1:0";
@@ -164,12 +165,47 @@ TEST(HealthPortTest, AnswersLikeTheMainPortAndDrainsWithIt) {
                   .error_code(),
               grpc::StatusCode::UNIMPLEMENTED);
   }
+  // An open Session holds the drain, so that what a probe sees while draining can be asked.
+  auto main_stub = v1::Coordinator::NewStub(
+      grpc::CreateChannel((*server)->target(), grpc::InsecureChannelCredentials()));
+  v1::JoinResponse joined;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(main_stub->Join(&context, MakeJoin("probe", 1, 0, 1), &joined).ok());
+  }
+  RawSession session(main_stub.get());
+  ASSERT_TRUE(session.Attach("probe", 0, joined.generation(), joined.session_id()).ok());
   HealthWatch coordinator(health.get(), "psync.v1.Coordinator");
   ASSERT_EQ(coordinator.Next(), HealthCheckResponse::SERVING);
-  std::thread drainer([&] { (*server)->Drain(absl::Hours(1)); });
+  absl::Notification drained;
+  std::thread drainer([&] {
+    (*server)->Drain(absl::Hours(1));
+    drained.Notify();
+  });
   EXPECT_EQ(coordinator.Next(), HealthCheckResponse::NOT_SERVING);
+  // While the drain lasts, a new Check on the health port (a probe's) is answered NOT_SERVING,
+  // while the main port refuses new calls (docs/deploy.md, "Health and graceful stop").
+  for (const std::string service : {"", "psync.v1.Coordinator"}) {
+    const HealthCheck r = CheckHealth(health.get(), service);
+    EXPECT_EQ(r.code, grpc::StatusCode::OK) << "'" << service << "'";
+    EXPECT_EQ(r.status, HealthCheckResponse::NOT_SERVING) << "'" << service << "'";
+  }
+  auto fresh_main = Health::NewStub(grpc::CreateChannel(
+      (*server)->target(), grpc::InsecureChannelCredentials()));
+  HealthCheck on_main{grpc::StatusCode::OK, HealthCheckResponse::UNKNOWN};
+  for (absl::Time end = absl::Now() + kCallTimeout; absl::Now() < end;) {
+    on_main = CheckHealth(fresh_main.get(), "");
+    if (on_main.code != grpc::StatusCode::OK) break;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_THAT(on_main.code,
+              ::testing::AnyOf(grpc::StatusCode::UNAVAILABLE, grpc::StatusCode::CANCELLED));
+  EXPECT_FALSE(drained.HasBeenNotified());
+  EXPECT_TRUE(session.Finish().ok());
   coordinator.Cancel();
   drainer.join();
+  // The drain over, the health port is closed too.
+  EXPECT_NE(CheckHealth(health.get(), "").code, grpc::StatusCode::OK);
 }
 
 }  // namespace
