@@ -178,13 +178,34 @@ void AgentStreamBatcher::SendToEach(absl::Span<SessionSink* const> sinks,
 
 using RankKey = std::pair<std::string, core::RankId>;
 
+// The ranks attached on one AgentSession. Shared by the reactor and the writer's overflow, which
+// outlives it: an agent that does not read is detached from the coordinator when the overflow
+// deadline ends its stream, not when (if ever) it takes the status.
+struct AgentAttachments {
+  // Detaches every rank attached (idempotent).
+  void DetachAll(Coordinator* coordinator) ABSL_LOCKS_EXCLUDED(mu) {
+    absl::flat_hash_map<RankKey, std::shared_ptr<AgentRankSink>> detached;
+    {
+      absl::MutexLock lock(&mu);
+      detached.swap(ranks);
+    }
+    for (const auto& [key, sink] : detached) coordinator->Detach(key.first, key.second, sink.get());
+  }
+
+  absl::Mutex mu;
+  absl::flat_hash_map<RankKey, std::shared_ptr<AgentRankSink>> ranks ABSL_GUARDED_BY(mu);
+};
+
 class AgentStream final : public Reactor {
  public:
   AgentStream(Coordinator* coordinator, const StreamLimits& limits)
       : coordinator_(coordinator),
         lazy_ack_delay_(limits.lazy_ack_delay),
-        outbox_(std::make_shared<AgentStreamBatcher>(this, limits)) {
+        outbox_(std::make_shared<AgentStreamBatcher>(this, limits)),
+        attachments_(std::make_shared<AgentAttachments>()) {
     outbox_->ArmOverflowTimer();
+    outbox_->writer().SetOnOverflow(
+        [attachments = attachments_, coordinator] { attachments->DetachAll(coordinator); });
     // Reading stops while what is queued for the agent is over the bound (it does not read):
     // HTTP/2 flow control then holds the agent back. It resumes once the queue drained.
     outbox_->writer().SetResumeRead([this] { StartRead(request_.Renew()); });
@@ -244,9 +265,9 @@ class AgentStream final : public Reactor {
       return;
     }
     {
-      absl::MutexLock lock(&mu_);
+      absl::MutexLock lock(&attachments_->mu);
       // An older attach of the rank on this stream was superseded by this one (and closed).
-      ranks_[RankKey(a.job_id(), a.rank())] = sink;
+      attachments_->ranks[RankKey(a.job_id(), a.rank())] = sink;
     }
     outbox_->AddAck(std::move(ack));
     outbox_->Cork();
@@ -257,11 +278,11 @@ class AgentStream final : public Reactor {
   void HandleDetach(uint64_t request_id, const v1::AgentDetach& d) {
     std::shared_ptr<AgentRankSink> sink;
     {
-      absl::MutexLock lock(&mu_);
-      auto it = ranks_.find(RankKey(d.job_id(), d.rank()));
-      if (it != ranks_.end() && it->second->attach_request_id() == d.attach_request_id()) {
+      absl::MutexLock lock(&attachments_->mu);
+      auto it = attachments_->ranks.find(RankKey(d.job_id(), d.rank()));
+      if (it != attachments_->ranks.end() && it->second->attach_request_id() == d.attach_request_id()) {
         sink = std::move(it->second);
-        ranks_.erase(it);
+        attachments_->ranks.erase(it);
       }
     }
     // Detach is a no-op when a newer session of the rank replaced this one.
@@ -289,13 +310,13 @@ class AgentStream final : public Reactor {
     apply.reserve(messages.size());
     index_of.reserve(messages.size());
     {
-      absl::MutexLock lock(&mu_);
+      absl::MutexLock lock(&attachments_->mu);
       RankKey key(batch.job_id(), 0);
       for (size_t i = 0; i < messages.size(); ++i) {
         const RankMessage& m = messages[i];
         key.second = m.rank;
-        auto it = ranks_.find(key);
-        if (it == ranks_.end() || it->second->closed()) {
+        auto it = attachments_->ranks.find(key);
+        if (it == attachments_->ranks.end() || it->second->closed()) {
           v1::MessageStatus* r = ack.add_rejected();
           r->set_index(static_cast<uint32_t>(i));
           SetWireStatus(absl::FailedPreconditionError(
@@ -330,22 +351,15 @@ class AgentStream final : public Reactor {
   }
 
   // Detaches every rank attached on this stream (idempotent).
-  void DetachAll() ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::flat_hash_map<RankKey, std::shared_ptr<AgentRankSink>> ranks;
-    {
-      absl::MutexLock lock(&mu_);
-      ranks.swap(ranks_);
-    }
-    for (const auto& [key, sink] : ranks) coordinator_->Detach(key.first, key.second, sink.get());
-  }
+  void DetachAll() { attachments_->DetachAll(coordinator_); }
 
   Coordinator* const coordinator_;
   const absl::Duration lazy_ack_delay_;  // zero: every batch gets an AgentAck of its own
   const std::shared_ptr<AgentStreamBatcher> outbox_;
   ArenaMessage<v1::AgentUp> request_;  // touched by the read reactions only, one at a time
-  // Written by the read reactions; emptied by OnCancel/OnDone, which may run concurrently.
-  absl::Mutex mu_;
-  absl::flat_hash_map<RankKey, std::shared_ptr<AgentRankSink>> ranks_ ABSL_GUARDED_BY(mu_);
+  // Written by the read reactions; emptied by OnCancel/OnDone or the overflow, which may run
+  // concurrently.
+  const std::shared_ptr<AgentAttachments> attachments_;
 };
 
 }  // namespace

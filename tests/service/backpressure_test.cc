@@ -179,5 +179,57 @@ TEST_F(BackpressureTest, AWatcherThatNeverReadsIsEndedWithResourceExhausted) {
       << end.error_message();
 }
 
+// A node agent's stream that never reads: ended by the overflow deadline like a Session, and its
+// ranks detached from the coordinator then (their leases run), not when the agent takes the status.
+TEST_F(BackpressureTest, AnAgentThatNeverReadsHasItsRanksDetachedWhenItsStreamIsEnded) {
+  v1::JoinResponse joined;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub_->Join(&context, MakeJoin("abp", 1, 0, 1), &joined).ok());
+  }
+  grpc::ClientContext agent_context;
+  auto agent = idle_stub_->AgentSession(&agent_context);
+  {
+    v1::AgentUp attach;
+    attach.set_request_id(1);
+    v1::Attach* a = attach.mutable_attach()->mutable_attach();
+    a->set_job_id("abp");
+    a->set_rank(0);
+    a->set_generation(joined.generation());
+    a->set_session_id(joined.session_id());
+    ASSERT_TRUE(agent->Write(attach));
+    v1::AgentDown down;
+    while (agent->Read(&down) && down.acks_size() == 0) {
+    }
+    ASSERT_EQ(down.acks_size(), 1) << down.DebugString();
+    ASSERT_EQ(down.acks(0).request_id(), 1u);
+    ASSERT_EQ(down.acks(0).code(), 0) << down.acks(0).message();
+  }
+  auto sessions_connected = [&] {
+    grpc::ClientContext context;
+    v1::GetJobStatusRequest request;
+    request.set_job_id("abp");
+    v1::JobStatus status;
+    return stub_->GetJobStatus(&context, request, &status).ok() ? status.sessions_connected()
+                                                                : 99u;
+  };
+  ASSERT_EQ(sessions_connected(), 1u);
+  // Attaches of a job nobody joined, again and again: each refused in an AgentAck. Never reading.
+  std::thread writer([&] {
+    for (uint64_t id = 2;; ++id) {
+      v1::AgentUp up;
+      up.set_request_id(id);
+      up.mutable_attach()->mutable_attach()->set_job_id("no-such-job");
+      if (!agent->Write(up)) return;
+    }
+  });
+  ASSERT_TRUE(WaitFor([&] { return counters().overflows.load() >= 1; }));
+  EXPECT_TRUE(WaitFor([&] { return sessions_connected() == 0u; }))
+      << "sessions_connected " << sessions_connected();
+  agent_context.TryCancel();
+  writer.join();
+  agent->Finish();
+}
+
 }  // namespace
 }  // namespace psync::testing
