@@ -444,7 +444,8 @@ class Command {
         {"audit",
          absl::StrCat("released=", a.released(), " complete=", a.complete(), " double_releases=",
                       a.double_releases(), " checksum_mismatches=", a.checksum_mismatches(),
-                      " early_syncs=", a.early_syncs(), " repeated_syncs=", a.repeated_syncs())},
+                      " early_syncs=", a.early_syncs(), " repeated_syncs=", a.repeated_syncs(),
+                      " resumed=", a.resumed())},
     };
     for (const auto& row : summary) {
       out_ << absl::StrFormat("%-11s %s\n", row[0], row[1]);
@@ -663,7 +664,7 @@ class Command {
          << "totals: released=" << t.released() << " complete=" << t.complete()
          << " double_releases=" << t.double_releases()
          << " checksum_mismatches=" << t.checksum_mismatches() << " early_syncs=" << t.early_syncs()
-         << " repeated_syncs=" << t.repeated_syncs() << "\n";
+         << " repeated_syncs=" << t.repeated_syncs() << " resumed=" << t.resumed() << "\n";
     return bad ? kBad : kOk;
   }
 

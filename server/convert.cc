@@ -107,6 +107,7 @@ void ContributorToProto(const core::Contributor& c, v1::Contributor* out) {
 
 void AuditTotalsToProto(const observe::AuditTotals& t, v1::AuditTotals* out) {
   out->set_released(t.released);
+  out->set_resumed(t.resumed);
   out->set_complete(t.complete);
   out->set_double_releases(t.double_releases);
   out->set_checksum_mismatches(t.checksum_mismatches);
@@ -183,6 +184,7 @@ void AuditToProto(const std::vector<observe::SyncAudit>& records,
     r->set_chunk(a.chunk);
     r->set_sequence(a.sequence);
     r->set_releases(a.releases);
+    r->set_resumed(a.resumed);
     r->set_syncs_done(a.syncs_done);
     r->set_complete(a.complete);
     r->set_checksum_mismatch(a.checksum_mismatch);

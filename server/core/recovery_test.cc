@@ -57,6 +57,13 @@ TEST(RecoveryTest, SameStepReleasesWhatWasSyncedOnlyToRanksThatDidNot) {
   // Chunk 0 was synced by rank 0 before the restart: only rank 1 gets its directive. Chunk 1 waits
   // for rank 1's expert optimizer.
   EXPECT_THAT(Directives(last), ElementsAre(std::make_tuple(1u, 5u, 0u)));
+  // That release is marked resumed (rank 0 synced it before): the audit does not count it as a
+  // second sync. Chunk 1's later release, of check-ins made here, is not.
+  std::vector<bool> resumed;
+  for (const Event& e : last.events) {
+    if (e.kind == EventKind::kRelease) resumed.push_back(e.resumed);
+  }
+  EXPECT_THAT(resumed, ElementsAre(true));
   JobSnapshot snap = tracker.Snapshot(kNow);
   EXPECT_EQ(snap.chunks[1].state, "WAITING");
   ASSERT_EQ(snap.chunks[1].missing.size(), 1u);
@@ -67,6 +74,9 @@ TEST(RecoveryTest, SameStepReleasesWhatWasSyncedOnlyToRanksThatDidNot) {
   ASSERT_TRUE(tracker.Stage(1, 4, {&expert, 1}, kNow, &staged).ok());
   EXPECT_THAT(Directives(staged),
               UnorderedElementsAre(std::make_tuple(0u, 5u, 1u), std::make_tuple(1u, 5u, 1u)));
+  for (const Event& e : staged.events) {
+    if (e.kind == EventKind::kRelease) EXPECT_FALSE(e.resumed) << e.detail;
+  }
 
   Decisions done;
   SyncDoneItem c0{5, 0, {}};

@@ -224,6 +224,10 @@ struct Event {
   std::vector<RankId> ranks;  // stall: members that did not report SyncDone; checkin, sync_done:
                               // the ranks of a merged record
   std::string detail;         // human-readable reason
+  // Release only: the (step, chunk) was synced before this coordinator held the job (a restart,
+  // or a move to another replica) and re-announced by ranks; the directive goes only to the
+  // members that had not executed it. Not a second sync on any rank.
+  bool resumed = false;
 };
 
 // The ranks a kCheckin or kSyncDone event stands for (one, or a merged record's).

@@ -61,6 +61,10 @@ void JobObserver::OnEvent(const core::Event& e) {
       a.wait = e.duration;
       if (++a.releases > 1) ++totals_.double_releases;
       ++totals_.released;
+      if (e.resumed) {
+        a.resumed = true;
+        ++totals_.resumed;
+      }
       break;
     }
     case EventKind::kSyncDone:

@@ -37,6 +37,7 @@ struct SyncAudit {
   core::ChunkId chunk = 0;
   uint64_t sequence = 0;
   uint32_t releases = 0;    // must be 1
+  bool resumed = false;     // released for ranks that synced it before this coordinator held it
   uint32_t syncs_done = 0;  // ranks that reported SyncDone
   bool complete = false;    // every member reported
   bool checksum_mismatch = false;
@@ -48,6 +49,9 @@ struct SyncAudit {
 
 struct AuditTotals {
   uint64_t released = 0;
+  // Of `released`: (step, chunk)s ranks had synced before this coordinator held the job (a
+  // restart, or a move to another replica), released again for the members that had not.
+  uint64_t resumed = 0;
   uint64_t complete = 0;
   uint64_t double_releases = 0;
   uint64_t checksum_mismatches = 0;

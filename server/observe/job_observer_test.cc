@@ -134,6 +134,25 @@ TEST(JobObserverTest, AuditCountsReleasesSyncsAndViolations) {
   observer.OnEvent(release);  // a second release of the same (step, chunk) is audited
   EXPECT_EQ(observer.totals().double_releases, 1u);
   EXPECT_EQ(observer.Audit()[0].releases, 2u);
+  EXPECT_EQ(observer.totals().resumed, 0u);
+}
+
+// A release for ranks that synced the (step, chunk) before this coordinator held the job (a
+// restart or a move) is released once here and marked resumed: counted in `released` and in
+// `resumed`, never a double release.
+TEST(JobObserverTest, AResumedReleaseIsCountedAsResumed) {
+  JobObserver observer(Options());
+  Event resumed = Make(EventKind::kRelease, 10, 4, 0, 0);
+  resumed.resumed = true;
+  observer.OnEvent(resumed);
+  observer.OnEvent(Make(EventKind::kRelease, 12, 4, 1, 0));
+  EXPECT_EQ(observer.totals().released, 2u);
+  EXPECT_EQ(observer.totals().resumed, 1u);
+  EXPECT_EQ(observer.totals().double_releases, 0u);
+  const auto audit = observer.Audit();
+  ASSERT_EQ(audit.size(), 2u);
+  EXPECT_TRUE(audit[0].resumed);
+  EXPECT_FALSE(audit[1].resumed);
 }
 
 TEST(JobObserverTest, CheckinsOfInterleavedChunksEachCountAtTheirOwnRelease) {
