@@ -441,11 +441,10 @@ class Command {
                       " releases=", k.releases(), " syncs_done=", k.syncs_done(),
                       " skipped_steps=", k.skipped_steps(), " violations=", k.violations(),
                       " rejected=", k.rejected(), " stalls=", k.stalls())},
-        {"audit",
-         absl::StrCat("released=", a.released(), " complete=", a.complete(), " double_releases=",
-                      a.double_releases(), " checksum_mismatches=", a.checksum_mismatches(),
-                      " early_syncs=", a.early_syncs(), " repeated_syncs=", a.repeated_syncs(),
-                      " resumed=", a.resumed())},
+        {"audit", absl::StrCat("released=", a.released(), " complete=", a.complete(),
+                               " double_releases=", a.double_releases(), " checksum_mismatches=",
+                               a.checksum_mismatches(), " early_syncs=", a.early_syncs(),
+                               " repeated_syncs=", a.repeated_syncs(), " resumed=", a.resumed())},
     };
     for (const auto& row : summary) {
       out_ << absl::StrFormat("%-11s %s\n", row[0], row[1]);

@@ -280,7 +280,8 @@ class AgentStream final : public Reactor {
     {
       absl::MutexLock lock(&attachments_->mu);
       auto it = attachments_->ranks.find(RankKey(d.job_id(), d.rank()));
-      if (it != attachments_->ranks.end() && it->second->attach_request_id() == d.attach_request_id()) {
+      if (it != attachments_->ranks.end() &&
+          it->second->attach_request_id() == d.attach_request_id()) {
         sink = std::move(it->second);
         attachments_->ranks.erase(it);
       }

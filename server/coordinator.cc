@@ -928,7 +928,8 @@ absl::Status Coordinator::FenceRead(const std::string& job_id, Job* job) const {
   const std::optional<Redirect> redirect = RedirectOf(refused);
   return NotServedHere(
       absl::StrCat(refused.message(), " (last known here, not current: ", JobStateText(last),
-                   ", generation ", last.snapshot.generation, ", ownership epoch ", job->epoch, ")"),
+                   ", generation ", last.snapshot.generation, ", ownership epoch ", job->epoch,
+                   ")"),
       redirect.has_value() ? redirect->owner : "", redirect.has_value() ? redirect->epoch : 0);
 }
 

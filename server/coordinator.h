@@ -348,8 +348,7 @@ class Coordinator {
   // this coordinator may answer it from what it holds (it serves the job, or no replica owns it);
   // else UNAVAILABLE, with the owner's redirect when one is known and, for a live job, what was
   // last known here, named as such. Takes the job's lock when refusing.
-  absl::Status FenceRead(const std::string& job_id, Job* job) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::Status FenceRead(const std::string& job_id, Job* job) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Ends the Sessions attached to `job` (but those of ranks that left finished) with `status`,
   // through `out`, and forgets them.
   void CloseSessionsLocked(Job& job, const absl::Status& status, Outgoing* out)

@@ -59,9 +59,10 @@ TEST_F(CoordinatorFencedReadsTest, ServedAtItsEpochTheJobIsAnswered) {
 }
 
 TEST_F(CoordinatorFencedReadsTest, AReplicaThatCannotTellSaysUnavailableWithWhatItLastKnew) {
-  gate_.query = NotServedHere("replica 'a:1': this replica holds no etcd lease now: it cannot "
-                              "tell who owns job 'job'",
-                              "", 0);
+  gate_.query = NotServedHere(
+      "replica 'a:1': this replica holds no etcd lease now: it cannot "
+      "tell who owns job 'job'",
+      "", 0);
   const absl::Status status = ExpectEveryReadIs("job", absl::StatusCode::kUnavailable);
   EXPECT_EQ(status.message(),
             "replica 'a:1': this replica holds no etcd lease now: it cannot tell who owns job "
@@ -73,8 +74,8 @@ TEST_F(CoordinatorFencedReadsTest, AReplicaThatCannotTellSaysUnavailableWithWhat
 }
 
 TEST_F(CoordinatorFencedReadsTest, AnotherOwnerIsARedirectNotAStaleAnswer) {
-  gate_.query = NotServedHere("job 'job' is owned by replica 'b:1' (epoch 9): connect there",
-                              "b:1", 9);
+  gate_.query =
+      NotServedHere("job 'job' is owned by replica 'b:1' (epoch 9): connect there", "b:1", 9);
   const absl::Status status = ExpectEveryReadIs("job", absl::StatusCode::kUnavailable);
   ASSERT_TRUE(RedirectOf(status).has_value());
   EXPECT_EQ(RedirectOf(status)->owner, "b:1");

@@ -58,8 +58,8 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
   } else if (state_ == JobState::kAborted) {
     new_generation_reason =
         absl::StrCat("rank ", plan.rank, " joined after abort (", abort_reason_, ")");
-  } else if (state_ == JobState::kForming && existing == ranks_.end() &&
-             plan.resume.has_value() && plan.resume->generation >= generation_) {
+  } else if (state_ == JobState::kForming && existing == ranks_.end() && plan.resume.has_value() &&
+             plan.resume->generation >= generation_) {
     // A coordinator that lost the job (a new owner replica) opened a generation for a rank that
     // joined fresh before any resuming one: the job's numbering continues above what the
     // resuming ranks were in, never repeats it (the fresh ranks are aborted and join again).

@@ -48,13 +48,14 @@ void JobTracker::MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decision
   e.sequence = cs.sequence;
   e.duration = now - cs.first_checkin;
   e.resumed = cs.synced_before;
-  e.detail = e.resumed ? absl::StrCat("resumed: ranks synced it before this coordinator held the "
-                                      "job; directive to the ",
-                                      info.members.size() - cs.done.size(), " of ",
-                                      info.members.size(), " ranks that had not")
-                       : absl::StrCat("all ", info.num_contributors(), " contributors staged; last ",
-                                      Describe(cs.last), "; directive to ", info.members.size(),
-                                      " ranks");
+  e.detail =
+      e.resumed ? absl::StrCat(
+                      "resumed: ranks synced it before this coordinator held the "
+                      "job; directive to the ",
+                      info.members.size() - cs.done.size(), " of ", info.members.size(),
+                      " ranks that had not")
+                : absl::StrCat("all ", info.num_contributors(), " contributors staged; last ",
+                               Describe(cs.last), "; directive to ", info.members.size(), " ranks");
   out->events.push_back(std::move(e));
   if (cs.done.size() == info.members.size()) {
     // Every member had synced before a coordinator restart: complete at once.

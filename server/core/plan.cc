@@ -55,7 +55,8 @@ absl::Status ValidateRankPlan(const RankPlan& plan, const PlanLimits& limits) {
   }
   if (plan.num_chunks < 1) return Invalid("num_chunks", "must be at least 1 (got 0)");
   if (plan.num_chunks > kMaxChunks) {
-    return Invalid("num_chunks", absl::StrCat(plan.num_chunks, " out of range [1, ", kMaxChunks, "]"));
+    return Invalid("num_chunks",
+                   absl::StrCat(plan.num_chunks, " out of range [1, ", kMaxChunks, "]"));
   }
   if (plan.num_chunks > limits.max_chunks) {
     return OverLimit("num_chunks", plan.num_chunks, "max_chunks", limits.max_chunks);

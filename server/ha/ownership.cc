@@ -153,9 +153,9 @@ Route Ownership::RouteQuery(const std::string& job, absl::Time now) {
     return Route{RouteKind::kRedirect, it->second.second, it->second.first, ""};
   }
   if (owners_.contains(job)) {  // this replica's address under a lapsed lease, until it expires
-    return Route{RouteKind::kRefuse, 0, "",
-                 absl::StrCat("job '", job,
-                              "' is held by a lapsed lease of this replica until it expires")};
+    return Route{
+        RouteKind::kRefuse, 0, "",
+        absl::StrCat("job '", job, "' is held by a lapsed lease of this replica until it expires")};
   }
   return Route{RouteKind::kUnowned, 0, "", ""};
 }

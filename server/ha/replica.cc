@@ -21,8 +21,7 @@ void Replica::Start() {
   lease_thread_ = std::thread([this] {
     while (true) {
       KeepLease();
-      const absl::Duration wait =
-          std::max(absl::ZeroDuration(), NextLeaseRound() - clock_->Now());
+      const absl::Duration wait = std::max(absl::ZeroDuration(), NextLeaseRound() - clock_->Now());
       if (stop_.WaitForNotificationWithTimeout(wait)) return;
     }
   });

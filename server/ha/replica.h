@@ -88,8 +88,7 @@ class Replica final : public JobGate {
   absl::StatusOr<uint64_t> AdmitJoin(const std::string& job_id) override ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<uint64_t> AdmitMessage(const std::string& job_id) override
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::StatusOr<uint64_t> AdmitQuery(const std::string& job_id) override
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<uint64_t> AdmitQuery(const std::string& job_id) override ABSL_LOCKS_EXCLUDED(mu_);
 
   ReplicaSnapshot Describe() const ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -107,9 +107,8 @@ class Arrivals {
   bool Logged(uint64_t step, uint32_t chunk, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_) {
     const std::pair<uint64_t, uint32_t> key(step, chunk);
     absl::MutexLock lock(&mu_);
-    auto logged = [this, &key]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return logged_.count(key) > 0;
-    };
+    auto logged = [this, &key]()
+                      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return logged_.count(key) > 0; };
     mu_.AwaitWithTimeout(absl::Condition(&logged), timeout);
     return logged_.count(key) > 0;
   }
@@ -223,8 +222,8 @@ absl::Status RunSegment(const std::vector<std::unique_ptr<psync::v1::Coordinator
     std::shuffle(items.begin(), items.end(), rng);
     for (const auto& [chunk, optimizer] : items) {
       absl::SleepFor(absl::Microseconds(delay(rng)));
-      log.Line(absl::StrCat("staged ", current(), " ", MonotonicNanos(), " ", step, " ", chunk,
-                            " ", optimizer));
+      log.Line(absl::StrCat("staged ", current(), " ", MonotonicNanos(), " ", step, " ", chunk, " ",
+                            optimizer));
       status = client->ReportStaged(step, chunk, optimizer);
       if (status.ok() && duplicate(rng)) status = client->ReportStaged(step, chunk, optimizer);
       if (!status.ok()) break;
@@ -309,8 +308,8 @@ int main(int argc, char** argv) {
       if (failures++ == 0) failing_since = absl::Now();
       if (absl::Now() - failing_since > kGiveUpAfter) return 3;
       // 100 ms doubling to 2 s.
-      absl::SleepFor(std::min(absl::Milliseconds(100) * (1 << std::min(failures - 1, 5)),
-                              absl::Seconds(2)));
+      absl::SleepFor(
+          std::min(absl::Milliseconds(100) * (1 << std::min(failures - 1, 5)), absl::Seconds(2)));
     }
   }
   log.Line(absl::StrCat("exit ", resumes));

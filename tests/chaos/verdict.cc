@@ -232,8 +232,8 @@ Verdict Judge(const std::vector<ProcessLog>& logs, uint32_t ranks, uint32_t chun
           break;
         }
         case Parsed::kDirective:
-          v.directives.push_back({segment, line.step, line.chunk, p.rank, line.t, line.generation,
-                                  line.epoch});
+          v.directives.push_back(
+              {segment, line.step, line.chunk, p.rank, line.t, line.generation, line.epoch});
           break;
         case Parsed::kSync:
           ++v.syncs;
@@ -268,12 +268,11 @@ Verdict Judge(const std::vector<ProcessLog>& logs, uint32_t ranks, uint32_t chun
         auto it = staged.find({d.segment, d.step, d.chunk, r, optimizer});
         if (it == staged.end() || it->second > d.t) {
           ++v.early_syncs;
-          problem(absl::StrCat("early: rank ", d.rank, " got step ", d.step, " chunk ", d.chunk,
-                               " (generation ", d.generation, ", epoch ", d.epoch, ", segment ",
-                               d.segment, ")",
-                               it == staged.end() ? ", and rank " : " before rank ", r, " ",
-                               optimizer,
-                               it == staged.end() ? " never staged it in that segment" : " staged"));
+          problem(absl::StrCat(
+              "early: rank ", d.rank, " got step ", d.step, " chunk ", d.chunk, " (generation ",
+              d.generation, ", epoch ", d.epoch, ", segment ", d.segment, ")",
+              it == staged.end() ? ", and rank " : " before rank ", r, " ", optimizer,
+              it == staged.end() ? " never staged it in that segment" : " staged"));
         }
       }
     }

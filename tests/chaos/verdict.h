@@ -42,9 +42,9 @@ struct Verdict {
   struct Directive {
     uint64_t segment, step;  // segment: the lowest generation of the segment
     uint32_t chunk, rank;
-    int64_t t;             // CLOCK_MONOTONIC nanoseconds, when it arrived
-    uint64_t generation;   // as the coordinator stamped it
-    uint64_t epoch;        // of the replica that released it (0 without replicas)
+    int64_t t;            // CLOCK_MONOTONIC nanoseconds, when it arrived
+    uint64_t generation;  // as the coordinator stamped it
+    uint64_t epoch;       // of the replica that released it (0 without replicas)
   };
   std::vector<Directive> directives;
   uint64_t syncs = 0, double_syncs = 0, early_syncs = 0, resumes = 0, aborts = 0;

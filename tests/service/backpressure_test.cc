@@ -1,7 +1,8 @@
 // Flow control over real gRPC (stream_writer.h): a Session that writes and never reads is paused
 // once its answers queue past the bound, then ended with RESOURCE_EXHAUSTED past the overflow
-// deadline, and detached from the coordinator at once (not when it reads its status); meanwhile another rank's release flows, and the flooding rank, attaching again, gets
-// its pending directive. A WatchEvents watcher that never reads is ended with RESOURCE_EXHAUSTED.
+// deadline, and detached from the coordinator at once (not when it reads its status); meanwhile
+// another rank's release flows, and the flooding rank, attaching again, gets its pending directive.
+// A WatchEvents watcher that never reads is ended with RESOURCE_EXHAUSTED.
 //
 // Nothing sleeps and hopes: the test waits on the server's stream counters (conditions), with a
 // generous cap that only bounds a failing run.
@@ -125,8 +126,7 @@ TEST_F(BackpressureTest, ASessionThatNeverReadsIsPausedThenEndedAndGetsItsDirect
     v1::GetJobStatusRequest request;
     request.set_job_id("bp");
     v1::JobStatus status;
-    return stub_->GetJobStatus(&context, request, &status).ok() ? status.sessions_connected()
-                                                                : 99u;
+    return stub_->GetJobStatus(&context, request, &status).ok() ? status.sessions_connected() : 99u;
   };
   EXPECT_TRUE(WaitFor([&] { return sessions_connected() == 1u; }))
       << "sessions_connected " << sessions_connected();
@@ -210,8 +210,7 @@ TEST_F(BackpressureTest, AnAgentThatNeverReadsHasItsRanksDetachedWhenItsStreamIs
     v1::GetJobStatusRequest request;
     request.set_job_id("abp");
     v1::JobStatus status;
-    return stub_->GetJobStatus(&context, request, &status).ok() ? status.sessions_connected()
-                                                                : 99u;
+    return stub_->GetJobStatus(&context, request, &status).ok() ? status.sessions_connected() : 99u;
   };
   ASSERT_EQ(sessions_connected(), 1u);
   // Attaches of a job nobody joined, again and again: each refused in an AgentAck. Never reading.

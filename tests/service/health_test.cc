@@ -190,8 +190,8 @@ TEST(HealthPortTest, AnswersLikeTheMainPortAndDrainsWithIt) {
     EXPECT_EQ(r.code, grpc::StatusCode::OK) << "'" << service << "'";
     EXPECT_EQ(r.status, HealthCheckResponse::NOT_SERVING) << "'" << service << "'";
   }
-  auto fresh_main = Health::NewStub(grpc::CreateChannel(
-      (*server)->target(), grpc::InsecureChannelCredentials()));
+  auto fresh_main =
+      Health::NewStub(grpc::CreateChannel((*server)->target(), grpc::InsecureChannelCredentials()));
   HealthCheck on_main{grpc::StatusCode::OK, HealthCheckResponse::UNKNOWN};
   for (absl::Time end = absl::Now() + kCallTimeout; absl::Now() < end;) {
     on_main = CheckHealth(fresh_main.get(), "");
