@@ -57,18 +57,6 @@ using chaos::ReadFile;
 using chaos::Spawn;
 using chaos::WaitForPort;
 
-// How long the run may take, from the test's start: bazel's TEST_TIMEOUT less a minute for the
-// verdict and the cleanup (so a loaded machine, or one core under taskset, given a longer
-// --test_timeout gets the time too), 600 s without it.
-absl::Duration RunBudget() {
-  const char* timeout = std::getenv("TEST_TIMEOUT");
-  int seconds = 0;
-  if (timeout != nullptr && absl::SimpleAtoi(timeout, &seconds) && seconds > 120) {
-    return absl::Seconds(seconds - 60);
-  }
-  return absl::Seconds(600);
-}
-
 // Kills and reaps the processes still running when the test returns, a failed ASSERT included.
 struct KillOnReturn {
   std::vector<pid_t>* pids;
@@ -84,7 +72,7 @@ struct KillOnReturn {
 };
 
 TEST(ChaosTest, RankKillsAndCoordinatorRestartsNeverSyncEarlyOrTwice) {
-  const absl::Time deadline = absl::Now() + RunBudget();
+  const absl::Time deadline = absl::Now() + chaos::RunBudget(absl::Seconds(600));
   const std::string coordinator = testing::Runfile("server/psync-coordinator");
   const std::string rank_binary = testing::Runfile("tests/chaos/chaos_rank");
   const std::string dir = testing::TempPath("chaos");

@@ -5,6 +5,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -73,6 +74,15 @@ size_t ReapExited(const std::vector<pid_t>& pids, std::vector<bool>* exited,
         << stderr_of(i).substr(0, 2000);
   }
   return running;
+}
+
+absl::Duration RunBudget(absl::Duration fallback) {
+  const char* timeout = std::getenv("TEST_TIMEOUT");
+  int seconds = 0;
+  if (timeout != nullptr && absl::SimpleAtoi(timeout, &seconds) && seconds > 120) {
+    return absl::Seconds(seconds - 60);
+  }
+  return fallback;
 }
 
 }  // namespace psync::chaos

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
+
 namespace psync::chaos {
 
 // Starts argv[0] with argv[1..], stdout and stderr appended to `output`; -1 when it cannot.
@@ -22,6 +24,10 @@ void KillAndReap(pid_t pid);
 size_t ReapExited(const std::vector<pid_t>& pids, std::vector<bool>* exited,
                   const std::function<std::string(size_t)>& name,
                   const std::function<std::string(size_t)>& stderr_of);
+// How long a test's run may take from its start: bazel's TEST_TIMEOUT less a minute for the
+// verdict and the cleanup (so a loaded machine, or one core under taskset, given a longer
+// --test_timeout gets the time too), `fallback` without it.
+absl::Duration RunBudget(absl::Duration fallback);
 // The whole file (empty if unreadable).
 std::string ReadFile(const std::string& path);
 // The port written to `port_file` (server/daemon.h's WritePortFile), waiting up to 20 s; 0 when

@@ -177,12 +177,35 @@ Verdict Judge(const std::vector<ProcessLog>& logs, uint32_t ranks, uint32_t chun
     const ProcessLog& p = logs[i];
     std::vector<std::set<uint64_t>> runs;  // the generations each run was in
     uint64_t client_epoch = 0;             // highest epoch the current client accepted
+    // A job started again from nothing: every coordinator that held it lost it and the ranks
+    // joined afresh, so the new holder numbers generations from 1 again. A client that joins
+    // (not resumes) a generation its process was in, at a step at or before one it completed
+    // there, is in that new run of the job: its lines of that number get a number of their own
+    // (the number plus era << 40; every rank restarts the same way, so eras agree).
+    std::map<uint64_t, uint64_t> renumbered;     // generation as logged -> as judged
+    std::map<uint64_t, int64_t> last_completed;  // generation as judged -> step (this process)
+    uint64_t eras = 0;
     for (absl::string_view text : absl::StrSplit(ReadFile(p.path), '\n', absl::SkipEmpty())) {
       std::optional<Parsed> line = Parse(text);
       if (!line.has_value()) continue;
       if (line->kind == Parsed::kExit) {
         parsed[i].push_back(std::move(*line));
         continue;
+      }
+      if (line->kind == Parsed::kSeg) {
+        auto judged = renumbered.find(line->generation);
+        const uint64_t as_judged = judged == renumbered.end() ? line->generation : judged->second;
+        auto done = last_completed.find(as_judged);
+        if (done != last_completed.end() && static_cast<int64_t>(line->step) <= done->second) {
+          renumbered[line->generation] = line->generation + (++eras << 40);
+        }
+      }
+      if (auto it = renumbered.find(line->generation); it != renumbered.end()) {
+        line->generation = it->second;
+      }
+      if (line->kind == Parsed::kComplete) {
+        int64_t& last = last_completed.emplace(line->generation, -1).first->second;
+        last = std::max(last, static_cast<int64_t>(line->step));
       }
       if (line->kind == Parsed::kSeg) {
         client_epoch = 0;

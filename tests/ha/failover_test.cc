@@ -68,18 +68,6 @@ std::string FaultName(Fault f) {
   return "";
 }
 
-// How long the run may take, from the test's start: bazel's TEST_TIMEOUT less a minute for the
-// verdict and the cleanup (so a loaded machine, or one core under taskset, given a longer
-// --test_timeout gets the time too), 800 s without it.
-absl::Duration RunBudget() {
-  const char* timeout = std::getenv("TEST_TIMEOUT");
-  int seconds = 0;
-  if (timeout != nullptr && absl::SimpleAtoi(timeout, &seconds) && seconds > 120) {
-    return absl::Seconds(seconds - 60);
-  }
-  return absl::Seconds(800);
-}
-
 // The job's owner, asking again while no replica names one that is ours: between a lapsed lease
 // and the next claim there is none, and a loaded replica may not answer ListReplicas within its
 // deadline. Empty when none was named within `patience`.
@@ -113,7 +101,7 @@ class RankReaper {
 };
 
 TEST(FailoverTest, OwnersKilledPausedAndEtcdRestartedNeverSyncEarlyOrTwice) {
-  const absl::Time deadline = absl::Now() + RunBudget();
+  const absl::Time deadline = absl::Now() + chaos::RunBudget(absl::Seconds(800));
   const std::string coordinator = testing::Runfile("server/psync-coordinator");
   const std::string rank_binary = testing::Runfile("tests/chaos/chaos_rank");
   const std::string dir = testing::TempPath("failover");

@@ -60,6 +60,15 @@ class BackpressureTest : public ServiceFixture {
 
   const server::StreamCounters& counters() { return server_->stream_counters(); }
 
+  // JobStatus.sessions_connected of `job` (99 when the status cannot be read).
+  uint32_t SessionsConnected(const std::string& job) {
+    grpc::ClientContext context;
+    v1::GetJobStatusRequest request;
+    request.set_job_id(job);
+    v1::JobStatus status;
+    return stub_->GetJobStatus(&context, request, &status).ok() ? status.sessions_connected() : 99;
+  }
+
   static v1::SessionUp StagedUp(uint64_t id, uint64_t generation,
                                 const std::string& optimizer = "dense") {
     v1::SessionUp up;
@@ -121,15 +130,8 @@ TEST_F(BackpressureTest, ASessionThatNeverReadsIsPausedThenEndedAndGetsItsDirect
   // The coordinator lets go of rank 0 then, without waiting for a peer that does not read to take
   // the status from behind its flow-controlled data: one Session connected (rank 1's), and rank
   // 0 is detached (its rank lease runs) while its stream still holds unread answers.
-  auto sessions_connected = [&] {
-    grpc::ClientContext context;
-    v1::GetJobStatusRequest request;
-    request.set_job_id("bp");
-    v1::JobStatus status;
-    return stub_->GetJobStatus(&context, request, &status).ok() ? status.sessions_connected() : 99u;
-  };
-  EXPECT_TRUE(WaitFor([&] { return sessions_connected() == 1u; }))
-      << "sessions_connected " << sessions_connected();
+  EXPECT_TRUE(WaitFor([&] { return SessionsConnected("bp") == 1u; }))
+      << "sessions_connected " << SessionsConnected("bp");
   // Draining what the transport held shows the end: fewer answers than messages written.
   uint64_t answers = 0;
   v1::SessionDown down;
@@ -205,14 +207,7 @@ TEST_F(BackpressureTest, AnAgentThatNeverReadsHasItsRanksDetachedWhenItsStreamIs
     ASSERT_EQ(down.acks(0).request_id(), 1u);
     ASSERT_EQ(down.acks(0).code(), 0) << down.acks(0).message();
   }
-  auto sessions_connected = [&] {
-    grpc::ClientContext context;
-    v1::GetJobStatusRequest request;
-    request.set_job_id("abp");
-    v1::JobStatus status;
-    return stub_->GetJobStatus(&context, request, &status).ok() ? status.sessions_connected() : 99u;
-  };
-  ASSERT_EQ(sessions_connected(), 1u);
+  ASSERT_EQ(SessionsConnected("abp"), 1u);
   // Attaches of a job nobody joined, again and again: each refused in an AgentAck. Never reading.
   std::thread writer([&] {
     for (uint64_t id = 2;; ++id) {
@@ -223,8 +218,8 @@ TEST_F(BackpressureTest, AnAgentThatNeverReadsHasItsRanksDetachedWhenItsStreamIs
     }
   });
   ASSERT_TRUE(WaitFor([&] { return counters().overflows.load() >= 1; }));
-  EXPECT_TRUE(WaitFor([&] { return sessions_connected() == 0u; }))
-      << "sessions_connected " << sessions_connected();
+  EXPECT_TRUE(WaitFor([&] { return SessionsConnected("abp") == 0u; }))
+      << "sessions_connected " << SessionsConnected("abp");
   agent_context.TryCancel();
   writer.join();
   agent->Finish();
