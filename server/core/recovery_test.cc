@@ -75,7 +75,9 @@ TEST(RecoveryTest, SameStepReleasesWhatWasSyncedOnlyToRanksThatDidNot) {
   EXPECT_THAT(Directives(staged),
               UnorderedElementsAre(std::make_tuple(0u, 5u, 1u), std::make_tuple(1u, 5u, 1u)));
   for (const Event& e : staged.events) {
-    if (e.kind == EventKind::kRelease) EXPECT_FALSE(e.resumed) << e.detail;
+    if (e.kind == EventKind::kRelease) {
+      EXPECT_FALSE(e.resumed) << e.detail;
+    }
   }
 
   Decisions done;

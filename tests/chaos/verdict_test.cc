@@ -72,10 +72,10 @@ TEST(VerdictTest, AResumeIntoTheNextGenerationAndALateFreshJoinerAreOneSegment) 
 TEST(VerdictTest, AJobStartedAgainUnderReusedNumbersIsANewSegmentNotDoubleSyncs) {
   // Both ranks ran steps 0-2 in generation 1; every holder lost the job, both aborted and joined
   // afresh, the new holder numbered the generation 1 again, and the job ran from step 0.
-  const ProcessLog r0 = RankLog(0).Seg(1, 0).Steps(1, 0, 2).Abort(1).Seg(1, 0).Steps(1, 0, 4)
-                            .Write("b0");
-  const ProcessLog r1 = RankLog(1).Seg(1, 0).Steps(1, 0, 2).Abort(1).Seg(1, 0).Steps(1, 0, 4)
-                            .Write("b1");
+  const ProcessLog r0 =
+      RankLog(0).Seg(1, 0).Steps(1, 0, 2).Abort(1).Seg(1, 0).Steps(1, 0, 4).Write("b0");
+  const ProcessLog r1 =
+      RankLog(1).Seg(1, 0).Steps(1, 0, 2).Abort(1).Seg(1, 0).Steps(1, 0, 4).Write("b1");
   const Verdict v = Judge({r0, r1}, kRanks, kChunks, 5);
   EXPECT_EQ(v.double_syncs, 0u) << Summary(v, kRanks);
   EXPECT_EQ(v.early_syncs, 0u);
@@ -107,9 +107,14 @@ TEST(VerdictTest, ASyncRepeatedByOneClientIsDouble) {
 TEST(VerdictTest, ARankThatRejoinsItsGenerationAtItsNextStepStaysInItsSegment) {
   // A client failed and the rank joined again in the same live generation, at its next step:
   // not a new run of the job, and a repeated sync there would still be double.
-  const ProcessLog r0 =
-      RankLog(0).Seg(1, 0).Steps(1, 0, 1).Abort(1).Seg(1, 2).Steps(1, 2, 3).Add("sync 1 1 0")
-          .Write("e0");
+  const ProcessLog r0 = RankLog(0)
+                            .Seg(1, 0)
+                            .Steps(1, 0, 1)
+                            .Abort(1)
+                            .Seg(1, 2)
+                            .Steps(1, 2, 3)
+                            .Add("sync 1 1 0")
+                            .Write("e0");
   const ProcessLog r1 = RankLog(1).Seg(1, 0).Steps(1, 0, 3).Write("e1");
   const Verdict v = Judge({r0, r1}, kRanks, kChunks, 4);
   EXPECT_EQ(v.segments, 1u) << Summary(v, kRanks);
