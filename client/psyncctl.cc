@@ -617,6 +617,14 @@ class Command {
     return kOk;
   }
 
+  static std::string TotalsText(const v1::AuditTotals& t) {
+    return absl::StrCat("released=", t.released(), " complete=", t.complete(),
+                        " double_releases=", t.double_releases(),
+                        " checksum_mismatches=", t.checksum_mismatches(),
+                        " early_syncs=", t.early_syncs(), " repeated_syncs=", t.repeated_syncs(),
+                        " resumed=", t.resumed());
+  }
+
   int Audit(const std::string& job) {
     uint64_t last = 0;
     bool has_last = false;
@@ -630,7 +638,8 @@ class Command {
         !s.ok()) {
       return RpcFailure(err_, "GetAudit", target_, s);
     }
-    const v1::AuditTotals& t = response.totals();
+    // The whole job's totals: this owner's and, after a move, its earlier owners'.
+    const v1::AuditTotals& t = response.job_totals();
     bool bad = t.double_releases() > 0 || t.checksum_mismatches() > 0 || t.early_syncs() > 0 ||
                t.repeated_syncs() > 0;
     for (const v1::SyncAuditRecord& r : response.records()) bad = bad || r.releases() > 1;
@@ -660,10 +669,14 @@ class Command {
                 "PROBLEMS"},
                rows, "rrrrrrlrrl");
     out_ << "\n"
-         << "totals: released=" << t.released() << " complete=" << t.complete()
-         << " double_releases=" << t.double_releases()
-         << " checksum_mismatches=" << t.checksum_mismatches() << " early_syncs=" << t.early_syncs()
-         << " repeated_syncs=" << t.repeated_syncs() << " resumed=" << t.resumed() << "\n";
+         << "totals: " << TotalsText(response.totals()) << "\n";
+    if (response.earlier_owners_size() > 0) {
+      for (const v1::OwnerAudit& o : response.earlier_owners()) {
+        out_ << "earlier owner " << o.replica() << " (epoch " << o.epoch()
+             << "): " << TotalsText(o.totals()) << "\n";
+      }
+      out_ << "job totals: " << TotalsText(t) << "\n";
+    }
     return bad ? kBad : kOk;
   }
 

@@ -4,6 +4,7 @@
 #include <variant>
 
 #include "absl/time/time.h"
+#include "server/owner_audit.h"
 
 namespace psync::server {
 
@@ -105,16 +106,6 @@ void ContributorToProto(const core::Contributor& c, v1::Contributor* out) {
   out->set_optimizer(c.optimizer);
 }
 
-void AuditTotalsToProto(const observe::AuditTotals& t, v1::AuditTotals* out) {
-  out->set_released(t.released);
-  out->set_resumed(t.resumed);
-  out->set_complete(t.complete);
-  out->set_double_releases(t.double_releases);
-  out->set_checksum_mismatches(t.checksum_mismatches);
-  out->set_early_syncs(t.early_syncs);
-  out->set_repeated_syncs(t.repeated_syncs);
-}
-
 }  // namespace
 
 v1::SessionDown NoticeToProto(const core::Notice& notice) {
@@ -176,7 +167,8 @@ void ChunkStatusToProto(const core::ChunkSnapshot& c, absl::Duration deadline, v
 }
 
 void AuditToProto(const std::vector<observe::SyncAudit>& records,
-                  const observe::AuditTotals& totals, v1::GetAuditResponse* out) {
+                  const observe::AuditTotals& totals,
+                  const std::vector<std::string>& earlier_owners, v1::GetAuditResponse* out) {
   for (const observe::SyncAudit& a : records) {
     v1::SyncAuditRecord* r = out->add_records();
     r->set_generation(a.generation);
@@ -194,6 +186,7 @@ void AuditToProto(const std::vector<observe::SyncAudit>& records,
     r->set_sync_micros(absl::ToInt64Microseconds(a.sync_duration));
   }
   AuditTotalsToProto(totals, out->mutable_totals());
+  AddEarlierOwners(earlier_owners, out);
 }
 
 void EventToProto(const core::Event& e, v1::Event* out) {

@@ -23,8 +23,10 @@ void JobStatusToProto(const JobStatusView& view, v1::JobStatus* out);
 void JobSummaryToProto(const JobStatusView& view, v1::JobSummary* out);
 void ChunkStatusToProto(const core::ChunkSnapshot& chunk, absl::Duration deadline,
                         v1::ChunkStatus* out);
+// `earlier_owners`: the records Coordinator::Audit returns (server/owner_audit.h).
 void AuditToProto(const std::vector<observe::SyncAudit>& records,
-                  const observe::AuditTotals& totals, v1::GetAuditResponse* out);
+                  const observe::AuditTotals& totals,
+                  const std::vector<std::string>& earlier_owners, v1::GetAuditResponse* out);
 void EventToProto(const core::Event& event, v1::Event* out);
 
 }  // namespace psync::server

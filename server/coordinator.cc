@@ -688,19 +688,33 @@ absl::StatusOr<std::string> Coordinator::Trace(const std::string& job_id, core::
   return observe::ExportChromeTrace(events, job_id, first, last);
 }
 
-absl::StatusOr<std::vector<observe::SyncAudit>> Coordinator::Audit(const std::string& job_id) {
+absl::StatusOr<std::vector<observe::SyncAudit>> Coordinator::Audit(
+    const std::string& job_id, std::vector<std::string>* earlier_owners) {
   absl::ReaderMutexLock lock(&mu_);
   Job* job = FindJob(job_id);
   if (absl::Status fenced = FenceRead(job_id, job); !fenced.ok()) return fenced;
   if (job != nullptr) {
+    if (earlier_owners != nullptr && options_.gate != nullptr) {
+      *earlier_owners = options_.gate->EarlierOwnerAudits(job_id);
+    }
     absl::MutexLock job_lock(&job->mu);
     absl::MutexLock observer_lock(&job->observer_mu);
     return job->observer.Audit();
   }
   if (const FinishedJob* finished = history_.Find(job_id); finished != nullptr) {
+    if (earlier_owners != nullptr) *earlier_owners = finished->earlier_owners;
     return finished->audit;
   }
   return NoLiveJob(job_id, "");
+}
+
+std::optional<observe::AuditTotals> Coordinator::AuditTotalsAt(const std::string& job_id,
+                                                               uint64_t epoch) {
+  absl::ReaderMutexLock lock(&mu_);
+  Job* job = FindJob(job_id);
+  if (job == nullptr || job->epoch != epoch) return std::nullopt;
+  absl::MutexLock observer_lock(&job->observer_mu);
+  return job->observer.totals();
 }
 
 absl::Status Coordinator::CheckToken(const core::RankPlan& plan) const {
@@ -794,6 +808,10 @@ void Coordinator::FinishJob(absl::flat_hash_map<std::string, std::unique_ptr<Job
   e.job_id = job_id;
   e.detail = reason;
   AppendEvent(std::move(e), out);
+  if (options_.gate != nullptr) {
+    finished.earlier_owners = options_.gate->EarlierOwnerAudits(job_id);
+    options_.gate->JobEnded(job_id);
+  }
   history_.Add(std::move(finished));
   EraseJobLocked(it);
 }

@@ -24,6 +24,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -205,8 +206,15 @@ class Coordinator {
   absl::StatusOr<std::string> Trace(const std::string& job_id, core::Step first, core::Step last)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Audit records of one job, oldest first. NOT_FOUND for an unknown job.
-  absl::StatusOr<std::vector<observe::SyncAudit>> Audit(const std::string& job_id)
+  // Audit records of one job, oldest first. NOT_FOUND for an unknown job. With replicas,
+  // `earlier_owners` (when not null) receives the parts of the job's audit its earlier owners
+  // published (JobGate::EarlierOwnerAudits; an ended job's as they were when it ended).
+  absl::StatusOr<std::vector<observe::SyncAudit>> Audit(
+      const std::string& job_id, std::vector<std::string>* earlier_owners = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The audit totals of `job_id` while this coordinator holds it at ownership `epoch`; nullopt
+  // otherwise. Not fenced: what a replica publishes as its own part (server/ha/audit_ledger.h).
+  std::optional<observe::AuditTotals> AuditTotalsAt(const std::string& job_id, uint64_t epoch)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // `sink` receives every event recorded from now on until removed. Not owned. If `backlog` is not

@@ -2,8 +2,9 @@
 // same fence as releases. A replica answers for a job only while its gate serves the job at the
 // epoch its state was built at; otherwise UNAVAILABLE, with the owner's redirect when known and,
 // for a job it still holds, what it last knew, named as such. NOT_FOUND only when the gate knows
-// no replica owns the job.
+// no replica owns the job. The audit adds the parts the job's earlier owners published.
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
@@ -23,7 +24,11 @@ class QueryGate final : public JobGate {
   absl::StatusOr<uint64_t> AdmitJoin(const std::string&) override { return 7; }
   absl::StatusOr<uint64_t> AdmitMessage(const std::string&) override { return 7; }
   absl::StatusOr<uint64_t> AdmitQuery(const std::string&) override { return query; }
+  std::vector<std::string> EarlierOwnerAudits(const std::string&) override { return earlier; }
+  void JobEnded(const std::string& job) override { ended.push_back(job); }
   absl::StatusOr<uint64_t> query = 7;
+  std::vector<std::string> earlier;
+  std::vector<std::string> ended;
 };
 
 class CoordinatorFencedReadsTest : public ::testing::Test {
@@ -91,6 +96,24 @@ TEST_F(CoordinatorFencedReadsTest, ServedAtAnotherEpochTheOldStateIsNotAnswered)
 TEST_F(CoordinatorFencedReadsTest, NotFoundOnlyWhenNoReplicaOwnsTheJob) {
   gate_.query = absl::NotFoundError("job 'elsewhere' is not owned by any replica");
   ExpectEveryReadIs("elsewhere", absl::StatusCode::kNotFound).IgnoreError();
+}
+
+TEST_F(CoordinatorFencedReadsTest, TheEarlierOwnersPartsAreAnsweredAndKeptWhenTheJobEnds) {
+  gate_.earlier = {"a's part"};
+  std::vector<std::string> earlier;
+  ASSERT_TRUE(coordinator_->Audit("job", &earlier).ok());
+  EXPECT_EQ(earlier, std::vector<std::string>{"a's part"});
+  // What this replica publishes as its own part: only at the epoch it holds the job at.
+  EXPECT_TRUE(coordinator_->AuditTotalsAt("job", 7).has_value());
+  EXPECT_FALSE(coordinator_->AuditTotalsAt("job", 8).has_value());
+
+  ASSERT_TRUE(coordinator_->EndJob("job", "done", "").ok());
+  EXPECT_EQ(gate_.ended, std::vector<std::string>{"job"});
+  gate_.earlier.clear();  // the gate forgot them (deleted from etcd)
+  earlier.clear();
+  ASSERT_TRUE(coordinator_->Audit("job", &earlier).ok());
+  EXPECT_EQ(earlier, std::vector<std::string>{"a's part"});  // the history kept them
+  EXPECT_FALSE(coordinator_->AuditTotalsAt("job", 7).has_value());
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "server/coordinator_server.h"
 
 #include <iostream>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,7 @@
 #include "server/health_status.h"
 #include "server/http_api.h"
 #include "server/not_served.h"
+#include "server/owner_audit.h"
 #include "server/rank_server.h"
 
 namespace psync::server {
@@ -43,6 +45,13 @@ absl::Status ValidateReplicaOptions(const ServerOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("etcd_poll_interval: ", absl::FormatDuration(options.etcd_poll_interval),
                      " must be > 0 and at most a quarter of etcd_lease_ttl"));
+  }
+  if (options.etcd_audit_interval < options.etcd_poll_interval ||
+      options.etcd_audit_interval > absl::Minutes(1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("etcd_audit_interval: ", absl::FormatDuration(options.etcd_audit_interval),
+                     " must be in [etcd_poll_interval (",
+                     absl::FormatDuration(options.etcd_poll_interval), "), 1m]"));
   }
   return absl::OkStatus();
 }
@@ -121,6 +130,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
     ha::ReplicaOptions replica;
     replica.ownership = {options.advertise, options.etcd_lease_ttl, options.etcd_lease_margin};
     replica.poll_interval = options.etcd_poll_interval;
+    replica.audit.publish_interval = options.etcd_audit_interval;
     replica.log = options.log_stalls;
     s->replica_ = std::make_unique<ha::Replica>(replica, etcd_client, clock);
     options.coordinator.gate = s->replica_.get();
@@ -131,6 +141,16 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
     s->replica_->SetOnLost([coordinator](const std::vector<std::string>& jobs) {
       coordinator->DropJobs(jobs, NotServedHere(ha::kLostReason, "", 0));
     });
+    const std::string self = options.advertise;
+    s->replica_->SetAuditSource(
+        [coordinator, self](const std::string& job, uint64_t epoch) -> std::optional<std::string> {
+          std::optional<observe::AuditTotals> totals = coordinator->AuditTotalsAt(job, epoch);
+          if (!totals.has_value()) return std::nullopt;
+          return EncodeOwnerAudit(self, epoch, *totals);
+        },
+        [self](const std::string&, uint64_t epoch) {
+          return EncodeOwnerAudit(self, epoch, observe::AuditTotals());
+        });
     // The first lease and view before serving, so that the first Joins can be claimed here.
     s->replica_->Tick();
     s->replica_->Start();

@@ -81,6 +81,9 @@ struct ServerOptions {
   absl::Duration etcd_lease_margin = absl::Seconds(1);
   // How often the replica set and the job owners are read from etcd.
   absl::Duration etcd_poll_interval = absl::Milliseconds(200);
+  // How often an owner writes its part of each job's audit to etcd when it changed
+  // (server/ha/audit_ledger.h); a rounded-up multiple of etcd_poll_interval in effect.
+  absl::Duration etcd_audit_interval = absl::Seconds(1);
   // Tests: an etcd client to use instead of one for `etcd` (e.g. a FakeEtcd). Not owned.
   ha::EtcdClient* etcd_client = nullptr;
 };

@@ -173,12 +173,14 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
   auto audit = [coordinator](const http::Request& request) {
     std::string id;
     if (auto s = RequireId(request, &id); !s.ok()) return ErrorOf(s);
-    absl::StatusOr<std::vector<observe::SyncAudit>> records = coordinator->Audit(id);
+    std::vector<std::string> earlier_owners;
+    absl::StatusOr<std::vector<observe::SyncAudit>> records =
+        coordinator->Audit(id, &earlier_owners);
     absl::StatusOr<JobStatusView> view = coordinator->GetJobStatus(id);
     if (!records.ok()) return ErrorOf(records.status());
     if (!view.ok()) return ErrorOf(view.status());
     v1::GetAuditResponse response;
-    AuditToProto(*records, view->audit, &response);
+    AuditToProto(*records, view->audit, earlier_owners, &response);
     return JsonOf(response);
   };
   if (auto s = handle_api("/api/audit", audit); !s.ok()) return s;

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -32,6 +33,16 @@ class JobGate {
   // else the NotServedHere status (a redirect to the owner, or none when the gate cannot tell who
   // owns the job now). Does not block.
   virtual absl::StatusOr<uint64_t> AdmitQuery(const std::string& job_id) = 0;
+
+  // The parts of `job_id`'s audit that its earlier owners published (server/owner_audit.h
+  // decodes them), oldest first; empty without replicas. Does not block: from memory.
+  virtual std::vector<std::string> EarlierOwnerAudits(const std::string& job_id) {
+    (void)job_id;
+    return {};
+  }
+  // `job_id` ended here (EndJob, every rank finished, evicted): the gate forgets what it keeps
+  // for the job beyond its ownership. Does not block.
+  virtual void JobEnded(const std::string& job_id) { (void)job_id; }
 };
 
 }  // namespace psync::server

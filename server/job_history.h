@@ -24,6 +24,9 @@ namespace psync::server {
 struct FinishedJob {
   JobStatusView view;  // as it was when the job left; view.end says how, why and when
   std::vector<observe::SyncAudit> audit;
+  // With replicas: the parts of the job's audit its earlier owners published, as they were when
+  // it ended (JobGate::EarlierOwnerAudits).
+  std::vector<std::string> earlier_owners;
 };
 
 class JobHistory {

@@ -108,6 +108,9 @@ ABSL_FLAG(absl::Duration, etcd_lease_margin, absl::Seconds(1),
           "lease can expire (< half the TTL)");
 ABSL_FLAG(absl::Duration, etcd_poll_interval, absl::Milliseconds(200),
           "with --etcd: how often the replica set and job owners are read from etcd");
+ABSL_FLAG(absl::Duration, etcd_audit_interval, absl::Seconds(1),
+          "with --etcd: how often an owner writes its part of each job's audit to etcd (when it "
+          "changed), so that the audit outlives a move; in [etcd_poll_interval, 1m]");
 
 namespace {
 
@@ -237,6 +240,7 @@ int main(int argc, char** argv) {
   options.etcd_lease_ttl = absl::GetFlag(FLAGS_etcd_lease_ttl);
   options.etcd_lease_margin = absl::GetFlag(FLAGS_etcd_lease_margin);
   options.etcd_poll_interval = absl::GetFlag(FLAGS_etcd_poll_interval);
+  options.etcd_audit_interval = absl::GetFlag(FLAGS_etcd_audit_interval);
   auto server = psync::server::CoordinatorServer::Start(options);
   if (!server.ok()) {
     std::cerr << "psync-coordinator: " << server.status() << "\n";

@@ -132,9 +132,11 @@ grpc::ServerUnaryReactor* CoordinatorService::GetAudit(grpc::CallbackServerConte
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id must not be empty"));
     return reactor;
   }
-  absl::StatusOr<std::vector<observe::SyncAudit>> records = coordinator_->Audit(request->job_id());
+  std::vector<std::string> earlier_owners;
+  absl::StatusOr<std::vector<observe::SyncAudit>> records =
+      coordinator_->Audit(request->job_id(), &earlier_owners);
   absl::StatusOr<JobStatusView> view = coordinator_->GetJobStatus(request->job_id());
-  if (records.ok() && view.ok()) AuditToProto(*records, view->audit, response);
+  if (records.ok() && view.ok()) AuditToProto(*records, view->audit, earlier_owners, response);
   reactor->Finish(ToGrpcStatus(records.status()));
   return reactor;
 }

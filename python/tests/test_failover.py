@@ -1,7 +1,8 @@
 """psync.Client across a replica failover, with the client's defaults: two coordinator replicas on a
 real etcd (Debian's /usr/bin/etcd, which tools/bootstrap installs), the job's owner paused
-(SIGSTOP) past its lease. The ranks, given both addresses, leave the paused owner and resume at the
-other replica; every (step, chunk) reaches every rank exactly once and every step completes.
+(SIGSTOP) past its lease, or drained (SIGTERM). The ranks, given both addresses, leave the owner and
+resume at the other replica; every (step, chunk) reaches every rank exactly once and every step
+completes; the new owner's GetAudit answers for the whole job, the earlier owner's part included.
 
 Prints the failover time of the Python binding (the pause to the first directive of the new
 owner's generation that reached a rank; docs/reliability.md, "Failover, measured"). It is a figure,
@@ -53,6 +54,32 @@ def owner_of(replicas, job: str):
 
 
 def test_ranks_leave_a_paused_owner_and_every_step_completes_once():
+    paused, audit = run_failover(signal.SIGSTOP)
+    # The paused owner's part is as it last published it (it cannot write a last word while
+    # stopped, and the job ended before it woke): named, with no sync done twice or early.
+    assert [o["replica"] for o in audit["earlierOwners"]] == [paused], audit
+    job = audit["jobTotals"]
+    assert int(job["released"]) <= STEPS * CHUNKS, audit
+    assert (int(job["doubleReleases"]), int(job["earlySyncs"]), int(job["repeatedSyncs"])) == \
+        (0, 0, 0), audit
+
+
+def test_a_drained_owners_part_stays_in_the_jobs_audit():
+    drained, audit = run_failover(signal.SIGTERM)
+    # A draining owner writes its last word before it stops serving: the whole job adds up.
+    assert [o["replica"] for o in audit["earlierOwners"]] == [drained], audit
+    job, mine, theirs = audit["jobTotals"], audit["totals"], audit["earlierOwners"][0]["totals"]
+    assert int(job["released"]) == STEPS * CHUNKS, audit
+    assert int(mine["released"]) < STEPS * CHUNKS and int(theirs["released"]) > 0, audit
+    assert int(job["released"]) == \
+        int(mine["released"]) + int(theirs["released"]) - int(mine["resumed"]), audit
+    assert (int(job["doubleReleases"]), int(job["earlySyncs"]), int(job["repeatedSyncs"])) == \
+        (0, 0, 0), audit
+
+
+def run_failover(stop_signal: int):
+    """Runs the job across `stop_signal` sent to its owner at step PAUSE_AT; returns the owner's
+    address and the job's GetAudit (as a dict) once every rank finished."""
     assert os.access(ETCD, os.X_OK), f"{ETCD} is missing: install Debian's etcd-server"
     with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as d:
         root = Path(d)
@@ -114,11 +141,20 @@ def test_ranks_leave_a_paused_owner_and_every_step_completes_once():
             assert min(progress) >= PAUSE_AT, f"the ranks reached steps {progress}"
             paused = owner_of(replicas, "py-failover")
             assert paused is not None, "no replica logged a claim of the job"
-            paused.proc.send_signal(signal.SIGSTOP)
+            paused.proc.send_signal(stop_signal)
             paused_at = time.monotonic()
             for t in threads:
                 t.join(timeout=240)
             paused.proc.send_signal(signal.SIGCONT)
+            audit = psync.get_audit(target, "py-failover", timeout=30)
+            print("AUDIT", {k: v for k, v in audit.items() if k != "records"})
+            print("STATUS", psync.get_job_status(target, "py-failover")["state"])
+            import urllib.request, json, base64
+            req = urllib.request.Request(f"http://127.0.0.1:{client_port}/v3/kv/range", data=json.dumps({"key": base64.b64encode(b"/psync/").decode(), "range_end": base64.b64encode(b"/psync0").decode()}).encode())
+            for kv in json.loads(urllib.request.urlopen(req).read()).get("kvs", []):
+                print("ETCD", base64.b64decode(kv["key"]), base64.b64decode(kv.get("value", "")))
+            for r in replicas:
+                print("LOG", r.target, (r.workdir / f"coordinator{r.starts}.log").read_text())
             assert not errors, errors
             assert progress == [STEPS] * WORLD
             for r in range(WORLD):
@@ -129,9 +165,11 @@ def test_ranks_leave_a_paused_owner_and_every_step_completes_once():
             moved = [(t, s) for rec in received for t, s, _, g in rec if g > before]
             assert moved, "no directive of a newer generation: the job did not move"
             first_after, step = min(moved)
-            print(f"python failover: SIGSTOP of the owner ({paused.target}) at step {step}: the "
-                  f"new owner's first directive {1000 * (first_after - paused_at):.0f} ms after "
-                  f"it (lease TTL 2000 ms, the client's default keepalive)")
+            print(f"python failover: {signal.Signals(stop_signal).name} of the owner "
+                  f"({paused.target}) at step {step}: the new owner's first directive "
+                  f"{1000 * (first_after - paused_at):.0f} ms after it (lease TTL 2000 ms, the "
+                  f"client's default keepalive)")
+            return paused.target, audit
         finally:
             if paused is not None and paused.proc is not None:
                 paused.proc.send_signal(signal.SIGCONT)

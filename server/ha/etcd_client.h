@@ -1,6 +1,7 @@
 // EtcdClient: the few etcd v3 calls coordinator replicas need: leases (grant, keep alive, revoke),
-// a create-if-absent transaction, reads by key or prefix, and a delete guarded by the key's
-// create_revision. Replicas keep only membership and job ownership in etcd (see ownership.h).
+// a create-if-absent transaction, reads by key or prefix, a write and a delete guarded by the key's
+// create_revision, and a delete by prefix. Replicas keep only membership and job ownership in etcd
+// (see ownership.h).
 //
 // Every call either does what it says or returns an error and changes nothing it did not say:
 // UNAVAILABLE / DEADLINE_EXCEEDED when etcd could not be reached in time (the caller retries),
@@ -56,6 +57,12 @@ class EtcdClient {
   // whether it deleted it.
   virtual absl::StatusOr<bool> DeleteIfCreatedAt(const std::string& key,
                                                  int64_t create_revision) = 0;
+  // Writes `key` = `value` (no lease) if its create_revision is `create_revision` (it is the same
+  // creation, not deleted since); returns whether it wrote.
+  virtual absl::StatusOr<bool> PutIfCreatedAt(const std::string& key, const std::string& value,
+                                              int64_t create_revision) = 0;
+  // Deletes every key starting with `prefix`; returns how many it deleted.
+  virtual absl::StatusOr<int64_t> DeletePrefix(const std::string& prefix) = 0;
 };
 
 }  // namespace psync::server::ha

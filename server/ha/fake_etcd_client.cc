@@ -123,6 +123,31 @@ absl::StatusOr<bool> FakeEtcd::DeleteIfCreatedAt(const std::string& key, int64_t
   return true;
 }
 
+absl::StatusOr<bool> FakeEtcd::PutIfCreatedAt(const std::string& key, const std::string& value,
+                                              int64_t create_revision) {
+  absl::MutexLock lock(&mu_);
+  if (auto st = Enter(); !st.ok()) return st;
+  auto it = keys_.find(key);
+  if (it == keys_.end() || it->second.create_revision != create_revision) return false;
+  ++revision_;
+  it->second.value = value;
+  it->second.lease = 0;
+  return true;
+}
+
+absl::StatusOr<int64_t> FakeEtcd::DeletePrefix(const std::string& prefix) {
+  absl::MutexLock lock(&mu_);
+  if (auto st = Enter(); !st.ok()) return st;
+  int64_t deleted = 0;
+  for (auto it = keys_.lower_bound(prefix);
+       it != keys_.end() && absl::StartsWith(it->first, prefix);) {
+    it = keys_.erase(it);
+    ++deleted;
+  }
+  if (deleted > 0) ++revision_;
+  return deleted;
+}
+
 void FakeEtcd::SetReachable(bool reachable) {
   absl::MutexLock lock(&mu_);
   reachable_ = reachable;

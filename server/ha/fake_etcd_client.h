@@ -32,6 +32,9 @@ class FakeEtcd final : public EtcdClient {
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<bool> DeleteIfCreatedAt(const std::string& key, int64_t create_revision) override
       ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<bool> PutIfCreatedAt(const std::string& key, const std::string& value,
+                                      int64_t create_revision) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<int64_t> DeletePrefix(const std::string& prefix) override ABSL_LOCKS_EXCLUDED(mu_);
 
   // While false, every call is UNAVAILABLE and changes nothing (leases still expire).
   void SetReachable(bool reachable) ABSL_LOCKS_EXCLUDED(mu_);

@@ -203,4 +203,37 @@ absl::StatusOr<bool> GrpcEtcdClient::DeleteIfCreatedAt(const std::string& key,
   return response.succeeded();
 }
 
+absl::StatusOr<bool> GrpcEtcdClient::PutIfCreatedAt(const std::string& key,
+                                                    const std::string& value,
+                                                    int64_t create_revision) {
+  etcdserverpb::TxnRequest request;
+  etcdserverpb::Compare* same = request.add_compare();
+  same->set_result(etcdserverpb::Compare::EQUAL);
+  same->set_target(etcdserverpb::Compare::CREATE);
+  same->set_key(key);
+  same->set_create_revision(create_revision);
+  etcdserverpb::PutRequest* put = request.add_success()->mutable_request_put();
+  put->set_key(key);
+  put->set_value(value);
+  etcdserverpb::TxnResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  if (auto st = Done(Current().kv->Txn(&context, request, &response), "Txn"); !st.ok()) return st;
+  return response.succeeded();
+}
+
+absl::StatusOr<int64_t> GrpcEtcdClient::DeletePrefix(const std::string& prefix) {
+  etcdserverpb::DeleteRangeRequest request;
+  request.set_key(prefix);
+  request.set_range_end(PrefixEnd(prefix));
+  etcdserverpb::DeleteRangeResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  if (auto st = Done(Current().kv->DeleteRange(&context, request, &response), "DeleteRange");
+      !st.ok()) {
+    return st;
+  }
+  return response.deleted();
+}
+
 }  // namespace psync::server::ha

@@ -33,6 +33,9 @@ class GrpcEtcdClient final : public EtcdClient {
   absl::StatusOr<std::optional<KeyValue>> Get(const std::string& key) override;
   absl::StatusOr<std::vector<KeyValue>> GetPrefix(const std::string& prefix) override;
   absl::StatusOr<bool> DeleteIfCreatedAt(const std::string& key, int64_t create_revision) override;
+  absl::StatusOr<bool> PutIfCreatedAt(const std::string& key, const std::string& value,
+                                      int64_t create_revision) override;
+  absl::StatusOr<int64_t> DeletePrefix(const std::string& prefix) override;
 
  private:
   struct Endpoint {

@@ -156,6 +156,8 @@ class Ownership {
   // The one text for a job this replica stopped serving (lease lapsed, or the key moved): its
   // Sessions are ended with it and its messages refused with it.
   std::string LostText(const std::string& job) const;
+  // Jobs owned here: job -> epoch.
+  const absl::flat_hash_map<std::string, uint64_t>& owned() const { return owned_; }
   // Whether `job` is owned here, and its epoch.
   bool Owns(const std::string& job, uint64_t* epoch = nullptr) const;
   // The replica preferred for `job` among the live ones and this one (rendezvous hashing).

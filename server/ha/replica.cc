@@ -8,7 +8,11 @@
 namespace psync::server::ha {
 
 Replica::Replica(ReplicaOptions options, EtcdClient* etcd, Clock* clock)
-    : options_(std::move(options)), etcd_(etcd), clock_(clock), ownership_(options_.ownership) {}
+    : options_(std::move(options)),
+      etcd_(etcd),
+      clock_(clock),
+      ledger_(options_.audit, etcd, clock),
+      ownership_(options_.ownership) {}
 
 Replica::~Replica() { Stop(); }
 
@@ -40,11 +44,14 @@ void Replica::Stop() {
   if (lease_thread_.joinable()) lease_thread_.join();
   if (view_thread_.joinable()) view_thread_.join();
   int64_t lease = 0;
+  std::vector<std::string> lost;
   {
     absl::MutexLock lock(&mu_);
     lease = ownership_.Lapse();
-    ownership_.TakeLost(clock_->Now());
+    lost = ownership_.TakeLost(clock_->Now());
   }
+  for (const std::string& job : lost) ledger_.Lost(job);
+  ledger_.FlushLastWords();
   if (lease != 0) etcd_->RevokeLease(lease).IgnoreError();
 }
 
@@ -124,6 +131,9 @@ void Replica::RefreshView() {
   absl::StatusOr<std::vector<KeyValue>> jobs =
       replicas.ok() ? etcd_->GetPrefix(kJobPrefix) : replicas.status();
   std::vector<std::string> lost;
+  bool ledger_round = false;
+  absl::flat_hash_map<std::string, uint64_t> owned;
+  absl::flat_hash_set<std::string> jobs_with_owner;
   {
     absl::MutexLock lock(&mu_);
     // A claim made while the listing was read may be missing from it: the view is refreshed
@@ -134,15 +144,26 @@ void Replica::RefreshView() {
       ownership_.SetReplicas(std::move(addresses));
       ownership_.SetJobKeys(*jobs, sent);
       for (const KeyValue& kv : *jobs) {
-        if (kv.value != self) owned_elsewhere_.insert(kv.key.substr(sizeof(kJobPrefix) - 1));
+        std::string job = kv.key.substr(sizeof(kJobPrefix) - 1);
+        if (kv.value != self) owned_elsewhere_.insert(job);
+        jobs_with_owner.insert(std::move(job));
       }
+      ledger_round = true;
     } else if (!replicas.ok() || !jobs.ok()) {
       ++counters_.etcd_errors;
     }
     ownership_.LapseIfPastDeadline(clock_->Now());
     lost = TakeLostLocked("passed its deadline");
+    if (ledger_round) owned = ownership_.owned();
   }
   HandLost(lost);
+  if (ledger_round) {
+    const int failures = ledger_.Round(owned, jobs_with_owner);
+    if (failures > 0) {
+      absl::MutexLock lock(&mu_);
+      counters_.etcd_errors += failures;
+    }
+  }
 }
 
 std::vector<std::string> Replica::TakeLostLocked(absl::string_view why) {
@@ -157,7 +178,10 @@ std::vector<std::string> Replica::TakeLostLocked(absl::string_view why) {
 
 void Replica::HandLost(const std::vector<std::string>& lost) {
   if (lost.empty()) return;
-  for (const std::string& job : lost) Log(absl::StrCat("stopped serving job '", job, "'"));
+  for (const std::string& job : lost) {
+    Log(absl::StrCat("stopped serving job '", job, "'"));
+    ledger_.Lost(job);  // its part of the audit, before the coordinator drops it
+  }
   if (on_lost_) on_lost_(lost);
 }
 
@@ -193,24 +217,39 @@ absl::StatusOr<uint64_t> Replica::AdmitJoin(const std::string& job_id) {
   }
   absl::StatusOr<KeyValue> key =
       etcd_->CreateIfAbsent(kJobPrefix + job_id, options_.ownership.self, lease);
-  absl::MutexLock lock(&mu_);
-  if (!key.ok()) {
-    ++counters_.etcd_errors;
-    return NotServedHere(
-        absl::StrCat("replica '", options_.ownership.self, "' could not claim job '", job_id,
-                     "': ", key.status().message()),
-        "", 0);
+  bool claimed = false;
+  uint64_t epoch = 0;
+  absl::StatusOr<uint64_t> answer;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!key.ok()) {
+      ++counters_.etcd_errors;
+      return NotServedHere(
+          absl::StrCat("replica '", options_.ownership.self, "' could not claim job '", job_id,
+                       "': ", key.status().message()),
+          "", 0);
+    }
+    const bool owned_before = ownership_.Owns(job_id);  // a concurrent Join's claim came first
+    const Route route = ownership_.ClaimAnswered(job_id, *key, clock_->Now());
+    if (route.kind == RouteKind::kServe && !owned_before) {
+      claimed = true;
+      epoch = route.epoch;
+      ++counters_.claims;
+      const bool takeover = owned_elsewhere_.erase(job_id) > 0;
+      if (takeover) ++counters_.takeovers;
+      Log(absl::StrCat(takeover ? "took over" : "claimed", " job '", job_id, "' at epoch ",
+                       route.epoch));
+    }
+    answer = Answer(job_id, route);
   }
-  const bool owned_before = ownership_.Owns(job_id);  // a concurrent Join's claim got there first
-  const Route route = ownership_.ClaimAnswered(job_id, *key, clock_->Now());
-  if (route.kind == RouteKind::kServe && !owned_before) {
-    ++counters_.claims;
-    const bool takeover = owned_elsewhere_.erase(job_id) > 0;
-    if (takeover) ++counters_.takeovers;
-    Log(absl::StrCat(takeover ? "took over" : "claimed", " job '", job_id, "' at epoch ",
-                     route.epoch));
+  // This owner's part of the job's audit exists from now on; the earlier owners' are read.
+  if (claimed) {
+    if (const int failures = ledger_.Claimed(job_id, epoch); failures > 0) {
+      absl::MutexLock lock(&mu_);
+      counters_.etcd_errors += failures;
+    }
   }
-  return Answer(job_id, route);
+  return answer;
 }
 
 absl::StatusOr<uint64_t> Replica::AdmitMessage(const std::string& job_id) {
@@ -226,6 +265,17 @@ absl::StatusOr<uint64_t> Replica::AdmitQuery(const std::string& job_id) {
   }
   return Answer(job_id, route);
 }
+
+std::vector<std::string> Replica::EarlierOwnerAudits(const std::string& job_id) {
+  uint64_t epoch = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    ownership_.Owns(job_id, &epoch);
+  }
+  return ledger_.Others(job_id, epoch);
+}
+
+void Replica::JobEnded(const std::string& job_id) { ledger_.Ended(job_id); }
 
 ReplicaSnapshot Replica::Describe() const {
   absl::MutexLock lock(&mu_);

@@ -8,7 +8,8 @@
 //     the TTL after the last was sent) and wakes at the deadline; a keepalive that finds the lease
 //     expired, or is answered too late, lapses it;
 //   - the view thread (RefreshView), every poll_interval: reads /psync/replicas/ and /psync/jobs/
-//     into the view.
+//     into the view, then runs a round of the audit ledger (audit_ledger.h: each owner's part of
+//     a job's audit, published under /psync/audit/).
 // Both hand the jobs that may no longer be served here (the lease lapsed, or etcd shows the job's
 // key gone or someone else's) to the on_lost callback, once each. A lapse seen first by
 // AdmitMessage (the deadline passed between rounds) refuses at once; its jobs go to on_lost at
@@ -33,6 +34,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "server/clock.h"
+#include "server/ha/audit_ledger.h"
 #include "server/ha/etcd_client.h"
 #include "server/ha/ownership.h"
 #include "server/job_gate.h"
@@ -43,6 +45,8 @@ struct ReplicaOptions {
   OwnershipOptions ownership;
   // How often the view is refreshed from etcd (and lost jobs are found).
   absl::Duration poll_interval = absl::Milliseconds(200);
+  // Each owner's part of a job's audit in etcd (audit_ledger.h), kept by the view thread.
+  AuditLedgerOptions audit;
   // Log ownership changes (claims, takeovers, losses, lease lapses) to stderr, one line each.
   bool log = true;
 };
@@ -73,6 +77,10 @@ class Replica final : public JobGate {
 
   // Called with the jobs lost at each Tick (set before Start).
   void SetOnLost(LostCallback on_lost) { on_lost_ = std::move(on_lost); }
+  // What this replica publishes as its part of a job's audit (set before Start).
+  void SetAuditSource(AuditLedger::Source source, AuditLedger::EmptyRecord empty) {
+    ledger_.SetSource(std::move(source), std::move(empty));
+  }
   // Starts the lease thread and the view thread (see above), until Stop.
   void Start();
   // Stops the thread and revokes the lease (the jobs owned here are released at once). Idempotent.
@@ -89,6 +97,9 @@ class Replica final : public JobGate {
   absl::StatusOr<uint64_t> AdmitMessage(const std::string& job_id) override
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<uint64_t> AdmitQuery(const std::string& job_id) override ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<std::string> EarlierOwnerAudits(const std::string& job_id) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void JobEnded(const std::string& job_id) override;
 
   ReplicaSnapshot Describe() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -107,6 +118,7 @@ class Replica final : public JobGate {
   EtcdClient* const etcd_;
   Clock* const clock_;
   LostCallback on_lost_;
+  AuditLedger ledger_;  // thread-safe; its rounds run on the view thread
 
   mutable absl::Mutex mu_;
   Ownership ownership_ ABSL_GUARDED_BY(mu_);

@@ -5,6 +5,7 @@
 
 #include <functional>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/clock.h"
 #include "server/ha/fake_etcd_client.h"
@@ -63,6 +64,13 @@ class SlowEtcd final : public EtcdClient {
   }
   absl::StatusOr<bool> DeleteIfCreatedAt(const std::string& key, int64_t revision) override {
     return Reply(etcd_->DeleteIfCreatedAt(key, revision));
+  }
+  absl::StatusOr<bool> PutIfCreatedAt(const std::string& key, const std::string& value,
+                                      int64_t revision) override {
+    return Reply(etcd_->PutIfCreatedAt(key, value, revision));
+  }
+  absl::StatusOr<int64_t> DeletePrefix(const std::string& prefix) override {
+    return Reply(etcd_->DeletePrefix(prefix));
   }
 
  private:
@@ -221,6 +229,46 @@ TEST_F(ReplicaTest, StopRevokesTheLeaseSoAnotherReplicaCanClaimAtOnce) {
   b.Tick();
   EXPECT_EQ(b.Describe().replicas, std::vector<std::string>{"b:1"});
   EXPECT_TRUE(b.AdmitJoin(job).ok());
+}
+
+// A drained owner's part of the job's audit (its last word, written as it stops) and the new
+// owner's reading of it: the whole job's audit outlives the move.
+TEST_F(ReplicaTest, ADrainedOwnersPartOfTheAuditReachesTheNextOwner) {
+  auto a = std::make_unique<Replica>(Options("a:1"), &etcd_, &clock_);
+  Replica b(Options("b:1"), &etcd_, &clock_);
+  absl::flat_hash_map<std::string, std::string> held;  // what each replica's coordinator holds
+  a->SetAuditSource(
+      [&held](const std::string& job, uint64_t epoch) -> std::optional<std::string> {
+        auto it = held.find(absl::StrCat("a ", job, " ", epoch));
+        if (it == held.end()) return std::nullopt;
+        return it->second;
+      },
+      [](const std::string&, uint64_t) { return "a released 0"; });
+  a->Tick();
+  b.Tick();
+  a->Tick();
+  const std::string job = JobPreferredBy("a:1", {"a:1", "b:1"});
+  absl::StatusOr<uint64_t> epoch_a = a->AdmitJoin(job);
+  ASSERT_TRUE(epoch_a.ok()) << epoch_a.status();
+  EXPECT_EQ(etcd_.Get(absl::StrCat("/psync/audit/", job, "/", *epoch_a))->value().value,
+            "a released 0");  // created by the claim
+  held[absl::StrCat("a ", job, " ", *epoch_a)] = "a released 3";
+  clock_.Advance(absl::Seconds(1));
+  a->Tick();
+  EXPECT_EQ(etcd_.Get(absl::StrCat("/psync/audit/", job, "/", *epoch_a))->value().value,
+            "a released 3");
+  held[absl::StrCat("a ", job, " ", *epoch_a)] = "a released 7";
+  a->Stop();  // within the publish interval: only the last word says 7
+  b.Tick();
+  absl::StatusOr<uint64_t> epoch_b = b.AdmitJoin(job);
+  ASSERT_TRUE(epoch_b.ok()) << epoch_b.status();
+  EXPECT_GT(*epoch_b, *epoch_a);
+  // Read at the claim: a job that ends before b's next publication still has a's part.
+  EXPECT_EQ(b.EarlierOwnerAudits(job), std::vector<std::string>{"a released 7"});
+  b.JobEnded(job);
+  EXPECT_TRUE(b.EarlierOwnerAudits(job).empty());
+  b.Tick();
+  EXPECT_TRUE(etcd_.GetPrefix("/psync/audit/")->empty());
 }
 
 // etcd answering in 0.7 s, inside the tolerated 0.75 s of a 2 s TTL with a 0.5 s margin: the

@@ -54,6 +54,33 @@ TEST(GrpcEtcdClientTest, LeasesCreateIfAbsentAndGuardedDelete) {
   EXPECT_TRUE(c.RevokeLease(*lease).ok());  // again: OK
 }
 
+// The audit records' calls: a write guarded by the creation, and a delete by prefix.
+TEST(GrpcEtcdClientTest, GuardedPutAndPrefixDelete) {
+  testing::EtcdProcess etcd(testing::TempPath("etcd"));
+  ASSERT_TRUE(etcd.Start().ok());
+  auto client = GrpcEtcdClient::Create(etcd.endpoint());
+  ASSERT_TRUE(client.ok()) << client.status();
+  EtcdClient& c = **client;
+
+  absl::StatusOr<KeyValue> a = c.CreateIfAbsent("/psync/audit/j/4", "a 0", 0);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(c.CreateIfAbsent("/psync/audit/j/6", "b 0", 0).ok());
+  ASSERT_TRUE(c.CreateIfAbsent("/psync/audit/jj/2", "other job", 0).ok());
+  EXPECT_TRUE(*c.PutIfCreatedAt("/psync/audit/j/4", "a 7", a->create_revision));
+  EXPECT_EQ((*c.Get("/psync/audit/j/4"))->value, "a 7");
+  EXPECT_EQ((*c.Get("/psync/audit/j/4"))->create_revision, a->create_revision);
+  EXPECT_FALSE(*c.PutIfCreatedAt("/psync/audit/j/4", "stale", a->create_revision + 100));
+
+  absl::StatusOr<int64_t> deleted = c.DeletePrefix("/psync/audit/j/");
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, 2);
+  // Deleted: the old creation is never written back, and the other job's record stays.
+  EXPECT_FALSE(*c.PutIfCreatedAt("/psync/audit/j/4", "a 9", a->create_revision));
+  EXPECT_FALSE(c.Get("/psync/audit/j/4")->has_value());
+  EXPECT_EQ((*c.Get("/psync/audit/jj/2"))->value, "other job");
+  EXPECT_EQ(*c.DeletePrefix("/psync/audit/j/"), 0);
+}
+
 TEST(GrpcEtcdClientTest, BadEndpointsAreInvalidArgument) {
   for (const char* bad : {"", "localhost", "host:port", ":2379", "a:0"}) {
     auto client = GrpcEtcdClient::Create(bad);
