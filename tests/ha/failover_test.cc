@@ -192,6 +192,22 @@ TEST(FailoverTest, OwnersKilledPausedAndEtcdRestartedNeverSyncEarlyOrTwice) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   if (paused >= 0) kill(replicas.pid(paused), SIGCONT);
+  // ---- Each job's audit for the whole job, at its last owner (the job ended there).
+  std::vector<v1::GetAuditResponse> audits(kJobs);
+  std::vector<std::string> audited_at(kJobs);
+  for (int j = 0; j < kJobs; ++j) {
+    audited_at[j] = replicas.Owner(absl::StrCat("job", j));
+    if (audited_at[j].empty()) continue;
+    auto stub = v1::Coordinator::NewStub(
+        grpc::CreateChannel(audited_at[j], grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    v1::GetAuditRequest request;
+    request.set_job_id(absl::StrCat("job", j));
+    const grpc::Status s = stub->GetAudit(&context, request, &audits[j]);
+    EXPECT_TRUE(s.ok()) << "GetAudit of job" << j << " at " << audited_at[j] << ": "
+                        << s.error_message();
+  }
   reaper.KillAll();
   for (int i = 0; i < kReplicas; ++i) replicas.Kill(i);
   etcd.Kill();
@@ -209,6 +225,21 @@ TEST(FailoverTest, OwnersKilledPausedAndEtcdRestartedNeverSyncEarlyOrTwice) {
     const chaos::Verdict& v = verdicts.back();
     std::printf("failover: job%d: %s\n", j, chaos::Summary(v, kRanks).c_str());
     chaos::ExpectClean(v, kRanks, absl::StrCat("job", j));
+    // The coordinators' side: no owner released a (step, chunk) twice or saw a sync early or
+    // repeated. How much of the job the owners' parts cover is a figure: an owner killed outright
+    // leaves its part as it last published it.
+    const v1::AuditTotals& t = audits[j].job_totals();
+    EXPECT_EQ(t.double_releases(), 0u) << "job" << j;
+    EXPECT_EQ(t.early_syncs(), 0u) << "job" << j;
+    EXPECT_EQ(t.repeated_syncs(), 0u) << "job" << j;
+    std::printf(
+        "failover: job%d: audit at %s: %d earlier owner(s), the whole job released %llu of %llu "
+        "(step, chunk)s (this owner %llu, resumed %llu)\n",
+        j, audited_at[j].c_str(), audits[j].earlier_owners_size(),
+        static_cast<unsigned long long>(t.released()),
+        static_cast<unsigned long long>(kSteps * kChunks),
+        static_cast<unsigned long long>(audits[j].totals().released()),
+        static_cast<unsigned long long>(t.resumed()));
   }
   // ---- Failover times: fault -> the job's first directive after it.
   for (const Done& d : done) {
