@@ -16,9 +16,8 @@ void JobTracker::StartGeneration(absl::Time now, absl::string_view reason, Decis
   const uint64_t next = std::max(generation_ + 1, at_least);
   if (generation_ > 0 && state_ != JobState::kAborted) {  // aborted ranks already know
     for (RankId rank : JoinedRanks()) {
-      out->deliveries.push_back(
-          {rank, AbortNotice{generation_, ranks_[rank].step,
-                             absl::StrCat(reason, "; join generation ", next)}});
+      out->Deliver(rank, AbortNotice{generation_, ranks_[rank].step,
+                                     absl::StrCat(reason, "; join generation ", next)});
     }
   }
   generation_ = next;
@@ -173,7 +172,7 @@ void JobTracker::AbortAt(Step step, std::string reason, absl::Time now, Decision
   abort_reason_ = std::move(reason);
   abort_step_ = step;
   for (RankId rank : JoinedRanks()) {
-    out->deliveries.push_back({rank, AbortNotice{generation_, step, abort_reason_}});
+    out->Deliver(rank, AbortNotice{generation_, step, abort_reason_});
   }
   Event e = MakeEvent(EventKind::kAbort, now);
   e.step = step;

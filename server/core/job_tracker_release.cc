@@ -40,7 +40,7 @@ void JobTracker::MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decision
   SyncDirective directive{generation_, step, chunk, cs.sequence, cs.last, now - cs.first_checkin};
   for (RankId member : info.members) {
     // Members that already executed this sync (re-announced after a restart) need no directive.
-    if (!cs.done.contains(member)) out->deliveries.push_back({member, directive});
+    if (!cs.done.contains(member)) out->Deliver(member, directive);
   }
   Event e = MakeChunkEvent(EventKind::kRelease, now, step, chunk);
   e.rank = cs.last.rank;

@@ -71,7 +71,7 @@ void JobTracker::MaybeSkip(Step step, absl::Time now, Decisions* out) {
   }
   st->second.skipped = true;
   for (RankId rank : JoinedRanks()) {
-    out->deliveries.push_back({rank, StepSkipped{generation_, step}});
+    out->Deliver(rank, StepSkipped{generation_, step});
     SetRankStep(ranks_[rank], step + 1);
   }
   Event e = MakeEvent(EventKind::kStepSkipped, now);

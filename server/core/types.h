@@ -247,6 +247,16 @@ const char* ViolationKind(const Event& event);
 
 // The output of one input to the core: notices to send and events to record.
 struct Decisions {
+  // Appends a delivery of `notice` (one of Notice's alternatives) to `rank`, built in place: GCC's
+  // -Wmaybe-uninitialized misreads a moved temporary variant as reading its inactive
+  // alternatives.
+  template <typename NoticeT>
+  void Deliver(RankId rank, NoticeT notice) {
+    Delivery& d = deliveries.emplace_back();
+    d.rank = rank;
+    d.notice.emplace<NoticeT>(std::move(notice));
+  }
+
   std::vector<Delivery> deliveries;
   std::vector<Event> events;
   // Set by an owner that applies one batch of several ranks' messages (a node's) through the same
