@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "client/endpoints.h"
 #include "client/reconnecting_stream.h"
-#include "server/agent_batch.h"
-#include "server/health_status.h"
-#include "server/rank_server.h"
+#include "serve/health_status.h"
+#include "serve/rank_server.h"
+#include "wire/limits.h"
 
 namespace psync::agent {
 namespace {
@@ -29,9 +29,9 @@ absl::Status ValidateAgentOptions(const AgentOptions& options) {
   }
   if (options.flush_messages == 0) return absl::InvalidArgumentError("flush_messages must be >= 1");
   if (options.max_batch_messages == 0 ||
-      options.max_batch_messages > server::kMaxAgentBatchMessages) {
+      options.max_batch_messages > wire::kMaxAgentBatchMessages) {
     return absl::InvalidArgumentError(
-        absl::StrCat("max_batch_messages must be in [1, ", server::kMaxAgentBatchMessages, "]"));
+        absl::StrCat("max_batch_messages must be in [1, ", wire::kMaxAgentBatchMessages, "]"));
   }
   if (options.max_batch_bytes == 0) {
     return absl::InvalidArgumentError("max_batch_bytes must be >= 1");

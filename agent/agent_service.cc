@@ -10,7 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/local_session.h"
-#include "server/session_up_frame.h"
+#include "wire/session_up_frame.h"
 
 namespace psync::agent {
 namespace {

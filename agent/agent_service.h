@@ -34,7 +34,7 @@ class AgentService final : public v1::Coordinator::CallbackService {
   static constexpr int kMaxForwardHops = 3;
 
   // Neither is owned; both must outlive the service.
-  // Session is served with SessionUpFrames (server/session_up_frame.h), as on the coordinator.
+  // Session is served with SessionUpFrames (wire/session_up_frame.h), as on the coordinator.
   AgentService(Router* router, AgentCounters* counters);
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,

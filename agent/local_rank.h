@@ -7,8 +7,8 @@
 // Writes to the local stream through a server::SessionWriter (one message at a time, never
 // blocking). Thread-safe. Outlives the reactor: once the stream is done (DetachReactor),
 // everything is dropped.
-#ifndef PSYNC_AGENT_LOCAL_LINK_H_
-#define PSYNC_AGENT_LOCAL_LINK_H_
+#ifndef PSYNC_AGENT_LOCAL_RANK_H_
+#define PSYNC_AGENT_LOCAL_RANK_H_
 
 #include <atomic>
 #include <cstdint>
@@ -24,7 +24,7 @@
 #include "agent/stats.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
-#include "server/session_writer.h"
+#include "serve/session_writer.h"
 
 namespace psync::agent {
 
@@ -88,4 +88,4 @@ class LocalRank {
 
 }  // namespace psync::agent
 
-#endif  // PSYNC_AGENT_LOCAL_LINK_H_
+#endif  // PSYNC_AGENT_LOCAL_RANK_H_

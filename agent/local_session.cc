@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "agent/local_rank.h"
-#include "server/session_protocol.h"
-#include "server/wire_status.h"
+#include "wire/session_protocol.h"
+#include "wire/wire_status.h"
 
 namespace psync::agent {
 namespace {

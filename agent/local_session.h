@@ -1,5 +1,5 @@
 // LocalSession: the agent's server side of one local rank's psync.v1 Session. Speaks the
-// coordinator's Session protocol unchanged, decided by the same code (server/session_protocol.h),
+// coordinator's Session protocol unchanged, decided by the same code (wire/session_protocol.h),
 // so psync::Client works against the agent as against the coordinator: the first message must be
 // `attach`, which is forwarded upstream (the coordinator checks and answers it); staged, skip
 // and sync_done messages are queued upstream (merged with other ranks' there) and each is answered
@@ -25,12 +25,12 @@
 #include "agent/stats.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
-#include "server/session_up_frame.h"
+#include "wire/session_up_frame.h"
 
 namespace psync::agent {
 
 // Creates the reactor for one Session call. Neither pointer is owned; both outlive the call. The
-// reactor holds `call` until it is destroyed. Served as server/session_up_frame.h's
+// reactor holds `call` until it is destroyed. Served as wire/session_up_frame.h's
 // NewSessionHandler says.
 server::SessionReactor* NewLocalSession(Router* router, AgentCounters* counters,
                                         CallsInFlight::Token call);

@@ -8,7 +8,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "agent/agent.h"
-#include "server/daemon.h"
+#include "serve/daemon.h"
 
 ABSL_FLAG(std::string, target, "",
           "the coordinator's address, e.g. 10.0.0.1:7070, or its replicas, comma-separated "

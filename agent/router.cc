@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "server/wire_status.h"
+#include "wire/wire_status.h"
 
 namespace psync::agent {
 

@@ -4,7 +4,7 @@
 // routes (agent/job_routes.h: start entry by hash, redirects followed, rotation on failure).
 //
 //  * Forwarded calls (Join and the other unary calls) go to Route(job); FollowFailure() reads the
-//    answer: an UNAVAILABLE carrying an OwnerRedirect (server/wire_status.h) moves the job to the
+//    answer: an UNAVAILABLE carrying an OwnerRedirect (wire/wire_status.h) moves the job to the
 //    named owner and asks for a retry there; an UNAVAILABLE without one (the replica is
 //    unreachable), a redirect to nobody or a DEADLINE_EXCEEDED moves the job to the next list
 //    entry. Other statuses change nothing.

@@ -7,7 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "agent/merge.h"
-#include "server/wire_status.h"
+#include "wire/wire_status.h"
 
 namespace psync::agent {
 Upstream::Upstream(UpstreamOptions options, AgentCounters* counters)

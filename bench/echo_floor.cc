@@ -12,7 +12,7 @@
 #include "absl/time/clock.h"
 #include "bench/echo.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
-#include "server/daemon.h"
+#include "serve/daemon.h"
 
 namespace psync::bench {
 namespace {

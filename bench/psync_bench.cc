@@ -37,7 +37,7 @@
 #include "bench/rank_driver.h"
 #include "bench/subprocess.h"
 #include "bench/workload.h"
-#include "server/daemon.h"
+#include "serve/daemon.h"
 
 ABSL_FLAG(std::string, coordinator, "", "psync-coordinator binary to start for each run");
 ABSL_FLAG(std::string, coordinator_args, "",

@@ -25,7 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "benchmark/benchmark.h"
-#include "server/clock.h"
+#include "serve/clock.h"
 #include "server/coordinator.h"
 #include "server/coordinator_metrics.h"
 #include "server/metrics/registry.h"

@@ -10,7 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "client/job_start.h"
 #include "client/resume_tracker.h"
-#include "server/wire_status.h"
+#include "wire/wire_status.h"
 
 namespace psync {
 namespace {

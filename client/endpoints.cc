@@ -3,11 +3,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "server/wire_status.h"
+#include "wire/wire_status.h"
 
 namespace psync {
 
-// The payload under which StatusFromGrpc keeps a call's OwnerRedirect (server/not_served.h's URL).
+// The payload under which StatusFromGrpc keeps a call's OwnerRedirect (wire/not_served.h's URL).
 constexpr char kRedirectPayload[] = "type.googleapis.com/psync.v1.OwnerRedirect";
 
 absl::StatusOr<std::vector<std::string>> SplitTargets(const std::string& list,

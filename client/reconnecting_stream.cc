@@ -1,7 +1,7 @@
 #include "client/reconnecting_stream.h"
 
 #include "absl/strings/match.h"
-#include "server/wire_status.h"
+#include "wire/wire_status.h"
 
 namespace psync {
 

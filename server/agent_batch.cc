@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/wire_status.h"
+#include "wire/wire_status.h"
 
 namespace psync::server {
 namespace {
@@ -54,9 +54,9 @@ absl::Status ExpandAgentBatch(const v1::AgentBatch& batch, ExpandedBatch* out) {
     return absl::InvalidArgumentError("batch.job_id must not be empty");
   }
   const size_t n = batch.ranks_size();
-  if (n == 0 || n > kMaxAgentBatchMessages) {
+  if (n == 0 || n > wire::kMaxAgentBatchMessages) {
     return absl::InvalidArgumentError(
-        absl::StrCat("batch.ranks: ", n, " messages; allowed 1..", kMaxAgentBatchMessages));
+        absl::StrCat("batch.ranks: ", n, " messages; allowed 1..", wire::kMaxAgentBatchMessages));
   }
   std::vector<Seen> seen(n, Seen::kNone);
   std::vector<uint32_t>& items_of = out->scratch;  // staged items per message

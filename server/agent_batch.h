@@ -15,11 +15,9 @@
 #include "absl/status/status.h"
 #include "proto/psync/v1/coordinator.pb.h"
 #include "server/rank_message.h"
+#include "wire/limits.h"
 
 namespace psync::server {
-
-// Messages one AgentBatch may carry.
-inline constexpr size_t kMaxAgentBatchMessages = 65536;
 
 // The messages of one AgentBatch. Each message views its run of the two item pools (and a skip's
 // reason views the AgentBatch), so a batch costs a few allocations however many ranks it names,

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "server/stream_writer.h"
+#include "serve/stream_writer.h"
 
 namespace psync::server {
 

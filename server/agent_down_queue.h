@@ -24,8 +24,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/types/span.h"
 #include "proto/psync/v1/coordinator.pb.h"
+#include "serve/lazy_acks.h"
 #include "server/core/types.h"
-#include "server/lazy_acks.h"
 
 namespace psync::server {
 

@@ -14,13 +14,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "serve/stream_writer.h"
 #include "server/agent_batch.h"
 #include "server/agent_down_queue.h"
-#include "server/arena_message.h"
 #include "server/convert.h"
 #include "server/session_attach.h"
-#include "server/stream_writer.h"
-#include "server/wire_status.h"
+#include "wire/arena_message.h"
+#include "wire/wire_status.h"
 
 namespace psync::server {
 namespace {

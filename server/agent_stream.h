@@ -25,8 +25,8 @@
 
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
+#include "serve/stream_writer.h"
 #include "server/coordinator.h"
-#include "server/stream_writer.h"
 
 namespace psync::server {
 

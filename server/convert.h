@@ -1,5 +1,5 @@
 // Conversions between psync.v1 messages and the core's domain types. Statuses go on the wire
-// through server/wire_status.h (included here for ToGrpcStatus). Pure functions; thread-safe.
+// through wire/wire_status.h (included here for ToGrpcStatus). Pure functions; thread-safe.
 #ifndef PSYNC_SERVER_CONVERT_H_
 #define PSYNC_SERVER_CONVERT_H_
 
@@ -8,7 +8,7 @@
 #include "proto/psync/v1/coordinator.pb.h"
 #include "server/coordinator.h"
 #include "server/core/types.h"
-#include "server/wire_status.h"
+#include "wire/wire_status.h"
 
 namespace psync::server {
 

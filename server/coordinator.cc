@@ -6,10 +6,10 @@
 #include "absl/random/distributions.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "server/bounded_text.h"
 #include "server/job_view.h"
-#include "server/not_served.h"
 #include "server/observe/trace_export.h"
+#include "wire/bounded_text.h"
+#include "wire/not_served.h"
 
 namespace psync::server {
 

@@ -36,7 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
-#include "server/clock.h"
+#include "serve/clock.h"
 #include "server/core/job_tracker.h"
 #include "server/core/types.h"
 #include "server/event_log.h"

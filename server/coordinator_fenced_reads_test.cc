@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "server/coordinator.h"
 #include "server/fake_sinks.h"
-#include "server/not_served.h"
+#include "wire/not_served.h"
 
 namespace psync::server {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/clock.h"
+#include "serve/clock.h"
 #include "server/coordinator.h"
 #include "server/fake_sinks.h"
 

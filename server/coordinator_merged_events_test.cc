@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/psync/v1/coordinator.pb.h"
-#include "server/clock.h"
+#include "serve/clock.h"
 #include "server/convert.h"
 #include "server/coordinator.h"
 #include "server/coordinator_metrics.h"

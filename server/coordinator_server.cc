@@ -7,12 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "serve/health_status.h"
+#include "serve/rank_server.h"
 #include "server/ha/grpc_etcd_client.h"
-#include "server/health_status.h"
 #include "server/http_api.h"
-#include "server/not_served.h"
 #include "server/owner_audit.h"
-#include "server/rank_server.h"
+#include "wire/not_served.h"
 
 namespace psync::server {
 

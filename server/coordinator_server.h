@@ -18,7 +18,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
-#include "server/clock.h"
+#include "serve/clock.h"
 #include "server/coordinator.h"
 #include "server/coordinator_metrics.h"
 #include "server/ha/etcd_client.h"

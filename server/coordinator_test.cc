@@ -18,7 +18,7 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/clock.h"
+#include "serve/clock.h"
 #include "server/fake_sinks.h"
 
 namespace psync::server {

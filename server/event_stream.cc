@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/convert.h"
-#include "server/wire_status.h"
+#include "wire/wire_status.h"
 
 namespace psync::server {
 

@@ -17,12 +17,12 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "server/clock.h"
+#include "serve/clock.h"
+#include "serve/stream_writer.h"
 #include "server/coordinator.h"
 #include "server/event_log.h"
 #include "server/rendezvous_store.h"
 #include "server/service.h"
-#include "server/stream_writer.h"
 
 namespace psync::server {
 namespace {

@@ -12,7 +12,7 @@
 #include <memory>
 
 #include "absl/functional/function_ref.h"
-#include "server/blocking_pool.h"
+#include "serve/blocking_pool.h"
 
 namespace psync::server {
 

@@ -2,7 +2,7 @@
 // jobs (server/ha/replica.h implements it over etcd). A coordinator without one serves every job
 // at epoch 0.
 //
-// Refusals are NotServedHere statuses (server/not_served.h): UNAVAILABLE with an OwnerRedirect
+// Refusals are NotServedHere statuses (wire/not_served.h): UNAVAILABLE with an OwnerRedirect
 // naming the owner, or no owner when nobody may serve the job now. Implementations are
 // thread-safe, and never call into the Coordinator from these methods (the Coordinator calls
 // AdmitMessage with a job's lock held, for several jobs at once).

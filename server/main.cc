@@ -15,11 +15,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "serve/daemon.h"
+#include "serve/heap_releaser.h"
 #include "server/coordinator_server.h"
 #include "server/core/plan.h"
-#include "server/daemon.h"
 #include "server/dashboard/assets.h"
-#include "server/heap_releaser.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:7070",
           "host:port to serve gRPC on (port 0: any free port)");

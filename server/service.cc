@@ -12,7 +12,7 @@
 #include "server/ha/replica_proto.h"
 #include "server/job_history.h"
 #include "server/session_stream.h"
-#include "server/session_up_frame.h"
+#include "wire/session_up_frame.h"
 
 namespace psync::server {
 

@@ -8,11 +8,11 @@
 
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
-#include "server/blocking_pool.h"
+#include "serve/blocking_pool.h"
+#include "serve/stream_writer.h"
 #include "server/coordinator.h"
 #include "server/ha/replica.h"
 #include "server/rendezvous_store.h"
-#include "server/stream_writer.h"
 
 namespace psync::server {
 

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "server/session_protocol.h"
+#include "wire/session_protocol.h"
 
 namespace psync::server {
 

@@ -8,12 +8,12 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "serve/session_writer.h"
 #include "server/convert.h"
-#include "server/not_served.h"
 #include "server/session_attach.h"
-#include "server/session_protocol.h"
-#include "server/session_writer.h"
-#include "server/wire_status.h"
+#include "wire/not_served.h"
+#include "wire/session_protocol.h"
+#include "wire/wire_status.h"
 
 namespace psync::server {
 namespace {

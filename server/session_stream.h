@@ -25,9 +25,9 @@
 
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
+#include "serve/stream_writer.h"
 #include "server/coordinator.h"
-#include "server/session_up_frame.h"
-#include "server/stream_writer.h"
+#include "wire/session_up_frame.h"
 
 namespace psync::server {
 

@@ -7,15 +7,15 @@
 // The reactor's stream is a fake bound through gRPC's mocking seam (ServerCallbackReaderWriter):
 // StartWrite and Finish land in its journal, and the test completes each write by hand, as the
 // reactor's OnWriteDone would, so every step is exact and nothing sleeps.
-#include "server/stream_writer.h"
+#include "serve/stream_writer.h"
 
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "serve/session_writer.h"
 #include "server/agent_down_queue.h"
-#include "server/session_writer.h"
 
 namespace psync::server {
 namespace {

@@ -16,8 +16,8 @@
 // Tests substitute a fake.
 //
 // Thread-safety: as the implementation; the client links are thread-safe.
-#ifndef PSYNC_WORKER_COORDINATOR_LINK_H_
-#define PSYNC_WORKER_COORDINATOR_LINK_H_
+#ifndef PSYNC_WORKER_COORDINATION_H_
+#define PSYNC_WORKER_COORDINATION_H_
 
 #include <cstdint>
 #include <memory>
@@ -69,4 +69,4 @@ std::unique_ptr<Coordination> NewAsyncClientCoordination(psync::Client* client,
 }  // namespace worker
 }  // namespace psync
 
-#endif  // PSYNC_WORKER_COORDINATOR_LINK_H_
+#endif  // PSYNC_WORKER_COORDINATION_H_

@@ -6,8 +6,8 @@
 // it to FAILED_PRECONDITION to act like the coordinator).
 //
 // Thread-safe. Configure the public statuses before the loop starts.
-#ifndef PSYNC_WORKER_FAKE_COORDINATOR_LINK_H_
-#define PSYNC_WORKER_FAKE_COORDINATOR_LINK_H_
+#ifndef PSYNC_WORKER_FAKE_COORDINATION_H_
+#define PSYNC_WORKER_FAKE_COORDINATION_H_
 
 #include <cstdint>
 #include <map>
@@ -82,4 +82,4 @@ class FakeCoordination final : public Coordination {
 }  // namespace worker
 }  // namespace psync
 
-#endif  // PSYNC_WORKER_FAKE_COORDINATOR_LINK_H_
+#endif  // PSYNC_WORKER_FAKE_COORDINATION_H_

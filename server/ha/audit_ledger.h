@@ -37,7 +37,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/clock.h"
+#include "serve/clock.h"
 #include "server/ha/etcd_client.h"
 
 namespace psync::server::ha {

@@ -10,7 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
-#include "server/clock.h"
+#include "serve/clock.h"
 #include "server/ha/etcd_client.h"
 
 namespace psync::server::ha {

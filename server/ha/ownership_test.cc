@@ -4,7 +4,7 @@
 #include "server/ha/ownership.h"
 
 #include "gtest/gtest.h"
-#include "server/clock.h"
+#include "serve/clock.h"
 #include "server/ha/fake_etcd_client.h"
 
 namespace psync::server::ha {

@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
-#include "server/not_served.h"
+#include "wire/not_served.h"
 
 namespace psync::server::ha {
 

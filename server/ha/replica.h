@@ -33,7 +33,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "server/clock.h"
+#include "serve/clock.h"
 #include "server/ha/audit_ledger.h"
 #include "server/ha/etcd_client.h"
 #include "server/ha/ownership.h"

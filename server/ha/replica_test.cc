@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "server/clock.h"
+#include "serve/clock.h"
 #include "server/ha/fake_etcd_client.h"
-#include "server/not_served.h"
+#include "wire/not_served.h"
 
 namespace psync::server::ha {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "client/testing/tcp_proxy.h"
 #include "gtest/gtest.h"
-#include "server/clock.h"
+#include "serve/clock.h"
 #include "server/test_server.h"
 #include "tests/agent/agent_harness.h"
 #include "tests/service/raw_session.h"

@@ -386,7 +386,7 @@ TEST_F(AgentTest, ForwardsQueriesAndRendezvousAndRefusesWatch) {
   }
 }
 
-// A rank's Session with its agent follows the coordinator's contract (server/session_protocol.h):
+// A rank's Session with its agent follows the coordinator's contract (wire/session_protocol.h):
 // a refused first message ends the stream with its status and no Ack, bytes that do not parse end
 // it with INVALID_ARGUMENT (first message or later), and each refusal is counted once.
 TEST_F(AgentTest, LocalSessionRefusalsEndTheStreamAsOnTheCoordinator) {

@@ -30,7 +30,7 @@ size_t ReapExited(const std::vector<pid_t>& pids, std::vector<bool>* exited,
 absl::Duration RunBudget(absl::Duration fallback);
 // The whole file (empty if unreadable).
 std::string ReadFile(const std::string& path);
-// The port written to `port_file` (server/daemon.h's WritePortFile), waiting up to 20 s; 0 when
+// The port written to `port_file` (serve/daemon.h's WritePortFile), waiting up to 20 s; 0 when
 // none came.
 int WaitForPort(const std::string& port_file);
 

@@ -25,7 +25,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "server/clock.h"
+#include "serve/clock.h"
 #include "server/coordinator_server.h"
 #include "server/ha/fake_etcd_client.h"
 #include "server/ha/ownership.h"

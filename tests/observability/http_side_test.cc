@@ -21,7 +21,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
-#include "server/clock.h"
+#include "serve/clock.h"
 #include "server/dashboard/assets.h"
 #include "server/http/testing/curl_client.h"
 #include "server/http/testing/test_certificate.h"

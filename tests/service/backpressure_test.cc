@@ -15,9 +15,9 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "server/wire_status.h"
 #include "tests/service/raw_session.h"
 #include "tests/service/service_fixture.h"
+#include "wire/wire_status.h"
 
 namespace psync::testing {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/session_protocol.h"
+#include "wire/session_protocol.h"
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"

@@ -1,4 +1,4 @@
-#include "server/health_status.h"
+#include "serve/health_status.h"
 
 #include <string>
 

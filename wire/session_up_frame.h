@@ -15,15 +15,15 @@
 //
 // Thread-safety: none; one reader at a time (a reactor's read reactions). The message lives on the
 // frame's arena (ArenaMessage), freed by Renew.
-#ifndef PSYNC_SERVER_SESSION_UP_FRAME_H_
-#define PSYNC_SERVER_SESSION_UP_FRAME_H_
+#ifndef PSYNC_WIRE_SESSION_UP_FRAME_H_
+#define PSYNC_WIRE_SESSION_UP_FRAME_H_
 
 #include <functional>
 
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/server_callback.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
-#include "server/arena_message.h"
+#include "wire/arena_message.h"
 
 namespace psync::server {
 
@@ -83,4 +83,4 @@ class SerializationTraits<psync::server::SessionUpFrame, void> {
 
 }  // namespace grpc
 
-#endif  // PSYNC_SERVER_SESSION_UP_FRAME_H_
+#endif  // PSYNC_WIRE_SESSION_UP_FRAME_H_

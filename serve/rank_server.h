@@ -7,8 +7,8 @@
 // Returns the started server, with the port gRPC bound in *port; UNAVAILABLE naming `listen` when
 // the address cannot be bound. The service is not
 // owned and must outlive the server. Thread-compatible; call before the server is shared.
-#ifndef PSYNC_SERVER_RANK_SERVER_H_
-#define PSYNC_SERVER_RANK_SERVER_H_
+#ifndef PSYNC_SERVE_RANK_SERVER_H_
+#define PSYNC_SERVE_RANK_SERVER_H_
 
 #include <memory>
 #include <string>
@@ -24,4 +24,4 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartRankServer(
 
 }  // namespace psync::server
 
-#endif  // PSYNC_SERVER_RANK_SERVER_H_
+#endif  // PSYNC_SERVE_RANK_SERVER_H_

@@ -10,8 +10,8 @@
 //
 // Thread-compatible: the owning queue serializes access. Works on any message type with
 // `uint64 acked_through` (SessionDown, AgentDown).
-#ifndef PSYNC_SERVER_LAZY_ACKS_H_
-#define PSYNC_SERVER_LAZY_ACKS_H_
+#ifndef PSYNC_SERVE_LAZY_ACKS_H_
+#define PSYNC_SERVE_LAZY_ACKS_H_
 
 #include <algorithm>
 #include <cstdint>
@@ -55,4 +55,4 @@ class LazyAcks {
 
 }  // namespace psync::server
 
-#endif  // PSYNC_SERVER_LAZY_ACKS_H_
+#endif  // PSYNC_SERVE_LAZY_ACKS_H_

@@ -1,4 +1,4 @@
-#include "server/heap_releaser.h"
+#include "serve/heap_releaser.h"
 
 #include <malloc.h>
 

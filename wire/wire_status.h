@@ -7,8 +7,8 @@
 //
 // Depends on the protos, Abseil and grpc::Status only (not on the coordinator), so the node agent
 // uses it too. Pure functions; thread-safe.
-#ifndef PSYNC_SERVER_WIRE_STATUS_H_
-#define PSYNC_SERVER_WIRE_STATUS_H_
+#ifndef PSYNC_WIRE_WIRE_STATUS_H_
+#define PSYNC_WIRE_WIRE_STATUS_H_
 
 #include <cstdint>
 #include <optional>
@@ -18,13 +18,13 @@
 #include "absl/strings/string_view.h"
 #include "grpcpp/support/status.h"
 #include "proto/psync/v1/coordinator.pb.h"
-#include "server/bounded_text.h"
-#include "server/not_served.h"
+#include "wire/bounded_text.h"
+#include "wire/not_served.h"
 
 namespace psync::server {
 
 // How the message starts when the coordinator ends a stream whose outbound queue stayed over its
-// bound (server/stream_writer.h). Such a RESOURCE_EXHAUSTED is worth a reconnect (the client read
+// bound (serve/stream_writer.h). Such a RESOURCE_EXHAUSTED is worth a reconnect (the client read
 // too slowly); any other RESOURCE_EXHAUSTED (a message over the size limit, a limit on attach) is
 // not: sending the same thing again would meet the same limit.
 inline constexpr absl::string_view kStreamOverflowMessage = "outbound queue over ";
@@ -69,4 +69,4 @@ std::optional<v1::OwnerRedirect> OwnerRedirectOf(const grpc::Status& status);
 
 }  // namespace psync::server
 
-#endif  // PSYNC_SERVER_WIRE_STATUS_H_
+#endif  // PSYNC_WIRE_WIRE_STATUS_H_

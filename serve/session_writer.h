@@ -4,8 +4,8 @@
 // acks (SessionUp.lazy_ack) until a message carries them.
 //
 // Thread-safe, as StreamWriter.
-#ifndef PSYNC_SERVER_SESSION_WRITER_H_
-#define PSYNC_SERVER_SESSION_WRITER_H_
+#ifndef PSYNC_SERVE_SESSION_WRITER_H_
+#define PSYNC_SERVE_SESSION_WRITER_H_
 
 #include <algorithm>
 #include <cstdint>
@@ -13,9 +13,9 @@
 #include <utility>
 
 #include "proto/psync/v1/coordinator.grpc.pb.h"
-#include "server/lazy_acks.h"
-#include "server/session_up_frame.h"
-#include "server/stream_writer.h"
+#include "serve/lazy_acks.h"
+#include "serve/stream_writer.h"
+#include "wire/session_up_frame.h"
 
 namespace psync::server {
 
@@ -90,4 +90,4 @@ class SessionWriter : public StreamWriter<SessionUpFrame, v1::SessionDown, Sessi
 
 }  // namespace psync::server
 
-#endif  // PSYNC_SERVER_SESSION_WRITER_H_
+#endif  // PSYNC_SERVE_SESSION_WRITER_H_

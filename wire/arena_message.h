@@ -5,8 +5,8 @@
 // bytes) costs no allocation at all.
 //
 // Thread-safety: none; one reader at a time (a reactor's read reactions). Owns the message.
-#ifndef PSYNC_SERVER_ARENA_MESSAGE_H_
-#define PSYNC_SERVER_ARENA_MESSAGE_H_
+#ifndef PSYNC_WIRE_ARENA_MESSAGE_H_
+#define PSYNC_WIRE_ARENA_MESSAGE_H_
 
 #include <cstddef>
 #include <memory>
@@ -54,4 +54,4 @@ class ArenaMessage {
 
 }  // namespace psync::server
 
-#endif  // PSYNC_SERVER_ARENA_MESSAGE_H_
+#endif  // PSYNC_WIRE_ARENA_MESSAGE_H_

@@ -20,8 +20,8 @@
 // AttachRefused(refusal). The agent forwards attaches unchecked: the coordinator answers them.
 //
 // Pure functions over the message; no gRPC, no locks; thread-safe.
-#ifndef PSYNC_SERVER_SESSION_PROTOCOL_H_
-#define PSYNC_SERVER_SESSION_PROTOCOL_H_
+#ifndef PSYNC_WIRE_SESSION_PROTOCOL_H_
+#define PSYNC_WIRE_SESSION_PROTOCOL_H_
 
 #include "absl/status/status.h"
 #include "proto/psync/v1/coordinator.pb.h"
@@ -61,4 +61,4 @@ absl::Status AttachRefused(const absl::Status& refusal);
 
 }  // namespace psync::server
 
-#endif  // PSYNC_SERVER_SESSION_PROTOCOL_H_
+#endif  // PSYNC_WIRE_SESSION_PROTOCOL_H_

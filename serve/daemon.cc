@@ -1,4 +1,4 @@
-#include "server/daemon.h"
+#include "serve/daemon.h"
 
 #include <pthread.h>
 

@@ -1,4 +1,4 @@
-#include "server/session_up_frame.h"
+#include "wire/session_up_frame.h"
 
 #include <utility>
 

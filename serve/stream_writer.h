@@ -26,8 +26,8 @@
 // ReadAllowed from its read reaction, WriteDone from OnWriteDone and Detach from OnDone. Never
 // blocks on I/O and holds no lock across StartWrite, Finish or the callbacks. Does not own the
 // reactor; after Detach everything is dropped, so the writer may outlive it.
-#ifndef PSYNC_SERVER_STREAM_WRITER_H_
-#define PSYNC_SERVER_STREAM_WRITER_H_
+#ifndef PSYNC_SERVE_STREAM_WRITER_H_
+#define PSYNC_SERVE_STREAM_WRITER_H_
 
 #include <atomic>
 #include <cstddef>
@@ -44,8 +44,8 @@
 #include "absl/time/time.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/grpcpp.h"
-#include "server/clock.h"
-#include "server/wire_status.h"
+#include "serve/clock.h"
+#include "wire/wire_status.h"
 
 namespace psync::server {
 
@@ -333,4 +333,4 @@ std::function<void(absl::Duration)> AlarmTimer(std::weak_ptr<Owner> owner, GetWr
 
 }  // namespace psync::server
 
-#endif  // PSYNC_SERVER_STREAM_WRITER_H_
+#endif  // PSYNC_SERVE_STREAM_WRITER_H_

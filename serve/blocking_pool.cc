@@ -1,4 +1,4 @@
-#include "server/blocking_pool.h"
+#include "serve/blocking_pool.h"
 
 #include <algorithm>
 #include <utility>

@@ -1,7 +1,7 @@
-#include "server/wire_status.h"
+#include "wire/wire_status.h"
 
 #include "absl/strings/str_cat.h"
-#include "server/not_served.h"
+#include "wire/not_served.h"
 
 namespace psync::server {
 

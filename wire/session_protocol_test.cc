@@ -1,6 +1,6 @@
 // Every (attached, kind) pair of a Session message gets its exact decision: action, code and
 // message (the messages are part of the protocol: clients, tests and docs quote them).
-#include "server/session_protocol.h"
+#include "wire/session_protocol.h"
 
 #include <string>
 

@@ -4,8 +4,8 @@
 // return at once.
 //
 // Thread-safe. Run() never blocks. The destructor runs every task queued, then joins the threads.
-#ifndef PSYNC_SERVER_BLOCKING_POOL_H_
-#define PSYNC_SERVER_BLOCKING_POOL_H_
+#ifndef PSYNC_SERVE_BLOCKING_POOL_H_
+#define PSYNC_SERVE_BLOCKING_POOL_H_
 
 #include <deque>
 #include <functional>
@@ -39,4 +39,4 @@ class BlockingPool {
 
 }  // namespace psync::server
 
-#endif  // PSYNC_SERVER_BLOCKING_POOL_H_
+#endif  // PSYNC_SERVE_BLOCKING_POOL_H_

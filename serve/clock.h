@@ -1,7 +1,7 @@
 // Clock: the source of "now" for the coordinator. Injected so tests move time by hand.
 // Implementations must be thread-safe.
-#ifndef PSYNC_SERVER_CLOCK_H_
-#define PSYNC_SERVER_CLOCK_H_
+#ifndef PSYNC_SERVE_CLOCK_H_
+#define PSYNC_SERVE_CLOCK_H_
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -40,4 +40,4 @@ class FakeClock final : public Clock {
 
 }  // namespace psync::server
 
-#endif  // PSYNC_SERVER_CLOCK_H_
+#endif  // PSYNC_SERVE_CLOCK_H_

@@ -6,8 +6,8 @@
 // server that drains: Kubernetes' readiness probe fails and the Service stops routing to it, and
 // open Watch calls see the change). Any other name answers NOT_FOUND. Nothing when the server has
 // no health service. Thread-safe (the health service locks).
-#ifndef PSYNC_SERVER_HEALTH_STATUS_H_
-#define PSYNC_SERVER_HEALTH_STATUS_H_
+#ifndef PSYNC_SERVE_HEALTH_STATUS_H_
+#define PSYNC_SERVE_HEALTH_STATUS_H_
 
 #include <array>
 #include <memory>
@@ -33,4 +33,4 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartHealthServer(const std::strin
 
 }  // namespace psync::server
 
-#endif  // PSYNC_SERVER_HEALTH_STATUS_H_
+#endif  // PSYNC_SERVE_HEALTH_STATUS_H_

@@ -4,8 +4,8 @@
 // ToGrpcStatus); clients read it back with server::OwnerRedirectOf (wire_status.h).
 //
 // Pure functions, no protos (the coordinator core depends on Abseil only). Thread-safe.
-#ifndef PSYNC_SERVER_NOT_SERVED_H_
-#define PSYNC_SERVER_NOT_SERVED_H_
+#ifndef PSYNC_WIRE_NOT_SERVED_H_
+#define PSYNC_WIRE_NOT_SERVED_H_
 
 #include <cstdint>
 #include <optional>
@@ -32,4 +32,4 @@ std::optional<Redirect> RedirectOf(const absl::Status& status);
 
 }  // namespace psync::server
 
-#endif  // PSYNC_SERVER_NOT_SERVED_H_
+#endif  // PSYNC_WIRE_NOT_SERVED_H_

@@ -1,8 +1,8 @@
 // BoundEcho: text a client sent, cut to a bound before it is sent back or kept (a status message,
 // an event's detail, an abort reason, a rejected message's job id). No gRPC: the coordinator's
 // core types and the wire code both use it. Pure functions; thread-safe.
-#ifndef PSYNC_SERVER_BOUNDED_TEXT_H_
-#define PSYNC_SERVER_BOUNDED_TEXT_H_
+#ifndef PSYNC_WIRE_BOUNDED_TEXT_H_
+#define PSYNC_WIRE_BOUNDED_TEXT_H_
 
 #include <cstddef>
 #include <string>
@@ -25,4 +25,4 @@ absl::string_view BoundEchoView(absl::string_view text, size_t max = kMaxEchoedB
 
 }  // namespace psync::server
 
-#endif  // PSYNC_SERVER_BOUNDED_TEXT_H_
+#endif  // PSYNC_WIRE_BOUNDED_TEXT_H_

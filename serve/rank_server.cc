@@ -1,8 +1,8 @@
-#include "server/rank_server.h"
+#include "serve/rank_server.h"
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "server/health_status.h"
+#include "serve/health_status.h"
 
 namespace psync::server {
 

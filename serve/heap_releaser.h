@@ -6,8 +6,8 @@
 //
 // Thread-safety: construct and destroy from one thread; it owns its thread and joins it on
 // destruction. An interval of zero (or less) starts nothing.
-#ifndef PSYNC_SERVER_HEAP_RELEASER_H_
-#define PSYNC_SERVER_HEAP_RELEASER_H_
+#ifndef PSYNC_SERVE_HEAP_RELEASER_H_
+#define PSYNC_SERVE_HEAP_RELEASER_H_
 
 #include <thread>
 
@@ -30,4 +30,4 @@ class HeapReleaser {
 
 }  // namespace psync::server
 
-#endif  // PSYNC_SERVER_HEAP_RELEASER_H_
+#endif  // PSYNC_SERVE_HEAP_RELEASER_H_

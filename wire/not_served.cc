@@ -1,4 +1,4 @@
-#include "server/not_served.h"
+#include "wire/not_served.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

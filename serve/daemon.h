@@ -3,8 +3,8 @@
 //
 // Thread-safety: BlockStopSignals() must run in main before any thread starts (threads inherit
 // the mask); WaitForStopSignal() from one thread.
-#ifndef PSYNC_SERVER_DAEMON_H_
-#define PSYNC_SERVER_DAEMON_H_
+#ifndef PSYNC_SERVE_DAEMON_H_
+#define PSYNC_SERVE_DAEMON_H_
 
 #include <csignal>
 #include <string>
@@ -29,4 +29,4 @@ void UseReleaseMutexSettings();
 
 }  // namespace psync::server
 
-#endif  // PSYNC_SERVER_DAEMON_H_
+#endif  // PSYNC_SERVE_DAEMON_H_

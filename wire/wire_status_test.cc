@@ -1,13 +1,13 @@
 // Every status reaches the wire with its code's number and its message unchanged (up to
 // kMaxEchoedBytes; longer ones are cut by BoundEcho), in each of the forms psync.v1 carries it,
 // and comes back equal.
-#include "server/wire_status.h"
+#include "wire/wire_status.h"
 
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "server/not_served.h"
+#include "wire/not_served.h"
 
 namespace psync::server {
 namespace {

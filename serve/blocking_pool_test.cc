@@ -1,6 +1,6 @@
 // BlockingPool: tasks run on the pool's threads, in the order queued (one thread), and the
 // destructor runs every task still queued before it returns.
-#include "server/blocking_pool.h"
+#include "serve/blocking_pool.h"
 
 #include <thread>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "server/bounded_text.h"
+#include "wire/bounded_text.h"
 
 #include "absl/strings/str_cat.h"
 
