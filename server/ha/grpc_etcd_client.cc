@@ -11,6 +11,17 @@
 namespace psync::server::ha {
 namespace {
 
+// A transaction whose operations run only if `key` is the creation at `create_revision`.
+etcdserverpb::TxnRequest IfCreatedAt(const std::string& key, int64_t create_revision) {
+  etcdserverpb::TxnRequest request;
+  etcdserverpb::Compare* same = request.add_compare();
+  same->set_result(etcdserverpb::Compare::EQUAL);
+  same->set_target(etcdserverpb::Compare::CREATE);
+  same->set_key(key);
+  same->set_create_revision(create_revision);
+  return request;
+}
+
 KeyValue FromProto(const mvccpb::KeyValue& kv) {
   return KeyValue{kv.key(), kv.value(), kv.create_revision(), kv.lease()};
 }
@@ -189,32 +200,22 @@ absl::StatusOr<std::vector<KeyValue>> GrpcEtcdClient::GetPrefix(const std::strin
 
 absl::StatusOr<bool> GrpcEtcdClient::DeleteIfCreatedAt(const std::string& key,
                                                        int64_t create_revision) {
-  etcdserverpb::TxnRequest request;
-  etcdserverpb::Compare* same = request.add_compare();
-  same->set_result(etcdserverpb::Compare::EQUAL);
-  same->set_target(etcdserverpb::Compare::CREATE);
-  same->set_key(key);
-  same->set_create_revision(create_revision);
+  etcdserverpb::TxnRequest request = IfCreatedAt(key, create_revision);
   request.add_success()->mutable_request_delete_range()->set_key(key);
-  etcdserverpb::TxnResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  if (auto st = Done(Current().kv->Txn(&context, request, &response), "Txn"); !st.ok()) return st;
-  return response.succeeded();
+  return Succeeded(request);
 }
 
 absl::StatusOr<bool> GrpcEtcdClient::PutIfCreatedAt(const std::string& key,
                                                     const std::string& value,
                                                     int64_t create_revision) {
-  etcdserverpb::TxnRequest request;
-  etcdserverpb::Compare* same = request.add_compare();
-  same->set_result(etcdserverpb::Compare::EQUAL);
-  same->set_target(etcdserverpb::Compare::CREATE);
-  same->set_key(key);
-  same->set_create_revision(create_revision);
+  etcdserverpb::TxnRequest request = IfCreatedAt(key, create_revision);
   etcdserverpb::PutRequest* put = request.add_success()->mutable_request_put();
   put->set_key(key);
   put->set_value(value);
+  return Succeeded(request);
+}
+
+absl::StatusOr<bool> GrpcEtcdClient::Succeeded(const etcdserverpb::TxnRequest& request) {
   etcdserverpb::TxnResponse response;
   grpc::ClientContext context;
   SetDeadline(&context);

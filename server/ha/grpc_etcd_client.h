@@ -38,6 +38,9 @@ class GrpcEtcdClient final : public EtcdClient {
   absl::StatusOr<int64_t> DeletePrefix(const std::string& prefix) override;
 
  private:
+  // Runs a transaction; returns whether its comparison held (its success operations ran).
+  absl::StatusOr<bool> Succeeded(const etcdserverpb::TxnRequest& request);
+
   struct Endpoint {
     std::string target;
     std::unique_ptr<etcdserverpb::KV::Stub> kv;
