@@ -48,12 +48,13 @@ struct Planned {
   int job;        // whose owner (or whose progress triggers it)
   uint64_t step;  // once that job completed this step
 };
-// Each fault fires once its job has completed its step, whatever the other jobs do (a job slowed
-// by a failover must not hold another job's fault back until that job has finished). None fires
-// while an owner is paused.
+// Each fault fires once its job has completed its step, whatever the other jobs do, a paused
+// owner included: a job slowed by a failover, or a pause of 4 s, must not hold another job's
+// fault back until that job has finished (a job that never saw its fault has no failover to
+// time). Each step leaves its job at least 100 steps to run after it.
 const std::vector<Planned> kPlan = {
     {Fault::kKillOwner, 0, 25},   {Fault::kKillOwner, 1, 50},  {Fault::kPauseOwner, 2, 60},
-    {Fault::kRestartEtcd, 3, 40}, {Fault::kKillOwner, 3, 120},
+    {Fault::kRestartEtcd, 3, 40}, {Fault::kKillOwner, 3, 100},
 };
 
 std::string FaultName(Fault f) {
@@ -155,7 +156,7 @@ TEST(FailoverTest, OwnersKilledPausedAndEtcdRestartedNeverSyncEarlyOrTwice) {
       paused = -1;
     }
     size_t due = kPlan.size();
-    for (size_t f = 0; f < kPlan.size() && paused < 0; ++f) {
+    for (size_t f = 0; f < kPlan.size(); ++f) {
       if (!fired[f] && chaos::Progress(logs[kPlan[f].job]) >= kPlan[f].step) {
         due = f;
         break;
@@ -178,7 +179,8 @@ TEST(FailoverTest, OwnersKilledPausedAndEtcdRestartedNeverSyncEarlyOrTwice) {
         ASSERT_GE(victim, 0) << d.replica;
         d.at = chaos::MonotonicNanos();
         if (p.fault == Fault::kKillOwner) {
-          replicas.Kill(victim);
+          replicas.Kill(victim);  // a paused victim too: kill -9 needs no SIGCONT
+          if (victim == paused) paused = -1;
           ASSERT_TRUE(replicas.Start(victim));
         } else {
           kill(replicas.pid(victim), SIGSTOP);
@@ -228,6 +230,10 @@ TEST(FailoverTest, OwnersKilledPausedAndEtcdRestartedNeverSyncEarlyOrTwice) {
     // The coordinators' side: no owner released a (step, chunk) twice or saw a sync early or
     // repeated. How much of the job the owners' parts cover is a figure: an owner killed outright
     // leaves its part as it last published it.
+    if (audited_at[j].empty()) {  // no owner named: its last owner went after the job ended
+      std::printf("failover: job%d: no replica names an owner any more: no audit to read\n", j);
+      continue;
+    }
     const v1::AuditTotals& t = audits[j].job_totals();
     EXPECT_EQ(t.double_releases(), 0u) << "job" << j;
     EXPECT_EQ(t.early_syncs(), 0u) << "job" << j;
