@@ -12,7 +12,25 @@ AuditLedger::AuditLedger(AuditLedgerOptions options, EtcdClient* etcd, Clock* cl
     : options_(options), etcd_(etcd), clock_(clock) {}
 
 std::string AuditLedger::KeyOf(const std::string& job, uint64_t epoch) {
-  return absl::StrCat(kAuditPrefix, job, "/", epoch);
+  return absl::StrCat(JobPrefix(job), epoch);
+}
+
+std::string AuditLedger::JobPrefix(const std::string& job) {
+  return absl::StrCat(kAuditPrefix, job, "/");
+}
+
+AuditLedger::Records AuditLedger::ParseRecords(std::vector<KeyValue> kvs) {
+  Records records;
+  for (KeyValue& kv : kvs) {
+    absl::string_view rest = absl::string_view(kv.key).substr(sizeof(kAuditPrefix) - 1);
+    const size_t slash = rest.rfind('/');
+    uint64_t epoch = 0;
+    if (slash == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(slash + 1), &epoch)) {
+      continue;  // not a record of this layout
+    }
+    records[std::string(rest.substr(0, slash))][epoch] = std::move(kv.value);
+  }
+  return records;
 }
 
 bool AuditLedger::Write(const std::string& job, const std::string& value, Mine* mine) {
@@ -49,7 +67,7 @@ int AuditLedger::Round(const absl::flat_hash_map<std::string, uint64_t>& owned,
     if (publish) last_words.swap(last_words_);
   }
   for (const std::string& job : ended) {
-    if (etcd_->DeletePrefix(absl::StrCat(kAuditPrefix, job, "/")).ok()) {
+    if (etcd_->DeletePrefix(JobPrefix(job)).ok()) {
       mine_.erase(job);
       last_words.erase(job);
     } else {
@@ -81,25 +99,22 @@ int AuditLedger::Round(const absl::flat_hash_map<std::string, uint64_t>& owned,
     }
   }
 
+  return failures + ReadBackAndSweep(jobs_with_owner, now);
+}
+
+int AuditLedger::ReadBackAndSweep(const absl::flat_hash_set<std::string>& jobs_with_owner,
+                                  absl::Time now) {
   absl::StatusOr<std::vector<KeyValue>> read = etcd_->GetPrefix(kAuditPrefix);
-  if (!read.ok()) return failures + 1;
-  absl::flat_hash_map<std::string, std::map<uint64_t, std::string>> records;
-  for (KeyValue& kv : *read) {
-    absl::string_view rest = absl::string_view(kv.key).substr(sizeof(kAuditPrefix) - 1);
-    const size_t slash = rest.rfind('/');
-    uint64_t epoch = 0;
-    if (slash == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(slash + 1), &epoch)) {
-      continue;  // not a record of this layout
-    }
-    records[std::string(rest.substr(0, slash))][epoch] = std::move(kv.value);
-  }
+  if (!read.ok()) return 1;
+  int failures = 0;
+  Records records = ParseRecords(std::move(*read));
   std::vector<std::string> orphans;
   for (const auto& [job, unused] : records) {
     if (jobs_with_owner.contains(job)) {
       unowned_since_.erase(job);
       continue;
     }
-    auto [since, fresh] = unowned_since_.try_emplace(job, now);
+    auto since = unowned_since_.try_emplace(job, now).first;
     if (now - since->second >= options_.orphan_ttl) orphans.push_back(job);
   }
   for (auto it = unowned_since_.begin(); it != unowned_since_.end();) {
@@ -108,7 +123,7 @@ int AuditLedger::Round(const absl::flat_hash_map<std::string, uint64_t>& owned,
     it = next;
   }
   for (const std::string& job : orphans) {
-    if (etcd_->DeletePrefix(absl::StrCat(kAuditPrefix, job, "/")).ok()) {
+    if (etcd_->DeletePrefix(JobPrefix(job)).ok()) {
       records.erase(job);
       unowned_since_.erase(job);
     } else {
@@ -155,16 +170,10 @@ int AuditLedger::Claimed(const std::string& job, uint64_t epoch) {
     ++failures;  // the owner's rounds create it
     mine.written.clear();
   }
-  const std::string prefix = absl::StrCat(kAuditPrefix, job, "/");
-  absl::StatusOr<std::vector<KeyValue>> read = etcd_->GetPrefix(prefix);
+  absl::StatusOr<std::vector<KeyValue>> read = etcd_->GetPrefix(JobPrefix(job));
   std::map<uint64_t, std::string> records;
   if (read.ok()) {
-    for (KeyValue& kv : *read) {
-      uint64_t e = 0;
-      if (absl::SimpleAtoi(absl::string_view(kv.key).substr(prefix.size()), &e)) {
-        records[e] = std::move(kv.value);
-      }
-    }
+    records = std::move(ParseRecords(std::move(*read))[job]);
   } else {
     ++failures;
   }

@@ -113,7 +113,16 @@ class AuditLedger {
   void TakeClaims() ABSL_LOCKS_EXCLUDED(mu_);
   // Writes `value` as `job`'s record at `mine.epoch`; false when etcd failed.
   bool Write(const std::string& job, const std::string& value, Mine* mine);
+  // job -> epoch -> record.
+  using Records = absl::flat_hash_map<std::string, std::map<uint64_t, std::string>>;
   static std::string KeyOf(const std::string& job, uint64_t epoch);
+  static std::string JobPrefix(const std::string& job);
+  // The records among `kvs` (keys of kAuditPrefix); keys of another layout are left out.
+  static Records ParseRecords(std::vector<KeyValue> kvs);
+  // Reads every record back into records_ and deletes the orphans' (part of a publication).
+  // Returns the etcd calls that failed.
+  int ReadBackAndSweep(const absl::flat_hash_set<std::string>& jobs_with_owner, absl::Time now)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const AuditLedgerOptions options_;
   EtcdClient* const etcd_;
@@ -129,7 +138,7 @@ class AuditLedger {
 
   mutable absl::Mutex mu_;
   // Every job's records as last read: job -> epoch -> record.
-  absl::flat_hash_map<std::string, std::map<uint64_t, std::string>> records_ ABSL_GUARDED_BY(mu_);
+  Records records_ ABSL_GUARDED_BY(mu_);
   // Last words to write: job -> its last word.
   absl::flat_hash_map<std::string, LastWord> last_words_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> ended_ ABSL_GUARDED_BY(mu_);
