@@ -74,8 +74,8 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   agent->service_ = std::make_unique<AgentService>(agent->router_.get(), &agent->counters_);
 
   auto server =
-      server::StartRankServer(o.listen, grpc::InsecureServerCredentials(),
-                              o.max_receive_message_bytes, agent->service_.get(), &agent->port_);
+      serve::StartRankServer(o.listen, grpc::InsecureServerCredentials(),
+                             o.max_receive_message_bytes, agent->service_.get(), &agent->port_);
   if (!server.ok()) return server.status();
   agent->server_ = std::move(*server);
   if (IsUnix(o.listen)) agent->port_ = 0;
@@ -100,7 +100,7 @@ void Agent::Drain(absl::Duration grace) {
   std::call_once(shutdown_once_, [this, grace] {
     // Local Sessions end first (their ranks are detached), then the streams to the coordinator.
     if (server_ != nullptr) {
-      server::SetServing(server_.get(), false);
+      serve::SetServing(server_.get(), false);
       server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     }
     // Shutdown returned once every reactor's OnDone ran; the last of them lets go of the Router

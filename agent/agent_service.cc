@@ -126,8 +126,8 @@ grpc::ServerUnaryReactor* Forwarded(CallsInFlight::Token token,
 
 AgentService::AgentService(Router* router, AgentCounters* counters)
     : router_(router), counters_(counters) {
-  MarkMethodCallback(server::SessionMethodIndex(),
-                     server::NewSessionHandler([this](grpc::CallbackServerContext*) {
+  MarkMethodCallback(wire::SessionMethodIndex(),
+                     wire::NewSessionHandler([this](grpc::CallbackServerContext*) {
                        return NewLocalSession(router_, counters_, calls_.Enter());
                      }));
 }

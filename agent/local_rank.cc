@@ -8,14 +8,14 @@ namespace psync::agent {
 
 void LocalRank::AttachResult(const absl::Status& status) {
   if (!status.ok()) {
-    Close(server::ToGrpcStatus(status));
+    Close(wire::ToGrpcStatus(status));
     return;
   }
-  Enqueue(server::AckFor(attach_request_id_, absl::OkStatus()));
+  Enqueue(wire::AckFor(attach_request_id_, absl::OkStatus()));
 }
 
 void LocalRank::Ack(uint64_t request_id, const absl::Status& status) {
-  Enqueue(server::AckFor(request_id, status));
+  Enqueue(wire::AckFor(request_id, status));
 }
 
 void LocalRank::Notice(const v1::SessionDown& notice) {

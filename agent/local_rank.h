@@ -30,7 +30,7 @@ namespace psync::agent {
 
 class LocalRank {
  public:
-  using Reactor = server::SessionReactor;
+  using Reactor = wire::SessionReactor;
 
   // Neither is owned; `counters` must outlive the link.
   LocalRank(Reactor* reactor, AgentCounters* counters) : counters_(counters), writer_(reactor) {}
@@ -80,7 +80,7 @@ class LocalRank {
   uint64_t attach_request_id_ = 0;
 
   std::atomic<bool> rejoining_{false};
-  server::SessionWriter writer_;
+  serve::SessionWriter writer_;
   mutable absl::Mutex mu_;
   absl::btree_set<DirectiveKey> directives_ ABSL_GUARDED_BY(mu_);
   uint64_t newest_step_ ABSL_GUARDED_BY(mu_) = 0;

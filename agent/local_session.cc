@@ -11,7 +11,7 @@
 namespace psync::agent {
 namespace {
 
-class LocalSession final : public server::SessionReactor {
+class LocalSession final : public wire::SessionReactor {
  public:
   LocalSession(Router* router, AgentCounters* counters, CallsInFlight::Token call)
       : call_(std::move(call)),
@@ -28,16 +28,16 @@ class LocalSession final : public server::SessionReactor {
       return;
     }
     const v1::SessionUp& up = frame_.message();
-    const server::SessionDecision decision = frame_.parsed()
-                                                 ? server::DecideSessionMessage(attached_, up)
-                                                 : server::DecideUnparsable(attached_);
+    const wire::SessionDecision decision = frame_.parsed()
+                                               ? wire::DecideSessionMessage(attached_, up)
+                                               : wire::DecideUnparsable(attached_);
     switch (decision.action) {
-      case server::SessionAction::kClose:
+      case wire::SessionAction::kClose:
         counters_->local_rejected.fetch_add(1);
         if (attached_) Detach();
-        link_->Close(server::ToGrpcStatus(decision.status));
+        link_->Close(wire::ToGrpcStatus(decision.status));
         return;
-      case server::SessionAction::kAttach:
+      case wire::SessionAction::kAttach:
         // Forwarded unchecked: the coordinator answers it (LocalRank::AttachResult).
         // Through the replica the job is routed to now (agent/router.h).
         attached_ = true;
@@ -45,14 +45,14 @@ class LocalSession final : public server::SessionReactor {
         upstream_.store(router_->UpstreamFor(up.attach().job_id()));
         upstream_.load()->Attach(link_);
         break;
-      case server::SessionAction::kAck:
+      case wire::SessionAction::kAck:
         counters_->local_rejected.fetch_add(1);
         link_->Ack(up.request_id(), decision.status);
         break;
-      case server::SessionAction::kSkip:
-      case server::SessionAction::kStaged:
-      case server::SessionAction::kSyncDone:
-      case server::SessionAction::kLeave:
+      case wire::SessionAction::kSkip:
+      case wire::SessionAction::kStaged:
+      case wire::SessionAction::kSyncDone:
+      case wire::SessionAction::kLeave:
         upstream_.load()->Submit(link_, up);  // a copy: the frame's message lives on its arena
         break;
     }
@@ -85,14 +85,14 @@ class LocalSession final : public server::SessionReactor {
   // Set by the attach (a read reaction); read by OnCancel too, which may run concurrently.
   std::atomic<Upstream*> upstream_{nullptr};
   const std::shared_ptr<LocalRank> link_;
-  server::SessionUpFrame frame_;  // touched by the read reactions only, one at a time
-  bool attached_ = false;         // likewise
+  wire::SessionUpFrame frame_;  // touched by the read reactions only, one at a time
+  bool attached_ = false;       // likewise
 };
 
 }  // namespace
 
-server::SessionReactor* NewLocalSession(Router* router, AgentCounters* counters,
-                                        CallsInFlight::Token call) {
+wire::SessionReactor* NewLocalSession(Router* router, AgentCounters* counters,
+                                      CallsInFlight::Token call) {
   return new LocalSession(router, counters, std::move(call));
 }
 

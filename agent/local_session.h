@@ -32,8 +32,8 @@ namespace psync::agent {
 // Creates the reactor for one Session call. Neither pointer is owned; both outlive the call. The
 // reactor holds `call` until it is destroyed. Served as wire/session_up_frame.h's
 // NewSessionHandler says.
-server::SessionReactor* NewLocalSession(Router* router, AgentCounters* counters,
-                                        CallsInFlight::Token call);
+wire::SessionReactor* NewLocalSession(Router* router, AgentCounters* counters,
+                                      CallsInFlight::Token call);
 
 }  // namespace psync::agent
 

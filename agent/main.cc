@@ -31,10 +31,10 @@ int main(int argc, char** argv) {
       "psync node agent: one coordinator stream for the node's ranks, "
       "check-ins merged, directives fanned out.");
   absl::ParseCommandLine(argc, argv);
-  psync::server::UseReleaseMutexSettings();
+  psync::serve::UseReleaseMutexSettings();
 
   // Block the stop signals in every thread; one thread waits for them.
-  const sigset_t stop_signals = psync::server::BlockStopSignals();
+  const sigset_t stop_signals = psync::serve::BlockStopSignals();
 
   psync::agent::AgentOptions options;
   options.target = absl::GetFlag(FLAGS_target);
@@ -49,9 +49,9 @@ int main(int argc, char** argv) {
   }
   std::cerr << "psync-agent: serving ranks at " << (*agent)->local_target() << ", coordinator "
             << options.target << "\n";
-  psync::server::WritePortFile(absl::GetFlag(FLAGS_port_file), (*agent)->port());
+  psync::serve::WritePortFile(absl::GetFlag(FLAGS_port_file), (*agent)->port());
   std::thread stopper([&] {
-    const int signal = psync::server::WaitForStopSignal(stop_signals);
+    const int signal = psync::serve::WaitForStopSignal(stop_signals);
     std::cerr << "psync-agent: stopping on signal " << signal << "\n";
     (*agent)->Drain(absl::GetFlag(FLAGS_drain_timeout));
   });

@@ -77,7 +77,7 @@ bool Router::FollowFailure(const std::string& job_id, const std::string& target,
   }
   std::string owner;
   if (code == grpc::StatusCode::UNAVAILABLE) {
-    if (std::optional<v1::OwnerRedirect> r = server::OwnerRedirectOf(status)) owner = r->owner();
+    if (std::optional<v1::OwnerRedirect> r = wire::OwnerRedirectOf(status)) owner = r->owner();
   }
   absl::MutexLock lock(&mu_);
   return MoveLocked(job_id, target, owner);

@@ -393,7 +393,7 @@ void Upstream::OnRead(const v1::AgentDown& down) {
       Pending p = std::move(it->second);
       it = pending_.erase(it);
       if (p.kind == Pending::Kind::kBatch) stream_->Acknowledge(request_id);
-      const absl::Status status = ack != nullptr ? server::StatusFromWire(*ack) : absl::OkStatus();
+      const absl::Status status = ack != nullptr ? wire::StatusFromWire(*ack) : absl::OkStatus();
       if (p.kind == Pending::Kind::kAttach) {
         auto a = attach_ids_.find(request_id);
         if (a == attach_ids_.end()) continue;  // detached meanwhile
@@ -426,7 +426,7 @@ void Upstream::OnRead(const v1::AgentDown& down) {
       absl::flat_hash_map<uint32_t, absl::Status> rejected;
       if (ack != nullptr) {
         for (const v1::MessageStatus& r : ack->rejected()) {
-          rejected.emplace(r.index(), server::StatusFromWire(r));
+          rejected.emplace(r.index(), wire::StatusFromWire(r));
         }
       }
       for (size_t i = 0; i < p.origins.size(); ++i) {

@@ -56,7 +56,7 @@ class EchoService final : public Echo::CallbackService {
 }  // namespace
 
 int ServeEcho(const std::string& listen, const std::string& port_file) {
-  const sigset_t stop = server::BlockStopSignals();
+  const sigset_t stop = serve::BlockStopSignals();
   EchoService service;
   grpc::ServerBuilder builder;
   int port = 0;
@@ -67,8 +67,8 @@ int ServeEcho(const std::string& listen, const std::string& port_file) {
     std::fprintf(stderr, "echo server: cannot listen on %s\n", listen.c_str());
     return 1;
   }
-  server::WritePortFile(port_file, port);
-  server::WaitForStopSignal(stop);
+  serve::WritePortFile(port_file, port);
+  serve::WaitForStopSignal(stop);
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   return 0;
 }

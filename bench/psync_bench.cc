@@ -570,7 +570,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "psync-bench: release latency and cost of the psync coordinator (see bench/README.md)");
   absl::ParseCommandLine(argc, argv);
-  psync::server::UseReleaseMutexSettings();
+  psync::serve::UseReleaseMutexSettings();
   if (absl::GetFlag(FLAGS_serve_echo)) {
     return psync::bench::ServeEcho("127.0.0.1:0", absl::GetFlag(FLAGS_echo_port_file));
   }

@@ -154,7 +154,7 @@ class Job {
 
   const uint32_t ranks_;
   const uint32_t chunks_;
-  server::RealClock clock_;
+  serve::RealClock clock_;
   metrics::Registry registry_;
   Coordinator coordinator_;
   std::unique_ptr<server::CoordinatorMetrics> metrics_;

@@ -445,7 +445,7 @@ void Client::HandleAckedThrough(uint64_t through) {
 }
 
 void Client::HandleAck(const psync::v1::Ack& ack) {
-  const absl::Status status = server::StatusFromWire(ack);
+  const absl::Status status = wire::StatusFromWire(ack);
   AckCallback done;
   {
     absl::MutexLock lock(&mu_);

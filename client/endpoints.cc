@@ -25,7 +25,7 @@ absl::StatusOr<std::vector<std::string>> SplitTargets(const std::string& list,
 }
 
 std::optional<psync::v1::OwnerRedirect> RedirectIn(const grpc::Status& status) {
-  return server::OwnerRedirectOf(status);
+  return wire::OwnerRedirectOf(status);
 }
 
 std::optional<psync::v1::OwnerRedirect> RedirectIn(const absl::Status& status) {

@@ -32,7 +32,7 @@ bool IsTransientFailure(const absl::Status& status) {
 bool IsTransientStreamEnd(const absl::Status& status, bool established) {
   return IsTransientFailure(status) ||
          (established && status.code() == absl::StatusCode::kResourceExhausted &&
-          absl::StrContains(status.message(), server::kStreamOverflowMessage));
+          absl::StrContains(status.message(), wire::kStreamOverflowMessage));
 }
 
 grpc::ChannelArguments ReconnectingChannelArguments(const BackoffOptions& backoff,

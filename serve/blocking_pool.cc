@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-namespace psync::server {
+namespace psync::serve {
 
 BlockingPool::BlockingPool(int threads) {
   for (int i = 0; i < std::max(threads, 1); ++i) threads_.emplace_back([this] { Work(); });
@@ -40,4 +40,4 @@ void BlockingPool::Work() {
   }
 }
 
-}  // namespace psync::server
+}  // namespace psync::serve

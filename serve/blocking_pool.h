@@ -15,7 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
-namespace psync::server {
+namespace psync::serve {
 
 class BlockingPool {
  public:
@@ -37,6 +37,6 @@ class BlockingPool {
   std::vector<std::thread> threads_;  // set by the constructor only
 };
 
-}  // namespace psync::server
+}  // namespace psync::serve
 
 #endif  // PSYNC_SERVE_BLOCKING_POOL_H_

@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace psync::server {
+namespace psync::serve {
 namespace {
 
 using ::testing::ElementsAre;
@@ -46,4 +46,4 @@ TEST(BlockingPoolTest, TheDestructorRunsWhatIsQueued) {
 }
 
 }  // namespace
-}  // namespace psync::server
+}  // namespace psync::serve

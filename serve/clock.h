@@ -7,7 +7,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
-namespace psync::server {
+namespace psync::serve {
 
 class Clock {
  public:
@@ -38,6 +38,6 @@ class FakeClock final : public Clock {
   absl::Time now_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace psync::server
+}  // namespace psync::serve
 
 #endif  // PSYNC_SERVE_CLOCK_H_

@@ -7,7 +7,7 @@
 
 #include "absl/synchronization/mutex.h"
 
-namespace psync::server {
+namespace psync::serve {
 
 void WritePortFile(const std::string& path, int port) {
   if (path.empty()) return;
@@ -35,4 +35,4 @@ void UseReleaseMutexSettings() {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 }
 
-}  // namespace psync::server
+}  // namespace psync::serve

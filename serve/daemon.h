@@ -9,7 +9,7 @@
 #include <csignal>
 #include <string>
 
-namespace psync::server {
+namespace psync::serve {
 
 // Writes `port` to `path` atomically (rename), so a reader never sees a partial file. Nothing
 // when `path` is empty.
@@ -27,6 +27,6 @@ int WaitForStopSignal(const sigset_t& signals);
 // keep it on; the daemons and the benchmark call this first thing in main.
 void UseReleaseMutexSettings();
 
-}  // namespace psync::server
+}  // namespace psync::serve
 
 #endif  // PSYNC_SERVE_DAEMON_H_

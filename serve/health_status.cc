@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/health_check_service_interface.h"
 
-namespace psync::server {
+namespace psync::serve {
 
 void SetServing(grpc::Server* server, bool serving) {
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
@@ -29,4 +29,4 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartHealthServer(const std::strin
   return server;
 }
 
-}  // namespace psync::server
+}  // namespace psync::serve

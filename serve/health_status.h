@@ -17,7 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "grpcpp/grpcpp.h"
 
-namespace psync::server {
+namespace psync::serve {
 
 // The names a health check may ask about: the whole server and the psync.v1 service that ranks,
 // agents and psyncctl call (the coordinator and psync-agent both serve it).
@@ -31,6 +31,6 @@ void SetServing(grpc::Server* server, bool serving);
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartHealthServer(const std::string& listen,
                                                                 int* port);
 
-}  // namespace psync::server
+}  // namespace psync::serve
 
 #endif  // PSYNC_SERVE_HEALTH_STATUS_H_

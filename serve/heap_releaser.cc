@@ -2,7 +2,7 @@
 
 #include <malloc.h>
 
-namespace psync::server {
+namespace psync::serve {
 
 HeapReleaser::HeapReleaser(absl::Duration interval) {
   if (interval <= absl::ZeroDuration()) return;
@@ -16,4 +16,4 @@ HeapReleaser::~HeapReleaser() {
   if (thread_.joinable()) thread_.join();
 }
 
-}  // namespace psync::server
+}  // namespace psync::serve

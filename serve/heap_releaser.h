@@ -14,7 +14,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 
-namespace psync::server {
+namespace psync::serve {
 
 class HeapReleaser {
  public:
@@ -28,6 +28,6 @@ class HeapReleaser {
   std::thread thread_;
 };
 
-}  // namespace psync::server
+}  // namespace psync::serve
 
 #endif  // PSYNC_SERVE_HEAP_RELEASER_H_

@@ -16,7 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 
-namespace psync::server {
+namespace psync::serve {
 
 class LazyAcks {
  public:
@@ -53,6 +53,6 @@ class LazyAcks {
   uint64_t held_ = 0;  // highest request accepted lazily with nothing queued; 0: none
 };
 
-}  // namespace psync::server
+}  // namespace psync::serve
 
 #endif  // PSYNC_SERVE_LAZY_ACKS_H_

@@ -4,7 +4,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "serve/health_status.h"
 
-namespace psync::server {
+namespace psync::serve {
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartRankServer(
     const std::string& listen, std::shared_ptr<grpc::ServerCredentials> credentials,
@@ -38,4 +38,4 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartRankServer(
   return server;
 }
 
-}  // namespace psync::server
+}  // namespace psync::serve

@@ -16,12 +16,12 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
 
-namespace psync::server {
+namespace psync::serve {
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartRankServer(
     const std::string& listen, std::shared_ptr<grpc::ServerCredentials> credentials,
     int max_receive_message_bytes, grpc::Service* service, int* port);
 
-}  // namespace psync::server
+}  // namespace psync::serve
 
 #endif  // PSYNC_SERVE_RANK_SERVER_H_

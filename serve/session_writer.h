@@ -17,7 +17,7 @@
 #include "serve/stream_writer.h"
 #include "wire/session_up_frame.h"
 
-namespace psync::server {
+namespace psync::serve {
 
 // The messages of one Session, written in the order queued, and its lazy acks
 // (SessionUp.lazy_ack): an accepted lazy message is answered by SessionDown.acked_through as
@@ -65,7 +65,7 @@ class SessionDownQueue {
   LazyAcks lazy_;
 };
 
-class SessionWriter : public StreamWriter<SessionUpFrame, v1::SessionDown, SessionDownQueue> {
+class SessionWriter : public StreamWriter<wire::SessionUpFrame, v1::SessionDown, SessionDownQueue> {
  public:
   // Without limits the queue is unbounded (a node agent's local side).
   explicit SessionWriter(Reactor* reactor, StreamLimits limits = {}, Clock* clock = nullptr,
@@ -88,6 +88,6 @@ class SessionWriter : public StreamWriter<SessionUpFrame, v1::SessionDown, Sessi
   }
 };
 
-}  // namespace psync::server
+}  // namespace psync::serve
 
 #endif  // PSYNC_SERVE_SESSION_WRITER_H_

@@ -47,7 +47,7 @@
 #include "serve/clock.h"
 #include "wire/wire_status.h"
 
-namespace psync::server {
+namespace psync::serve {
 
 // What the bounds did, over all streams that share it. Thread-safe.
 struct StreamCounters {
@@ -219,8 +219,9 @@ class StreamWriter {
       } else {
         finish_status_ = grpc::Status(
             grpc::StatusCode::RESOURCE_EXHAUSTED,
-            absl::StrCat(kStreamOverflowMessage, limits_.queue_bytes, " bytes (", queue_.bytes(),
-                         " queued) for ", absl::FormatDuration(limits_.overflow_deadline),
+            absl::StrCat(wire::kStreamOverflowMessage, limits_.queue_bytes, " bytes (",
+                         queue_.bytes(), " queued) for ",
+                         absl::FormatDuration(limits_.overflow_deadline),
                          ": the peer does not read what it is sent (--stream_queue_bytes, "
                          "--stream_overflow_deadline); re-attach to get what is pending"));
         queue_.Clear();
@@ -331,6 +332,6 @@ std::function<void(absl::Duration)> AlarmTimer(std::weak_ptr<Owner> owner, GetWr
   };
 }
 
-}  // namespace psync::server
+}  // namespace psync::serve
 
 #endif  // PSYNC_SERVE_STREAM_WRITER_H_

@@ -127,7 +127,7 @@ absl::Status ExpandAgentBatch(const v1::AgentBatch& batch, ExpandedBatch* out) {
       core::StagedItem& item = out->staged_items[items_of[index]++];
       item.step = m.step();
       item.chunk = m.chunk();
-      item.optimizer = BoundEcho(m.optimizer());  // as StagedFromProto (convert.h)
+      item.optimizer = wire::BoundEcho(m.optimizer());  // as StagedFromProto (convert.h)
       if (m.has_shard_checksum()) item.checksum = m.shard_checksum();
     }
   }
@@ -135,7 +135,7 @@ absl::Status ExpandAgentBatch(const v1::AgentBatch& batch, ExpandedBatch* out) {
     RankMessage& m = out->messages[skip.message()];
     m.kind = RankMessage::Kind::kSkip;
     m.skip_step = skip.step();
-    m.skip_reason = BoundEchoView(skip.reason());  // a view into the batch
+    m.skip_reason = wire::BoundEchoView(skip.reason());  // a view into the batch
   }
   out->sync_done_items.reserve(done_total);  // no reallocation below: the spans stay valid
   for (const v1::IndexedSyncDone& done : batch.sync_dones()) {
@@ -145,7 +145,7 @@ absl::Status ExpandAgentBatch(const v1::AgentBatch& batch, ExpandedBatch* out) {
       item.step = d.step();
       item.chunk = d.chunk();
       for (const v1::GroupChecksum& c : d.checksums()) {
-        item.checksums.push_back({BoundEcho(c.group()), c.checksum()});
+        item.checksums.push_back({wire::BoundEcho(c.group()), c.checksum()});
       }
       item.executions = std::max<uint32_t>(1, d.executions());
     }

@@ -10,7 +10,7 @@ AgentDownQueue::Message& AgentDownQueue::Open(size_t items) {
   if (messages_.empty() ||
       (messages_.back().items > 0 && messages_.back().items + items > kMaxItems)) {
     messages_.emplace_back();
-    Count(messages_.back(), kQueuedMessageOverhead);
+    Count(messages_.back(), serve::kQueuedMessageOverhead);
     lazy_.CarryHeld(&messages_.back().down);
   }
   Message& m = messages_.back();

@@ -89,7 +89,7 @@ class AgentDownQueue {
 
   std::deque<Message> messages_;
   size_t bytes_ = 0;
-  LazyAcks lazy_;
+  serve::LazyAcks lazy_;
 };
 
 }  // namespace psync::server

@@ -62,15 +62,15 @@ struct ConvertedAgentDownQueue {
 class AgentStreamBatcher final : public NoticeBatcher,
                                  public std::enable_shared_from_this<AgentStreamBatcher> {
  public:
-  using Writer = StreamWriter<v1::AgentUp, v1::AgentDown, ConvertedAgentDownQueue>;
+  using Writer = serve::StreamWriter<v1::AgentUp, v1::AgentDown, ConvertedAgentDownQueue>;
 
   // Bounded by `limits`; call ArmOverflowTimer once the batcher is owned by a shared_ptr.
-  AgentStreamBatcher(Reactor* reactor, const StreamLimits& limits)
+  AgentStreamBatcher(Reactor* reactor, const serve::StreamLimits& limits)
       : writer_(reactor, "agent", limits, /*clock=*/nullptr,
                 [this](absl::Duration after) { overflow_timer_(after); }) {}
   void ArmOverflowTimer() {
-    overflow_timer_ =
-        AlarmTimer(weak_from_this(), [](AgentStreamBatcher& b) -> Writer& { return b.writer_; });
+    overflow_timer_ = serve::AlarmTimer(weak_from_this(),
+                                        [](AgentStreamBatcher& b) -> Writer& { return b.writer_; });
   }
 
   void AddAck(v1::AgentAck ack) {
@@ -89,7 +89,8 @@ class AgentStreamBatcher final : public NoticeBatcher,
   void AckLater(uint64_t request_id, absl::Duration delay) {
     bool arm = false;
     writer_.Add([&](ConvertedAgentDownQueue& p) { arm = p.queue.AckLater(request_id); });
-    if (arm) RunAfter(delay, weak_from_this(), [](AgentStreamBatcher& b) { b.FlushLazyAcks(); });
+    if (arm)
+      serve::RunAfter(delay, weak_from_this(), [](AgentStreamBatcher& b) { b.FlushLazyAcks(); });
   }
   void FlushLazyAcks() {
     writer_.Add([](ConvertedAgentDownQueue& p) { p.queue.FlushLazyAcks(); });
@@ -137,7 +138,7 @@ class AgentRankSink final : public SessionSink {
     closed.set_job_id(job_id_);
     closed.set_rank(rank_);
     closed.set_attach_request_id(attach_request_id_);
-    SetWireStatusAndRedirect(status, &closed);
+    wire::SetWireStatusAndRedirect(status, &closed);
     outbox_->AddClosed(std::move(closed));
   }
 
@@ -198,7 +199,7 @@ struct AgentAttachments {
 
 class AgentStream final : public Reactor {
  public:
-  AgentStream(Coordinator* coordinator, const StreamLimits& limits)
+  AgentStream(Coordinator* coordinator, const serve::StreamLimits& limits)
       : coordinator_(coordinator),
         lazy_ack_delay_(limits.lazy_ack_delay),
         outbox_(std::make_shared<AgentStreamBatcher>(this, limits)),
@@ -231,8 +232,8 @@ class AgentStream final : public Reactor {
       case v1::AgentUp::KIND_NOT_SET: {
         v1::AgentAck ack;
         ack.set_request_id(request_->request_id());
-        SetWireStatus(absl::InvalidArgumentError("kind: one of attach, detach, batch must be set"),
-                      &ack);
+        wire::SetWireStatus(
+            absl::InvalidArgumentError("kind: one of attach, detach, batch must be set"), &ack);
         outbox_->AddAck(std::move(ack));
         break;
       }
@@ -260,7 +261,7 @@ class AgentStream final : public Reactor {
     auto sink = std::make_shared<AgentRankSink>(outbox_, a.job_id(), a.rank(), request_id);
     absl::StatusOr<std::vector<core::Notice>> pending = AttachSession(*coordinator_, a, sink);
     if (!pending.ok()) {
-      SetWireStatusAndRedirect(pending.status(), &ack);
+      wire::SetWireStatusAndRedirect(pending.status(), &ack);
       outbox_->AddAck(std::move(ack));
       return;
     }
@@ -300,7 +301,7 @@ class AgentStream final : public Reactor {
     // 19 KB a stream (40 MB with 2,048 node streams).
     ExpandedBatch expanded;
     if (absl::Status s = ExpandAgentBatch(batch, &expanded); !s.ok()) {
-      SetWireStatus(s, &ack);
+      wire::SetWireStatus(s, &ack);
       outbox_->AddAck(std::move(ack));
       return;
     }
@@ -320,10 +321,10 @@ class AgentStream final : public Reactor {
         if (it == attachments_->ranks.end() || it->second->closed()) {
           v1::MessageStatus* r = ack.add_rejected();
           r->set_index(static_cast<uint32_t>(i));
-          SetWireStatus(absl::FailedPreconditionError(
-                            absl::StrCat("rank ", m.rank, " of job '", batch.job_id(),
-                                         "' is not attached on this agent session")),
-                        r);
+          wire::SetWireStatus(absl::FailedPreconditionError(
+                                  absl::StrCat("rank ", m.rank, " of job '", batch.job_id(),
+                                               "' is not attached on this agent session")),
+                              r);
           continue;
         }
         index_of.push_back(static_cast<uint32_t>(i));
@@ -340,7 +341,7 @@ class AgentStream final : public Reactor {
         if (statuses[k].ok()) continue;
         v1::MessageStatus* r = ack.add_rejected();
         r->set_index(index_of[k]);
-        SetWireStatus(statuses[k], r);
+        wire::SetWireStatus(statuses[k], r);
       }
     }
     if (lazy_ack && lazy_ack_delay_ > absl::ZeroDuration() && ack.rejected().empty()) {
@@ -357,7 +358,7 @@ class AgentStream final : public Reactor {
   Coordinator* const coordinator_;
   const absl::Duration lazy_ack_delay_;  // zero: every batch gets an AgentAck of its own
   const std::shared_ptr<AgentStreamBatcher> outbox_;
-  ArenaMessage<v1::AgentUp> request_;  // touched by the read reactions only, one at a time
+  wire::ArenaMessage<v1::AgentUp> request_;  // touched by the read reactions only, one at a time
   // Written by the read reactions; emptied by OnCancel/OnDone or the overflow, which may run
   // concurrently.
   const std::shared_ptr<AgentAttachments> attachments_;
@@ -365,8 +366,8 @@ class AgentStream final : public Reactor {
 
 }  // namespace
 
-grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>* NewAgentStream(Coordinator* coordinator,
-                                                                    const StreamLimits& limits) {
+grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>* NewAgentStream(
+    Coordinator* coordinator, const serve::StreamLimits& limits) {
   return new AgentStream(coordinator, limits);
 }
 

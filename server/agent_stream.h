@@ -31,8 +31,8 @@
 namespace psync::server {
 
 // Creates the reactor for one AgentSession call.
-grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>* NewAgentStream(Coordinator* coordinator,
-                                                                    const StreamLimits& limits);
+grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>* NewAgentStream(
+    Coordinator* coordinator, const serve::StreamLimits& limits);
 
 }  // namespace psync::server
 

@@ -51,7 +51,7 @@ std::vector<core::StagedItem> StagedFromProto(const v1::StagedBatch& batch) {
     item.chunk = s.chunk();
     // Cut like echoed text (a longer name is never declared; its refusal quotes it, and the
     // coordinator records the refusal).
-    item.optimizer = BoundEcho(s.optimizer());
+    item.optimizer = wire::BoundEcho(s.optimizer());
     if (s.has_shard_checksum()) item.checksum = s.shard_checksum();
     items.push_back(std::move(item));
   }
@@ -66,7 +66,7 @@ std::vector<core::SyncDoneItem> SyncDoneFromProto(const v1::SyncDoneBatch& batch
     item.step = s.step();
     item.chunk = s.chunk();
     for (const v1::GroupChecksum& g : s.checksums())
-      item.checksums.push_back({BoundEcho(g.group()), g.checksum()});
+      item.checksums.push_back({wire::BoundEcho(g.group()), g.checksum()});
     item.executions = std::max<uint32_t>(1, s.executions());
     items.push_back(std::move(item));
   }
@@ -97,7 +97,7 @@ struct NoticeWriter {
     v1::Abort* p = out->mutable_abort();
     p->set_generation(a.generation);
     p->set_step(a.step);
-    p->set_reason(BoundEcho(a.reason));
+    p->set_reason(wire::BoundEcho(a.reason));
   }
 };
 
@@ -125,7 +125,7 @@ void JobStatusToProto(const JobStatusView& view, v1::JobStatus* out) {
   out->set_ranks_joined(s.ranks_joined);
   out->set_sessions_connected(view.sessions_connected);
   out->set_min_rank_step(s.min_rank_step);
-  out->set_abort_reason(BoundEcho(s.abort_reason));
+  out->set_abort_reason(wire::BoundEcho(s.abort_reason));
   for (size_t i = 0; i < s.chunks.size(); ++i) {
     ChunkStatusToProto(s.chunks[i],
                        i < view.deadlines.size() ? view.deadlines[i] : absl::ZeroDuration(),
@@ -203,7 +203,7 @@ void EventToProto(const core::Event& e, v1::Event* out) {
   out->set_duration_micros(absl::ToInt64Microseconds(e.duration));
   for (const auto& who : e.contributors) ContributorToProto(who, out->add_contributors());
   for (core::RankId r : e.ranks) out->add_ranks(r);
-  out->set_detail(BoundEcho(e.detail));
+  out->set_detail(wire::BoundEcho(e.detail));
 }
 
 void JobSummaryToProto(const JobStatusView& view, v1::JobSummary* out) {

@@ -15,7 +15,7 @@ namespace psync::server {
 
 using core::EventKind;
 
-Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
+Coordinator::Coordinator(CoordinatorOptions options, serve::Clock* clock)
     : options_(std::move(options)),
       clock_(clock),
       history_(options_.finished_jobs_kept),
@@ -47,7 +47,7 @@ absl::Status Coordinator::EndedOrUnknown(const std::string& job_id, absl::string
     // A job another replica owns: send the caller there rather than deny the job exists.
     if (ask_gate && options_.gate != nullptr) {
       absl::Status served = options_.gate->AdmitMessage(job_id).status();
-      const std::optional<Redirect> redirect = RedirectOf(served);
+      const std::optional<wire::Redirect> redirect = wire::RedirectOf(served);
       if (redirect.has_value() && !redirect->owner.empty()) return served;
     }
     return absl::NotFoundError(absl::StrCat("job_id '", job_id, "' is not known", hint));
@@ -161,7 +161,7 @@ core::Event RejectedEvent(const absl::Status& status, absl::Time now) {
   core::Event e;
   e.kind = EventKind::kRejected;
   e.time = now;
-  e.detail = BoundEcho(status.ToString());
+  e.detail = wire::BoundEcho(status.ToString());
   return e;
 }
 
@@ -179,7 +179,7 @@ void Coordinator::RecordRejection(Job& job, const absl::Status& status, absl::Ti
 void Coordinator::RecordRejection(const std::string& job_id, const absl::Status& status,
                                   absl::Time now, Outgoing* out) {
   core::Event e = RejectedEvent(status, now);
-  e.job_id = BoundEcho(job_id);
+  e.job_id = wire::BoundEcho(job_id);
   AppendEvent(std::move(e), out);
 }
 
@@ -324,10 +324,11 @@ absl::StatusOr<core::JoinResult> Coordinator::Join(const core::RankPlan& plan) {
     auto it = jobs_.find(plan.job_id);
     if (it != jobs_.end() && it->second->epoch != epoch) {
       // State from an earlier ownership of the job by this replica: the ranks rebuild it.
-      DropJobLocked(it,
-                    NotServedHere(absl::StrCat("job '", plan.job_id, "' changed owner: join again"),
-                                  "", epoch),
-                    &out);
+      DropJobLocked(
+          it,
+          wire::NotServedHere(absl::StrCat("job '", plan.job_id, "' changed owner: join again"), "",
+                              epoch),
+          &out);
       it = jobs_.end();
     }
     const FinishedJob* finished = it == jobs_.end() ? history_.Find(plan.job_id) : nullptr;
@@ -931,11 +932,12 @@ absl::Status Coordinator::FenceRead(const std::string& job_id, Job* job) const {
   if (epoch.ok() && (job == nullptr || *epoch == job->epoch)) return absl::OkStatus();
   if (absl::IsNotFound(epoch.status())) return absl::OkStatus();
   absl::Status refused =
-      epoch.ok() ? NotServedHere(absl::StrCat("job '", job_id,
-                                              "' changed owner since this replica's state was "
-                                              "built: it no longer answers for it"),
-                                 "", *epoch)
-                 : epoch.status();
+      epoch.ok()
+          ? wire::NotServedHere(absl::StrCat("job '", job_id,
+                                             "' changed owner since this replica's state was "
+                                             "built: it no longer answers for it"),
+                                "", *epoch)
+          : epoch.status();
   if (job == nullptr) return refused;
   // What this replica last knew, for the operator: named, never served as current.
   JobStatusView last;
@@ -943,8 +945,8 @@ absl::Status Coordinator::FenceRead(const std::string& job_id, Job* job) const {
     absl::MutexLock job_lock(&job->mu);
     last = View(*job, clock_->Now());
   }
-  const std::optional<Redirect> redirect = RedirectOf(refused);
-  return NotServedHere(
+  const std::optional<wire::Redirect> redirect = wire::RedirectOf(refused);
+  return wire::NotServedHere(
       absl::StrCat(refused.message(), " (last known here, not current: ", JobStateText(last),
                    ", generation ", last.snapshot.generation, ", ownership epoch ", job->epoch,
                    ")"),
@@ -956,9 +958,10 @@ absl::Status Coordinator::CheckServed(const Job& job) {
   absl::StatusOr<uint64_t> epoch = options_.gate->AdmitMessage(job.tracker->job_id());
   if (!epoch.ok()) return epoch.status();
   if (*epoch != job.epoch) {
-    return NotServedHere(absl::StrCat("job '", job.tracker->job_id(),
-                                      "' changed owner since this state was built: join again"),
-                         "", *epoch);
+    return wire::NotServedHere(
+        absl::StrCat("job '", job.tracker->job_id(),
+                     "' changed owner since this state was built: join again"),
+        "", *epoch);
   }
   return absl::OkStatus();
 }

@@ -111,7 +111,7 @@ struct EndJobResult {
 
 class Coordinator {
  public:
-  Coordinator(CoordinatorOptions options, Clock* clock);
+  Coordinator(CoordinatorOptions options, serve::Clock* clock);
   Coordinator(const Coordinator&) = delete;
   Coordinator& operator=(const Coordinator&) = delete;
 
@@ -388,7 +388,7 @@ class Coordinator {
 
   // Constant after construction.
   const CoordinatorOptions options_;
-  Clock* const clock_;
+  serve::Clock* const clock_;
 
   // The set of jobs: exclusively to add, end or drop one; shared to work on one (with its mu).
   mutable absl::Mutex mu_;

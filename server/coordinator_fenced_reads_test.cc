@@ -52,7 +52,7 @@ class CoordinatorFencedReadsTest : public ::testing::Test {
     return status;
   }
 
-  FakeClock clock_;
+  serve::FakeClock clock_;
   QueryGate gate_;
   CoordinatorOptions options_;
   std::unique_ptr<Coordinator> coordinator_;
@@ -64,7 +64,7 @@ TEST_F(CoordinatorFencedReadsTest, ServedAtItsEpochTheJobIsAnswered) {
 }
 
 TEST_F(CoordinatorFencedReadsTest, AReplicaThatCannotTellSaysUnavailableWithWhatItLastKnew) {
-  gate_.query = NotServedHere(
+  gate_.query = wire::NotServedHere(
       "replica 'a:1': this replica holds no etcd lease now: it cannot "
       "tell who owns job 'job'",
       "", 0);
@@ -72,19 +72,19 @@ TEST_F(CoordinatorFencedReadsTest, AReplicaThatCannotTellSaysUnavailableWithWhat
   EXPECT_EQ(status.message(),
             "replica 'a:1': this replica holds no etcd lease now: it cannot tell who owns job "
             "'job' (last known here, not current: RUNNING, generation 1, ownership epoch 7)");
-  ASSERT_TRUE(RedirectOf(status).has_value());
-  EXPECT_EQ(RedirectOf(status)->owner, "");
+  ASSERT_TRUE(wire::RedirectOf(status).has_value());
+  EXPECT_EQ(wire::RedirectOf(status)->owner, "");
   // A job this replica never held is not declared unknown either: it cannot tell.
   ExpectEveryReadIs("elsewhere", absl::StatusCode::kUnavailable).IgnoreError();
 }
 
 TEST_F(CoordinatorFencedReadsTest, AnotherOwnerIsARedirectNotAStaleAnswer) {
   gate_.query =
-      NotServedHere("job 'job' is owned by replica 'b:1' (epoch 9): connect there", "b:1", 9);
+      wire::NotServedHere("job 'job' is owned by replica 'b:1' (epoch 9): connect there", "b:1", 9);
   const absl::Status status = ExpectEveryReadIs("job", absl::StatusCode::kUnavailable);
-  ASSERT_TRUE(RedirectOf(status).has_value());
-  EXPECT_EQ(RedirectOf(status)->owner, "b:1");
-  EXPECT_EQ(RedirectOf(status)->epoch, 9u);
+  ASSERT_TRUE(wire::RedirectOf(status).has_value());
+  EXPECT_EQ(wire::RedirectOf(status)->owner, "b:1");
+  EXPECT_EQ(wire::RedirectOf(status)->epoch, 9u);
 }
 
 TEST_F(CoordinatorFencedReadsTest, ServedAtAnotherEpochTheOldStateIsNotAnswered) {

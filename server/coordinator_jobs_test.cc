@@ -46,7 +46,7 @@ class HoldingGate final : public JobGate {
 };
 
 TEST(CoordinatorJobsTest, AMessageOfOneJobIsDecidedWhileAnotherJobsDecisionIsInProgress) {
-  FakeClock clock;
+  serve::FakeClock clock;
   HoldingGate gate;
   CoordinatorOptions options;
   options.gate = &gate;
@@ -113,7 +113,7 @@ TEST(CoordinatorJobsTest, JobsDrivenAtOnceReleaseEveryChunkOnceInOrder) {
   constexpr uint32_t kRanks = 4;
   constexpr uint32_t kChunks = 3;
   constexpr core::Step kSteps = 40;
-  FakeClock clock;
+  serve::FakeClock clock;
   CoordinatorOptions options;
   options.delivery_threads = 2;
   Coordinator coordinator(options, &clock);

@@ -78,7 +78,7 @@ class LifecycleTest : public ::testing::Test {
     return ids;
   }
 
-  FakeClock clock_;
+  serve::FakeClock clock_;
   CallLog log_;
   EventRecorder events_;
   std::unique_ptr<Coordinator> coordinator_;

@@ -84,7 +84,7 @@ class MergedEventsTest : public ::testing::Test {
   // A RankMessage is a view: its items live here.
   const std::vector<core::StagedItem> staged_ = {Item(0, 0, "dense"), Item(0, 1, "dense")};
   const std::vector<core::SyncDoneItem> done_ = DenseDone(0, {0, 1});
-  FakeClock clock_;
+  serve::FakeClock clock_;
   Coordinator coordinator_;
   metrics::Registry registry_;
   std::unique_ptr<CoordinatorMetrics> metrics_;

@@ -21,7 +21,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 TEST(CoordinatorMetricsTest, AnEndedJobsSeriesAreFreedAndUnknownJobsShareOneSeries) {
-  FakeClock clock;
+  serve::FakeClock clock;
   Coordinator coordinator(CoordinatorOptions(), &clock);
   metrics::Registry registry;
   auto created = CoordinatorMetrics::Create(&coordinator, &registry);
@@ -78,7 +78,7 @@ core::Event MetricEvent(core::EventKind kind, const std::string& job, core::Step
 }
 
 TEST(CoordinatorMetricsTest, InterleavedCheckinsOfChunksAndJobsAreEachTimedAtTheirRelease) {
-  FakeClock clock;
+  serve::FakeClock clock;
   Coordinator coordinator(CoordinatorOptions(), &clock);
   metrics::Registry registry;
   auto created = CoordinatorMetrics::Create(&coordinator, &registry);

@@ -113,7 +113,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
                      " is out of range [0, ", kMaxDeliveryThreads, "]"));
   }
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
-  Clock* clock = options.clock != nullptr ? options.clock : &s->real_clock_;
+  serve::Clock* clock = options.clock != nullptr ? options.clock : &s->real_clock_;
   if (!options.etcd.empty() || options.etcd_client != nullptr) {
     if (auto st = ValidateReplicaOptions(options); !st.ok()) return st;
     ha::EtcdClient* etcd_client = options.etcd_client;
@@ -139,7 +139,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
   Coordinator* coordinator = s->coordinator_.get();
   if (s->replica_ != nullptr) {
     s->replica_->SetOnLost([coordinator](const std::vector<std::string>& jobs) {
-      coordinator->DropJobs(jobs, NotServedHere(ha::kLostReason, "", 0));
+      coordinator->DropJobs(jobs, wire::NotServedHere(ha::kLostReason, "", 0));
     });
     const std::string self = options.advertise;
     s->replica_->SetAuditSource(
@@ -165,7 +165,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
         return checked;
       });
   s->rendezvous_cleanup_ = std::make_unique<RendezvousCleanup>(coordinator, s->rendezvous_.get());
-  StreamLimits streams = options.streams;
+  serve::StreamLimits streams = options.streams;
   streams.counters = &s->stream_counters_;
   s->service_ = std::make_unique<CoordinatorService>(coordinator, s->rendezvous_.get(), streams,
                                                      s->replica_.get());
@@ -221,12 +221,12 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
   } else if (!options.tls_client_ca_pem.empty()) {
     return absl::InvalidArgumentError("tls: a client CA needs a server certificate and key");
   }
-  auto server = StartRankServer(options.listen, credentials, options.max_receive_message_bytes,
-                                s->service_.get(), &s->port_);
+  auto server = serve::StartRankServer(
+      options.listen, credentials, options.max_receive_message_bytes, s->service_.get(), &s->port_);
   if (!server.ok()) return server.status();
   s->server_ = std::move(*server);
   if (!options.health_listen.empty()) {
-    auto health = StartHealthServer(options.health_listen, &s->health_port_);
+    auto health = serve::StartHealthServer(options.health_listen, &s->health_port_);
     if (!health.ok()) return health.status();
     s->health_server_ = std::move(*health);
   }
@@ -255,12 +255,12 @@ void CoordinatorServer::Shutdown() { Drain(absl::ZeroDuration()); }
 
 void CoordinatorServer::Drain(absl::Duration grace) {
   std::call_once(shutdown_once_, [this, grace] {
-    if (health_server_ != nullptr) SetServing(health_server_.get(), false);
+    if (health_server_ != nullptr) serve::SetServing(health_server_.get(), false);
     // A replica gives its jobs up (revokes its lease) before the drain: it releases nothing more,
     // and the other replicas take the jobs at once instead of after the lease's TTL.
     if (replica_ != nullptr) replica_->Stop();
     if (server_ != nullptr) {
-      SetServing(server_.get(), false);
+      serve::SetServing(server_.get(), false);
       // Blocks until every call ended, or cancels those still open at the deadline.
       server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     }

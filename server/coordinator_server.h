@@ -42,10 +42,11 @@ struct ServerOptions {
   // The bound of each stream's outbound queue (stream_writer.h): a client that does not read is
   // paused, then ended with RESOURCE_EXHAUSTED. The flags' defaults.
   // `streams.counters` is set by Start (stream_counters()).
-  StreamLimits streams = {1 << 20, absl::Seconds(10), 16 << 20, nullptr, absl::Milliseconds(50)};
+  serve::StreamLimits streams = {1 << 20, absl::Seconds(10), 16 << 20, nullptr,
+                                 absl::Milliseconds(50)};
   RendezvousLimits rendezvous;
   // Not owned; nullptr uses the real clock.
-  Clock* clock = nullptr;
+  serve::Clock* clock = nullptr;
   // How often to look for stalls (Coordinator::EnforceLiveness); zero disables the inspector
   // thread.
   absl::Duration inspect_interval = absl::Milliseconds(50);
@@ -105,7 +106,7 @@ class CoordinatorServer {
   std::string local_target() const;
   Coordinator& coordinator() { return *coordinator_; }
   // What the stream bounds did (streams paused, ended for overflow).
-  const StreamCounters& stream_counters() const { return stream_counters_; }
+  const serve::StreamCounters& stream_counters() const { return stream_counters_; }
   // This coordinator's replica membership and job ownership (null without --etcd).
   ha::Replica* replica() { return replica_.get(); }
 
@@ -124,8 +125,8 @@ class CoordinatorServer {
  private:
   CoordinatorServer() = default;
 
-  RealClock real_clock_;
-  StreamCounters stream_counters_;
+  serve::RealClock real_clock_;
+  serve::StreamCounters stream_counters_;
   std::unique_ptr<ha::EtcdClient> etcd_;
   std::unique_ptr<ha::Replica> replica_;
   std::unique_ptr<Coordinator> coordinator_;

@@ -69,7 +69,7 @@ class CoordinatorTest : public ::testing::Test {
 
   JobCounters Counters() { return coordinator_.GetJobStatus("job")->counters; }
 
-  FakeClock clock_;
+  serve::FakeClock clock_;
   Coordinator coordinator_{CoordinatorOptions(), &clock_};
   std::vector<std::string> session_ids_;
   CallLog log_;
@@ -259,7 +259,7 @@ TEST_F(CoordinatorTest, SharedTransportsAreCorkedAroundOneDecision) {
 // thread; the call returns once every transport was uncorked, each once and after its notice.
 TEST(CoordinatorDeliveryThreadsTest, ReleaseToManyTransportsUncorksThemOnSeveralThreads) {
   constexpr uint32_t kRanks = 64;
-  FakeClock clock;
+  serve::FakeClock clock;
   CoordinatorOptions options;
   options.delivery_threads = 3;
   Coordinator coordinator(options, &clock);

@@ -164,7 +164,7 @@ namespace {
 class EventStream final : public grpc::ServerWriteReactor<v1::Event>, public EventSink {
  public:
   EventStream(Coordinator* coordinator, const v1::WatchEventsRequest& request,
-              const StreamLimits& limits)
+              const serve::StreamLimits& limits)
       : coordinator_(coordinator),
         counters_(limits.counters),
         queue_(request.job_id(),
@@ -257,7 +257,7 @@ class EventStream final : public grpc::ServerWriteReactor<v1::Event>, public Eve
       if (counters_ != nullptr && queue_.status().code() == absl::StatusCode::kResourceExhausted) {
         counters_->overflows.fetch_add(1);
       }
-      FinishLocked(ToGrpcStatus(queue_.status()));
+      FinishLocked(wire::ToGrpcStatus(queue_.status()));
     }
     if (finishing_) {
       // Not while a page is being read: the thread reading it comes back to this stream. A
@@ -292,7 +292,7 @@ class EventStream final : public grpc::ServerWriteReactor<v1::Event>, public Eve
 
   // Constant after construction.
   Coordinator* const coordinator_;
-  StreamCounters* const counters_;
+  serve::StreamCounters* const counters_;
 
   // State below is protected by mu_.
   absl::Mutex mu_;
@@ -310,7 +310,7 @@ class EventStream final : public grpc::ServerWriteReactor<v1::Event>, public Eve
 
 grpc::ServerWriteReactor<v1::Event>* NewEventStream(Coordinator* coordinator,
                                                     const v1::WatchEventsRequest& request,
-                                                    const StreamLimits& limits) {
+                                                    const serve::StreamLimits& limits) {
   return new EventStream(coordinator, request, limits);
 }
 

@@ -33,7 +33,7 @@ namespace psync::server {
 
 grpc::ServerWriteReactor<v1::Event>* NewEventStream(Coordinator* coordinator,
                                                     const v1::WatchEventsRequest& request,
-                                                    const StreamLimits& limits);
+                                                    const serve::StreamLimits& limits);
 
 // The events waiting to go down one watcher, in index order, each once, and where the next ones
 // come from. Pure (the caller reads the log); thread-compatible (EventStream serializes access).

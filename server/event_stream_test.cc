@@ -301,7 +301,7 @@ class WatchEventsTest : public ::testing::Test {
   static constexpr uint64_t kHeld = 20003;    // the contract test's backlog
 
   void SetUp() override {
-    StreamLimits limits;
+    serve::StreamLimits limits;
     limits.watch_queue_bytes = kBound;
     limits.counters = &counters_;
     service_ = std::make_unique<CoordinatorService>(&coordinator_, &rendezvous_, limits);
@@ -339,13 +339,13 @@ class WatchEventsTest : public ::testing::Test {
     return bytes;
   }
 
-  FakeClock clock_;
+  serve::FakeClock clock_;
   Coordinator coordinator_{CoordinatorOptions(), &clock_};
   RendezvousStore rendezvous_{RendezvousLimits(),
                               [](const std::string&, uint64_t, const RendezvousStore::Caller&) {
                                 return absl::OkStatus();
                               }};
-  StreamCounters counters_;
+  serve::StreamCounters counters_;
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;

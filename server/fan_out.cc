@@ -8,7 +8,7 @@ namespace psync::server {
 
 FanOut::FanOut(int helpers)
     : helpers_(std::max(helpers, 0)),
-      pool_(helpers_ > 0 ? std::make_unique<BlockingPool>(helpers_) : nullptr) {}
+      pool_(helpers_ > 0 ? std::make_unique<serve::BlockingPool>(helpers_) : nullptr) {}
 
 void FanOut::Run(size_t n, size_t min_slice, absl::FunctionRef<void(size_t, size_t)> fn) {
   const size_t slices =

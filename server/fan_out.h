@@ -30,7 +30,7 @@ class FanOut {
 
  private:
   const int helpers_;
-  std::unique_ptr<BlockingPool> pool_;  // null without helpers
+  std::unique_ptr<serve::BlockingPool> pool_;  // null without helpers
 };
 
 }  // namespace psync::server

@@ -152,10 +152,10 @@ int main(int argc, char** argv) {
       "psync coordinator: gates each chunk's param sync until every "
       "declared contributor staged, exactly once.");
   absl::ParseCommandLine(argc, argv);
-  psync::server::UseReleaseMutexSettings();
+  psync::serve::UseReleaseMutexSettings();
 
   // Block the stop signals in every thread; one thread waits for them.
-  const sigset_t stop_signals = psync::server::BlockStopSignals();
+  const sigset_t stop_signals = psync::serve::BlockStopSignals();
 
   psync::server::ServerOptions options;
   for (auto [flag, out] :
@@ -253,11 +253,11 @@ int main(int argc, char** argv) {
     std::cerr << "psync-coordinator: metrics at " << base << "/metrics, dashboard at " << base
               << "/\n";
   }
-  psync::server::WritePortFile(absl::GetFlag(FLAGS_port_file), (*server)->port());
-  psync::server::WritePortFile(absl::GetFlag(FLAGS_http_port_file), (*server)->http_port());
-  const psync::server::HeapReleaser heap_releaser(absl::GetFlag(FLAGS_heap_release_interval));
+  psync::serve::WritePortFile(absl::GetFlag(FLAGS_port_file), (*server)->port());
+  psync::serve::WritePortFile(absl::GetFlag(FLAGS_http_port_file), (*server)->http_port());
+  const psync::serve::HeapReleaser heap_releaser(absl::GetFlag(FLAGS_heap_release_interval));
   std::thread stopper([&] {
-    const int signal = psync::server::WaitForStopSignal(stop_signals);
+    const int signal = psync::serve::WaitForStopSignal(stop_signals);
     std::cerr << "psync-coordinator: draining on signal " << signal << " (at most "
               << absl::GetFlag(FLAGS_drain_timeout) << ")\n";
     (*server)->Drain(absl::GetFlag(FLAGS_drain_timeout));

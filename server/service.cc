@@ -28,7 +28,7 @@ grpc::ServerUnaryReactor* CoordinatorService::Join(grpc::CallbackServerContext* 
       response->set_next_step(result->next_step);
       response->set_resumed(result->resumed);
     }
-    reactor->Finish(ToGrpcStatus(result.status()));
+    reactor->Finish(wire::ToGrpcStatus(result.status()));
   };
   // A replica's Join may claim the job in etcd, and wait for it: not on a callback thread.
   if (claims_ != nullptr) {
@@ -40,14 +40,14 @@ grpc::ServerUnaryReactor* CoordinatorService::Join(grpc::CallbackServerContext* 
 }
 
 CoordinatorService::CoordinatorService(Coordinator* coordinator, RendezvousStore* rendezvous,
-                                       StreamLimits streams, const ha::Replica* replica)
+                                       serve::StreamLimits streams, const ha::Replica* replica)
     : coordinator_(coordinator),
       rendezvous_(rendezvous),
       streams_(streams),
       replica_(replica),
-      claims_(replica != nullptr ? std::make_unique<BlockingPool>(kClaimThreads) : nullptr) {
-  MarkMethodCallback(SessionMethodIndex(),
-                     NewSessionHandler([this](grpc::CallbackServerContext* /*context*/) {
+      claims_(replica != nullptr ? std::make_unique<serve::BlockingPool>(kClaimThreads) : nullptr) {
+  MarkMethodCallback(wire::SessionMethodIndex(),
+                     wire::NewSessionHandler([this](grpc::CallbackServerContext* /*context*/) {
                        return NewSessionStream(coordinator_, streams_);
                      }));
 }
@@ -67,7 +67,7 @@ grpc::ServerUnaryReactor* CoordinatorService::GetJobStatus(grpc::CallbackServerC
   }
   absl::StatusOr<JobStatusView> view = coordinator_->GetJobStatus(request->job_id());
   if (view.ok()) JobStatusToProto(*view, response);
-  reactor->Finish(ToGrpcStatus(view.status()));
+  reactor->Finish(wire::ToGrpcStatus(view.status()));
   return reactor;
 }
 
@@ -104,7 +104,7 @@ grpc::ServerUnaryReactor* CoordinatorService::EndJob(grpc::CallbackServerContext
     JobStatusToProto(result->status, response->mutable_status());
     response->set_already_ended(result->already_ended);
   }
-  reactor->Finish(ToGrpcStatus(result.status()));
+  reactor->Finish(wire::ToGrpcStatus(result.status()));
   return reactor;
 }
 
@@ -120,7 +120,7 @@ grpc::ServerUnaryReactor* CoordinatorService::GetChunkStatus(
   absl::StatusOr<core::ChunkSnapshot> chunk =
       coordinator_->GetChunkStatus(request->job_id(), request->step(), request->chunk(), &deadline);
   if (chunk.ok()) ChunkStatusToProto(*chunk, deadline, response);
-  reactor->Finish(ToGrpcStatus(chunk.status()));
+  reactor->Finish(wire::ToGrpcStatus(chunk.status()));
   return reactor;
 }
 
@@ -137,7 +137,7 @@ grpc::ServerUnaryReactor* CoordinatorService::GetAudit(grpc::CallbackServerConte
       coordinator_->Audit(request->job_id(), &earlier_owners);
   absl::StatusOr<JobStatusView> view = coordinator_->GetJobStatus(request->job_id());
   if (records.ok() && view.ok()) AuditToProto(*records, view->audit, earlier_owners, response);
-  reactor->Finish(ToGrpcStatus(records.status()));
+  reactor->Finish(wire::ToGrpcStatus(records.status()));
   return reactor;
 }
 
@@ -152,7 +152,7 @@ grpc::ServerUnaryReactor* CoordinatorService::GetTrace(grpc::CallbackServerConte
   absl::StatusOr<std::string> json =
       coordinator_->Trace(request->job_id(), request->first_step(), request->last_step());
   if (json.ok()) response->set_trace_json(std::move(*json));
-  reactor->Finish(ToGrpcStatus(json.status()));
+  reactor->Finish(wire::ToGrpcStatus(json.status()));
   return reactor;
 }
 
@@ -174,9 +174,9 @@ grpc::ServerUnaryReactor* CoordinatorService::KvSet(grpc::CallbackServerContext*
                                                     const v1::KvSetRequest* request,
                                                     v1::KvSetResponse* /*response*/) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(rendezvous_->Set(request->job_id(), request->generation(),
-                                                {request->rank(), request->session_id()},
-                                                request->key(), request->value())));
+  reactor->Finish(wire::ToGrpcStatus(rendezvous_->Set(request->job_id(), request->generation(),
+                                                      {request->rank(), request->session_id()},
+                                                      request->key(), request->value())));
   return reactor;
 }
 
@@ -208,7 +208,7 @@ class KvGetReactor final : public grpc::ServerUnaryReactor {
     if (values.ok()) {
       for (std::string& v : *values) response_->add_values(std::move(v));
     }
-    Finish(ToGrpcStatus(values.status()));
+    Finish(wire::ToGrpcStatus(values.status()));
   }
 
   void CancelWaiter() {

@@ -23,7 +23,7 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   // (session_up_frame.h), so that bytes that do not parse end the stream with INVALID_ARGUMENT.
   // `replica` (not owned; may be null) answers ListReplicas for a coordinator replica.
   CoordinatorService(Coordinator* coordinator, RendezvousStore* rendezvous,
-                     StreamLimits streams = {}, const ha::Replica* replica = nullptr);
+                     serve::StreamLimits streams = {}, const ha::Replica* replica = nullptr);
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
                                  const v1::JoinRequest* request,
@@ -63,11 +63,11 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
  private:
   Coordinator* const coordinator_;
   RendezvousStore* const rendezvous_;
-  const StreamLimits streams_;
+  const serve::StreamLimits streams_;
   const ha::Replica* const replica_;
   // With replicas: where Joins run, since claiming a job waits for etcd (null without).
   static constexpr int kClaimThreads = 4;
-  const std::unique_ptr<BlockingPool> claims_;
+  const std::unique_ptr<serve::BlockingPool> claims_;
 };
 
 }  // namespace psync::server

@@ -57,7 +57,7 @@ class SessionAttachTest : public ::testing::Test {
 
   uint32_t Sessions() { return coordinator_.GetJobStatus("job")->sessions_connected; }
 
-  FakeClock clock_;
+  serve::FakeClock clock_;
   Coordinator coordinator_{CoordinatorOptions(), &clock_};
   std::vector<std::string> session_ids_;
   CallLog log_;

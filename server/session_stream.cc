@@ -18,7 +18,7 @@
 namespace psync::server {
 namespace {
 
-using Reactor = SessionReactor;
+using Reactor = wire::SessionReactor;
 
 // The coordinator's sink for one rank's notices: converts them and queues them on the stream's
 // writer. It is its own (corkable) batcher, so that the coordinator queues a release's notices
@@ -31,15 +31,15 @@ class SessionStreamSink final : public SessionSink,
                                 public std::enable_shared_from_this<SessionStreamSink> {
  public:
   // Bounded by `limits`; call ArmOverflowTimer once the sink is owned by a shared_ptr.
-  SessionStreamSink(Reactor* reactor, Coordinator* coordinator, const StreamLimits& limits)
+  SessionStreamSink(Reactor* reactor, Coordinator* coordinator, const serve::StreamLimits& limits)
       : coordinator_(coordinator),
         writer_(reactor, limits, /*clock=*/nullptr,
                 [this](absl::Duration after) { overflow_timer_(after); }) {
     writer_.SetOnOverflow([this] { DetachFromCoordinator(); });
   }
   void ArmOverflowTimer() {
-    overflow_timer_ = AlarmTimer(weak_from_this(),
-                                 [](SessionStreamSink& s) -> SessionWriter& { return s.writer_; });
+    overflow_timer_ = serve::AlarmTimer(
+        weak_from_this(), [](SessionStreamSink& s) -> serve::SessionWriter& { return s.writer_; });
   }
 
   // The Session is attached as `rank` of `job_id` (once).
@@ -79,23 +79,24 @@ class SessionStreamSink final : public SessionSink,
   // What was accepted lazily is said before the stream ends.
   void Close(const absl::Status& status) override {
     writer_.FlushLazyAcks();
-    writer_.Close(ToGrpcStatus(status));
+    writer_.Close(wire::ToGrpcStatus(status));
   }
 
   // The message `request_id` (lazy_ack) was accepted: the next message written says so, or a
   // message of its own once `delay` has passed.
   void AckLater(uint64_t request_id, absl::Duration delay) {
     if (!writer_.AckLater(request_id)) return;  // a queued message carries it, or a flush is due
-    RunAfter(delay, weak_from_this(), [](SessionStreamSink& s) { s.writer_.FlushLazyAcks(); });
+    serve::RunAfter(delay, weak_from_this(),
+                    [](SessionStreamSink& s) { s.writer_.FlushLazyAcks(); });
   }
 
-  SessionWriter& writer() { return writer_; }
+  serve::SessionWriter& writer() { return writer_; }
 
  private:
   Coordinator* const coordinator_;
   // Set once by ArmOverflowTimer, before the stream reads its first message.
   std::function<void(absl::Duration)> overflow_timer_;
-  SessionWriter writer_;
+  serve::SessionWriter writer_;
   // Set once by the attach (a read reaction); read by the reactor's OnCancel/OnDone and the
   // writer's overflow, which may run concurrently.
   absl::Mutex attach_mu_;
@@ -107,7 +108,7 @@ class SessionStreamSink final : public SessionSink,
 
 class SessionStream final : public Reactor {
  public:
-  SessionStream(Coordinator* coordinator, const StreamLimits& limits)
+  SessionStream(Coordinator* coordinator, const serve::StreamLimits& limits)
       : coordinator_(coordinator),
         lazy_ack_delay_(limits.lazy_ack_delay),
         outbox_(std::make_shared<SessionStreamSink>(this, coordinator, limits)) {
@@ -125,35 +126,36 @@ class SessionStream final : public Reactor {
       return;
     }
     const bool attached = IsAttached();
-    const SessionDecision decision = frame_.parsed()
-                                         ? DecideSessionMessage(attached, frame_.message())
-                                         : DecideUnparsable(attached);
+    const wire::SessionDecision decision =
+        frame_.parsed() ? wire::DecideSessionMessage(attached, frame_.message())
+                        : wire::DecideUnparsable(attached);
     switch (decision.action) {
-      case SessionAction::kClose:
+      case wire::SessionAction::kClose:
         coordinator_->RecordRejected(attached ? AttachedJob() : "", decision.status);
         outbox_->Close(decision.status);
         return;
-      case SessionAction::kAttach:
+      case wire::SessionAction::kAttach:
         if (!HandleAttach()) return;
         break;
-      case SessionAction::kAck:
+      case wire::SessionAction::kAck:
         coordinator_->RecordRejected(AttachedJob(), decision.status);
-        outbox_->writer().Enqueue(AckFor(frame_.message().request_id(), decision.status));
+        outbox_->writer().Enqueue(wire::AckFor(frame_.message().request_id(), decision.status));
         break;
-      case SessionAction::kStaged:
-      case SessionAction::kSkip:
-      case SessionAction::kSyncDone:
-      case SessionAction::kLeave: {
+      case wire::SessionAction::kStaged:
+      case wire::SessionAction::kSkip:
+      case wire::SessionAction::kSyncDone:
+      case wire::SessionAction::kLeave: {
         // A lazy report's answer may ride on what its own decision sends this rank (the directive
         // of the chunk it completes): the writer holds that back until the answer is known.
-        const bool lazy = frame_.message().lazy_ack() && decision.action != SessionAction::kLeave &&
+        const bool lazy = frame_.message().lazy_ack() &&
+                          decision.action != wire::SessionAction::kLeave &&
                           lazy_ack_delay_ > absl::ZeroDuration();
         if (lazy) outbox_->writer().Cork();
         absl::Status status = Dispatch(decision.action, frame_.message());
         // A coordinator replica that does not serve the job (any more) ends the stream with its
         // redirect instead of acking: the client re-joins where the job is served and sends the
         // message again there.
-        if (RedirectOf(status).has_value()) {
+        if (wire::RedirectOf(status).has_value()) {
           if (lazy) outbox_->writer().Uncork();
           DetachFromCoordinator();
           outbox_->Close(status);
@@ -162,7 +164,7 @@ class SessionStream final : public Reactor {
         if (lazy && status.ok()) {
           outbox_->AckLater(frame_.message().request_id(), lazy_ack_delay_);
         } else {
-          outbox_->writer().Enqueue(AckFor(frame_.message().request_id(), status));
+          outbox_->writer().Enqueue(wire::AckFor(frame_.message().request_id(), status));
         }
         if (lazy) outbox_->writer().Uncork();
         break;
@@ -194,7 +196,7 @@ class SessionStream final : public Reactor {
       return false;
     }
     outbox_->Attached(a.job_id(), a.rank());
-    outbox_->writer().Enqueue(AckFor(frame_.message().request_id(), absl::OkStatus()));
+    outbox_->writer().Enqueue(wire::AckFor(frame_.message().request_id(), absl::OkStatus()));
     for (const core::Notice& n : *pending) outbox_->Send(n);
     return true;
   }
@@ -205,23 +207,23 @@ class SessionStream final : public Reactor {
   std::string AttachedJob() { return outbox_->Attachment().first; }
 
   // Applies a staged, skip or sync_done message as the attached rank.
-  absl::Status Dispatch(SessionAction action, const v1::SessionUp& up) {
+  absl::Status Dispatch(wire::SessionAction action, const v1::SessionUp& up) {
     const auto [job_id, rank] = outbox_->Attachment();
     switch (action) {
-      case SessionAction::kStaged:
+      case wire::SessionAction::kStaged:
         return coordinator_->Stage(job_id, rank, up.staged().generation(),
                                    StagedFromProto(up.staged()));
-      case SessionAction::kSkip:
+      case wire::SessionAction::kSkip:
         return coordinator_->Skip(job_id, rank, up.skip().generation(), up.skip().step(),
-                                  BoundEcho(up.skip().reason()));
-      case SessionAction::kSyncDone:
+                                  wire::BoundEcho(up.skip().reason()));
+      case wire::SessionAction::kSyncDone:
         return coordinator_->SyncDone(job_id, rank, up.sync_done().generation(),
                                       SyncDoneFromProto(up.sync_done()));
-      case SessionAction::kLeave:
+      case wire::SessionAction::kLeave:
         return coordinator_->Leave(job_id, rank, up.leave().generation(), up.leave().finished());
-      case SessionAction::kClose:
-      case SessionAction::kAttach:
-      case SessionAction::kAck:
+      case wire::SessionAction::kClose:
+      case wire::SessionAction::kAttach:
+      case wire::SessionAction::kAck:
         break;  // decided by OnReadDone, never dispatched
     }
     return absl::InternalError("Dispatch: not a message for the tracker");
@@ -232,12 +234,13 @@ class SessionStream final : public Reactor {
   Coordinator* const coordinator_;
   const absl::Duration lazy_ack_delay_;
   const std::shared_ptr<SessionStreamSink> outbox_;
-  SessionUpFrame frame_;  // touched by the read reactions only, one at a time
+  wire::SessionUpFrame frame_;  // touched by the read reactions only, one at a time
 };
 
 }  // namespace
 
-SessionReactor* NewSessionStream(Coordinator* coordinator, const StreamLimits& limits) {
+wire::SessionReactor* NewSessionStream(Coordinator* coordinator,
+                                       const serve::StreamLimits& limits) {
   return new SessionStream(coordinator, limits);
 }
 

@@ -32,7 +32,7 @@
 namespace psync::server {
 
 // Creates the reactor for one Session call (served as session_up_frame.h's NewSessionHandler says).
-SessionReactor* NewSessionStream(Coordinator* coordinator, const StreamLimits& limits);
+wire::SessionReactor* NewSessionStream(Coordinator* coordinator, const serve::StreamLimits& limits);
 
 }  // namespace psync::server
 

@@ -55,8 +55,8 @@ class FakeStream final : public grpc::ServerCallbackReaderWriter<Up, Down> {
   grpc::ServerBidiReactor<Up, Down>* const reactor_;
 };
 
-using SessionReactor = IdleReactor<SessionUpFrame, v1::SessionDown>;
-using SessionStream = FakeStream<SessionUpFrame, v1::SessionDown>;
+using SessionReactor = IdleReactor<wire::SessionUpFrame, v1::SessionDown>;
+using SessionStream = FakeStream<wire::SessionUpFrame, v1::SessionDown>;
 
 v1::SessionDown Msg(uint64_t id) {
   v1::SessionDown m;
@@ -93,7 +93,7 @@ class SessionWriterTest : public ::testing::Test {
  protected:
   SessionReactor reactor_;
   SessionStream stream_{&reactor_};
-  SessionWriter writer_{&reactor_};
+  serve::SessionWriter writer_{&reactor_};
 };
 
 TEST_F(SessionWriterTest, WritesOneAtATimeInQueueOrder) {
@@ -271,7 +271,7 @@ TEST(AgentStreamWriterTest, CorkedNoticesLeaveAsOneMessage) {
   using Down = v1::AgentDown;
   IdleReactor<Up, Down> reactor;
   FakeStream<Up, Down> stream(&reactor);
-  StreamWriter<Up, Down, AgentDownQueue> writer(&reactor, "agent");
+  serve::StreamWriter<Up, Down, AgentDownQueue> writer(&reactor, "agent");
 
   v1::SessionDown directive;
   directive.mutable_directive()->set_generation(1);
@@ -307,7 +307,7 @@ TEST(AgentStreamWriterTest, FailedWriteNamesThePeer) {
   using Down = v1::AgentDown;
   IdleReactor<Up, Down> reactor;
   FakeStream<Up, Down> stream(&reactor);
-  StreamWriter<Up, Down, AgentDownQueue> writer(&reactor, "agent");
+  serve::StreamWriter<Up, Down, AgentDownQueue> writer(&reactor, "agent");
   writer.Add([](AgentDownQueue& q) { q.AddAck(v1::AgentAck()); });
   writer.WriteDone(false);
   EXPECT_THAT(Finishes(stream.finishes), ElementsAre(Finished{1, "write failed: agent gone"}));
@@ -316,21 +316,21 @@ TEST(AgentStreamWriterTest, FailedWriteNamesThePeer) {
 // Flow control. Each Msg() counts QueuedBytes(Msg(1)) bytes; the bound holds two of them.
 class BoundedSessionWriterTest : public ::testing::Test {
  protected:
-  static size_t One() { return QueuedBytes(Msg(1)); }
+  static size_t One() { return serve::QueuedBytes(Msg(1)); }
 
   BoundedSessionWriterTest()
-      : writer_(&reactor_, StreamLimits{2 * One(), absl::Seconds(10), 0, &counters_}, &clock_,
-                [this](absl::Duration after) { armed_.push_back(after); }) {
+      : writer_(&reactor_, serve::StreamLimits{2 * One(), absl::Seconds(10), 0, &counters_},
+                &clock_, [this](absl::Duration after) { armed_.push_back(after); }) {
     writer_.SetResumeRead([this] { ++resumed_; });
   }
 
   SessionReactor reactor_;
   SessionStream stream_{&reactor_};
-  FakeClock clock_;
-  StreamCounters counters_;
+  serve::FakeClock clock_;
+  serve::StreamCounters counters_;
   std::vector<absl::Duration> armed_;
   int resumed_ = 0;
-  SessionWriter writer_;
+  serve::SessionWriter writer_;
 };
 
 TEST_F(BoundedSessionWriterTest, ReadingPausesOverTheBoundAndResumesOnceDrained) {
@@ -407,16 +407,16 @@ TEST_F(BoundedSessionWriterTest, ATimerAfterTheQueueDrainedDoesNothing) {
 }
 
 TEST(SessionDownQueueTest, BytesFollowWhatIsQueued) {
-  SessionDownQueue q;
+  serve::SessionDownQueue q;
   EXPECT_EQ(q.bytes(), 0u);
   v1::SessionDown big = Msg(1);
   big.mutable_ack()->set_message(std::string(1000, 'x'));
   q.Push(big);
   q.Push(Msg(2));
-  EXPECT_EQ(q.bytes(), QueuedBytes(big) + QueuedBytes(Msg(2)));
-  EXPECT_GT(q.bytes(), 1000u + 2 * kQueuedMessageOverhead);
+  EXPECT_EQ(q.bytes(), serve::QueuedBytes(big) + serve::QueuedBytes(Msg(2)));
+  EXPECT_GT(q.bytes(), 1000u + 2 * serve::kQueuedMessageOverhead);
   q.Take();
-  EXPECT_EQ(q.bytes(), QueuedBytes(Msg(2)));
+  EXPECT_EQ(q.bytes(), serve::QueuedBytes(Msg(2)));
   q.Clear();
   EXPECT_EQ(q.bytes(), 0u);
 }
@@ -430,7 +430,7 @@ TEST(AgentDownQueueBytesTest, BytesFollowWhatIsQueuedAndReturnToZero) {
   ack.set_message(std::string(500, 'x'));
   q.AddAck(ack);
   const size_t after_ack = q.bytes();
-  EXPECT_GE(after_ack, 500u + kQueuedMessageOverhead);
+  EXPECT_GE(after_ack, 500u + serve::kQueuedMessageOverhead);
   q.AddNotice("job", 0, directive);
   const size_t after_notice = q.bytes();
   EXPECT_GT(after_notice, after_ack);
@@ -450,10 +450,10 @@ TEST(AgentStreamWriterTest, PausesAndOverflowsLikeASession) {
   using Down = v1::AgentDown;
   IdleReactor<Up, Down> reactor;
   FakeStream<Up, Down> stream(&reactor);
-  FakeClock clock;
+  serve::FakeClock clock;
   std::vector<absl::Duration> armed;
-  StreamWriter<Up, Down, AgentDownQueue> writer(
-      &reactor, "agent", StreamLimits{1000, absl::Seconds(1)}, &clock,
+  serve::StreamWriter<Up, Down, AgentDownQueue> writer(
+      &reactor, "agent", serve::StreamLimits{1000, absl::Seconds(1)}, &clock,
       [&](absl::Duration after) { armed.push_back(after); });
   auto add_ack = [&](uint64_t id) {
     writer.Add([&](AgentDownQueue& q) {

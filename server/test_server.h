@@ -15,7 +15,7 @@ class TestServer {
  public:
   // `clock` (not owned) may be nullptr for the real clock.
   static absl::StatusOr<std::unique_ptr<TestServer>> Start(CoordinatorOptions options = {},
-                                                           Clock* clock = nullptr);
+                                                           serve::Clock* clock = nullptr);
   // Full control (TLS, HTTP); `listen` is forced to 127.0.0.1:0 and the inspector thread off.
   static absl::StatusOr<std::unique_ptr<TestServer>> Start(ServerOptions options);
 
@@ -23,7 +23,7 @@ class TestServer {
   int http_port() const { return server_->http_port(); }
   int health_port() const { return server_->health_port(); }
   Coordinator& coordinator() { return server_->coordinator(); }
-  const StreamCounters& stream_counters() const { return server_->stream_counters(); }
+  const serve::StreamCounters& stream_counters() const { return server_->stream_counters(); }
   void Shutdown() { server_->Shutdown(); }
   void Drain(absl::Duration grace) { server_->Drain(grace); }
 
@@ -33,7 +33,7 @@ class TestServer {
 };
 
 inline absl::StatusOr<std::unique_ptr<TestServer>> TestServer::Start(CoordinatorOptions options,
-                                                                     Clock* clock) {
+                                                                     serve::Clock* clock) {
   ServerOptions server_options;
   server_options.coordinator = std::move(options);
   server_options.clock = clock;

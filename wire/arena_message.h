@@ -13,7 +13,7 @@
 
 #include "google/protobuf/arena.h"
 
-namespace psync::server {
+namespace psync::wire {
 
 template <typename Message>
 class ArenaMessage {
@@ -52,6 +52,6 @@ class ArenaMessage {
   Message* message_;
 };
 
-}  // namespace psync::server
+}  // namespace psync::wire
 
 #endif  // PSYNC_WIRE_ARENA_MESSAGE_H_

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace psync::server {
+namespace psync::wire {
 
 std::string BoundEcho(absl::string_view text, size_t max) {
   if (text.size() <= max) return std::string(text);
@@ -22,4 +22,4 @@ absl::string_view BoundEchoView(absl::string_view text, size_t max) {
   return text.substr(0, keep);
 }
 
-}  // namespace psync::server
+}  // namespace psync::wire

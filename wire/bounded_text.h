@@ -9,7 +9,7 @@
 
 #include "absl/strings/string_view.h"
 
-namespace psync::server {
+namespace psync::wire {
 
 // The most bytes of text that go back to a client in one field that may quote what a client sent:
 // a status message, an event's detail, an abort reason.
@@ -23,6 +23,6 @@ std::string BoundEcho(absl::string_view text, size_t max = kMaxEchoedBytes);
 // does not cut a UTF-8 character (no marker).
 absl::string_view BoundEchoView(absl::string_view text, size_t max = kMaxEchoedBytes);
 
-}  // namespace psync::server
+}  // namespace psync::wire
 
 #endif  // PSYNC_WIRE_BOUNDED_TEXT_H_

@@ -3,7 +3,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
-namespace psync::server {
+namespace psync::wire {
 
 // The payload is "<epoch> <owner>" (the owner may be empty).
 absl::Status NotServedHere(absl::string_view message, const std::string& owner, uint64_t epoch) {
@@ -25,4 +25,4 @@ std::optional<Redirect> RedirectOf(const absl::Status& status) {
   return redirect;
 }
 
-}  // namespace psync::server
+}  // namespace psync::wire

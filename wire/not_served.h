@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
-namespace psync::server {
+namespace psync::wire {
 
 // The payload type URL of a NotServedHere status.
 inline constexpr absl::string_view kNotServedHereUrl = "type.googleapis.com/psync.v1.OwnerRedirect";
@@ -30,6 +30,6 @@ absl::Status NotServedHere(absl::string_view message, const std::string& owner, 
 // The Redirect of a NotServedHere status, or nullopt for any other status.
 std::optional<Redirect> RedirectOf(const absl::Status& status);
 
-}  // namespace psync::server
+}  // namespace psync::wire
 
 #endif  // PSYNC_WIRE_NOT_SERVED_H_

@@ -3,7 +3,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 
-namespace psync::server {
+namespace psync::wire {
 
 SessionDecision DecideSessionMessage(bool attached, const v1::SessionUp& up) {
   if (!attached) {
@@ -53,4 +53,4 @@ absl::Status AttachRefused(const absl::Status& refusal) {
   return refused;
 }
 
-}  // namespace psync::server
+}  // namespace psync::wire

@@ -26,7 +26,7 @@
 #include "absl/status/status.h"
 #include "proto/psync/v1/coordinator.pb.h"
 
-namespace psync::server {
+namespace psync::wire {
 
 enum class SessionAction {
   kClose,     // end the Session with the decision's status (never OK); read nothing more
@@ -59,6 +59,6 @@ absl::Status CheckAttach(const v1::Attach& attach);
 // "attach: ". Requires !refusal.ok().
 absl::Status AttachRefused(const absl::Status& refusal);
 
-}  // namespace psync::server
+}  // namespace psync::wire
 
 #endif  // PSYNC_WIRE_SESSION_PROTOCOL_H_

@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 
-namespace psync::server {
+namespace psync::wire {
 namespace {
 
 enum class Kind { kNone, kAttach, kStaged, kSkip, kSyncDone, kLeave };
@@ -118,4 +118,4 @@ TEST(AttachRefusedTest, KeepsTheCodePrefixesTheMessage) {
 }
 
 }  // namespace
-}  // namespace psync::server
+}  // namespace psync::wire

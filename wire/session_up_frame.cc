@@ -6,7 +6,7 @@
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "grpcpp/impl/codegen/server_callback_handlers.h"
 
-namespace psync::server {
+namespace psync::wire {
 
 void SessionUpFrame::Parse(grpc::ByteBuffer* buffer) {
   parsed_ = grpc::SerializationTraits<v1::SessionUp>::Deserialize(buffer, message_.get()).ok();
@@ -30,4 +30,4 @@ grpc::internal::MethodHandler* NewSessionHandler(
   return new grpc::internal::CallbackBidiHandler<SessionUpFrame, v1::SessionDown>(std::move(make));
 }
 
-}  // namespace psync::server
+}  // namespace psync::wire

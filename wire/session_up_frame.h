@@ -25,7 +25,7 @@
 #include "proto/psync/v1/coordinator.grpc.pb.h"
 #include "wire/arena_message.h"
 
-namespace psync::server {
+namespace psync::wire {
 
 class SessionUpFrame {
  public:
@@ -61,21 +61,21 @@ int SessionMethodIndex();
 grpc::internal::MethodHandler* NewSessionHandler(
     std::function<SessionReactor*(grpc::CallbackServerContext*)> make);
 
-}  // namespace psync::server
+}  // namespace psync::wire
 
 namespace grpc {
 
 // The codec of a SessionUpFrame: reading never fails (see SessionUpFrame); writing one is the
 // message's own encoding.
 template <>
-class SerializationTraits<psync::server::SessionUpFrame, void> {
+class SerializationTraits<psync::wire::SessionUpFrame, void> {
  public:
-  static Status Serialize(const psync::server::SessionUpFrame& frame, ByteBuffer* buffer,
+  static Status Serialize(const psync::wire::SessionUpFrame& frame, ByteBuffer* buffer,
                           bool* own_buffer) {
     return SerializationTraits<psync::v1::SessionUp>::Serialize(frame.message(), buffer,
                                                                 own_buffer);
   }
-  static Status Deserialize(ByteBuffer* buffer, psync::server::SessionUpFrame* frame) {
+  static Status Deserialize(ByteBuffer* buffer, psync::wire::SessionUpFrame* frame) {
     frame->Parse(buffer);
     return Status::OK;
   }

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "wire/not_served.h"
 
-namespace psync::server {
+namespace psync::wire {
 
 v1::SessionDown AckFor(uint64_t request_id, const absl::Status& status) {
   v1::SessionDown down;
@@ -32,4 +32,4 @@ std::optional<v1::OwnerRedirect> OwnerRedirectOf(const grpc::Status& status) {
   return redirect;
 }
 
-}  // namespace psync::server
+}  // namespace psync::wire

@@ -21,7 +21,7 @@
 #include "wire/bounded_text.h"
 #include "wire/not_served.h"
 
-namespace psync::server {
+namespace psync::wire {
 
 // How the message starts when the coordinator ends a stream whose outbound queue stayed over its
 // bound (serve/stream_writer.h). Such a RESOURCE_EXHAUSTED is worth a reconnect (the client read
@@ -67,6 +67,6 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 // answer for a job it does not serve; see not_served.h), or nullopt.
 std::optional<v1::OwnerRedirect> OwnerRedirectOf(const grpc::Status& status);
 
-}  // namespace psync::server
+}  // namespace psync::wire
 
 #endif  // PSYNC_WIRE_WIRE_STATUS_H_

@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "wire/not_served.h"
 
-namespace psync::server {
+namespace psync::wire {
 namespace {
 
 std::vector<absl::StatusCode> AllCodes() {
@@ -156,4 +156,4 @@ TEST(ToGrpcStatusTest, ARedirectWithNoOwnerIsStillARedirect) {
 }
 
 }  // namespace
-}  // namespace psync::server
+}  // namespace psync::wire

@@ -8,7 +8,7 @@
 
 namespace psync::server::ha {
 
-AuditLedger::AuditLedger(AuditLedgerOptions options, EtcdClient* etcd, Clock* clock)
+AuditLedger::AuditLedger(AuditLedgerOptions options, EtcdClient* etcd, serve::Clock* clock)
     : options_(options), etcd_(etcd), clock_(clock) {}
 
 std::string AuditLedger::KeyOf(const std::string& job, uint64_t epoch) {

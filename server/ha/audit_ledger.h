@@ -59,7 +59,7 @@ class AuditLedger {
   // The record of an owner of `job` at `epoch` that has released nothing yet.
   using EmptyRecord = std::function<std::string(const std::string& job, uint64_t epoch)>;
 
-  AuditLedger(AuditLedgerOptions options, EtcdClient* etcd, Clock* clock);
+  AuditLedger(AuditLedgerOptions options, EtcdClient* etcd, serve::Clock* clock);
   AuditLedger(const AuditLedger&) = delete;
   AuditLedger& operator=(const AuditLedger&) = delete;
 
@@ -126,7 +126,7 @@ class AuditLedger {
 
   const AuditLedgerOptions options_;
   EtcdClient* const etcd_;
-  Clock* const clock_;
+  serve::Clock* const clock_;
   Source source_;
   EmptyRecord empty_;
 

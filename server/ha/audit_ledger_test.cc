@@ -36,7 +36,7 @@ class AuditLedgerTest : public ::testing::Test {
     return (*kv)->value;
   }
 
-  FakeClock clock_{absl::FromUnixSeconds(1000)};
+  serve::FakeClock clock_{absl::FromUnixSeconds(1000)};
   FakeEtcd etcd_{&clock_};
   Records a_records_;
   Records b_records_;

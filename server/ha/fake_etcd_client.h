@@ -17,7 +17,7 @@ namespace psync::server::ha {
 
 class FakeEtcd final : public EtcdClient {
  public:
-  explicit FakeEtcd(Clock* clock) : clock_(clock) {}
+  explicit FakeEtcd(serve::Clock* clock) : clock_(clock) {}
 
   absl::StatusOr<int64_t> GrantLease(absl::Duration ttl) override ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<absl::Duration> KeepAlive(int64_t lease) override ABSL_LOCKS_EXCLUDED(mu_);
@@ -50,7 +50,7 @@ class FakeEtcd final : public EtcdClient {
   // Expires leases past their deadline, deleting their keys; UNAVAILABLE when unreachable.
   absl::Status Enter() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  Clock* const clock_;
+  serve::Clock* const clock_;
   mutable absl::Mutex hold_mu_;
   bool hold_ ABSL_GUARDED_BY(hold_mu_) = false;
   int held_ ABSL_GUARDED_BY(hold_mu_) = 0;

@@ -17,7 +17,7 @@ OwnershipOptions Options(const std::string& self) { return {self, kTtl, kMargin}
 
 // One replica: its Ownership, granted a lease on `etcd` now.
 struct TestReplica {
-  TestReplica(const std::string& self, FakeEtcd* etcd, FakeClock* clock)
+  TestReplica(const std::string& self, FakeEtcd* etcd, serve::FakeClock* clock)
       : ownership(Options(self)), etcd(etcd), clock(clock) {
     const absl::Time sent = clock->Now();
     lease = *etcd->GrantLease(kTtl);
@@ -42,13 +42,13 @@ struct TestReplica {
   }
   Ownership ownership;
   FakeEtcd* etcd;
-  FakeClock* clock;
+  serve::FakeClock* clock;
   int64_t lease = 0;
 };
 
 class OwnershipTest : public ::testing::Test {
  protected:
-  FakeClock clock_{absl::FromUnixSeconds(1000)};
+  serve::FakeClock clock_{absl::FromUnixSeconds(1000)};
   FakeEtcd etcd_{&clock_};
 };
 

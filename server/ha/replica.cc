@@ -7,7 +7,7 @@
 
 namespace psync::server::ha {
 
-Replica::Replica(ReplicaOptions options, EtcdClient* etcd, Clock* clock)
+Replica::Replica(ReplicaOptions options, EtcdClient* etcd, serve::Clock* clock)
     : options_(std::move(options)),
       etcd_(etcd),
       clock_(clock),
@@ -191,20 +191,21 @@ absl::StatusOr<uint64_t> Replica::Answer(const std::string& job_id, const Route&
       return route.epoch;
     case RouteKind::kRedirect:
       if (route.epoch == 0) {  // nobody owns it yet: the replica that is to claim it
-        return NotServedHere(absl::StrCat("job '", job_id, "' is not owned yet; replica '",
-                                          route.owner, "' is to own it: join there"),
-                             route.owner, 0);
+        return wire::NotServedHere(absl::StrCat("job '", job_id, "' is not owned yet; replica '",
+                                                route.owner, "' is to own it: join there"),
+                                   route.owner, 0);
       }
-      return NotServedHere(absl::StrCat("job '", job_id, "' is owned by replica '", route.owner,
-                                        "' (epoch ", route.epoch, "): connect there"),
-                           route.owner, route.epoch);
+      return wire::NotServedHere(
+          absl::StrCat("job '", job_id, "' is owned by replica '", route.owner, "' (epoch ",
+                       route.epoch, "): connect there"),
+          route.owner, route.epoch);
     case RouteKind::kRefuse:
     case RouteKind::kClaim:
     case RouteKind::kUnowned:
       break;
   }
-  return NotServedHere(absl::StrCat("replica '", options_.ownership.self, "': ", route.reason), "",
-                       0);
+  return wire::NotServedHere(
+      absl::StrCat("replica '", options_.ownership.self, "': ", route.reason), "", 0);
 }
 
 absl::StatusOr<uint64_t> Replica::AdmitJoin(const std::string& job_id) {
@@ -224,7 +225,7 @@ absl::StatusOr<uint64_t> Replica::AdmitJoin(const std::string& job_id) {
     absl::MutexLock lock(&mu_);
     if (!key.ok()) {
       ++counters_.etcd_errors;
-      return NotServedHere(
+      return wire::NotServedHere(
           absl::StrCat("replica '", options_.ownership.self, "' could not claim job '", job_id,
                        "': ", key.status().message()),
           "", 0);

@@ -70,7 +70,7 @@ class Replica final : public JobGate {
  public:
   using LostCallback = std::function<void(const std::vector<std::string>& jobs)>;
 
-  Replica(ReplicaOptions options, EtcdClient* etcd, Clock* clock);
+  Replica(ReplicaOptions options, EtcdClient* etcd, serve::Clock* clock);
   ~Replica() override;
   Replica(const Replica&) = delete;
   Replica& operator=(const Replica&) = delete;
@@ -116,7 +116,7 @@ class Replica final : public JobGate {
   // Constant after construction.
   const ReplicaOptions options_;
   EtcdClient* const etcd_;
-  Clock* const clock_;
+  serve::Clock* const clock_;
   LostCallback on_lost_;
   AuditLedger ledger_;  // thread-safe; its rounds run on the view thread
 

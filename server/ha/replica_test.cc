@@ -38,7 +38,7 @@ std::string JobPreferredBy(const std::string& preferred, const std::vector<std::
 // coordinator does meanwhile.
 class SlowEtcd final : public EtcdClient {
  public:
-  SlowEtcd(FakeEtcd* etcd, FakeClock* clock) : etcd_(etcd), clock_(clock) {}
+  SlowEtcd(FakeEtcd* etcd, serve::FakeClock* clock) : etcd_(etcd), clock_(clock) {}
   absl::Duration latency = absl::ZeroDuration();
   std::function<void()> during_reply;
 
@@ -81,7 +81,7 @@ class SlowEtcd final : public EtcdClient {
     return answer;
   }
   FakeEtcd* const etcd_;
-  FakeClock* const clock_;
+  serve::FakeClock* const clock_;
 };
 
 ReplicaOptions ShortLease(const std::string& self) {
@@ -92,7 +92,7 @@ ReplicaOptions ShortLease(const std::string& self) {
 }
 
 // Runs `replica`'s lease thread alone (as Start does, on a fake clock) until `until`.
-void RunLeaseThread(Replica& replica, FakeClock& clock, absl::Time until) {
+void RunLeaseThread(Replica& replica, serve::FakeClock& clock, absl::Time until) {
   while (clock.Now() < until) {
     replica.KeepLease();
     const absl::Time next = replica.NextLeaseRound();
@@ -102,7 +102,7 @@ void RunLeaseThread(Replica& replica, FakeClock& clock, absl::Time until) {
 
 class ReplicaTest : public ::testing::Test {
  protected:
-  FakeClock clock_{absl::FromUnixSeconds(1000)};
+  serve::FakeClock clock_{absl::FromUnixSeconds(1000)};
   FakeEtcd etcd_{&clock_};
 };
 
@@ -111,8 +111,8 @@ TEST_F(ReplicaTest, FirstTickTakesALeaseAndRegisters) {
   EXPECT_FALSE(a.Describe().holding);
   absl::StatusOr<uint64_t> refused = a.AdmitJoin("job1");
   ASSERT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
-  ASSERT_TRUE(RedirectOf(refused.status()).has_value());
-  EXPECT_EQ(RedirectOf(refused.status())->owner, "");
+  ASSERT_TRUE(wire::RedirectOf(refused.status()).has_value());
+  EXPECT_EQ(wire::RedirectOf(refused.status())->owner, "");
   a.Tick();
   const ReplicaSnapshot s = a.Describe();
   EXPECT_TRUE(s.holding);
@@ -148,7 +148,7 @@ TEST_F(ReplicaTest, AJobPreferredByAnotherReplicaIsRedirectedThere) {
   ASSERT_FALSE(job.empty());
   const absl::StatusOr<uint64_t> at_a = a.AdmitJoin(job);
   ASSERT_EQ(at_a.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(RedirectOf(at_a.status())->owner, "b:1");
+  EXPECT_EQ(wire::RedirectOf(at_a.status())->owner, "b:1");
   // Nobody owns it yet: the redirect names the replica that should, not an owner at "epoch 0".
   EXPECT_EQ(at_a.status().message(), "job '" + job +
                                          "' is not owned yet; replica 'b:1' is to own it: join "
@@ -169,12 +169,12 @@ TEST_F(ReplicaTest, PartitionedOwnerStopsAtItsDeadlineAndAnotherTakesOverAfterEx
   const uint64_t epoch_a = *a.AdmitJoin(job);
   // b redirects to a, the replica preferred for the job, even before it saw a's claim (epoch
   // unknown: 0); once it has, at a's epoch.
-  EXPECT_EQ(RedirectOf(b.AdmitJoin(job).status())->epoch, 0u);
+  EXPECT_EQ(wire::RedirectOf(b.AdmitJoin(job).status())->epoch, 0u);
   b.Tick();
   const absl::StatusOr<uint64_t> at_b = b.AdmitJoin(job);
   ASSERT_FALSE(at_b.ok());
-  EXPECT_EQ(RedirectOf(at_b.status())->owner, "a:1");
-  EXPECT_EQ(RedirectOf(at_b.status())->epoch, epoch_a);
+  EXPECT_EQ(wire::RedirectOf(at_b.status())->owner, "a:1");
+  EXPECT_EQ(wire::RedirectOf(at_b.status())->epoch, epoch_a);
 
   // a loses etcd. Both tick every 500 ms; b keeps its lease.
   etcd_.SetReachable(false);
@@ -212,8 +212,8 @@ TEST_F(ReplicaTest, PartitionedOwnerStopsAtItsDeadlineAndAnotherTakesOverAfterEx
   EXPECT_TRUE(a.Describe().holding);
   const absl::StatusOr<uint64_t> again = a.AdmitJoin(job);
   ASSERT_FALSE(again.ok());
-  EXPECT_EQ(RedirectOf(again.status())->owner, "b:1");
-  EXPECT_EQ(RedirectOf(again.status())->epoch, epoch_b);
+  EXPECT_EQ(wire::RedirectOf(again.status())->owner, "b:1");
+  EXPECT_EQ(wire::RedirectOf(again.status())->epoch, epoch_b);
   EXPECT_EQ(lost_at_a.size(), 1u);
 }
 

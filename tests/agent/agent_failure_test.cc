@@ -43,7 +43,7 @@ class AgentFailureTest : public ::testing::Test {
     return JobStatus(*coordinator_, job).sessions_connected();
   }
 
-  server::FakeClock clock_;
+  serve::FakeClock clock_;
   std::unique_ptr<server::TestServer> server_;
   std::unique_ptr<v1::Coordinator::Stub> coordinator_;
   std::vector<v1::JoinRequest> plans_;

@@ -117,7 +117,7 @@ class RedirectTest : public ::testing::Test {
     return true;
   }
 
-  server::RealClock clock_;
+  serve::RealClock clock_;
   server::ha::FakeEtcd etcd_{&clock_};
   std::vector<std::string> addresses_;
   std::vector<std::unique_ptr<server::CoordinatorServer>> servers_;
@@ -468,7 +468,7 @@ TEST_F(RedirectTest, JoinsWaitingForTheirClaimsDoNotHoldUpOtherCalls) {
 }
 
 TEST(ReplicaOptionsTest, BadReplicaFlagsAreInvalidArgumentNamingTheFlag) {
-  server::RealClock clock;
+  serve::RealClock clock;
   server::ha::FakeEtcd etcd(&clock);
   struct Case {
     std::string advertise;

@@ -323,7 +323,7 @@ std::vector<std::string> ListedJobs(const std::string& json) {
 // /api/jobs answers as ListJobs: a job evicted and joined again is one line, its live run;
 // `states` names any case; an unknown name is 400 naming the parameter and the allowed values.
 TEST(HttpSideTest, JobsListsAJobOnceAndReadsStatesInAnyCase) {
-  FakeClock clock;
+  serve::FakeClock clock;
   ServerOptions options;
   options.clock = &clock;
   options.coordinator.job_idle_ttl = absl::Minutes(1);

@@ -87,7 +87,7 @@ class PsyncctlTest : public ::testing::Test {
     for (uint32_t c : {0, 2, 3}) ASSERT_TRUE(job_->SyncChunk(step, c).ok());
   }
 
-  server::FakeClock clock_{absl::FromUnixSeconds(1700000000)};
+  serve::FakeClock clock_{absl::FromUnixSeconds(1700000000)};
   std::unique_ptr<server::TestServer> server_;
   std::unique_ptr<SimJob> job_;
 };

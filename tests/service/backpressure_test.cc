@@ -58,7 +58,7 @@ class BackpressureTest : public ServiceFixture {
 
   std::unique_ptr<v1::Coordinator::Stub> idle_stub_;
 
-  const server::StreamCounters& counters() { return server_->stream_counters(); }
+  const serve::StreamCounters& counters() { return server_->stream_counters(); }
 
   // JobStatus.sessions_connected of `job` (99 when the status cannot be read).
   uint32_t SessionsConnected(const std::string& job) {
@@ -139,7 +139,7 @@ TEST_F(BackpressureTest, ASessionThatNeverReadsIsPausedThenEndedAndGetsItsDirect
     if (!down.has_ack()) continue;
     ++answers;
     EXPECT_NE(down.ack().code(), 0);
-    EXPECT_LE(down.ack().message().size(), server::kMaxEchoedBytes);
+    EXPECT_LE(down.ack().message().size(), wire::kMaxEchoedBytes);
   }
   writer.join();
   const grpc::Status end = flood->Finish();

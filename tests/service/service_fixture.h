@@ -66,7 +66,7 @@ class ServiceFixture : public ::testing::Test {
     return status;
   }
 
-  server::FakeClock clock_;
+  serve::FakeClock clock_;
   std::unique_ptr<server::TestServer> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
