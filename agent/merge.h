@@ -7,7 +7,7 @@
 // entry of its kind only if that entry comes after the message's previous item, else it opens a
 // new entry (so an item repeated within one message also gets two entries). Skips and SyncDones
 // are carried per message (SyncDone checksums are per rank). The coordinator's ExpandAgentBatch
-// (server/agent_batch.h) restores exactly the original messages.
+// (server/rpc/agent_batch.h) restores exactly the original messages.
 #ifndef PSYNC_AGENT_MERGE_H_
 #define PSYNC_AGENT_MERGE_H_
 

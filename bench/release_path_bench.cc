@@ -26,9 +26,9 @@
 #include "absl/time/clock.h"
 #include "benchmark/benchmark.h"
 #include "serve/clock.h"
-#include "server/coordinator.h"
 #include "server/coordinator_metrics.h"
 #include "server/metrics/registry.h"
+#include "server/owner/coordinator.h"
 
 namespace psync::bench {
 namespace {

@@ -9,10 +9,10 @@
 #include "gtest/gtest.h"
 #include "proto/psync/v1/coordinator.pb.h"
 #include "serve/clock.h"
-#include "server/convert.h"
-#include "server/coordinator.h"
 #include "server/coordinator_metrics.h"
-#include "server/fake_sinks.h"
+#include "server/owner/coordinator.h"
+#include "server/owner/fake_sinks.h"
+#include "server/rpc/convert.h"
 
 namespace psync::server {
 namespace {

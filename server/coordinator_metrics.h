@@ -20,8 +20,8 @@
 #include "absl/hash/hash.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "server/coordinator.h"
 #include "server/metrics/registry.h"
+#include "server/owner/coordinator.h"
 
 namespace psync::server {
 

@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "serve/clock.h"
-#include "server/fake_sinks.h"
+#include "server/owner/fake_sinks.h"
 
 namespace psync::server {
 namespace {

@@ -10,8 +10,8 @@
 #include "serve/health_status.h"
 #include "serve/rank_server.h"
 #include "server/ha/grpc_etcd_client.h"
+#include "server/ha/owner_audit.h"
 #include "server/http_api.h"
-#include "server/owner_audit.h"
 #include "wire/not_served.h"
 
 namespace psync::server {

@@ -19,17 +19,17 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "serve/clock.h"
-#include "server/coordinator.h"
 #include "server/coordinator_metrics.h"
 #include "server/ha/etcd_client.h"
 #include "server/ha/replica.h"
 #include "server/http/server.h"
 #include "server/http/static_files.h"
 #include "server/http_api.h"
+#include "server/kv/rendezvous_cleanup.h"
+#include "server/kv/rendezvous_store.h"
 #include "server/metrics/registry.h"
-#include "server/rendezvous_cleanup.h"
-#include "server/rendezvous_store.h"
-#include "server/service.h"
+#include "server/owner/coordinator.h"
+#include "server/rpc/service.h"
 
 namespace psync::server {
 

@@ -11,10 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
-#include "server/convert.h"
 #include "server/ha/replica_proto.h"
-#include "server/job_history.h"
 #include "server/metrics/http_handler.h"
+#include "server/owner/job_history.h"
+#include "server/rpc/convert.h"
 
 namespace psync::server {
 namespace {

@@ -38,11 +38,11 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "server/coordinator.h"
 #include "server/ha/replica.h"
 #include "server/http/server.h"
 #include "server/http/static_files.h"
 #include "server/metrics/registry.h"
+#include "server/owner/coordinator.h"
 
 namespace psync::server {
 

@@ -1,7 +1,7 @@
 // The rules of a psync.v1 Session as its server side applies them, message by message, in one
-// place for both ends that serve Sessions: the coordinator (server/session_stream.cc) and the node
-// agent (agent/local_session.cc), so that a rank gets the same answers, codes and messages from
-// either. Transport-free: the caller carries out the decision on its stream.
+// place for both ends that serve Sessions: the coordinator (server/rpc/session_stream.cc) and the
+// node agent (agent/local_session.cc), so that a rank gets the same answers, codes and messages
+// from either. Transport-free: the caller carries out the decision on its stream.
 //
 //   - The first message must be `attach`; anything else ends the Session with INVALID_ARGUMENT.
 //     A refused attach ends the Session with the refusal's status (AttachRefused), never an Ack:
@@ -15,8 +15,8 @@
 //     INVALID_ARGUMENT (DecideUnparsable): they carry no request_id an Ack could echo.
 //
 // The coordinator also checks an attach's job_id (CheckAttach) before the tracker sees it, on
-// Sessions and on node agents' AgentSessions alike (server/session_attach.h); the tracker checks
-// the rest (core::JobTracker::CheckAttach). A refused attach is reported as
+// Sessions and on node agents' AgentSessions alike (server/rpc/session_attach.h); the tracker
+// checks the rest (core::JobTracker::CheckAttach). A refused attach is reported as
 // AttachRefused(refusal). The agent forwards attaches unchecked: the coordinator answers them.
 //
 // Pure functions over the message; no gRPC, no locks; thread-safe.

@@ -3,7 +3,7 @@
 // owners").
 //
 // Keys: /psync/audit/<job>/<epoch> = the record the owner at that ownership epoch published
-// (opaque bytes here; server/owner_audit.h encodes them). They carry no lease: an owner's death
+// (opaque bytes here; server/ha/owner_audit.h encodes them). They carry no lease: an owner's death
 // must not take its part of the audit along. Who writes what:
 //   - the replica that claims a job (Claimed): its empty record, created at once, so that an owner
 //     lost or paused at any time after its claim is named in the job's audit; it then reads the

@@ -1,6 +1,6 @@
 // Replica: a coordinator replica's membership and job ownership in etcd: Ownership (the pure
 // decisions, ownership.h) behind a lock, the etcd calls, and a thread that keeps the lease alive
-// and refreshes the view. It is the Coordinator's JobGate (server/job_gate.h).
+// and refreshes the view. It is the Coordinator's JobGate (server/owner/job_gate.h).
 //
 // Two threads, so that a slow read of the view never delays a keepalive:
 //   - the lease thread (KeepLease): without a lease, grants one (TTL ownership.lease_ttl) and
@@ -37,7 +37,7 @@
 #include "server/ha/audit_ledger.h"
 #include "server/ha/etcd_client.h"
 #include "server/ha/ownership.h"
-#include "server/job_gate.h"
+#include "server/owner/job_gate.h"
 
 namespace psync::server::ha {
 

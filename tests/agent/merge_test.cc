@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "server/agent_batch.h"
+#include "server/rpc/agent_batch.h"
 
 namespace psync::agent {
 namespace {

@@ -1,5 +1,5 @@
 // Fuzz target: the input bytes are a sequence of wire messages, psync.v1.JoinRequest and
-// psync.v1.SessionUp, parsed with ParseFromArray, converted with server/convert.h and validated
+// psync.v1.SessionUp, parsed with ParseFromArray, converted with server/rpc/convert.h and validated
 // as the coordinator does, then fed to the JobTracker of their job through TrackerHarness (the
 // invariant checker on every output, rejected inputs leave the state unchanged).
 //
@@ -19,9 +19,9 @@
 
 #include "absl/time/time.h"
 #include "proto/psync/v1/coordinator.pb.h"
-#include "server/convert.h"
 #include "server/core/job_tracker.h"
 #include "server/core/plan.h"
+#include "server/rpc/convert.h"
 #include "tests/fuzz/tracker_harness.h"
 
 namespace psync::fuzz {

@@ -30,7 +30,7 @@
 #include "server/ha/fake_etcd_client.h"
 #include "server/ha/ownership.h"
 #include "server/http/testing/curl_client.h"
-#include "server/job_view.h"
+#include "server/owner/job_view.h"
 #include "tests/ha/etcd_process.h"
 #include "tests/service/raw_session.h"
 

@@ -1,0 +1,151 @@
+// Coordinator::ApplyBatch: several ranks' Session messages of one job under the job's lock.
+#include <algorithm>
+#include <utility>
+
+#include "server/owner/coordinator.h"
+
+namespace psync::server {
+
+std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uint64_t generation,
+                                                  absl::Span<const RankMessage> messages) {
+  std::vector<absl::Status> statuses;
+  statuses.reserve(messages.size());
+  Outgoing out;
+  // The ranks of a node send the same items, which make one record each (releases and the like a
+  // few more): reserved for one message's check-ins and one's SyncDones, so that most batches move
+  // no record.
+  size_t staged = 0;
+  size_t sync_done = 0;
+  for (const RankMessage& m : messages) {
+    staged = std::max(staged, m.staged.size());
+    sync_done = std::max(sync_done, m.sync_done.size());
+  }
+  out.events.reserve(staged + sync_done + 8);
+  // A Leave may end the job, which only a caller holding mu_ exclusively may do: such a batch (a
+  // node's ranks finishing their run) takes the slow path.
+  if (std::any_of(messages.begin(), messages.end(),
+                  [](const RankMessage& m) { return m.kind == RankMessage::Kind::kLeave; })) {
+    statuses = ApplyBatchWithLeaves(job_id, generation, messages, &out);
+    Deliver(out);
+    return statuses;
+  }
+  {
+    absl::ReaderMutexLock jobs_lock(&mu_);  // the job stays; other jobs' batches run meanwhile
+    Job* job = FindJob(job_id);
+    if (job == nullptr) {
+      const absl::Time now = clock_->Now();
+      for (size_t i = 0; i < messages.size(); ++i) {
+        absl::Status s = NotHere(job_id);
+        RecordRejection(job_id, s, now, &out);
+        statuses.push_back(std::move(s));
+      }
+      CommitEvents(&out);
+    } else {
+      TimedMutexLock job_lock(&job->mu, &job->lock_times);
+      const absl::Time now = clock_->Now();
+      job->last_activity = now;
+      // With replicas: a job not served here (any more) refuses every message, releasing nothing.
+      if (absl::Status served = CheckServed(*job); !served.ok()) {
+        statuses.assign(messages.size(), served);
+        RecordRejection(*job, served, now, &out);
+      } else {
+        core::Decisions decisions;  // reused: its vectors keep their capacity
+        // The node's ranks' same check-in (or SyncDone) is one record: counted and observed once
+        // every message is applied, since a later message may still join an earlier record.
+        decisions.merge_rank_events = true;
+        const size_t first_event = out.events.size();
+        for (const RankMessage& m : messages) {
+          statuses.push_back(ApplyMessage(*job, generation, m, now, decisions, &out));
+        }
+        CountFrom(*job, first_event, out);
+      }
+      CommitEvents(&out);
+      // The observer's share runs after the job's lock is let go, so that the job's next batch is
+      // decided meanwhile; its lock is taken first, so that batch is still observed after this one.
+      absl::MutexLock observer_lock(&job->observer_mu);
+      job_lock.Release();
+      if (out.committed != nullptr) ObserveEvents(*job, *out.committed);
+    }
+  }
+  Deliver(out);
+  return statuses;
+}
+
+std::vector<absl::Status> Coordinator::ApplyBatchWithLeaves(const std::string& job_id,
+                                                            uint64_t generation,
+                                                            absl::Span<const RankMessage> messages,
+                                                            Outgoing* out) {
+  std::vector<absl::Status> statuses;
+  statuses.reserve(messages.size());
+  TimedMutexLock lock(&mu_, &lock_times_);
+  const absl::Time now = clock_->Now();
+  auto it = jobs_.find(job_id);
+  size_t next = 0;  // the first message not applied to the live job
+  if (it != jobs_.end()) {
+    Job& job = *it->second;
+    bool ends = false;
+    {
+      absl::MutexLock job_lock(&job.mu);
+      job.last_activity = now;
+      if (absl::Status served = CheckServed(job); !served.ok()) {
+        statuses.assign(messages.size(), served);
+        RecordRejection(job, served, now, out);
+        next = messages.size();
+      } else {
+        // Rare (a node's ranks finishing): every message's events are observed as it is applied,
+        // so none is merged into a record already observed.
+        core::Decisions decisions;
+        for (; next < messages.size() && !ends; ++next) {
+          const RankMessage& m = messages[next];
+          if (m.kind != RankMessage::Kind::kLeave) {
+            const size_t first_event = out->events.size();
+            statuses.push_back(ApplyMessage(job, generation, m, now, decisions, out));
+            ObserveFrom(job, first_event, *out);
+            continue;
+          }
+          absl::Status s = LeaveLocked(job, m.rank, generation, m.leave_finished, &ends);
+          if (!s.ok()) RecordRejection(job, s, now, out);
+          statuses.push_back(std::move(s));
+        }
+      }
+    }
+    // The last rank left finished: the job ends, and the batch's later messages find it ended.
+    if (ends) FinishJob(it, JobEndKind::kEnded, "every rank finished", now, out);
+  }
+  for (; next < messages.size(); ++next) {
+    absl::Status s = NotHere(job_id);
+    RecordRejection(job_id, s, now, out);
+    statuses.push_back(std::move(s));
+  }
+  CommitEvents(out);
+  return statuses;
+}
+
+absl::Status Coordinator::ApplyMessage(Job& job, uint64_t generation, const RankMessage& m,
+                                       absl::Time now, core::Decisions& decisions, Outgoing* out) {
+  // The tracker appends this message's events after the batch's earlier ones (or merges a check-in
+  // into one of them), where they stay: no event is moved again.
+  decisions.deliveries.clear();
+  decisions.events.swap(out->events);
+  absl::Status s;
+  switch (m.kind) {
+    case RankMessage::Kind::kStaged:
+      s = job.tracker->Stage(m.rank, generation, m.staged, now, &decisions);
+      break;
+    case RankMessage::Kind::kSkip:
+      s = job.tracker->Skip(m.rank, generation, m.skip_step, m.skip_reason, now, &decisions);
+      break;
+    case RankMessage::Kind::kSyncDone:
+      s = job.tracker->SyncDone(m.rank, generation, m.sync_done, now, &decisions);
+      break;
+    case RankMessage::Kind::kLeave:  // see ApplyBatchWithLeaves
+      s = absl::InternalError("a Leave is applied by ApplyBatchWithLeaves");
+      break;
+  }
+  decisions.events.swap(out->events);
+  QueueNotices(job, decisions.deliveries, out);
+  if (!s.ok()) RecordRejection(job, s, now, out);
+  return s;
+}
+
+}  // namespace psync::server

@@ -1,0 +1,154 @@
+// ExpandAgentBatch refuses malformed batches precisely; AgentDownQueue merges notices for several
+// ranks without reordering any rank's notices.
+#include "server/rpc/agent_batch.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/rpc/agent_down_queue.h"
+
+namespace psync::server {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+v1::AgentBatch TwoMessages() {
+  v1::AgentBatch b;
+  b.set_job_id("job");
+  b.set_generation(1);
+  b.add_ranks(0);
+  b.add_ranks(1);
+  return b;
+}
+
+absl::Status Expand(const v1::AgentBatch& b) {
+  ExpandedBatch expanded;
+  absl::Status s = ExpandAgentBatch(b, &expanded);
+  EXPECT_EQ(s.ok(), !expanded.messages.empty());
+  return s;
+}
+
+TEST(ExpandAgentBatchTest, RefusesMalformedBatches) {
+  v1::AgentBatch b = TwoMessages();
+  b.clear_job_id();
+  EXPECT_THAT(Expand(b).message(), HasSubstr("batch.job_id"));
+
+  b = TwoMessages();
+  b.clear_ranks();
+  EXPECT_EQ(Expand(b).code(), absl::StatusCode::kInvalidArgument);
+
+  b = TwoMessages();
+  b.add_staged()->add_messages(2);
+  EXPECT_EQ(Expand(b).message(), "batch.staged[0].messages[0]: 2 is out of range [0, 2)");
+
+  b = TwoMessages();
+  v1::MergedStaged* m = b.add_staged();
+  m->add_messages(1);
+  m->add_messages(1);
+  EXPECT_THAT(Expand(b).message(),
+              HasSubstr("batch.staged[0].messages[1]: 1 must be above the previous index 1"));
+
+  b = TwoMessages();
+  b.add_staged();
+  EXPECT_THAT(Expand(b).message(), HasSubstr("messages must not be empty"));
+
+  b = TwoMessages();
+  b.add_staged()->add_messages(0);
+  b.add_skips()->set_message(0);
+  EXPECT_THAT(Expand(b).message(),
+              HasSubstr("batch.skips[0].message: message 0 is already named in staged"));
+
+  b = TwoMessages();
+  b.add_sync_dones()->set_message(1);
+  b.add_sync_dones()->set_message(1);
+  EXPECT_THAT(Expand(b).message(),
+              HasSubstr("batch.sync_dones[1].message: message 1 is already named in sync_dones"));
+}
+
+v1::SessionDown Directive(uint64_t step, uint32_t chunk) {
+  v1::SessionDown d;
+  d.mutable_directive()->set_generation(1);
+  d.mutable_directive()->set_step(step);
+  d.mutable_directive()->set_chunk(chunk);
+  return d;
+}
+
+TEST(AgentDownQueueTest, MergesEqualNoticesAndKeepsEachRanksOrder) {
+  AgentDownQueue q;
+  q.AddNotice("job", 0, Directive(1, 0));
+  q.AddNotice("job", 0, Directive(1, 1));
+  q.AddNotice("job", 1, Directive(1, 0));    // merges into the first entry
+  q.AddNotice("job", 1, Directive(1, 1));    // merges into the second
+  q.AddNotice("other", 1, Directive(1, 1));  // another job: its own entry
+  q.AddNotice("job", 2, Directive(1, 1));
+  q.AddNotice("job", 2, Directive(1, 0));  // rank 2 has a later notice: a new entry
+  v1::AgentAck ack;
+  ack.set_request_id(7);
+  q.AddAck(ack);
+  ASSERT_EQ(q.size(), 1u);
+  const v1::AgentDown down = q.Take();
+  EXPECT_TRUE(q.empty());
+  ASSERT_EQ(down.notices_size(), 4);
+  EXPECT_THAT(down.notices(0).ranks(), ElementsAre(0, 1));
+  EXPECT_EQ(down.notices(0).notice().directive().chunk(), 0u);
+  EXPECT_THAT(down.notices(1).ranks(), ElementsAre(0, 1, 2));
+  EXPECT_EQ(down.notices(1).notice().directive().chunk(), 1u);
+  EXPECT_EQ(down.notices(2).job_id(), "other");
+  EXPECT_THAT(down.notices(3).ranks(), ElementsAre(2));
+  EXPECT_EQ(down.notices(3).notice().directive().chunk(), 0u);
+  ASSERT_EQ(down.acks_size(), 1);
+  EXPECT_EQ(down.acks(0).request_id(), 7u);
+}
+
+TEST(AgentDownQueueTest, OpensANewMessageWhenFull) {
+  AgentDownQueue q;
+  for (size_t i = 0; i < AgentDownQueue::kMaxItems + 1; ++i) q.AddAck(v1::AgentAck());
+  EXPECT_EQ(q.size(), 2u);
+  EXPECT_EQ(q.Take().acks_size(), static_cast<int>(AgentDownQueue::kMaxItems));
+  EXPECT_EQ(q.Take().acks_size(), 1);
+}
+
+TEST(AgentDownQueueTest, ManyRanksAtOnceFillMessagesAsOneAtATimeWould) {
+  // Three items short of full: two ranks fit, the third opens the next message.
+  AgentDownQueue at_once;
+  AgentDownQueue one_by_one;
+  for (size_t i = 0; i + 3 < AgentDownQueue::kMaxItems; ++i) {
+    at_once.AddAck(v1::AgentAck());
+    one_by_one.AddAck(v1::AgentAck());
+  }
+  const v1::SessionDown notice = Directive(4, 2);
+  const std::string key = AgentDownQueue::NoticeKey("job", notice);
+  const std::vector<core::RankId> ranks = {0, 1, 2, 3, 4};
+  at_once.AddNotice("job", ranks, notice, key);
+  for (core::RankId r : ranks) one_by_one.AddNotice("job", r, notice);
+  ASSERT_EQ(at_once.size(), 2u);
+  ASSERT_EQ(one_by_one.size(), 2u);
+  const v1::AgentDown first = at_once.Take();
+  const v1::AgentDown second = at_once.Take();
+  ASSERT_EQ(first.notices_size(), 1);
+  EXPECT_THAT(first.notices(0).ranks(), ElementsAre(0, 1));
+  ASSERT_EQ(second.notices_size(), 1);
+  EXPECT_THAT(second.notices(0).ranks(), ElementsAre(2, 3, 4));
+  EXPECT_EQ(second.notices(0).notice().directive().chunk(), 2u);
+  EXPECT_EQ(first.SerializeAsString(), one_by_one.Take().SerializeAsString());
+  EXPECT_EQ(second.SerializeAsString(), one_by_one.Take().SerializeAsString());
+}
+
+TEST(AgentDownQueueTest, ManyRanksAtOnceKeepEachRanksOrder) {
+  AgentDownQueue q;
+  q.AddNotice("job", 0, Directive(1, 0));
+  q.AddNotice("job", 1, Directive(1, 1));
+  // Rank 1 already has a later notice than the entry of (1, 0): from rank 1 on, a new entry.
+  const v1::SessionDown notice = Directive(1, 0);
+  const std::vector<core::RankId> ranks = {2, 1, 3};
+  q.AddNotice("job", ranks, notice, AgentDownQueue::NoticeKey("job", notice));
+  const v1::AgentDown down = q.Take();
+  ASSERT_EQ(down.notices_size(), 3);
+  EXPECT_THAT(down.notices(0).ranks(), ElementsAre(0, 2));
+  EXPECT_THAT(down.notices(1).ranks(), ElementsAre(1));
+  EXPECT_THAT(down.notices(2).ranks(), ElementsAre(1, 3));
+  EXPECT_EQ(down.notices(2).notice().directive().chunk(), 0u);
+}
+
+}  // namespace
+}  // namespace psync::server

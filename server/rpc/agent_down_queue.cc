@@ -1,0 +1,91 @@
+#include "server/rpc/agent_down_queue.h"
+
+#include <utility>
+
+#include "serve/stream_writer.h"
+
+namespace psync::server {
+
+AgentDownQueue::Message& AgentDownQueue::Open(size_t items) {
+  if (messages_.empty() ||
+      (messages_.back().items > 0 && messages_.back().items + items > kMaxItems)) {
+    messages_.emplace_back();
+    Count(messages_.back(), serve::kQueuedMessageOverhead);
+    lazy_.CarryHeld(&messages_.back().down);
+  }
+  Message& m = messages_.back();
+  m.items += items;
+  return m;
+}
+
+void AgentDownQueue::AddAck(v1::AgentAck ack) {
+  Message& m = Open(1 + static_cast<size_t>(ack.rejected_size()));
+  Count(m, ack.ByteSizeLong());
+  *m.down.add_acks() = std::move(ack);
+}
+
+std::string AgentDownQueue::NoticeKey(const std::string& job_id, const v1::SessionDown& notice) {
+  std::string key = job_id;
+  key.push_back('\0');
+  key += notice.SerializeAsString();
+  return key;
+}
+
+void AgentDownQueue::AddNotice(const std::string& job_id, absl::Span<const core::RankId> ranks,
+                               const v1::SessionDown& notice, const std::string& key) {
+  // Looked up once per message the ranks go into (a new one opens past kMaxItems).
+  Message* looked_up = nullptr;
+  absl::flat_hash_map<core::RankId, int>* last_of_job = nullptr;
+  int same = -1;  // index of the entry equal notices merge into, -1 if none
+  for (core::RankId rank : ranks) {
+    Message& m = Open(1);
+    if (&m != looked_up) {
+      looked_up = &m;
+      auto job = m.last_notice.find(job_id);
+      if (job == m.last_notice.end()) job = m.last_notice.try_emplace(job_id).first;
+      last_of_job = &job->second;
+      auto found = m.notice_index.find(key);
+      same = found == m.notice_index.end() ? -1 : found->second;
+    }
+    auto last = last_of_job->try_emplace(rank, -1).first;  // -1: no notice of this rank yet
+    if (same >= 0 && last->second < same) {
+      m.down.mutable_notices(same)->add_ranks(rank);
+      Count(m, 8);
+      last->second = same;
+      continue;
+    }
+    const int index = m.down.notices_size();
+    v1::AgentNotice* n = m.down.add_notices();
+    n->set_job_id(job_id);
+    n->add_ranks(rank);
+    *n->mutable_notice() = notice;
+    Count(m, n->ByteSizeLong());
+    m.items += 1;                 // the entry itself, besides its first rank
+    m.notice_index[key] = index;  // later equal notices merge into the newest entry
+    same = index;
+    last->second = index;
+  }
+}
+
+void AgentDownQueue::AddClosed(v1::AgentRankClosed closed) {
+  Message& m = Open(1);
+  Count(m, closed.ByteSizeLong());
+  *m.down.add_closed() = std::move(closed);
+}
+
+bool AgentDownQueue::AckLater(uint64_t request_id) {
+  return lazy_.Accept(request_id, messages_.empty() ? nullptr : &messages_.back().down);
+}
+
+void AgentDownQueue::FlushLazyAcks() {
+  if (lazy_.held()) Open(0);
+}
+
+v1::AgentDown AgentDownQueue::Take() {
+  v1::AgentDown down = std::move(messages_.front().down);
+  bytes_ -= messages_.front().bytes;
+  messages_.pop_front();
+  return down;
+}
+
+}  // namespace psync::server

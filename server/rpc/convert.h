@@ -1,0 +1,34 @@
+// Conversions between psync.v1 messages and the core's domain types. Statuses go on the wire
+// through wire/wire_status.h (included here for ToGrpcStatus). Pure functions; thread-safe.
+#ifndef PSYNC_SERVER_RPC_CONVERT_H_
+#define PSYNC_SERVER_RPC_CONVERT_H_
+
+#include <vector>
+
+#include "proto/psync/v1/coordinator.pb.h"
+#include "server/core/types.h"
+#include "server/owner/coordinator.h"
+#include "wire/wire_status.h"
+
+namespace psync::server {
+
+core::RankPlan RankPlanFromProto(const v1::JoinRequest& request);
+// Client text in them (optimizer and group names) is cut by BoundEcho (wire_status.h): a longer
+// name is never a declared one, and what the coordinator quotes and records stays bounded.
+std::vector<core::StagedItem> StagedFromProto(const v1::StagedBatch& batch);
+std::vector<core::SyncDoneItem> SyncDoneFromProto(const v1::SyncDoneBatch& batch);
+
+v1::SessionDown NoticeToProto(const core::Notice& notice);
+void JobStatusToProto(const JobStatusView& view, v1::JobStatus* out);
+void JobSummaryToProto(const JobStatusView& view, v1::JobSummary* out);
+void ChunkStatusToProto(const core::ChunkSnapshot& chunk, absl::Duration deadline,
+                        v1::ChunkStatus* out);
+// `earlier_owners`: the records Coordinator::Audit returns (server/ha/owner_audit.h).
+void AuditToProto(const std::vector<observe::SyncAudit>& records,
+                  const observe::AuditTotals& totals,
+                  const std::vector<std::string>& earlier_owners, v1::GetAuditResponse* out);
+void EventToProto(const core::Event& event, v1::Event* out);
+
+}  // namespace psync::server
+
+#endif  // PSYNC_SERVER_RPC_CONVERT_H_
