@@ -1,20 +1,27 @@
-// Coordinator: the thread-safe owner of every job's readiness state machine (core::JobTracker),
-// the registry of attached sessions, per-job counters and the event log.
+// Coordinator: the thread-safe owner of every job: the registry of jobs and their admission (Join,
+// tokens, max_jobs, max_sessions), each job's state (job.h, under the job's own lock), its
+// lifecycle into a bounded history, the fencing of replicas, and the ordered delivery of what each
+// decision produced (ordered_delivery.h).
 //
 // Every public method locks the job it works on, feeds the input to the job's tracker with the
-// clock's now, records the resulting events, and, after unlocking, hands notices to the addressed
-// ranks' SessionSinks (which never block) and events to the EventSinks. Each job has its own lock,
-// so messages of different jobs are decided at once, on different threads; adding, ending and
-// dropping jobs excludes all of them. Deliveries happen in the order the decisions were made:
-// each locked scope that decided something takes a ticket, and tickets are delivered one after
-// the other, so every sink sees notices and events in decision order (one order over all jobs).
-// Jobs are isolated: each has its own tracker, sessions and counters; a job is created by its
-// first Join and leaves by EndJob, by every rank leaving finished, or by idle eviction, into a
-// bounded history (docs/reliability.md, "Job lifecycle"). Messages for a job in the history are
-// FAILED_PRECONDITION naming it as ended (a Join of an evicted job starts it again).
+// clock's now, records the resulting events and notices in an Effects, commits it to the delivery
+// order before unlocking and delivers it after: notices to the addressed ranks' SessionSinks
+// (which never block), then session closes, then events to the EventSinks. Each job has its own
+// lock, so messages of different jobs are decided at once, on different threads; adding, ending
+// and dropping jobs excludes all of them. Every sink sees notices and events in decision order
+// (one order over all jobs). Jobs are isolated: each has its own tracker, sessions and counters; a
+// job is created by its first Join and leaves by EndJob, by every rank leaving finished, or by idle
+// eviction, into a bounded history (docs/reliability.md, "Job lifecycle"). Messages for a job in
+// the history are FAILED_PRECONDITION naming it as ended (a Join of an evicted job starts it
+// again).
 //
 // A rejected input leaves every job unchanged (only the job's `rejected` counter and a kRejected
 // event record it). Unknown job: NOT_FOUND. Other codes: see core/job_tracker.h.
+//
+// Locks, in the order taken: the registry's (mu_), a job's (Job::mu, then Job::observer_mu), the
+// delivery's three (ordered_delivery.h); secret_mu_ on its own. The methods are defined by concern:
+// coordinator.cc (admission, messages, lifecycle), coordinator_batch.cc (node batches),
+// coordinator_liveness.cc, coordinator_queries.cc, coordinator_replicas.cc (fencing, dropping).
 // Thread-safe. Does not own the clock.
 #ifndef PSYNC_SERVER_OWNER_COORDINATOR_H_
 #define PSYNC_SERVER_OWNER_COORDINATOR_H_
@@ -40,11 +47,12 @@
 #include "server/core/job_tracker.h"
 #include "server/core/types.h"
 #include "server/observe/job_observer.h"
-#include "server/owner/event_log.h"
-#include "server/owner/fan_out.h"
+#include "server/owner/effects.h"
+#include "server/owner/job.h"
 #include "server/owner/job_gate.h"
 #include "server/owner/job_history.h"
 #include "server/owner/job_view.h"
+#include "server/owner/ordered_delivery.h"
 #include "server/owner/rank_message.h"
 #include "server/owner/session_sink.h"
 #include "server/owner/timed_lock.h"
@@ -81,14 +89,6 @@ struct CoordinatorOptions {
   // names many streams (a release to every rank or node): each takes a share of the streams
   // (fan_out.h). 0: the delivering thread writes them all, one after the other.
   int delivery_threads = 3;
-};
-
-// Receives events as they are recorded (after the coordinator's locks are released), in decision
-// order over every job. Must not block.
-class EventSink {
- public:
-  virtual ~EventSink() = default;
-  virtual void OnEvents(const std::vector<core::Event>& events) = 0;
 };
 
 // Where a coordinator's time goes, since it started: its locks (every call that changes state takes
@@ -234,45 +234,7 @@ class Coordinator {
                                        uint64_t* end = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  // One job's state. Its own lock lets the messages of different jobs run at once: a check-in
-  // takes mu_ shared (the job cannot go away meanwhile) and the job's mu; whatever adds, ends or
-  // drops jobs takes mu_ exclusively, then each job's mu it touches.
-  struct Job {
-    Job(std::unique_ptr<core::JobTracker> t, const observe::ObserverOptions& observer_options,
-        uint64_t ownership_epoch)
-        : tracker(std::move(t)), observer(observer_options), epoch(ownership_epoch) {}
-    mutable absl::Mutex mu;
-    LockTimes lock_times;  // of mu, by the messages that change the job's state
-    std::unique_ptr<core::JobTracker> tracker ABSL_GUARDED_BY(mu);
-    absl::flat_hash_map<core::RankId, std::shared_ptr<SessionSink>> sessions ABSL_GUARDED_BY(mu);
-    JobCounters counters ABSL_GUARDED_BY(mu);
-    // The observer has a lock of its own, taken after mu: a node's batch hands its events to the
-    // observer after letting mu go, holding observer_mu from before, so the job's next decision
-    // runs meanwhile and is still observed after this one.
-    mutable absl::Mutex observer_mu ABSL_ACQUIRED_AFTER(mu);
-    observe::JobObserver observer ABSL_GUARDED_BY(observer_mu);
-    // Joined ranks of the current generation without a Session, and since when.
-    absl::flat_hash_map<core::RankId, absl::Time> detached_since ABSL_GUARDED_BY(mu);
-    absl::flat_hash_set<core::RankId> lost ABSL_GUARDED_BY(mu);
-    // Ranks of the current generation that left finished.
-    absl::flat_hash_set<core::RankId> finished ABSL_GUARDED_BY(mu);
-    // The last message, join, attach or detach; with no session, idle since then.
-    absl::Time last_activity ABSL_GUARDED_BY(mu);
-    // The ownership epoch this replica serves the job at (0 without a gate); stamped on its
-    // directives.
-    const uint64_t epoch;
-  };
-  struct Outgoing {
-    // Each addressed sink with its notice; deliveries of one notice share it (see Record).
-    std::vector<std::pair<std::shared_ptr<SessionSink>, std::shared_ptr<const core::Notice>>>
-        notices;
-    std::vector<core::Event> events;  // decided, not yet in the log (CommitEvents)
-    EventLog::Batch committed;        // the same events, numbered and logged: for the event sinks
-    // Sessions to close after the notices (a job that ended closes its ranks' sessions).
-    std::vector<std::pair<std::shared_ptr<SessionSink>, absl::Status>> closes;
-    // Position in the delivery order (CommitEvents takes it); 0: nothing to deliver.
-    uint64_t ticket = 0;
-  };
+  using JobMap = absl::flat_hash_map<std::string, std::unique_ptr<Job>>;
 
   // Runs `input` on the job's tracker under the job's lock (records events and counts, routes the
   // deliveries), then delivers them after unlocking. Returns `input`'s status.
@@ -283,57 +245,15 @@ class Coordinator {
   // ApplyBatch with a Leave among the messages (it may end the job): under mu_ exclusively.
   std::vector<absl::Status> ApplyBatchWithLeaves(const std::string& job_id, uint64_t generation,
                                                  absl::Span<const RankMessage> messages,
-                                                 Outgoing* out) ABSL_LOCKS_EXCLUDED(mu_);
-  // Applies one Stage / Skip / SyncDone message of a batch to `job`: appends its events to
-  // out->events (a check-in or SyncDone may join a record of an earlier message there, when
-  // decisions.merge_rank_events) and queues its notices. The caller counts and observes the
-  // events (ObserveFrom) once no later message may join them.
-  absl::Status ApplyMessage(Job& job, uint64_t generation, const RankMessage& m, absl::Time now,
-                            core::Decisions& decisions, Outgoing* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
-  // Moves decisions.events (emptied) to the end of out->events, observes them (ObserveFrom) and
-  // queues decisions.deliveries (QueueNotices).
-  void Record(Job& job, core::Decisions& decisions, Outgoing* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
-  // CountFrom, then ObserveEvents of the same events under the observer's lock.
-  static void ObserveFrom(Job& job, size_t first_event, const Outgoing& out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu) ABSL_LOCKS_EXCLUDED(job.observer_mu);
-  // Counts the tracker's events in out.events from `first_event` on (they stay there) in the
-  // job's counters; kRejected events are RecordRejection's.
-  static void CountFrom(Job& job, size_t first_event, const Outgoing& out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
-  // Hands the tracker's events to the job's observer (kRejected events are not its).
-  static void ObserveEvents(Job& job, absl::Span<const core::Event> events)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.observer_mu);
-  // Routes `deliveries` (moved from) to the job's attached sessions.
-  static void QueueNotices(Job& job, std::vector<core::Delivery>& deliveries, Outgoing* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
-  // A refused message of a live job: its `rejected` counter and a kRejected event.
-  void RecordRejection(Job& job, const absl::Status& status, absl::Time now, Outgoing* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
-  // A refused message for no live job: a kRejected event.
-  void RecordRejection(const std::string& job_id, const absl::Status& status, absl::Time now,
-                       Outgoing* out);
+                                                 Effects* effects) ABSL_LOCKS_EXCLUDED(mu_);
   // A refused message naming `job_id`, under mu_ held exclusively (nothing else decides for the
   // job meanwhile): counted on `job` (taking its lock) when it is live, else as for no live job.
   void RecordRejectionOf(Job* job, const std::string& job_id, const absl::Status& status,
-                         absl::Time now, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static void AppendEvent(core::Event event, Outgoing* out);
-  // Moves out->events into the log as one batch (out->committed) and gives `out` its delivery
-  // ticket when it has anything to deliver; call once per Outgoing, at the end of the locked scope
-  // that decided it (with the job's lock still held), so that the log's order and the delivery
-  // order are the order of decisions. An Outgoing with a ticket must then be passed to Deliver,
-  // or later deliveries are held back.
-  void CommitEvents(Outgoing* out) ABSL_LOCKS_EXCLUDED(log_mu_);
+                         absl::Time now, Effects* effects) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The job `it` leaves the coordinator (ended or evicted) into the history; its sessions not of
   // finished ranks are closed with FAILED_PRECONDITION (after unlocking).
-  void FinishJob(absl::flat_hash_map<std::string, std::unique_ptr<Job>>::iterator it,
-                 JobEndKind kind, const std::string& reason, absl::Time now, Outgoing* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Leave of `rank` (see Leave). Sets *ends when it was the last rank of the generation to leave
-  // finished: the caller then ends the job (FinishJob, once the job's lock is released).
-  absl::Status LeaveLocked(Job& job, core::RankId rank, uint64_t generation, bool finished,
-                           bool* ends) ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
+  void FinishJob(JobMap::iterator it, JobEndKind kind, const std::string& reason, absl::Time now,
+                 Effects* effects) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why there is no live job `job_id`: FAILED_PRECONDITION naming it as ended or evicted when it is
   // in the history; the gate's NotServedHere when another replica owns it; NOT_FOUND otherwise
   // (`hint` ends the message).
@@ -358,39 +278,28 @@ class Coordinator {
   // last known here, named as such. Takes the job's lock when refusing.
   absl::Status FenceRead(const std::string& job_id, Job* job) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Ends the Sessions attached to `job` (but those of ranks that left finished) with `status`,
-  // through `out`, and forgets them.
-  void CloseSessionsLocked(Job& job, const absl::Status& status, Outgoing* out)
+  // through `effects`, and forgets them.
+  void CloseSessionsLocked(Job& job, const absl::Status& status, Effects* effects)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_, job.mu);
   // Erases the live job `it` from jobs_, keeping its lock times in left_jobs_lock_times_.
-  void EraseJobLocked(absl::flat_hash_map<std::string, std::unique_ptr<Job>>::iterator it)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EraseJobLocked(JobMap::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes the live job `it` without a history entry; its sessions are closed with `status`.
-  void DropJobLocked(absl::flat_hash_map<std::string, std::unique_ptr<Job>>::iterator it,
-                     const absl::Status& status, Outgoing* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  JobStatusView View(const Job& job, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
+  void DropJobLocked(JobMap::iterator it, const absl::Status& status, Effects* effects)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OK, PERMISSION_DENIED (job not configured) or UNAUTHENTICATED (wrong token).
   absl::Status CheckToken(const core::RankPlan& plan) const;
   // Random bytes (hex) that make session ids unguessable.
   std::string NewSecret() ABSL_LOCKS_EXCLUDED(secret_mu_);
-  // Brings detached_since in line with the tracker's joined ranks after `rank` joined (all of them
-  // when the join started a new generation).
-  static void TrackDetached(Job& job, core::RankId rank, uint64_t generation_before, absl::Time now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
-  void EnforceLivenessOf(Job& job, absl::Time now, Outgoing* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
-  // Hands `out` (moved from) over for delivery in ticket order: notices to sessions, then session
-  // closes, then events to event sinks. One thread at a time delivers: a caller that finds another
-  // delivering leaves `out` to it (so a sink that calls back into the coordinator from Send does
-  // not wait for itself); otherwise it delivers every ready Outgoing in turn before returning.
-  // Call without holding mu_.
-  void Deliver(Outgoing& out) ABSL_LOCKS_EXCLUDED(mu_, deliver_mu_);
-  void DeliverNow(Outgoing& out) ABSL_LOCKS_EXCLUDED(mu_, deliver_mu_);
+  LivenessRules liveness_rules() const {
+    return {options_.rank_lease, options_.lost_rank_abort_after};
+  }
 
   // Constant after construction.
   const CoordinatorOptions options_;
   serve::Clock* const clock_;
 
-  // The set of jobs: exclusively to add, end or drop one; shared to work on one (with its mu).
+  // The registry of jobs: exclusively to add, end or drop one; shared to work on one (with its
+  // lock).
   mutable absl::Mutex mu_;
   // Of mu_ taken exclusively (a job's messages time its own lock, Job::lock_times; queries, which
   // take the locks shared or briefly, are not timed), and the job locks' times of the jobs that
@@ -398,26 +307,14 @@ class Coordinator {
   // job's totals.
   LockTimes lock_times_;
   LockTimes left_jobs_lock_times_;
-  std::atomic<int64_t> delivering_ns_{0};
-  absl::flat_hash_map<std::string, std::unique_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
+  JobMap jobs_ ABSL_GUARDED_BY(mu_);
   size_t sessions_ ABSL_GUARDED_BY(mu_) = 0;  // attached, over all jobs
   JobHistory history_ ABSL_GUARDED_BY(mu_);
-  // The event log and the delivery tickets, in decision order over every job.
-  mutable absl::Mutex log_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  EventLog events_ ABSL_GUARDED_BY(log_mu_);
-  uint64_t last_ticket_ ABSL_GUARDED_BY(log_mu_) = 0;
   absl::Mutex secret_mu_ ABSL_ACQUIRED_AFTER(mu_);
   absl::BitGen bitgen_ ABSL_GUARDED_BY(secret_mu_);
-  // Outgoings handed over and not yet delivered, by ticket; the next ticket to deliver; whether a
-  // thread is delivering.
-  absl::Mutex deliver_mu_ ABSL_ACQUIRED_AFTER(mu_, log_mu_);
-  absl::flat_hash_map<uint64_t, Outgoing> ready_ ABSL_GUARDED_BY(deliver_mu_);
-  uint64_t next_delivery_ ABSL_GUARDED_BY(deliver_mu_) = 1;
-  bool delivering_ ABSL_GUARDED_BY(deliver_mu_) = false;
-  FanOut fan_out_;  // used by the delivering thread only
-  // Event sinks have their own lock so that delivery happens outside mu_.
-  absl::Mutex sinks_mu_ ABSL_ACQUIRED_AFTER(mu_, log_mu_, deliver_mu_);
-  std::vector<EventSink*> event_sinks_ ABSL_GUARDED_BY(sinks_mu_);
+  // The event log and the delivery order, over every job; its locks are taken after mu_ and a
+  // job's.
+  OrderedDelivery delivery_;
 };
 
 }  // namespace psync::server

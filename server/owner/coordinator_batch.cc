@@ -10,7 +10,7 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
                                                   absl::Span<const RankMessage> messages) {
   std::vector<absl::Status> statuses;
   statuses.reserve(messages.size());
-  Outgoing out;
+  Effects out;
   // The ranks of a node send the same items, which make one record each (releases and the like a
   // few more): reserved for one message's check-ins and one's SyncDones, so that most batches move
   // no record.
@@ -26,7 +26,7 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
   if (std::any_of(messages.begin(), messages.end(),
                   [](const RankMessage& m) { return m.kind == RankMessage::Kind::kLeave; })) {
     statuses = ApplyBatchWithLeaves(job_id, generation, messages, &out);
-    Deliver(out);
+    delivery_.Deliver(out);
     return statuses;
   }
   {
@@ -36,10 +36,10 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
       const absl::Time now = clock_->Now();
       for (size_t i = 0; i < messages.size(); ++i) {
         absl::Status s = NotHere(job_id);
-        RecordRejection(job_id, s, now, &out);
+        RecordRejectionWithoutJob(job_id, s, now, &out);
         statuses.push_back(std::move(s));
       }
-      CommitEvents(&out);
+      delivery_.Commit(&out);
     } else {
       TimedMutexLock job_lock(&job->mu, &job->lock_times);
       const absl::Time now = clock_->Now();
@@ -47,7 +47,7 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
       // With replicas: a job not served here (any more) refuses every message, releasing nothing.
       if (absl::Status served = CheckServed(*job); !served.ok()) {
         statuses.assign(messages.size(), served);
-        RecordRejection(*job, served, now, &out);
+        job->RecordRejection(served, now, &out);
       } else {
         core::Decisions decisions;  // reused: its vectors keep their capacity
         // The node's ranks' same check-in (or SyncDone) is one record: counted and observed once
@@ -55,26 +55,26 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
         decisions.merge_rank_events = true;
         const size_t first_event = out.events.size();
         for (const RankMessage& m : messages) {
-          statuses.push_back(ApplyMessage(*job, generation, m, now, decisions, &out));
+          statuses.push_back(job->ApplyMessage(generation, m, now, decisions, &out));
         }
-        CountFrom(*job, first_event, out);
+        job->CountFrom(first_event, out);
       }
-      CommitEvents(&out);
+      delivery_.Commit(&out);
       // The observer's share runs after the job's lock is let go, so that the job's next batch is
       // decided meanwhile; its lock is taken first, so that batch is still observed after this one.
       absl::MutexLock observer_lock(&job->observer_mu);
       job_lock.Release();
-      if (out.committed != nullptr) ObserveEvents(*job, *out.committed);
+      if (out.committed != nullptr) job->ObserveEvents(*out.committed);
     }
   }
-  Deliver(out);
+  delivery_.Deliver(out);
   return statuses;
 }
 
 std::vector<absl::Status> Coordinator::ApplyBatchWithLeaves(const std::string& job_id,
                                                             uint64_t generation,
                                                             absl::Span<const RankMessage> messages,
-                                                            Outgoing* out) {
+                                                            Effects* out) {
   std::vector<absl::Status> statuses;
   statuses.reserve(messages.size());
   TimedMutexLock lock(&mu_, &lock_times_);
@@ -89,7 +89,7 @@ std::vector<absl::Status> Coordinator::ApplyBatchWithLeaves(const std::string& j
       job.last_activity = now;
       if (absl::Status served = CheckServed(job); !served.ok()) {
         statuses.assign(messages.size(), served);
-        RecordRejection(job, served, now, out);
+        job.RecordRejection(served, now, out);
         next = messages.size();
       } else {
         // Rare (a node's ranks finishing): every message's events are observed as it is applied,
@@ -99,12 +99,12 @@ std::vector<absl::Status> Coordinator::ApplyBatchWithLeaves(const std::string& j
           const RankMessage& m = messages[next];
           if (m.kind != RankMessage::Kind::kLeave) {
             const size_t first_event = out->events.size();
-            statuses.push_back(ApplyMessage(job, generation, m, now, decisions, out));
-            ObserveFrom(job, first_event, *out);
+            statuses.push_back(job.ApplyMessage(generation, m, now, decisions, out));
+            job.ObserveFrom(first_event, *out);
             continue;
           }
-          absl::Status s = LeaveLocked(job, m.rank, generation, m.leave_finished, &ends);
-          if (!s.ok()) RecordRejection(job, s, now, out);
+          absl::Status s = job.Leave(m.rank, generation, m.leave_finished, &ends);
+          if (!s.ok()) job.RecordRejection(s, now, out);
           statuses.push_back(std::move(s));
         }
       }
@@ -114,38 +114,11 @@ std::vector<absl::Status> Coordinator::ApplyBatchWithLeaves(const std::string& j
   }
   for (; next < messages.size(); ++next) {
     absl::Status s = NotHere(job_id);
-    RecordRejection(job_id, s, now, out);
+    RecordRejectionWithoutJob(job_id, s, now, out);
     statuses.push_back(std::move(s));
   }
-  CommitEvents(out);
+  delivery_.Commit(out);
   return statuses;
-}
-
-absl::Status Coordinator::ApplyMessage(Job& job, uint64_t generation, const RankMessage& m,
-                                       absl::Time now, core::Decisions& decisions, Outgoing* out) {
-  // The tracker appends this message's events after the batch's earlier ones (or merges a check-in
-  // into one of them), where they stay: no event is moved again.
-  decisions.deliveries.clear();
-  decisions.events.swap(out->events);
-  absl::Status s;
-  switch (m.kind) {
-    case RankMessage::Kind::kStaged:
-      s = job.tracker->Stage(m.rank, generation, m.staged, now, &decisions);
-      break;
-    case RankMessage::Kind::kSkip:
-      s = job.tracker->Skip(m.rank, generation, m.skip_step, m.skip_reason, now, &decisions);
-      break;
-    case RankMessage::Kind::kSyncDone:
-      s = job.tracker->SyncDone(m.rank, generation, m.sync_done, now, &decisions);
-      break;
-    case RankMessage::Kind::kLeave:  // see ApplyBatchWithLeaves
-      s = absl::InternalError("a Leave is applied by ApplyBatchWithLeaves");
-      break;
-  }
-  decisions.events.swap(out->events);
-  QueueNotices(job, decisions.deliveries, out);
-  if (!s.ok()) RecordRejection(job, s, now, out);
-  return s;
 }
 
 }  // namespace psync::server

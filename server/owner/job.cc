@@ -1,0 +1,267 @@
+#include "server/owner/job.h"
+
+#include <algorithm>
+#include <iterator>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "wire/bounded_text.h"
+
+namespace psync::server {
+
+using core::EventKind;
+
+namespace {
+
+// The kRejected event of a refused message, without its job.
+core::Event RejectedEvent(const absl::Status& status, absl::Time now) {
+  core::Event e;
+  e.kind = EventKind::kRejected;
+  e.time = now;
+  e.detail = wire::BoundEcho(status.ToString());
+  return e;
+}
+
+}  // namespace
+
+void RecordRejectionWithoutJob(const std::string& job_id, const absl::Status& status,
+                               absl::Time now, Effects* effects) {
+  core::Event e = RejectedEvent(status, now);
+  e.job_id = wire::BoundEcho(job_id);
+  effects->AddEvent(std::move(e));
+}
+
+void Job::RecordRejection(const absl::Status& status, absl::Time now, Effects* effects) {
+  ++counters.rejected;
+  core::Event e = RejectedEvent(status, now);
+  e.job_id = tracker->job_id();
+  e.generation = tracker->generation();
+  effects->AddEvent(std::move(e));
+}
+
+void Job::Record(core::Decisions& decisions, Effects* effects) {
+  const size_t first = effects->events.size();
+  if (first == 0) {
+    effects->events.swap(decisions.events);  // the common case: no event is moved
+  } else {
+    effects->events.insert(effects->events.end(),
+                           std::make_move_iterator(decisions.events.begin()),
+                           std::make_move_iterator(decisions.events.end()));
+  }
+  decisions.events.clear();
+  ObserveFrom(first, *effects);
+  QueueNotices(decisions.deliveries, effects);
+}
+
+absl::Status Job::ApplyMessage(uint64_t generation, const RankMessage& m, absl::Time now,
+                               core::Decisions& decisions, Effects* effects) {
+  // The tracker appends this message's events after the batch's earlier ones (or merges a check-in
+  // into one of them), where they stay: no event is moved again.
+  decisions.deliveries.clear();
+  decisions.events.swap(effects->events);
+  absl::Status s;
+  switch (m.kind) {
+    case RankMessage::Kind::kStaged:
+      s = tracker->Stage(m.rank, generation, m.staged, now, &decisions);
+      break;
+    case RankMessage::Kind::kSkip:
+      s = tracker->Skip(m.rank, generation, m.skip_step, m.skip_reason, now, &decisions);
+      break;
+    case RankMessage::Kind::kSyncDone:
+      s = tracker->SyncDone(m.rank, generation, m.sync_done, now, &decisions);
+      break;
+    case RankMessage::Kind::kLeave:  // see Leave
+      s = absl::InternalError("a Leave is applied by Job::Leave");
+      break;
+  }
+  decisions.events.swap(effects->events);
+  QueueNotices(decisions.deliveries, effects);
+  if (!s.ok()) RecordRejection(s, now, effects);
+  return s;
+}
+
+void Job::ObserveFrom(size_t first_event, const Effects& effects) {
+  CountFrom(first_event, effects);
+  absl::MutexLock observer_lock(&observer_mu);
+  ObserveEvents(absl::MakeConstSpan(effects.events).subspan(first_event));
+}
+
+void Job::CountFrom(size_t first_event, const Effects& effects) {
+  for (size_t i = first_event; i < effects.events.size(); ++i) {
+    const core::Event& e = effects.events[i];
+    switch (e.kind) {
+      case EventKind::kCheckin:
+        counters.checkins += core::RankCount(e);
+        break;
+      case EventKind::kDuplicate:
+        ++counters.duplicate_checkins;
+        break;
+      case EventKind::kRelease:
+        ++counters.releases;
+        break;
+      case EventKind::kSyncDone:
+        counters.syncs_done += core::RankCount(e);
+        break;
+      case EventKind::kStepSkipped:
+        ++counters.skipped_steps;
+        break;
+      case EventKind::kViolation:
+        ++counters.violations;
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+void Job::ObserveEvents(absl::Span<const core::Event> events) {
+  for (const core::Event& e : events) {
+    if (e.kind != EventKind::kRejected) observer.OnEvent(e);
+  }
+}
+
+void Job::QueueNotices(std::vector<core::Delivery>& deliveries, Effects* effects) {
+  // A release names every member (16,384 notices): grown once, not by doubling. A node's batch
+  // adds a few at a time, so the vector still grows geometrically (an exact reserve per message
+  // would copy it every time). A run of deliveries of the same notice (a release's directive to
+  // every member) shares one copy.
+  auto& notices = effects->notices;
+  const size_t needed = notices.size() + deliveries.size();
+  if (needed > notices.capacity()) notices.reserve(std::max(needed, 2 * notices.capacity()));
+  std::shared_ptr<const core::Notice> shared;
+  for (core::Delivery& d : deliveries) {
+    auto it = sessions.find(d.rank);
+    // A rank without a session gets its pending notices when it attaches.
+    if (it == sessions.end()) continue;
+    if (auto* directive = std::get_if<core::SyncDirective>(&d.notice)) directive->epoch = epoch;
+    if (shared == nullptr || !(*shared == d.notice)) {
+      shared = std::make_shared<const core::Notice>(std::move(d.notice));
+    }
+    notices.emplace_back(it->second, shared);
+  }
+}
+
+void Job::TrackDetached(core::RankId rank, uint64_t generation_before, absl::Time now) {
+  if (tracker->generation() == generation_before) {
+    // The same generation: only the joining rank changed (O(1) instead of O(ranks) per join).
+    if (!sessions.contains(rank)) detached_since.try_emplace(rank, now);
+    return;
+  }
+  finished.clear();  // a new generation: every rank runs again
+  const std::vector<core::RankId> joined = tracker->JoinedRanks();
+  for (auto it = detached_since.begin(); it != detached_since.end();) {
+    if (!std::binary_search(joined.begin(), joined.end(), it->first)) {
+      lost.erase(it->first);
+      detached_since.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  for (core::RankId r : joined) {
+    if (!sessions.contains(r)) detached_since.try_emplace(r, now);
+  }
+}
+
+absl::Status Job::Leave(core::RankId rank, uint64_t generation, bool leaves_finished,
+                        bool* ends) {
+  const uint64_t current = tracker->generation();
+  if (generation != current) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "leave.generation ", generation, " is ", generation < current ? "stale" : "not issued yet",
+        ": job '", tracker->job_id(), "' is at generation ", current));
+  }
+  if (!tracker->IsJoined(rank)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", rank, " has not joined generation ", current));
+  }
+  if (!leaves_finished) return absl::OkStatus();
+  finished.insert(rank);
+  detached_since.erase(rank);
+  lost.erase(rank);
+  *ends = finished.size() == tracker->plan().world_size();
+  return absl::OkStatus();
+}
+
+void Job::EnforceLiveness(const LivenessRules& rules, absl::Time now, Effects* effects) {
+  if (tracker->state() == core::JobState::kAborted) return;
+  std::vector<std::pair<core::RankId, absl::Time>> detached(detached_since.begin(),
+                                                            detached_since.end());
+  std::sort(detached.begin(), detached.end());
+  for (const auto& [rank, since] : detached) {
+    const absl::Duration gone = now - since;
+    if (gone >= rules.rank_lease && lost.insert(rank).second) {
+      core::Event e;
+      e.kind = EventKind::kRankLost;
+      e.time = now;
+      e.job_id = tracker->job_id();
+      e.generation = tracker->generation();
+      e.rank = rank;
+      e.step = tracker->rank_step(rank);
+      e.duration = gone;
+      e.detail = absl::StrCat("rank ", rank, " lost: no session for ", absl::FormatDuration(gone),
+                              " (lease ", absl::FormatDuration(rules.rank_lease),
+                              "); the job aborts after ",
+                              absl::FormatDuration(rules.lost_rank_abort_after));
+      {
+        absl::MutexLock observer_lock(&observer_mu);
+        observer.OnEvent(e);
+      }
+      effects->AddEvent(std::move(e));
+    }
+    if (gone >= rules.lost_rank_abort_after) {
+      core::Decisions decisions;
+      tracker->Abort(
+          absl::StrCat("rank ", rank, " lost: no session for ", absl::FormatDuration(gone)), now,
+          &decisions);
+      Record(decisions, effects);
+      return;
+    }
+  }
+}
+
+void Job::FindStalls(absl::Time now, Effects* effects) {
+  if (tracker->state() != core::JobState::kRunning) return;
+  // The (O(ranks)) lists of who is missing are built only for a chunk reported stalled.
+  const core::JobTracker& t = *tracker;
+  auto lists_of = [&](const core::ChunkSnapshot& brief) {
+    absl::StatusOr<core::ChunkSnapshot> full = t.ChunkAt(brief.step, brief.chunk, now);
+    return full.ok() ? *std::move(full) : brief;
+  };
+  absl::MutexLock observer_lock(&observer_mu);
+  for (core::Event& e :
+       observer.Inspect(now, t.Snapshot(now, /*lists_after=*/absl::InfiniteDuration()), lists_of)) {
+    effects->AddEvent(std::move(e));
+  }
+}
+
+size_t Job::CloseSessions(const absl::Status& status, Effects* effects) {
+  const size_t attached = sessions.size();
+  for (auto& [rank, sink] : sessions) {
+    // A rank that left finished is done with its Session: it is not told why the job went.
+    if (!finished.contains(rank)) effects->closes.emplace_back(std::move(sink), status);
+  }
+  sessions.clear();
+  return attached;
+}
+
+JobStatusView Job::View(absl::Time now) const {
+  JobStatusView view;
+  view.snapshot = tracker->Snapshot(now);
+  view.counters = counters;
+  view.sessions_connected = static_cast<uint32_t>(sessions.size());
+  absl::MutexLock observer_lock(&observer_mu);
+  view.stalls = observer.stalls();
+  view.stragglers = observer.TopStragglers(10);
+  for (core::ChunkId c = 0; c < view.snapshot.num_chunks; ++c) {
+    view.deadlines.push_back(observer.Deadline(c));
+  }
+  view.audit = observer.totals();
+  view.lost_ranks.assign(lost.begin(), lost.end());
+  std::sort(view.lost_ranks.begin(), view.lost_ranks.end());
+  view.lock_held = lock_times.held();
+  view.lock_wait = lock_times.wait();
+  view.lock_acquisitions = lock_times.acquisitions.load(std::memory_order_relaxed);
+  return view;
+}
+
+}  // namespace psync::server

@@ -1,0 +1,132 @@
+// Job: one job's state in the owner (the Coordinator), and what is done to it under its lock: its
+// readiness tracker (core::JobTracker), attached sessions, counters, liveness (detached and lost
+// ranks, ranks that left finished) and observer (stalls, stragglers, audit).
+//
+// Thread-safety: `mu` guards the job's state; `observer_mu` the observer, taken after `mu` (a
+// node's batch hands its events to the observer after letting `mu` go, holding `observer_mu` from
+// before, so that the job's next decision runs meanwhile and is still observed after this one).
+// The Coordinator owns every Job and decides when each lock is taken (coordinator.h); a Job's
+// methods state the locks they need. Notices, events and closes go into an Effects, delivered by
+// the caller after unlocking.
+#ifndef PSYNC_SERVER_OWNER_JOB_H_
+#define PSYNC_SERVER_OWNER_JOB_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "server/core/job_tracker.h"
+#include "server/core/types.h"
+#include "server/observe/job_observer.h"
+#include "server/owner/effects.h"
+#include "server/owner/job_view.h"
+#include "server/owner/rank_message.h"
+#include "server/owner/session_sink.h"
+#include "server/owner/timed_lock.h"
+
+namespace psync::server {
+
+// When a joined rank without a Session is lost (a kRankLost event, the job DEGRADED), and when it
+// aborts the job's generation.
+struct LivenessRules {
+  absl::Duration rank_lease;
+  absl::Duration lost_rank_abort_after;
+};
+
+class Job {
+ public:
+  Job(std::unique_ptr<core::JobTracker> tracker, const observe::ObserverOptions& observer_options,
+      uint64_t ownership_epoch)
+      : tracker(std::move(tracker)), observer(observer_options), epoch(ownership_epoch) {}
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  // Moves decisions.events (emptied) to the end of effects->events, counts and observes them
+  // (ObserveFrom) and queues decisions.deliveries (QueueNotices).
+  void Record(core::Decisions& decisions, Effects* effects) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu)
+      ABSL_LOCKS_EXCLUDED(observer_mu);
+  // Applies one Stage / Skip / SyncDone message of a node's batch: appends its events to
+  // effects->events (a check-in or SyncDone may join a record of an earlier message there, when
+  // decisions.merge_rank_events) and queues its notices. The caller counts and observes the events
+  // (CountFrom, ObserveEvents) once no later message may join them. A kLeave message is INTERNAL
+  // (see Leave).
+  absl::Status ApplyMessage(uint64_t generation, const RankMessage& message, absl::Time now,
+                            core::Decisions& decisions, Effects* effects)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // CountFrom, then ObserveEvents of the same events under the observer's lock.
+  void ObserveFrom(size_t first_event, const Effects& effects) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu)
+      ABSL_LOCKS_EXCLUDED(observer_mu);
+  // Counts the tracker's events in effects.events from `first_event` on (they stay there);
+  // kRejected events are RecordRejection's.
+  void CountFrom(size_t first_event, const Effects& effects) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Hands the tracker's events to the observer (kRejected events are not its).
+  void ObserveEvents(absl::Span<const core::Event> events)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(observer_mu);
+  // Routes `deliveries` (moved from) to the attached sessions, stamping directives with the
+  // ownership epoch. A rank without a session gets its pending notices when it attaches.
+  void QueueNotices(std::vector<core::Delivery>& deliveries, Effects* effects)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // A refused message: the `rejected` counter and a kRejected event.
+  void RecordRejection(const absl::Status& status, absl::Time now, Effects* effects)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
+  // Brings detached_since in line with the tracker's joined ranks after `rank` joined (all of them
+  // when the join started a new generation).
+  void TrackDetached(core::RankId rank, uint64_t generation_before, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // The rank leaves (Coordinator::Leave). Sets *ends when it was the last rank of the generation
+  // to leave finished: the caller then ends the job. FAILED_PRECONDITION for a stale generation or
+  // a rank that has not joined it; changes nothing then.
+  absl::Status Leave(core::RankId rank, uint64_t generation, bool leaves_finished, bool* ends)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Ranks detached past the lease become lost (a kRankLost event each, once); a rank lost past
+  // lost_rank_abort_after aborts the generation.
+  void EnforceLiveness(const LivenessRules& rules, absl::Time now, Effects* effects)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) ABSL_LOCKS_EXCLUDED(observer_mu);
+  // Chunks of a running job waiting past their learned deadline: a kStall event for each new one.
+  void FindStalls(absl::Time now, Effects* effects) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu)
+      ABSL_LOCKS_EXCLUDED(observer_mu);
+  // The Sessions of ranks that did not leave finished are closed with `status` (through
+  // `effects`); every Session is forgotten. Returns how many were attached.
+  size_t CloseSessions(const absl::Status& status, Effects* effects)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
+  // What GetJobStatus reports.
+  JobStatusView View(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu)
+      ABSL_LOCKS_EXCLUDED(observer_mu);
+
+  mutable absl::Mutex mu;
+  LockTimes lock_times;  // of mu, by the messages that change the job's state
+  std::unique_ptr<core::JobTracker> tracker ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<core::RankId, std::shared_ptr<SessionSink>> sessions ABSL_GUARDED_BY(mu);
+  JobCounters counters ABSL_GUARDED_BY(mu);
+  mutable absl::Mutex observer_mu ABSL_ACQUIRED_AFTER(mu);
+  observe::JobObserver observer ABSL_GUARDED_BY(observer_mu);
+  // Joined ranks of the current generation without a Session, and since when.
+  absl::flat_hash_map<core::RankId, absl::Time> detached_since ABSL_GUARDED_BY(mu);
+  absl::flat_hash_set<core::RankId> lost ABSL_GUARDED_BY(mu);
+  // Ranks of the current generation that left finished.
+  absl::flat_hash_set<core::RankId> finished ABSL_GUARDED_BY(mu);
+  // The last message, join, attach or detach; with no session, idle since then.
+  absl::Time last_activity ABSL_GUARDED_BY(mu);
+  // The ownership epoch this replica serves the job at (0 without a gate); stamped on its
+  // directives.
+  const uint64_t epoch;
+};
+
+// A refused message for no live job: a kRejected event naming `job_id`.
+void RecordRejectionWithoutJob(const std::string& job_id, const absl::Status& status,
+                               absl::Time now, Effects* effects);
+
+}  // namespace psync::server
+
+#endif  // PSYNC_SERVER_OWNER_JOB_H_
