@@ -39,7 +39,7 @@ core::Event Ev(std::string job = "j", std::string detail = "") {
 }
 
 // A log and its coordinator, as far as a WatchQueue sees them: Record appends a batch to the
-// log and delivers it live (AddLive), as Coordinator::CommitEvents and Deliver do; Pages answers
+// log and delivers it live (AddLive), as OrderedDelivery::Commit and Deliver do; Pages answers
 // the queue's page requests from the log, as EventStream::Pump does with Coordinator::EventsSince.
 struct FakeLog {
   explicit FakeLog(size_t capacity = 1000000) : log(capacity) {}
