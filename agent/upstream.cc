@@ -146,9 +146,9 @@ v1::AgentUp Upstream::AttachUpLocked(AttachedRank& link) {
   const uint64_t id = next_request_id_++;
   link.attach_id = id;
   attach_ids_[id] = link.link.get();
-  Pending p;
-  p.kind = Pending::Kind::kAttach;
-  pending_.emplace(id, std::move(p));
+  AwaitingAck p;
+  p.kind = AwaitingAck::Kind::kAttach;
+  awaiting_ack_.emplace(id, std::move(p));
   v1::AgentUp up;
   up.set_request_id(id);
   *up.mutable_attach()->mutable_attach() = link.link->attach();
@@ -168,8 +168,8 @@ void Upstream::BuildLocked() {
     if (run.empty()) return;
     std::vector<MergeInput> inputs;
     inputs.reserve(run.size());
-    Pending p;
-    p.kind = Pending::Kind::kBatch;
+    AwaitingAck p;
+    p.kind = AwaitingAck::Kind::kBatch;
     // Lazy when no rank of it waits for its answer (asynchronous reports only).
     p.lazy = true;
     for (const Queued& q : run) {
@@ -183,7 +183,7 @@ void Upstream::BuildLocked() {
     up.set_lazy_ack(p.lazy);
     *up.mutable_batch() =
         MergeMessages(run.front().link->job_id(), GenerationOf(run.front().up), inputs);
-    pending_.emplace(id, std::move(p));
+    awaiting_ack_.emplace(id, std::move(p));
     stream_->Send(id, std::move(up), Delivery::kTracked);
     run.clear();
     run_bytes = 0;
@@ -203,9 +203,9 @@ void Upstream::BuildLocked() {
         }
       } else {
         const uint64_t id = next_request_id_++;
-        Pending p;
-        p.kind = Pending::Kind::kDetach;
-        pending_.emplace(id, std::move(p));
+        AwaitingAck p;
+        p.kind = AwaitingAck::Kind::kDetach;
+        awaiting_ack_.emplace(id, std::move(p));
         v1::AgentUp up;
         up.set_request_id(id);
         *up.mutable_detach() = std::move(q.detach);
@@ -275,12 +275,12 @@ std::vector<v1::AgentUp> Upstream::OnOpen(bool* handshake) {
       ++it;
     }
   }
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    if (it->second.kind == Pending::Kind::kBatch) {
+  for (auto it = awaiting_ack_.begin(); it != awaiting_ack_.end();) {
+    if (it->second.kind == AwaitingAck::Kind::kBatch) {
       counters_->batches_resent.fetch_add(1);  // the stream writes it again
       ++it;
     } else {
-      it = pending_.erase(it);
+      it = awaiting_ack_.erase(it);
     }
   }
   attach_ids_.clear();
@@ -310,10 +310,10 @@ std::vector<std::shared_ptr<LocalRank>> Upstream::LeaveAllLocked() {
   queued_messages_ = 0;
   queued_controls_ = 0;
   completes_chunk_ = false;
-  for (const auto& [id, p] : pending_) {
-    if (p.kind == Pending::Kind::kBatch) stream_->Abandon(id);
+  for (const auto& [id, p] : awaiting_ack_) {
+    if (p.kind == AwaitingAck::Kind::kBatch) stream_->Abandon(id);
   }
-  pending_.clear();
+  awaiting_ack_.clear();
   return left;
 }
 
@@ -382,7 +382,7 @@ void Upstream::OnRead(const v1::AgentDown& down) {
       answered.emplace(ack.request_id(), &ack);
       last_answered = std::max(last_answered, ack.request_id());
     }
-    for (auto it = pending_.begin(); it != pending_.end() && it->first <= last_answered;) {
+    for (auto it = awaiting_ack_.begin(); it != awaiting_ack_.end() && it->first <= last_answered;) {
       const uint64_t request_id = it->first;
       auto found = answered.find(request_id);
       const v1::AgentAck* ack = found == answered.end() ? nullptr : found->second;
@@ -390,11 +390,11 @@ void Upstream::OnRead(const v1::AgentDown& down) {
         ++it;
         continue;
       }
-      Pending p = std::move(it->second);
-      it = pending_.erase(it);
-      if (p.kind == Pending::Kind::kBatch) stream_->Acknowledge(request_id);
+      AwaitingAck p = std::move(it->second);
+      it = awaiting_ack_.erase(it);
+      if (p.kind == AwaitingAck::Kind::kBatch) stream_->Acknowledge(request_id);
       const absl::Status status = ack != nullptr ? wire::StatusFromWire(*ack) : absl::OkStatus();
-      if (p.kind == Pending::Kind::kAttach) {
+      if (p.kind == AwaitingAck::Kind::kAttach) {
         auto a = attach_ids_.find(request_id);
         if (a == attach_ids_.end()) continue;  // detached meanwhile
         LocalRank* key = a->second;
@@ -422,7 +422,7 @@ void Upstream::OnRead(const v1::AgentDown& down) {
         }
         continue;
       }
-      if (p.kind != Pending::Kind::kBatch) continue;
+      if (p.kind != AwaitingAck::Kind::kBatch) continue;
       absl::flat_hash_map<uint32_t, absl::Status> rejected;
       if (ack != nullptr) {
         for (const v1::MessageStatus& r : ack->rejected()) {

@@ -138,7 +138,7 @@ class Upstream final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
     absl::Time at;
   };
   // A written AgentUp waiting for its AgentAck.
-  struct Pending {
+  struct AwaitingAck {
     enum class Kind { kAttach, kDetach, kBatch };
     Kind kind = Kind::kBatch;
     bool lazy = false;  // kBatch sent with lazy_ack: AgentDown.acked_through may answer it
@@ -188,7 +188,7 @@ class Upstream final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   LocalCompletion completion_ ABSL_GUARDED_BY(mu_);
   bool completes_chunk_ ABSL_GUARDED_BY(mu_) = false;  // a queued check-in completes a chunk
   size_t queued_controls_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, AwaitingAck> awaiting_ack_ ABSL_GUARDED_BY(mu_);
 
   // Last: destroyed (its threads joined) first.
   std::unique_ptr<ReconnectingStream<v1::AgentUp, v1::AgentDown>> stream_;

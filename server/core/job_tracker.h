@@ -6,7 +6,7 @@
 //  * No early release: a (step, chunk) is released only once the plan is complete (every rank
 //    joined) and every declared contributor of the chunk staged that step.
 //  * Exactly once: each (generation, step, chunk) is released at most once; its SyncDirective is
-//    addressed once to every member of the chunk's sync groups. Pending() lets a reconnecting
+//    addressed once to every member of the chunk's sync groups. NoticesToHold() lets a reconnecting
 //    session receive the directives it has not acknowledged with SyncDone (and its skips).
 //  * Recovery: a rank that joins with a Resume (its step, check-ins and executed syncs) lets a
 //    coordinator that lost its state rebuild the same decisions; directives go only to members
@@ -125,7 +125,7 @@ class JobTracker {
   // Notices `rank` must hold after (re)attaching: the abort of the generation if aborted, else the
   // StepSkipped of retained skipped steps it voted for, and the directives released to it that it
   // has not reported SyncDone for.
-  std::vector<Notice> Pending(RankId rank) const;
+  std::vector<Notice> NoticesToHold(RankId rank) const;
 
   // Ranks that joined the current generation.
   std::vector<RankId> JoinedRanks() const;

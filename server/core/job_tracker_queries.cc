@@ -12,7 +12,7 @@
 
 namespace psync::core {
 
-std::vector<Notice> JobTracker::Pending(RankId rank) const {
+std::vector<Notice> JobTracker::NoticesToHold(RankId rank) const {
   std::vector<Notice> out;
   auto it = ranks_.find(rank);
   if (it == ranks_.end()) return out;

@@ -1,7 +1,7 @@
 // JobTracker scenario tests: Pending, Snapshot and the lowest rank step.
 // Exact decisions (deliveries, events, sequence numbers, status codes) driven through the
 // Harness of job_tracker_test_harness.h, which audits every decision with an InvariantChecker
-// and asserts a refused call leaves Snapshot() and Pending() unchanged.
+// and asserts a refused call leaves Snapshot() and NoticesToHold() unchanged.
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -24,18 +24,18 @@ namespace {
 TEST(JobTrackerTest, PendingRelistsDirectivesUntilSyncDone) {
   Harness h(MoePlans(), MoeExpected());
   h.JoinAll();
-  for (RankId r = 0; r < 4; ++r) EXPECT_THAT(h.tracker().Pending(r), IsEmpty());
+  for (RankId r = 0; r < 4; ++r) EXPECT_THAT(h.tracker().NoticesToHold(r), IsEmpty());
   for (RankId r = 0; r < 4; ++r) ASSERT_TRUE(h.Stage(r, {Item(0, 1, "dense")}).ok());
   for (RankId r = 0; r < 4; ++r) ASSERT_TRUE(h.Stage(r, {Item(0, 2, "expert")}).ok());
   auto pending = [&](RankId r) {
     Strings out;
-    for (const Notice& n : h.tracker().Pending(r)) out.push_back(NoticeText(n));
+    for (const Notice& n : h.tracker().NoticesToHold(r)) out.push_back(NoticeText(n));
     return out;
   };
   for (RankId r = 0; r < 4; ++r) {
     EXPECT_THAT(pending(r), ElementsAre("directive g1 s0 c1 seq1", "directive g1 s0 c2 seq2"));
   }
-  const SyncDirective first = std::get<SyncDirective>(h.tracker().Pending(0)[0]);
+  const SyncDirective first = std::get<SyncDirective>(h.tracker().NoticesToHold(0)[0]);
   EXPECT_EQ(first.last, (Contributor{3, "dense"}));
   ASSERT_TRUE(h.SyncDone(0, {Done(0, 2)}).ok());
   EXPECT_THAT(pending(0), ElementsAre("directive g1 s0 c1 seq1"));

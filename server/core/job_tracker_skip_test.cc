@@ -1,7 +1,7 @@
 // JobTracker scenario tests: all-rank skips, votes while forming, and skip disagreements.
 // Exact decisions (deliveries, events, sequence numbers, status codes) driven through the
 // Harness of job_tracker_test_harness.h, which audits every decision with an InvariantChecker
-// and asserts a refused call leaves Snapshot() and Pending() unchanged.
+// and asserts a refused call leaves Snapshot() and NoticesToHold() unchanged.
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -45,7 +45,7 @@ TEST(JobTrackerTest, StepSkippedByEveryRankAdvancesEveryRank) {
   // A rank that re-attaches gets the StepSkipped again (it may have been lost with its Session).
   for (RankId r = 0; r < 4; ++r) {
     std::vector<std::string> pending;
-    for (const Notice& n : h.tracker().Pending(r)) pending.push_back(NoticeText(n));
+    for (const Notice& n : h.tracker().NoticesToHold(r)) pending.push_back(NoticeText(n));
     EXPECT_THAT(pending, ElementsAre("skipped g1 s0")) << "rank " << r;
   }
   // The skipped step is closed; late skips are duplicates.
@@ -100,7 +100,7 @@ TEST(JobTrackerTest, SkipDisagreementAbortsTheGenerationInEitherOrder) {
     EXPECT_THAT(h.events(), ElementsAre("violation g1 s0", "abort g1 s0"));
     EXPECT_EQ(h.tracker().state(), JobState::kAborted);
     for (RankId r : {0, 1}) {
-      std::vector<Notice> pending = h.tracker().Pending(r);
+      std::vector<Notice> pending = h.tracker().NoticesToHold(r);
       ASSERT_EQ(pending.size(), 1u);
       EXPECT_EQ(NoticeText(pending[0]), "abort g1 s0");
     }

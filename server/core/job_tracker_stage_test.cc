@@ -2,7 +2,7 @@
 // (all or nothing, repeated items, bounds, unknown chunk, undeclared optimizer).
 // Exact decisions (deliveries, events, sequence numbers, status codes) driven through the
 // Harness of job_tracker_test_harness.h, which audits every decision with an InvariantChecker
-// and asserts a refused call leaves Snapshot() and Pending() unchanged.
+// and asserts a refused call leaves Snapshot() and NoticesToHold() unchanged.
 #include <algorithm>
 #include <string>
 #include <utility>

@@ -2,7 +2,7 @@
 // acknowledged ahead of the rank's own step.
 // Exact decisions (deliveries, events, sequence numbers, status codes) driven through the
 // Harness of job_tracker_test_harness.h, which audits every decision with an InvariantChecker
-// and asserts a refused call leaves Snapshot() and Pending() unchanged.
+// and asserts a refused call leaves Snapshot() and NoticesToHold() unchanged.
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -109,7 +109,7 @@ TEST(JobTrackerTest, DirectiveAheadOfTheRankStepCanBeAcknowledged) {
   EXPECT_THAT(h.deliveries(),
               ElementsAre("r0 directive g1 s1 c1 seq3", "r1 directive g1 s1 c1 seq3"));
   Strings pending;
-  for (const Notice& n : h.tracker().Pending(1)) pending.push_back(NoticeText(n));
+  for (const Notice& n : h.tracker().NoticesToHold(1)) pending.push_back(NoticeText(n));
   EXPECT_THAT(pending, ElementsAre("directive g1 s0 c0 seq2", "directive g1 s1 c1 seq3"));
   // Rank 1 executes it and reports it before it reports step 0's chunk 0.
   ASSERT_TRUE(h.SyncDone(1, {Done(1, 1)}).ok());
@@ -143,7 +143,7 @@ TEST(JobTrackerTest, MemberThatOnlySyncsAdvancesPastStepsItAcknowledgedAhead) {
   EXPECT_EQ(h.tracker().rank_step(1), 0u);
   ASSERT_TRUE(h.SyncDone(1, {Done(0, 0)}).ok());
   EXPECT_EQ(h.tracker().rank_step(1), 2u);
-  EXPECT_THAT(h.tracker().Pending(1), IsEmpty());
+  EXPECT_THAT(h.tracker().NoticesToHold(1), IsEmpty());
 }
 
 }  // namespace

@@ -109,7 +109,7 @@ std::string StateText(const JobTracker& tracker, absl::Time now) {
   }
   for (RankId r = 0; r < snap.world_size; ++r) {
     std::vector<std::string> pending;
-    for (const Notice& n : tracker.Pending(r)) pending.push_back(NoticeText(n));
+    for (const Notice& n : tracker.NoticesToHold(r)) pending.push_back(NoticeText(n));
     absl::StrAppend(&out, "  rank ", r, " step ", tracker.rank_step(r), " pending [",
                     absl::StrJoin(pending, ", "), "]\n");
   }

@@ -35,7 +35,7 @@ std::vector<std::string> EventTexts(const Decisions& decisions);
 std::vector<Event> EventsOf(const Decisions& decisions, EventKind kind);
 
 // Everything a caller can observe of `tracker` at `now`: generation, state, the snapshot, and for
-// every rank in [0, world_size) its step and its Pending() notices.
+// every rank in [0, world_size) its step and its NoticesToHold() notices.
 std::string StateText(const JobTracker& tracker, absl::Time now);
 
 }  // namespace psync::core::testing

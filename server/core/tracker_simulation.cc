@@ -212,7 +212,7 @@ absl::Status Simulation::Act(RankId r) {
       return Fail(absl::StrCat("bad reconnect of rank ", r));
     }
     std::set<std::pair<Step, ChunkId>> pending;
-    for (const Notice& n : tracker_.Pending(r)) {
+    for (const Notice& n : tracker_.NoticesToHold(r)) {
       // The StepSkipped of a retained skipped step behind the rank is listed again.
       if (const auto* k = std::get_if<StepSkipped>(&n)) {
         if (k->step < rank.step && IsSkipped(k->step)) continue;
@@ -223,7 +223,7 @@ absl::Status Simulation::Act(RankId r) {
       pending.insert({d->step, d->chunk});
     }
     if (pending != rank.directives) {
-      return Fail(absl::StrCat("Pending(", r, ") lists ", pending.size(),
+      return Fail(absl::StrCat("NoticesToHold(", r, ") lists ", pending.size(),
                                " directives, the rank holds ", rank.directives.size()));
     }
     ++coverage_.reconnects;

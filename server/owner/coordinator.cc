@@ -125,7 +125,7 @@ absl::StatusOr<std::vector<core::Notice>> Coordinator::Attach(const std::string&
         job->detached_since.erase(rank);
         job->lost.erase(rank);
         job->last_activity = now;
-        pending = job->tracker->Pending(rank);
+        pending = job->tracker->NoticesToHold(rank);
         for (core::Notice& notice : pending) {
           if (auto* d = std::get_if<core::SyncDirective>(&notice)) d->epoch = job->epoch;
         }

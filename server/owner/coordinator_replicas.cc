@@ -85,8 +85,7 @@ absl::Status Coordinator::CheckServed(const Job& job) {
   return absl::OkStatus();
 }
 
-void Coordinator::DropJobLocked(JobMap::iterator it,
-                                const absl::Status& status, Effects* out) {
+void Coordinator::DropJobLocked(JobMap::iterator it, const absl::Status& status, Effects* out) {
   {
     absl::MutexLock job_lock(&it->second->mu);
     CloseSessionsLocked(*it->second, status, out);

@@ -22,8 +22,7 @@ namespace psync::server {
 struct Effects {
   // Each addressed sink with its notice; the deliveries of one notice (a release's directive to
   // every member) share one copy.
-  std::vector<std::pair<std::shared_ptr<SessionSink>, std::shared_ptr<const core::Notice>>>
-      notices;
+  std::vector<std::pair<std::shared_ptr<SessionSink>, std::shared_ptr<const core::Notice>>> notices;
   std::vector<core::Event> events;  // decided, not yet in the log (OrderedDelivery::Commit)
   EventLog::Batch committed;        // the same events, numbered and logged: for the event sinks
   // Sessions to close after the notices (a job that ended closes its ranks' sessions).

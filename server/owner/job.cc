@@ -44,8 +44,7 @@ void Job::Record(core::Decisions& decisions, Effects* effects) {
   if (first == 0) {
     effects->events.swap(decisions.events);  // the common case: no event is moved
   } else {
-    effects->events.insert(effects->events.end(),
-                           std::make_move_iterator(decisions.events.begin()),
+    effects->events.insert(effects->events.end(), std::make_move_iterator(decisions.events.begin()),
                            std::make_move_iterator(decisions.events.end()));
   }
   decisions.events.clear();
@@ -162,8 +161,7 @@ void Job::TrackDetached(core::RankId rank, uint64_t generation_before, absl::Tim
   }
 }
 
-absl::Status Job::Leave(core::RankId rank, uint64_t generation, bool leaves_finished,
-                        bool* ends) {
+absl::Status Job::Leave(core::RankId rank, uint64_t generation, bool leaves_finished, bool* ends) {
   const uint64_t current = tracker->generation();
   if (generation != current) {
     return absl::FailedPreconditionError(absl::StrCat(

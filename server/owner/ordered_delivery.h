@@ -41,8 +41,9 @@ class EventSink {
 
 class OrderedDelivery {
  public:
-  // `event_log_capacity`: events kept in memory (oldest dropped first). `delivery_threads`: threads,
-  // besides the delivering one, that write a decision's notices when it names many streams.
+  // `event_log_capacity`: events kept in memory (oldest dropped first). `delivery_threads`:
+  // threads, besides the delivering one, that write a decision's notices when it names many
+  // streams.
   OrderedDelivery(size_t event_log_capacity, int delivery_threads);
   OrderedDelivery(const OrderedDelivery&) = delete;
   OrderedDelivery& operator=(const OrderedDelivery&) = delete;

@@ -111,18 +111,18 @@ class SessionStream final : public Reactor {
   SessionStream(Coordinator* coordinator, const serve::StreamLimits& limits)
       : coordinator_(coordinator),
         lazy_ack_delay_(limits.lazy_ack_delay),
-        outbox_(std::make_shared<SessionStreamSink>(this, coordinator, limits)) {
-    outbox_->ArmOverflowTimer();
+        sink_(std::make_shared<SessionStreamSink>(this, coordinator, limits)) {
+    sink_->ArmOverflowTimer();
     // Reading stops while the answers queued are over the bound (the client does not read them):
     // HTTP/2 flow control then holds the client back. It resumes once the queue drained.
-    outbox_->writer().SetResumeRead([this] { StartRead(frame_.Renew()); });
+    sink_->writer().SetResumeRead([this] { StartRead(frame_.Renew()); });
     StartRead(&frame_);
   }
 
   void OnReadDone(bool ok) override {
     if (!ok) {  // the client finished writing, or the call ended
       DetachFromCoordinator();
-      outbox_->Close(absl::OkStatus());
+      sink_->Close(absl::OkStatus());
       return;
     }
     const bool attached = IsAttached();
@@ -132,14 +132,14 @@ class SessionStream final : public Reactor {
     switch (decision.action) {
       case wire::SessionAction::kClose:
         coordinator_->RecordRejected(attached ? AttachedJob() : "", decision.status);
-        outbox_->Close(decision.status);
+        sink_->Close(decision.status);
         return;
       case wire::SessionAction::kAttach:
         if (!HandleAttach()) return;
         break;
       case wire::SessionAction::kAck:
         coordinator_->RecordRejected(AttachedJob(), decision.status);
-        outbox_->writer().Enqueue(wire::AckFor(frame_.message().request_id(), decision.status));
+        sink_->writer().Enqueue(wire::AckFor(frame_.message().request_id(), decision.status));
         break;
       case wire::SessionAction::kStaged:
       case wire::SessionAction::kSkip:
@@ -150,39 +150,39 @@ class SessionStream final : public Reactor {
         const bool lazy = frame_.message().lazy_ack() &&
                           decision.action != wire::SessionAction::kLeave &&
                           lazy_ack_delay_ > absl::ZeroDuration();
-        if (lazy) outbox_->writer().Cork();
+        if (lazy) sink_->writer().Cork();
         absl::Status status = Dispatch(decision.action, frame_.message());
         // A coordinator replica that does not serve the job (any more) ends the stream with its
         // redirect instead of acking: the client re-joins where the job is served and sends the
         // message again there.
         if (wire::RedirectOf(status).has_value()) {
-          if (lazy) outbox_->writer().Uncork();
+          if (lazy) sink_->writer().Uncork();
           DetachFromCoordinator();
-          outbox_->Close(status);
+          sink_->Close(status);
           return;
         }
         if (lazy && status.ok()) {
-          outbox_->AckLater(frame_.message().request_id(), lazy_ack_delay_);
+          sink_->AckLater(frame_.message().request_id(), lazy_ack_delay_);
         } else {
-          outbox_->writer().Enqueue(wire::AckFor(frame_.message().request_id(), status));
+          sink_->writer().Enqueue(wire::AckFor(frame_.message().request_id(), status));
         }
-        if (lazy) outbox_->writer().Uncork();
+        if (lazy) sink_->writer().Uncork();
         break;
       }
     }
-    if (outbox_->writer().ReadAllowed()) StartRead(frame_.Renew());
+    if (sink_->writer().ReadAllowed()) StartRead(frame_.Renew());
   }
 
-  void OnWriteDone(bool ok) override { outbox_->writer().WriteDone(ok); }
+  void OnWriteDone(bool ok) override { sink_->writer().WriteDone(ok); }
 
   void OnCancel() override {
     DetachFromCoordinator();
-    outbox_->Close(absl::CancelledError("session cancelled"));
+    sink_->Close(absl::CancelledError("session cancelled"));
   }
 
   void OnDone() override {
     DetachFromCoordinator();
-    outbox_->writer().Detach();
+    sink_->writer().Detach();
     delete this;
   }
 
@@ -190,25 +190,25 @@ class SessionStream final : public Reactor {
   // Attaches as the request's attach says; false when refused (the stream is closing).
   bool HandleAttach() {
     const v1::Attach& a = frame_.message().attach();
-    absl::StatusOr<std::vector<core::Notice>> pending = AttachSession(*coordinator_, a, outbox_);
+    absl::StatusOr<std::vector<core::Notice>> pending = AttachSession(*coordinator_, a, sink_);
     if (!pending.ok()) {
-      outbox_->Close(pending.status());
+      sink_->Close(pending.status());
       return false;
     }
-    outbox_->Attached(a.job_id(), a.rank());
-    outbox_->writer().Enqueue(wire::AckFor(frame_.message().request_id(), absl::OkStatus()));
-    for (const core::Notice& n : *pending) outbox_->Send(n);
+    sink_->Attached(a.job_id(), a.rank());
+    sink_->writer().Enqueue(wire::AckFor(frame_.message().request_id(), absl::OkStatus()));
+    for (const core::Notice& n : *pending) sink_->Send(n);
     return true;
   }
 
-  bool IsAttached() { return outbox_->IsAttached(); }
+  bool IsAttached() { return sink_->IsAttached(); }
 
   // The job of the attached Session (empty before the attach).
-  std::string AttachedJob() { return outbox_->Attachment().first; }
+  std::string AttachedJob() { return sink_->Attachment().first; }
 
   // Applies a staged, skip or sync_done message as the attached rank.
   absl::Status Dispatch(wire::SessionAction action, const v1::SessionUp& up) {
-    const auto [job_id, rank] = outbox_->Attachment();
+    const auto [job_id, rank] = sink_->Attachment();
     switch (action) {
       case wire::SessionAction::kStaged:
         return coordinator_->Stage(job_id, rank, up.staged().generation(),
@@ -229,11 +229,11 @@ class SessionStream final : public Reactor {
     return absl::InternalError("Dispatch: not a message for the tracker");
   }
 
-  void DetachFromCoordinator() { outbox_->DetachFromCoordinator(); }
+  void DetachFromCoordinator() { sink_->DetachFromCoordinator(); }
 
   Coordinator* const coordinator_;
   const absl::Duration lazy_ack_delay_;
-  const std::shared_ptr<SessionStreamSink> outbox_;
+  const std::shared_ptr<SessionStreamSink> sink_;
   wire::SessionUpFrame frame_;  // touched by the read reactions only, one at a time
 };
 

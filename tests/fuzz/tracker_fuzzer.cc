@@ -1,6 +1,6 @@
 // Fuzz target: the input bytes are a small MoE job and a sequence of operations on its
 // JobTracker, audited by TrackerHarness (the invariant checker on every output, rejected inputs
-// leave the state unchanged, Pending() and the snapshot agree with what was delivered).
+// leave the state unchanged, NoticesToHold() and the snapshot agree with what was delivered).
 //
 // Layout: 3 header bytes (world size W in 1..6, chunks C in 1..4 and whether ranks may declare
 // inconsistent plans, expert data-parallel size and first step), 2 bytes per chunk (its kind:
@@ -401,7 +401,7 @@ class Driver {
     const Client& client = clients_[rank];
     const uint8_t b = in.Byte(), perturb = in.Byte(), g = in.Byte();
     std::vector<core::SyncDoneItem> items;
-    for (const core::Notice& n : harness_.tracker().Pending(rank)) {
+    for (const core::Notice& n : harness_.tracker().NoticesToHold(rank)) {
       const auto* d = std::get_if<core::SyncDirective>(&n);
       if (d == nullptr) continue;
       core::SyncDoneItem item{d->step, d->chunk,

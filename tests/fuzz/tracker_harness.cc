@@ -256,11 +256,11 @@ void TrackerHarness::Audit(const absl::Status& status, const std::string& before
 }
 
 void TrackerHarness::CheckPending(RankId rank) const {
-  const std::vector<core::Notice> notices = tracker_.Pending(rank);
+  const std::vector<core::Notice> notices = tracker_.NoticesToHold(rank);
   if (aborted_) {
     if (notices.size() != 1 || !std::holds_alternative<AbortNotice>(notices[0]) ||
         std::get<AbortNotice>(notices[0]).generation != generation_) {
-      Fail(absl::StrCat("Pending(", rank, ") of an aborted generation: ", notices.size(),
+      Fail(absl::StrCat("NoticesToHold(", rank, ") of an aborted generation: ", notices.size(),
                         " notices, not its abort"));
     }
     return;
@@ -270,17 +270,18 @@ void TrackerHarness::CheckPending(RankId rank) const {
     // A skip the tracker announced is listed again for a re-attaching rank.
     if (const auto* k = std::get_if<StepSkipped>(&n)) {
       if (k->generation != generation_ || skipped_.count({k->generation, k->step}) == 0) {
-        Fail(absl::StrCat("Pending(", rank, ") lists ", core::testing::NoticeText(n),
+        Fail(absl::StrCat("NoticesToHold(", rank, ") lists ", core::testing::NoticeText(n),
                           ", a step not skipped"));
       }
       continue;
     }
     const auto* d = std::get_if<SyncDirective>(&n);
     if (d == nullptr || d->generation != generation_) {
-      Fail(absl::StrCat("Pending(", rank, ") lists ", core::testing::NoticeText(n)));
+      Fail(absl::StrCat("NoticesToHold(", rank, ") lists ", core::testing::NoticeText(n)));
     }
     if (!listed.insert({d->step, d->chunk, d->sequence}).second) {
-      Fail(absl::StrCat("Pending(", rank, ") lists ", core::testing::NoticeText(n), " twice"));
+      Fail(
+          absl::StrCat("NoticesToHold(", rank, ") lists ", core::testing::NoticeText(n), " twice"));
     }
   }
   std::set<std::tuple<Step, ChunkId, uint64_t>> owed;
@@ -297,7 +298,7 @@ void TrackerHarness::CheckPending(RankId rank) const {
         absl::StrAppend(out, "s", std::get<0>(t), " c", std::get<1>(t), " seq", std::get<2>(t));
       });
     };
-    Fail(absl::StrCat("Pending(", rank, ") lists [", text(listed),
+    Fail(absl::StrCat("NoticesToHold(", rank, ") lists [", text(listed),
                       "], but the directives delivered and not acknowledged are [", text(owed),
                       "]"));
   }

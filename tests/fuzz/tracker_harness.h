@@ -4,12 +4,13 @@
 //  * every Decisions output with an InvariantChecker (server/core/invariant_checker.h) built, per
 //    generation, from the plans the harness saw accepted (never read from the tracker), and fed
 //    every accepted check-in; release sequence numbers rise across generations too;
-//  * a rejected input left StateText() (snapshot, steps, Pending()) unchanged and produced no
+//  * a rejected input left StateText() (snapshot, steps, NoticesToHold()) unchanged and produced no
 //    delivery, only violation events; the one exception is an input that ends the generation
 //    (ABORTED): then the state is aborted and every joined rank got the abort;
 //  * inputs that must be rejected were (stale generation, rank not joined, chunk out of range,
 //    optimizer not declared, empty batch), and accepted SyncDones answer released directives;
-//  * Pending(rank) of every joined rank lists exactly the directives delivered to it and not yet
+//  * NoticesToHold(rank) of every joined rank lists exactly the directives delivered to it and not
+//  yet
 //    acknowledged with SyncDone, and the snapshot agrees with the releases seen;
 //  * every violation event has a known class, and reconnects keep generation and session.
 // The first failed check prints what happened and the tracker's state, then aborts the process,
@@ -53,7 +54,7 @@ class TrackerHarness {
   absl::Status SyncDone(core::RankId rank, uint64_t generation,
                         absl::Span<const core::SyncDoneItem> items);
   void Abort(std::string reason);
-  // CheckAttach, then the Pending() audit of `rank`.
+  // CheckAttach, then the NoticesToHold() audit of `rank`.
   absl::Status Attach(core::RankId rank, uint64_t generation, absl::string_view session_id);
   // ChunkAt, checked against the releases and skips seen.
   void Query(core::Step step, core::ChunkId chunk);
