@@ -382,7 +382,8 @@ void Upstream::OnRead(const v1::AgentDown& down) {
       answered.emplace(ack.request_id(), &ack);
       last_answered = std::max(last_answered, ack.request_id());
     }
-    for (auto it = awaiting_ack_.begin(); it != awaiting_ack_.end() && it->first <= last_answered;) {
+    for (auto it = awaiting_ack_.begin();
+         it != awaiting_ack_.end() && it->first <= last_answered;) {
       const uint64_t request_id = it->first;
       auto found = answered.find(request_id);
       const v1::AgentAck* ack = found == answered.end() ? nullptr : found->second;

@@ -25,13 +25,17 @@ import ctypes
 import enum
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple, Union
+from types import TracebackType
+from typing import (Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type, Union,
+                    cast)
 
 from . import _native
 
+__version__ = "0.1.0"
+
 __all__ = [
     "ChunkPlan", "Client", "ClientInfo", "Directive", "Pending", "PsyncError", "StatusCode",
-    "TlsOptions", "get_audit", "get_job_status",
+    "TlsOptions", "__version__", "get_audit", "get_job_status",
 ]
 
 _U64 = 1 << 64
@@ -124,7 +128,7 @@ class TlsOptions:
                            self.private_key.encode(), self.target_name_override.encode())
 
 
-def _tls_pointer(tls: Optional[TlsOptions]):
+def _tls_pointer(tls: Optional[TlsOptions]) -> Any:
     return ctypes.byref(tls._struct()) if tls is not None else None
 
 
@@ -137,7 +141,7 @@ class ChunkPlan:
     optimizers: Sequence[str] = ()
     groups: Mapping[str, Sequence[int]] = field(default_factory=dict)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return {
             "chunk": self.chunk,
             "optimizers": list(self.optimizers),
@@ -210,11 +214,12 @@ class Pending:
         if not self._take(_seconds(timeout, "timeout")):
             raise PsyncError(StatusCode.DEADLINE_EXCEEDED,
                              f"no answer within {timeout} s (the report is still queued)")
+        assert self._answer is not None, "_take returned True without keeping the answer"
         code, message = self._answer
         if code != 0:
             raise PsyncError(code, message)
 
-    def __del__(self):
+    def __del__(self) -> None:
         if self._answer is None and getattr(self, "_client", None) is not None:
             handle = self._client._handle
             if handle:
@@ -235,7 +240,7 @@ class Client:
                  chunks: Sequence[ChunkPlan], *, num_chunks: Optional[int] = None,
                  first_step: int = 0, incarnation: str = "", token: str = "",
                  tls: Optional[TlsOptions] = None, call_timeout: float = 30.0):
-        self._handle = None
+        self._handle: Optional[int] = None
         self._lib = _native.load()
         self.target = target
         self.job = job
@@ -275,8 +280,12 @@ class Client:
     # -- reports -----------------------------------------------------------------------------
 
     @staticmethod
-    def _staged_arrays(items: Iterable[StagedItem]):
-        rows = list(items)
+    def _staged_arrays(items: Iterable[StagedItem]) -> Tuple[
+            int, "ctypes.Array[ctypes.c_uint64]", "ctypes.Array[ctypes.c_uint32]",
+            "ctypes.Array[ctypes.c_char_p]", "ctypes.Array[ctypes.c_uint8]",
+            "ctypes.Array[ctypes.c_uint64]"]:
+        # Each row's length and values are checked here, whatever the caller passed.
+        rows: List[Sequence[Any]] = list(items)
         if not rows:
             raise _invalid("no check-ins given")
         n = len(rows)
@@ -323,7 +332,8 @@ class Client:
         return Pending(self, ticket.value)
 
     @staticmethod
-    def _checksum_arrays(checksums: Optional[Mapping[str, int]]):
+    def _checksum_arrays(checksums: Optional[Mapping[str, int]]) -> Tuple[
+            int, "ctypes.Array[ctypes.c_char_p]", "ctypes.Array[ctypes.c_uint64]"]:
         items = sorted((checksums or {}).items())
         n = len(items)
         groups = (ctypes.c_char_p * max(n, 1))()
@@ -427,11 +437,11 @@ class Client:
         """Asynchronous reports whose answer has not arrived yet."""
         return int(self._lib.psync_tickets_pending(self._h()))
 
-    def job_status(self, timeout: float = 10.0) -> dict:
+    def job_status(self, timeout: float = 10.0) -> Dict[str, Any]:
         """The coordinator's JobStatus of this job (proto3 JSON as a dict)."""
         return get_job_status(self.target, self.job, tls=self.tls, timeout=timeout)
 
-    def audit(self, timeout: float = 10.0) -> dict:
+    def audit(self, timeout: float = 10.0) -> Dict[str, Any]:
         """The coordinator's sync audit of this job (GetAuditResponse as a dict)."""
         return get_audit(self.target, self.job, tls=self.tls, timeout=timeout)
 
@@ -451,25 +461,26 @@ class Client:
     def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
         if exc_type is None:
             self.finish()
         else:
             self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         handle, self._handle = getattr(self, "_handle", None), None
         if handle:
             self._lib.psync_client_free(handle)
 
-    def _h(self):
+    def _h(self) -> int:
         if not self._handle:
             raise PsyncError(StatusCode.FAILED_PRECONDITION, "the client was freed")
         return self._handle
 
 
 def _query(fn_name: str, target: str, job: str, tls: Optional[TlsOptions],
-           timeout: float) -> dict:
+           timeout: float) -> Dict[str, Any]:
     lib = _native.load()
     out = ctypes.c_void_p()
     status = _native.Status()
@@ -477,18 +488,18 @@ def _query(fn_name: str, target: str, job: str, tls: Optional[TlsOptions],
                                  _seconds(timeout, "timeout"), ctypes.byref(out),
                                  ctypes.byref(status))
     _check(code, status)
-    return json.loads(_native.take_string(out) or "{}")
+    return cast(Dict[str, Any], json.loads(_native.take_string(out) or "{}"))
 
 
 def get_job_status(target: str, job: str, *, tls: Optional[TlsOptions] = None,
-                   timeout: float = 10.0) -> dict:
+                   timeout: float = 10.0) -> Dict[str, Any]:
     """GetJobStatus of `job` on the coordinator at `target`, as a dict (proto3 JSON names).
     `target` may be a comma-separated list of replicas: the query goes to the job's owner."""
     return _query("psync_get_job_status", target, job, tls, timeout)
 
 
 def get_audit(target: str, job: str, *, tls: Optional[TlsOptions] = None,
-              timeout: float = 10.0) -> dict:
+              timeout: float = 10.0) -> Dict[str, Any]:
     """GetAudit of `job` on the coordinator at `target`, as a dict (proto3 JSON names).
     `target` may be a comma-separated list of replicas: the query goes to the job's owner."""
     return _query("psync_get_audit", target, job, tls, timeout)

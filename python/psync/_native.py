@@ -1,7 +1,10 @@
 """Loads libpsync_c.so (client/c_api/psync_c.h) with ctypes and declares its functions.
 
-The library is found at $PSYNC_LIB, else next to this package (psync/libpsync_c.so), else in the
-Bazel output (bazel-bin/client/c_api/libpsync_c.so of the repository holding this file).
+The library is found at $PSYNC_LIB, else next to this package (psync/libpsync_c.so, as the wheel
+installs it), else in the Bazel output (bazel-bin/client/c_api/libpsync_c.so of the repository
+holding this file). The wheel's copy carries every shared library it needs (psync/.libs, renamed so
+that they never stand in for the process's own): it is loaded with RTLD_DEEPBIND, so that its gRPC,
+Protobuf and Abseil bind to those copies even when torch or grpcio loaded others first.
 ctypes.CDLL releases the GIL around every foreign call, so a call that blocks (a wait for a
 directive) never stops the interpreter's other threads.
 """
@@ -11,8 +14,11 @@ from __future__ import annotations
 import ctypes
 import os
 from pathlib import Path
+from typing import Callable, Optional
 
 ABI_VERSION = 1
+# The folder, beside the wheel's libpsync_c.so, of the shared libraries it carries.
+BUNDLED_LIBRARIES = ".libs"
 STATUS_MESSAGE_BYTES = 2048
 
 
@@ -110,10 +116,10 @@ _SIGNATURES = {
     "psync_string_free": (None, [ctypes.c_void_p]),
 }
 
-_lib = None
+_lib: Optional[ctypes.CDLL] = None
 
 
-def load(loader=ctypes.CDLL) -> ctypes.CDLL:
+def load(loader: Callable[..., ctypes.CDLL] = ctypes.CDLL) -> ctypes.CDLL:
     """The library with its signatures declared (loaded once with ctypes.CDLL; another `loader`,
     e.g. ctypes.PyDLL, loads a separate handle)."""
     global _lib
@@ -124,7 +130,10 @@ def load(loader=ctypes.CDLL) -> ctypes.CDLL:
         raise OSError(
             f"psync: {path} not found; build it (bazel build //client/c_api:libpsync_c.so) "
             "or set PSYNC_LIB to its path")
-    lib = loader(str(path))
+    mode = ctypes.RTLD_LOCAL
+    if (path.parent / BUNDLED_LIBRARIES).is_dir():
+        mode |= os.RTLD_DEEPBIND
+    lib = loader(str(path), mode=mode)
     for name, (restype, argtypes) in _SIGNATURES.items():
         fn = getattr(lib, name)
         fn.restype = restype

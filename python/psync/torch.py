@@ -133,6 +133,8 @@ class ParamSyncGate:
         hands each directive out once."""
         if self.client is None:
             return self._ended
+        # Every caller runs after _begin, which set _step.
+        assert self._step is not None, "_directive called before a step began"
         if self.client.poll_directive(self._step, chunk) is not None:
             return True
         if not block:
@@ -162,6 +164,8 @@ class ParamSyncGate:
             checksums = self._finish(chunk, self._handles.pop(chunk))
             self.checksums[chunk] = checksums
             if self.client is not None:
+                # Every caller runs after _begin, which set _step.
+                assert self._step is not None, "_complete_through called before a step began"
                 self._reports.append(
                     self.client.sync_done_async(self._step, chunk, dict(checksums), 1))
 

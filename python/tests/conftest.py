@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).absolute().parents[2]
-sys.path.insert(0, str(REPO / "python"))
+# The package under test: this repository's python/, unless PSYNC_TEST_INSTALLED says the installed
+# one (the wheel's, python/wheel_test.sh).
+if not os.environ.get("PSYNC_TEST_INSTALLED"):
+    sys.path.insert(0, str(REPO / "python"))
 
 
 def coordinator_binary() -> Path:
