@@ -9,6 +9,7 @@
 #include "absl/flags/usage.h"
 #include "agent/agent.h"
 #include "serve/daemon.h"
+#include "serve/flag_help.h"
 
 ABSL_FLAG(std::string, target, "",
           "the coordinator's address, e.g. 10.0.0.1:7070, or its replicas, comma-separated "
@@ -27,10 +28,15 @@ ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(5),
           "ranks' open Sessions get this long to end before they are cancelled");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "psync node agent: one coordinator stream for the node's ranks, "
-      "check-ins merged, directives fanned out.");
-  absl::ParseCommandLine(argc, argv);
+  const std::vector<psync::serve::FlagGroup> groups = {
+      {"Serving the node's ranks", {"listen", "port_file", "drain_timeout"}},
+      {"Upstream (the coordinator)",
+       {"target", "flush_window", "flush_messages", "max_batch_messages"}},
+  };
+  psync::serve::ParseDaemonFlags(argc, argv, "psync-agent",
+                                 "psync-agent: one coordinator stream for the node's ranks, "
+                                 "check-ins merged, directives fanned out.",
+                                 groups, "agent/main.cc");
   psync::serve::UseReleaseMutexSettings();
 
   // Block the stop signals in every thread; one thread waits for them.

@@ -29,6 +29,7 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/grpc/health/v1/health.grpc.pb.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
+#include "serve/version.h"
 
 namespace psync::ctl {
 
@@ -97,6 +98,7 @@ Global flags:
   --json               machine output: the answer as proto3 JSON
   --timeout SECONDS    deadline of each unary call (default 10)
   --help               this text
+  --version            the release and the commit psyncctl was built from
 
 Exit codes:
   0  ok
@@ -116,12 +118,12 @@ struct FlagSpec {
 };
 
 constexpr FlagSpec kFlags[] = {
-    {"target", true, nullptr},   {"json", false, nullptr},   {"timeout", true, nullptr},
-    {"help", false, nullptr},    {"step", true, "missing"},  {"chunk", true, "missing"},
-    {"top", true, "stragglers"}, {"last", true, "audit"},    {"kinds", true, "watch"},
-    {"count", true, "watch"},    {"replay", false, "watch"}, {"steps", true, "trace"},
-    {"output", true, "trace"},   {"state", true, "jobs"},    {"reason", true, "end-job"},
-    {"token", true, "end-job"},
+    {"target", true, nullptr},   {"json", false, nullptr},    {"timeout", true, nullptr},
+    {"help", false, nullptr},    {"step", true, "missing"},   {"chunk", true, "missing"},
+    {"top", true, "stragglers"}, {"last", true, "audit"},     {"kinds", true, "watch"},
+    {"count", true, "watch"},    {"replay", false, "watch"},  {"steps", true, "trace"},
+    {"output", true, "trace"},   {"state", true, "jobs"},     {"reason", true, "end-job"},
+    {"token", true, "end-job"},  {"version", false, nullptr},
 };
 
 const FlagSpec* FindFlag(absl::string_view name) {
@@ -135,6 +137,7 @@ struct Args {
   std::string target = "localhost:7070";
   bool json = false;
   bool help = false;
+  bool version = false;
   absl::Duration timeout = absl::Seconds(10);
   std::string command;
   std::vector<std::string> positional;       // after the command
@@ -189,6 +192,8 @@ std::optional<UsageError> Parse(const std::vector<std::string>& argv, Args* args
       args->json = true;
     } else if (name == "help") {
       args->help = true;
+    } else if (name == "version") {
+      args->version = true;
     } else if (name == "timeout") {
       double seconds = 0;
       if (!absl::SimpleAtod(*value, &seconds) || !(seconds > 0)) {
@@ -883,6 +888,10 @@ int RunPsyncctl(const std::vector<std::string>& argv, std::ostream& out, std::os
   if (auto e = Parse(argv, &args)) return UsageFailure(err, e->message);
   if (args.help) {
     out << kUsageText;
+    return kOk;
+  }
+  if (args.version) {
+    out << serve::VersionLine("psyncctl") << "\n";
     return kOk;
   }
   if (args.command.empty()) return UsageFailure(err, "no command given");

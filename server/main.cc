@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "serve/daemon.h"
+#include "serve/flag_help.h"
 #include "serve/heap_releaser.h"
 #include "server/coordinator_server.h"
 #include "server/core/plan.h"
@@ -148,10 +149,33 @@ absl::StatusOr<absl::flat_hash_map<std::string, std::string>> ReadJobTokens(
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "psync coordinator: gates each chunk's param sync until every "
-      "declared contributor staged, exactly once.");
-  absl::ParseCommandLine(argc, argv);
+  // The groups of --help, as the README lists the flags.
+  const std::vector<psync::serve::FlagGroup> groups = {
+      {"Serving",
+       {"listen", "port_file", "health_listen", "drain_timeout", "max_receive_message_bytes",
+        "heap_release_interval"}},
+      {"HTTP side (metrics, JSON API, dashboard)",
+       {"http_listen", "http_port_file", "http_token_file", "metrics_require_token", "http_threads",
+        "http_idle_timeout", "http_io_timeout"}},
+      {"Security", {"tls_cert", "tls_key", "tls_client_ca", "job_tokens_file"}},
+      {"Jobs and their bounds",
+       {"max_jobs", "max_world_size", "max_chunks", "max_sessions", "history_steps", "job_idle_ttl",
+        "finished_jobs_kept"}},
+      {"Liveness and stalls",
+       {"inspect_interval", "rank_lease", "lost_rank_abort_after", "stall_multiplier",
+        "stall_floor", "stall_ceiling", "stall_initial"}},
+      {"Streams and delivery",
+       {"delivery_threads", "lazy_ack_delay", "stream_queue_bytes", "stream_overflow_deadline",
+        "watch_queue_bytes"}},
+      {"Replicas (etcd)",
+       {"etcd", "advertise", "etcd_lease_ttl", "etcd_lease_margin", "etcd_poll_interval",
+        "etcd_audit_interval"}},
+  };
+  psync::serve::ParseDaemonFlags(
+      argc, argv, "psync-coordinator",
+      "psync-coordinator: gates each chunk's param sync until every declared contributor staged, "
+      "exactly once.",
+      groups, "server/main.cc");
   psync::serve::UseReleaseMutexSettings();
 
   // Block the stop signals in every thread; one thread waits for them.
