@@ -1,0 +1,167 @@
+"""psync.megatron: Megatron-core's param sync, released by psync once per chunk per step.
+
+Megatron-core's `ChainedOptimizer` steps a dense and an expert `DistributedOptimizer` over the same
+DDP model chunks. Without `overlap_param_gather`, each `DistributedOptimizer` starts the param
+all-gather of every bucket group of every chunk, dense and expert, right after its own step
+(`DistributedOptimizer.step_with_ready_grads`): the first optimizer's sync runs before the second
+has staged, and with MXFP8 params gathered through the grad buffer
+(`reuse_grad_buf_for_mxfp8_param_ag`) it also zeroes that shared buffer (Megatron-LM #4800). Megatron
+fixed it in the `ChainedOptimizer` for that case; `MegatronParamSync` makes the coordinator decide
+it, in every case, and lets the cluster see it (who is missing, the sync audit):
+
+    import psync, psync.megatron
+    plan = [psync.ChunkPlan(c, ["dense", "expert"], {"dp": dp_ranks, "edp": edp_ranks})
+            for c in range(len(model_chunks))]
+    client = psync.Client(target, job=job, rank=rank, world_size=world, chunks=plan)
+    sync = psync.megatron.MegatronParamSync(client, optimizer, model_chunks)
+    for step in range(steps):
+        ...forward, backward...
+        optimizer.step()   # each DistributedOptimizer reports (step, chunk, name) staged after its
+                           # step; then each chunk's bucket groups are gathered once, when released
+    sync.flush()
+
+How, with Megatron's own switches: every child `DistributedOptimizer` gets `_defer_param_sync`
+(so it never starts a sync itself) and the `ChainedOptimizer` never takes its deferred-MXFP8 path
+(which would start the syncs itself); each child's `step_with_ready_grads` reports its staging for
+every chunk (asynchronously) once it returns; the chained `step_with_ready_grads` then runs each
+chunk's sync through `psync.torch.ParamSyncGate`: after the chunk's directive, every bucket group of
+the chunk (`bucket_groups` and `expert_parallel_bucket_groups`) is gathered once, as Megatron's own
+deferred sync does (`DistributedDataParallel._start_bucket_group_param_sync`), and SyncDone carries
+a checksum of the gathered buffers per sync group (`dense_group` for the dense bucket groups,
+`expert_group` for the expert ones). A step Megatron skips (found_inf) is reported as a skip.
+
+Supported: `overlap_param_gather=False` (DDP's config), `overlap_param_gather_with_optimizer_step`
+off. Other settings raise ValueError: the forward pre-hooks of `overlap_param_gather` dispatch the
+gathers themselves and are not gated here yet. Not thread-safe: use it from the training loop's
+thread. Runs against the shape of Megatron-core's classes (attribute and method names of
+megatron/core/optimizer and megatron/core/distributed at NVIDIA/Megatron-LM d98e8a64, 2026-08-22).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+import psync
+from psync.torch import ParamSyncGate
+
+
+def checksum(values: Any) -> int:
+    """A position-weighted sum of the buffer's 32-bit words modulo 2^64: the same bytes give the
+    same value on every rank and device (a buffer of an odd number of 16-bit values is padded)."""
+    import torch
+
+    flat = values.detach().contiguous().view(-1)
+    raw = flat.view(torch.uint8)
+    if raw.numel() % 4:
+        raw = torch.nn.functional.pad(raw, (0, 4 - raw.numel() % 4))
+    words = raw.view(torch.int32).to(torch.int64)
+    weights = torch.arange(words.numel(), device=words.device, dtype=torch.int64) % 65521 + 1
+    return int((words * weights).sum().item()) & ((1 << 64) - 1)
+
+
+def _fold(total: Optional[int], value: int) -> int:
+    return value if total is None else (total * 1000003 + value) & ((1 << 64) - 1)
+
+
+class MegatronParamSync:
+    """Takes the param sync of a Megatron-core (Chained)Optimizer out of its hands and runs it when
+    the coordinator releases each chunk (see the module docstring)."""
+
+    def __init__(self, client: Optional[psync.Client], optimizer: Any, model_chunks: Sequence[Any],
+                 *, names: Optional[Sequence[str]] = None, dense_group: str = "dp",
+                 expert_group: str = "edp", first_step: int = 0,
+                 directive_timeout: float = 300.0):
+        """`optimizer`: a ChainedOptimizer (or one DistributedOptimizer); `model_chunks`: the DDP
+        model chunks, chunk c of the psync plan being model_chunks[c]; `names`: the psync optimizer
+        name of each child, in `chained_optimizers` order (default "dense", then "expert"); the
+        first optimizer.step() is step `first_step`. With `client=None` the same schedule runs
+        without a coordinator (each chunk synced once per step, after every child stepped)."""
+        self.children: List[Any] = list(getattr(optimizer, "chained_optimizers", [optimizer]))
+        self.names = list(names) if names is not None else ["dense", "expert"][:len(self.children)]
+        if len(self.names) != len(self.children):
+            raise ValueError(f"names: {len(self.names)} given for {len(self.children)} optimizers")
+        self.model_chunks = list(model_chunks)
+        for c, chunk in enumerate(self.model_chunks):
+            ddp_config = getattr(chunk, "ddp_config", None)
+            if ddp_config is not None and getattr(ddp_config, "overlap_param_gather", False):
+                raise ValueError(f"model_chunks[{c}].ddp_config.overlap_param_gather is True: its "
+                                 "forward pre-hooks gather without psync; not supported yet")
+        if getattr(getattr(optimizer, "config", None), "overlap_param_gather_with_optimizer_step",
+                   False):
+            raise ValueError("optimizer.config.overlap_param_gather_with_optimizer_step is True: "
+                             "chunk 0 would be gathered before psync releases it")
+        self.client = client
+        self.dense_group = dense_group
+        self.expert_group = expert_group
+        self.step = first_step  # the step the next optimizer.step() is
+        self.gathers: Dict[int, int] = {c: 0 for c in range(len(self.model_chunks))}
+        self._stepped = False  # a child stepped during the current optimizer.step()
+        self.gate = ParamSyncGate(client, len(self.model_chunks), self._start_sync,
+                                  self._finish_sync, directive_timeout=directive_timeout)
+        for child, name in zip(self.children, self.names):
+            child._defer_param_sync = True  # Megatron's switch (#4800): no sync of its own
+            child.step_with_ready_grads = self._reporting_step(child.step_with_ready_grads, name)
+        if hasattr(optimizer, "_should_defer_mxfp8_param_sync"):
+            optimizer._should_defer_mxfp8_param_sync = lambda: False
+        # The chained step (or the one DistributedOptimizer's, after its report) then syncs.
+        optimizer.step_with_ready_grads = self._syncing_step(optimizer.step_with_ready_grads)
+        optimizer.step = self._counted_step(optimizer.step)
+
+    def flush(self) -> None:
+        """Waits for every report's answer; raises the first refusal (PsyncError)."""
+        self.gate.flush()
+
+    # -- the optimizer's calls, wrapped ---------------------------------------------------------
+
+    def _reporting_step(self, step_with_ready_grads: Callable[[], bool],
+                        name: str) -> Callable[[], bool]:
+        def step_and_report() -> bool:
+            ok = step_with_ready_grads()
+            if ok:
+                self._stepped = True
+                for c in range(len(self.model_chunks)):
+                    self.gate.staged(self.step, c, name)
+            return ok
+        return step_and_report
+
+    def _syncing_step(self, step_with_ready_grads: Callable[[], bool]) -> Callable[[], bool]:
+        def step_and_sync() -> bool:
+            ok = step_with_ready_grads()
+            if ok:
+                self.gate.end_step(self.step)
+            return ok
+        return step_and_sync
+
+    def _counted_step(self, step: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self._stepped = False
+            result = step(*args, **kwargs)
+            if not self._stepped and self.client is not None:
+                # No child stepped (found_inf: Megatron skipped the update): every rank skips.
+                self.client.skip(self.step, "the optimizer skipped the update (found_inf)")
+            self.step += 1
+            return result
+        return counted
+
+    # -- one chunk's sync ------------------------------------------------------------------------
+
+    def _bucket_groups(self, chunk: int) -> List[Any]:
+        model_chunk = self.model_chunks[chunk]
+        return (list(getattr(model_chunk, "bucket_groups", [])) +
+                list(getattr(model_chunk, "expert_parallel_bucket_groups", [])))
+
+    def _start_sync(self, chunk: int) -> None:
+        model_chunk = self.model_chunks[chunk]
+        for group in self._bucket_groups(chunk):
+            model_chunk._start_bucket_group_param_sync(group, force_sync=False)
+        self.gathers[chunk] += 1
+
+    def _finish_sync(self, chunk: int, _handle: Any) -> Mapping[str, int]:
+        model_chunk = self.model_chunks[chunk]
+        sums: Dict[str, Optional[int]] = {}
+        for attribute, group in (("bucket_groups", self.dense_group),
+                                 ("expert_parallel_bucket_groups", self.expert_group)):
+            for bucket_group in getattr(model_chunk, attribute, []):
+                for bucket in bucket_group.buckets:
+                    sums[group] = _fold(sums.get(group), checksum(bucket.param_data))
+        return {group: value for group, value in sums.items() if value is not None}
