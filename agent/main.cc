@@ -9,6 +9,7 @@
 #include "absl/flags/usage.h"
 #include "agent/agent.h"
 #include "serve/daemon.h"
+#include "serve/daemon_cpus.h"
 #include "serve/flag_help.h"
 
 ABSL_FLAG(std::string, target, "",
@@ -29,7 +30,7 @@ ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(5),
 
 int main(int argc, char** argv) {
   const std::vector<psync::serve::FlagGroup> groups = {
-      {"Serving the node's ranks", {"listen", "port_file", "drain_timeout"}},
+      {"Serving the node's ranks", {"listen", "port_file", "drain_timeout", "cpus"}},
       {"Upstream (the coordinator)",
        {"target", "flush_window", "flush_messages", "max_batch_messages"}},
   };
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
                                  "check-ins merged, directives fanned out.",
                                  groups, "agent/main.cc");
   psync::serve::UseReleaseMutexSettings();
+  psync::serve::UseCpuBudget("psync-agent", argv);
 
   // Block the stop signals in every thread; one thread waits for them.
   const sigset_t stop_signals = psync::serve::BlockStopSignals();

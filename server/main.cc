@@ -1,4 +1,5 @@
 // psync-coordinator: serves psync.v1.Coordinator until SIGINT or SIGTERM.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "serve/daemon.h"
+#include "serve/daemon_cpus.h"
 #include "serve/flag_help.h"
 #include "serve/heap_releaser.h"
 #include "server/coordinator_server.h"
@@ -64,9 +66,10 @@ ABSL_FLAG(int, max_receive_message_bytes, 1 << 20, "largest accepted client mess
 ABSL_FLAG(absl::Duration, heap_release_interval, absl::Seconds(1),
           "how often freed heap pages go back to the system (0: never; see heap_releaser.h)");
 ABSL_FLAG(uint32_t, history_steps, 16, "finished steps kept per job to answer late duplicates");
-ABSL_FLAG(int, delivery_threads, 3,
+ABSL_FLAG(int, delivery_threads, -1,
           "threads, besides the one delivering, that start the writes of a release to many "
-          "streams (16 or more per thread), so that they run on several cores; 0: one thread");
+          "streams (16 or more per thread), so that they run on several cores; 0: one thread; "
+          "-1: one fewer than the CPUs the pools are sized for (--cpus), at most 3");
 ABSL_FLAG(uint32_t, max_jobs, 1024, "live jobs held at once (ended and evicted jobs do not count)");
 ABSL_FLAG(absl::Duration, job_idle_ttl, absl::Minutes(15),
           "a job with no attached session and no message for this long is evicted");
@@ -152,8 +155,8 @@ int main(int argc, char** argv) {
   // The groups of --help, as the README lists the flags.
   const std::vector<psync::serve::FlagGroup> groups = {
       {"Serving",
-       {"listen", "port_file", "health_listen", "drain_timeout", "max_receive_message_bytes",
-        "heap_release_interval"}},
+       {"listen", "port_file", "cpus", "health_listen", "drain_timeout",
+        "max_receive_message_bytes", "heap_release_interval"}},
       {"HTTP side (metrics, JSON API, dashboard)",
        {"http_listen", "http_port_file", "http_token_file", "metrics_require_token", "http_threads",
         "http_idle_timeout", "http_io_timeout"}},
@@ -177,6 +180,7 @@ int main(int argc, char** argv) {
       "exactly once.",
       groups, "server/main.cc");
   psync::serve::UseReleaseMutexSettings();
+  const psync::serve::CpuBudget cpu_budget = psync::serve::UseCpuBudget("psync-coordinator", argv);
 
   // Block the stop signals in every thread; one thread waits for them.
   const sigset_t stop_signals = psync::serve::BlockStopSignals();
@@ -217,6 +221,9 @@ int main(int argc, char** argv) {
   options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
   options.coordinator.tracker.history_steps = absl::GetFlag(FLAGS_history_steps);
   options.coordinator.delivery_threads = absl::GetFlag(FLAGS_delivery_threads);
+  if (options.coordinator.delivery_threads < 0) {
+    options.coordinator.delivery_threads = std::min(3, cpu_budget.cpus - 1);
+  }
   options.coordinator.max_jobs = absl::GetFlag(FLAGS_max_jobs);
   options.coordinator.job_idle_ttl = absl::GetFlag(FLAGS_job_idle_ttl);
   options.coordinator.finished_jobs_kept = absl::GetFlag(FLAGS_finished_jobs_kept);
