@@ -187,6 +187,7 @@ def main():
 
     done = {}
     round_medians = {name: [] for name, _, _ in runs}
+    round_psync = {name: [] for name, _, _ in runs}  # rank 0's psync client time per step
     for round_ in range(args.repeat):
         for name, mode, overlap in (runs if round_ % 2 == 0 else runs[::-1]):
             t0 = time.monotonic()
@@ -196,6 +197,8 @@ def main():
                                   job=job, out=out)
             if results[0] and len(results[0]["step_seconds"]) > 3:
                 round_medians[name].append(statistics.median(results[0]["step_seconds"][3:]))
+            if results[0] and len(results[0].get("psync_seconds", [])) > 3:
+                round_psync[name].append(statistics.median(results[0]["psync_seconds"][3:]))
             print(f"launch: {name} (round {round_}): exit codes {codes} "
                   f"({time.monotonic() - t0:.1f} s)", flush=True)
 
@@ -234,13 +237,19 @@ def main():
             ref = n.replace("coordinated", "reference")
             if ref in medians and n in medians:
                 print(f"  {n} / {ref}: {medians[n] / medians[ref]:.3f}")
+    for n in names:
+        if round_psync[n]:
+            each = " ".join(f"{m * 1e3:.3f}" for m in round_psync[n])
+            print(f"  {n}: host time in psync's client calls per step, median "
+                  f"{statistics.median(round_psync[n]) * 1e3:.3f} ms  [{each}]")
 
     # Reference and coordinated: verified, equal.
     for n in names:
         d = done[n]
         summary["runs"][n] = {"codes": d["codes"], "losses": losses(n),
                               "median_step_ms": medians.get(n),
-                              "round_median_step_ms": [m * 1e3 for m in round_medians[n]]}
+                              "round_median_step_ms": [m * 1e3 for m in round_medians[n]],
+                              "round_median_psync_ms": [m * 1e3 for m in round_psync[n]]}
         if d["mode"] == "naive":
             continue
         if any(c != 0 for c in d["codes"]):

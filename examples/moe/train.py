@@ -412,8 +412,10 @@ class Trainer:
     def run(self):
         args = self.args
         losses, times = [], []
+        self.psync_seconds = []  # per step: host time in the psync client's calls (the gate's)
         for step in range(args.steps):
             start = time.perf_counter()
+            client_before = self.gate.client_seconds if self.gate is not None else 0.0
             x, y = self.batch(step)
             out = self.model(x)
             loss = F.mse_loss(out, y)
@@ -454,6 +456,8 @@ class Trainer:
             if self.device.type == "cuda":
                 torch.cuda.synchronize()
             times.append(time.perf_counter() - start - verify_seconds)
+            if self.gate is not None:
+                self.psync_seconds.append(self.gate.client_seconds - client_before)
         if self.gate is not None:
             self.gate.flush()
         self.verify(args.steps - 1, "at the end of the run")
@@ -472,6 +476,8 @@ class Trainer:
         }
         if self.gate is not None:
             result["directive_waits"] = self.gate.directive_waits
+            result["psync_seconds"] = self.psync_seconds
+            result["directive_wait_seconds"] = self.gate.directive_wait_seconds
         if self.client is not None:
             info = self.client.info()
             result["directives_received"] = info.directives_received

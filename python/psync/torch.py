@@ -41,6 +41,7 @@ without psync). Not thread-safe: use it from the training loop's thread.
 from __future__ import annotations
 
 import collections
+import time
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence
 
 import psync
@@ -67,6 +68,11 @@ class ParamSyncGate:
         self._handles: Dict[int, Any] = {}
         self._reports: Deque[psync.Pending] = collections.deque()
         self.directive_waits = 0  # times a directive had not arrived when it was needed
+        # Host time the loop spent in the psync client's calls (reports, polls, answers), and the
+        # part of it blocked on a directive that had not arrived: what psync itself adds to a step
+        # (the syncs' own start_sync / finish_sync time is not in it).
+        self.client_seconds = 0.0
+        self.directive_wait_seconds = 0.0
         self.checksums: Dict[int, Mapping[str, int]] = {}
 
     # -- the loop's calls ---------------------------------------------------------------------
@@ -76,7 +82,9 @@ class ParamSyncGate:
         step finishes what is left of the previous step's syncs."""
         self._begin(step)
         if self.client is not None:
+            start = time.perf_counter()
             self._reports.append(self.client.staged_async(step, chunk, optimizer, checksum))
+            self.client_seconds += time.perf_counter() - start
             if self.overlap:
                 self._launch_ready()
         self._check_reports(block=False)
@@ -135,13 +143,19 @@ class ParamSyncGate:
             return self._ended
         # Every caller runs after _begin, which set _step.
         assert self._step is not None, "_directive called before a step began"
-        if self.client.poll_directive(self._step, chunk) is not None:
+        start = time.perf_counter()
+        try:
+            if self.client.poll_directive(self._step, chunk) is not None:
+                return True
+            if not block:
+                return False
+            self.directive_waits += 1
+            wait_start = time.perf_counter()
+            self.client.wait_directive(self._step, chunk, self.directive_timeout)
+            self.directive_wait_seconds += time.perf_counter() - wait_start
             return True
-        if not block:
-            return False
-        self.directive_waits += 1
-        self.client.wait_directive(self._step, chunk, self.directive_timeout)
-        return True
+        finally:
+            self.client_seconds += time.perf_counter() - start
 
     def _launch(self, chunk: int) -> None:
         self._handles[chunk] = self._start(chunk)
@@ -166,12 +180,18 @@ class ParamSyncGate:
             if self.client is not None:
                 # Every caller runs after _begin, which set _step.
                 assert self._step is not None, "_complete_through called before a step began"
+                start = time.perf_counter()
                 self._reports.append(
                     self.client.sync_done_async(self._step, chunk, dict(checksums), 1))
+                self.client_seconds += time.perf_counter() - start
 
     def _check_reports(self, block: bool) -> None:
         # Answers arrive in the order the reports were sent (one Session), so the oldest report
         # is the first to be done: checking stops at the first outstanding one, and each report
         # is looked at once after its answer.
-        while self._reports and (block or self._reports[0].done()):
-            self._reports.popleft().result(timeout=self.directive_timeout if block else 0)
+        start = time.perf_counter()
+        try:
+            while self._reports and (block or self._reports[0].done()):
+                self._reports.popleft().result(timeout=self.directive_timeout if block else 0)
+        finally:
+            self.client_seconds += time.perf_counter() - start
