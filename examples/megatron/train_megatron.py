@@ -5,9 +5,12 @@ ChainedOptimizer (a dense and an expert DistributedOptimizer), its param sync ei
 On one GPU Megatron builds the expert DistributedOptimizer only for parameters marked
 `allreduce = False` (expert parallelism marks them; at expert_model_parallel_size=1 nothing does),
 so the expert weights are marked here before DDP wraps the model. Local layer spec (no Transformer
-Engine), bf16 (Float16Module), overlap_param_gather off. Prints one JSON line: the loss and the
-time of every step.
-    python3 train_megatron.py --mode=psync --target=127.0.0.1:7070 --job=J --steps=50
+Engine), bf16 (Float16Module), overlap_param_gather off unless `--overlap`: then DDP's
+overlap_param_gather is on and the training loop is the same, as in Megatron's: DDP's forward
+pre-hooks (registered by DDP) finish the param all-gathers, per bucket group in Megatron's mode,
+per chunk once psync released it in psync's; at the end `disable_forward_pre_hook()` syncs what is
+left, as Megatron's training loop does. Prints one JSON line: the loss and the time of every step.
+    python3 train_megatron.py --mode=psync --target=127.0.0.1:7070 --job=J --steps=50 [--overlap]
 Needs megatron/core on PYTHONPATH (NVIDIA/Megatron-LM), torch with CUDA and NCCL.
 """
 
@@ -54,11 +57,12 @@ def build(args):
             experts += 1
     model = Float16Module(config, model)
     ddp_config = DistributedDataParallelConfig(
-        use_distributed_optimizer=True, overlap_param_gather=False, overlap_grad_reduce=False,
-        grad_reduce_in_fp32=True)
+        use_distributed_optimizer=True, overlap_param_gather=args.overlap,
+        overlap_grad_reduce=False, grad_reduce_in_fp32=True)
     model = DistributedDataParallel(config, ddp_config, model)
     optimizer = get_megatron_optimizer(
-        OptimizerConfig(optimizer="adam", lr=1e-3, bf16=True, use_distributed_optimizer=True),
+        OptimizerConfig(optimizer="adam", lr=1e-3, bf16=True, use_distributed_optimizer=True,
+                        overlap_param_gather=args.overlap),
         [model])
     return model, optimizer, experts
 
@@ -79,6 +83,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--port", type=int, default=29511)
+    p.add_argument("--overlap", action="store_true",
+                   help="DDP overlap_param_gather: the forward pre-hooks finish the param sync")
     args = p.parse_args()
     torch.distributed.init_process_group(
         "nccl", init_method=f"tcp://127.0.0.1:{args.port}", rank=0, world_size=1)
@@ -110,12 +116,19 @@ def main() -> None:
         times.append(time.perf_counter() - start)
         losses.append(loss.item())
         assert ok, f"step {step}: the optimizer skipped the update"
+    if args.overlap:
+        model.disable_forward_pre_hook()  # the last step's param sync, as Megatron's loop ends
     result = {"mode": args.mode, "children": children, "expert_params": experts,
               "losses": losses, "step_s": times}
+    if args.overlap:
+        result["overlap"] = True
     if sync is not None and client is not None:
         sync.flush()
         result["gathers"] = sync.gathers
         result["audit_totals"] = client.audit()["jobTotals"]
+        if args.overlap:  # how often a pre-hook needed a chunk before its directive had arrived
+            result["directive_waits"] = sync.gate.directive_waits
+            result["directive_wait_s"] = sync.gate.directive_wait_seconds
         client.close()
     print("RESULT " + json.dumps(result), flush=True)
     torch.distributed.destroy_process_group()

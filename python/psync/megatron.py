@@ -24,17 +24,53 @@ How, with Megatron's own switches: every child `DistributedOptimizer` gets `_def
 (so it never starts a sync itself) and the `ChainedOptimizer` never takes its deferred-MXFP8 path
 (which would start the syncs itself); each child's `step_with_ready_grads` reports its staging for
 every chunk (asynchronously) once it returns; the chained `step_with_ready_grads` then runs each
-chunk's sync through `psync.torch.ParamSyncGate`: after the chunk's directive, every bucket group of
-the chunk (`bucket_groups` and `expert_parallel_bucket_groups`) is gathered once, as Megatron's own
-deferred sync does (`DistributedDataParallel._start_bucket_group_param_sync`), and SyncDone carries
-a checksum of the gathered buffers per sync group (`dense_group` for the dense bucket groups,
-`expert_group` for the expert ones). A step Megatron skips (found_inf) is reported as a skip.
+chunk's sync through `psync.torch.ParamSyncGate` (without overlap, waiting for each directive in
+chunk order): after the chunk's directive, every bucket group of the chunk (`bucket_groups` and
+`expert_parallel_bucket_groups`) is gathered once, as Megatron's own deferred sync does
+(`DistributedDataParallel._start_bucket_group_param_sync`), and SyncDone carries a checksum of the
+gathered buffers per sync group (`dense_group` for the dense bucket groups, `expert_group` for the
+expert ones). A step Megatron skips (found_inf) is reported as a skip.
 
-Supported: `overlap_param_gather=False` (DDP's config), `overlap_param_gather_with_optimizer_step`
-off. Other settings raise ValueError: the forward pre-hooks of `overlap_param_gather` dispatch the
-gathers themselves and are not gated here yet. Not thread-safe: use it from the training loop's
-thread. Runs against the shape of Megatron-core's classes (attribute and method names of
-megatron/core/optimizer and megatron/core/distributed at NVIDIA/Megatron-LM d98e8a64, 2026-08-22).
+With `overlap_param_gather=True` (DDP's config) the optimizer step reports its staging the same
+way and does not wait for the coordinator: `ParamSyncGate(overlap=True)` dispatches, in chunk order,
+the gathers of each chunk whose directive has arrived, asynchronously (Megatron's own dispatch,
+`force_sync=False`, so each bucket group holds a `param_gather_handle`). Megatron's forward
+pre-hooks stay as they are; what they call is gated per chunk:
+
+* each bucket group's `finish_param_sync` (which the pre-hook of a module calls for each of its
+  params, as do `ensure_params_ready`'s callbacks) becomes `gate.wait_chunk(c)` for its chunk c: the
+  chunk's directive is waited for if it has not arrived (and chunks before it are completed first,
+  in order), its gathers are dispatched if they were not, then Megatron's own `finish_param_sync` of
+  every bucket group of the chunk waits for its handle and runs `_post_param_sync` (with
+  `skip_next_bucket_dispatch`, since the chunk's other bucket groups were dispatched with it), and
+  only then is the checksum taken and SyncDone reported. Megatron's own dispatches from the pre-hook
+  (a bucket group not yet dispatched, and `next_param_gather_bucket_group`) never run: only a
+  release gathers, so no chunk is gathered before psync released it and no bucket group twice in a
+  step. A forward before the first step, or after a step Megatron skipped, gathers nothing (the
+  weights are the last synced ones), as without overlap;
+* the chunk's `start_param_sync` (what `align_param_gather`'s `param_sync_func` and
+  `disable_forward_pre_hook(param_sync=True)` call) dispatches nothing itself: with `force_sync` it
+  is `gate.wait_chunk(c)`, without it returns (the release dispatches the chunk).
+
+The first pre-hook of chunk c waits for all of the chunk's bucket groups (SyncDone is per chunk),
+where Megatron waits per bucket group; the checksum reads the gathered buffers, which synchronizes
+with the device. A directive that arrives after the step's end is picked up by the chunk's
+pre-hook, which then dispatches and waits at once.
+
+Refused with ValueError:
+* `overlap_param_gather_with_optimizer_step`: the `ChainedOptimizer` dispatches chunk 0's gathers
+  itself right after its first child stepped, before the second one staged and before psync
+  released the chunk (the early sync psync exists to prevent), and the pre-hooks then skip the
+  next bucket group's dispatch, relying on that one;
+* `reuse_grad_buf_for_mxfp8_param_ag` with `overlap_param_gather`: the params are then staged into
+  the shared buffer by the training loop (`prepare_model_params_for_param_sync`, after the optimizer
+  step), not by the step whose staging psync reports;
+* model chunks that disagree on `overlap_param_gather`.
+
+Not thread-safe: use it from the training loop's thread. Runs against the shape of Megatron-core's
+classes (attribute and method names of megatron/core/optimizer and megatron/core/distributed at
+NVIDIA/Megatron-LM d98e8a64, 2026-08-22); with `overlap_param_gather` it has been tested against a
+stand-in of them only (python/tests/test_megatron.py), not yet against Megatron-core itself.
 """
 
 from __future__ import annotations
@@ -75,21 +111,15 @@ class MegatronParamSync:
         model chunks, chunk c of the psync plan being model_chunks[c]; `names`: the psync optimizer
         name of each child, in `chained_optimizers` order (default "dense", then "expert"); the
         first optimizer.step() is step `first_step`. With `client=None` the same schedule runs
-        without a coordinator (each chunk synced once per step, after every child stepped)."""
+        without a coordinator (each chunk synced once per step, after every child stepped). With
+        `overlap_param_gather`, build it before anything takes a chunk's `start_param_sync`
+        (`param_sync_func` of align_param_gather): a bound method taken before is not gated."""
         self.children: List[Any] = list(getattr(optimizer, "chained_optimizers", [optimizer]))
         self.names = list(names) if names is not None else ["dense", "expert"][:len(self.children)]
         if len(self.names) != len(self.children):
             raise ValueError(f"names: {len(self.names)} given for {len(self.children)} optimizers")
         self.model_chunks = list(model_chunks)
-        for c, chunk in enumerate(self.model_chunks):
-            ddp_config = getattr(chunk, "ddp_config", None)
-            if ddp_config is not None and getattr(ddp_config, "overlap_param_gather", False):
-                raise ValueError(f"model_chunks[{c}].ddp_config.overlap_param_gather is True: its "
-                                 "forward pre-hooks gather without psync; not supported yet")
-        if getattr(getattr(optimizer, "config", None), "overlap_param_gather_with_optimizer_step",
-                   False):
-            raise ValueError("optimizer.config.overlap_param_gather_with_optimizer_step is True: "
-                             "chunk 0 would be gathered before psync releases it")
+        self.overlap = self._overlap_param_gather(optimizer)
         self.client = client
         self.dense_group = dense_group
         self.expert_group = expert_group
@@ -97,7 +127,19 @@ class MegatronParamSync:
         self.gathers: Dict[int, int] = {c: 0 for c in range(len(self.model_chunks))}
         self._stepped = False  # a child stepped during the current optimizer.step()
         self.gate = ParamSyncGate(client, len(self.model_chunks), self._start_sync,
-                                  self._finish_sync, directive_timeout=directive_timeout)
+                                  self._finish_sync, overlap=self.overlap,
+                                  directive_timeout=directive_timeout)
+        # With overlap: Megatron's finish_param_sync of each bucket group of chunk c (run by the
+        # gate after chunk c's gathers were dispatched); the bucket groups' and the chunks' own
+        # entry points are replaced by gated ones.
+        self._megatron_finish: Dict[int, List[Callable[..., Any]]] = {}
+        if self.overlap:
+            for c, model_chunk in enumerate(self.model_chunks):
+                self._megatron_finish[c] = []
+                for bucket_group in self._bucket_groups(c):
+                    self._megatron_finish[c].append(bucket_group.finish_param_sync)
+                    bucket_group.finish_param_sync = self._gated_finish(c)
+                model_chunk.start_param_sync = self._gated_start(c)
         for child, name in zip(self.children, self.names):
             child._defer_param_sync = True  # Megatron's switch (#4800): no sync of its own
             child.step_with_ready_grads = self._reporting_step(child.step_with_ready_grads, name)
@@ -108,8 +150,33 @@ class MegatronParamSync:
         optimizer.step = self._counted_step(optimizer.step)
 
     def flush(self) -> None:
-        """Waits for every report's answer; raises the first refusal (PsyncError)."""
+        """Runs the syncs still outstanding (with overlap, those no forward pre-hook needed yet),
+        waits for every report's answer; raises the first refusal (PsyncError)."""
         self.gate.flush()
+
+    def _overlap_param_gather(self, optimizer: Any) -> bool:
+        """The model chunks' `ddp_config.overlap_param_gather`; raises ValueError for the settings
+        not supported (see the module docstring)."""
+        if getattr(getattr(optimizer, "config", None), "overlap_param_gather_with_optimizer_step",
+                   False):
+            raise ValueError("optimizer.config.overlap_param_gather_with_optimizer_step is True: "
+                             "chunk 0 would be gathered before psync releases it")
+        overlaps = []
+        for c, chunk in enumerate(self.model_chunks):
+            if getattr(chunk, "overlap_param_gather_with_optimizer_step", False):
+                raise ValueError(f"model_chunks[{c}].overlap_param_gather_with_optimizer_step is "
+                                 "True: it would be gathered before psync releases it")
+            ddp_config = getattr(chunk, "ddp_config", None)
+            overlap = bool(getattr(ddp_config, "overlap_param_gather", False))
+            if overlap and getattr(ddp_config, "reuse_grad_buf_for_mxfp8_param_ag", False):
+                raise ValueError(f"model_chunks[{c}].ddp_config: reuse_grad_buf_for_mxfp8_param_ag "
+                                 "with overlap_param_gather stages the params after the optimizer "
+                                 "step (prepare_model_params_for_param_sync); not supported")
+            overlaps.append(overlap)
+        if len(set(overlaps)) > 1:
+            raise ValueError("model_chunks disagree on ddp_config.overlap_param_gather: "
+                             f"{overlaps}")
+        return bool(overlaps) and overlaps[0]
 
     # -- the optimizer's calls, wrapped ---------------------------------------------------------
 
@@ -143,6 +210,20 @@ class MegatronParamSync:
             return result
         return counted
 
+    def _gated_finish(self, chunk: int) -> Callable[..., None]:
+        def finish_param_sync(skip_next_bucket_dispatch: bool = False) -> None:
+            # Megatron's forward pre-hook: the chunk's released sync runs (or has run) to the end;
+            # nothing else is dispatched (see the module docstring).
+            self.gate.wait_chunk(chunk)
+        return finish_param_sync
+
+    def _gated_start(self, chunk: int) -> Callable[..., None]:
+        def start_param_sync(*_unused: Any, force_sync: bool = False,
+                             force_dispatch: bool = False) -> None:
+            if force_sync:
+                self.gate.wait_chunk(chunk)
+        return start_param_sync
+
     # -- one chunk's sync ------------------------------------------------------------------------
 
     def _bucket_groups(self, chunk: int) -> List[Any]:
@@ -157,6 +238,10 @@ class MegatronParamSync:
         self.gathers[chunk] += 1
 
     def _finish_sync(self, chunk: int, _handle: Any) -> Mapping[str, int]:
+        for megatron_finish in self._megatron_finish.get(chunk, []):
+            # Overlap: waits for the bucket group's handle and runs its _post_param_sync; every
+            # bucket group of the chunk was dispatched by _start_sync, so none is dispatched here.
+            megatron_finish(skip_next_bucket_dispatch=True)
         model_chunk = self.model_chunks[chunk]
         sums: Dict[str, Optional[int]] = {}
         for attribute, group in (("bucket_groups", self.dense_group),
