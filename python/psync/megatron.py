@@ -81,9 +81,9 @@ import psync
 from psync.torch import ParamSyncGate
 
 
-def checksum(values: Any) -> int:
-    """A position-weighted sum of the buffer's 32-bit words modulo 2^64: the same bytes give the
-    same value on every rank and device (a buffer of an odd number of 16-bit values is padded)."""
+def checksum_tensor(values: Any) -> Any:
+    """checksum(values) as a one-element tensor on the values' device, computed in stream order
+    (the host does not wait for the device)."""
     import torch
 
     flat = values.detach().contiguous().view(-1)
@@ -92,7 +92,13 @@ def checksum(values: Any) -> int:
         raw = torch.nn.functional.pad(raw, (0, 4 - raw.numel() % 4))
     words = raw.view(torch.int32).to(torch.int64)
     weights = torch.arange(words.numel(), device=words.device, dtype=torch.int64) % 65521 + 1
-    return int((words * weights).sum().item()) & ((1 << 64) - 1)
+    return (words * weights).sum()
+
+
+def checksum(values: Any) -> int:
+    """A position-weighted sum of the buffer's 32-bit words modulo 2^64: the same bytes give the
+    same value on every rank and device (a buffer of an odd number of 16-bit values is padded)."""
+    return int(checksum_tensor(values).item()) & ((1 << 64) - 1)
 
 
 def _fold(total: Optional[int], value: int) -> int:
@@ -204,7 +210,9 @@ class MegatronParamSync:
             self._stepped = False
             result = step(*args, **kwargs)
             if not self._stepped and self.client is not None:
-                # No child stepped (found_inf: Megatron skipped the update): every rank skips.
+                # No child stepped (found_inf: Megatron skipped the update): every rank skips,
+                # after the SyncDones of the step before.
+                self.gate.settle()
                 self.client.skip(self.step, "the optimizer skipped the update (found_inf)")
             self.step += 1
             return result
@@ -237,16 +245,28 @@ class MegatronParamSync:
             model_chunk._start_bucket_group_param_sync(group, force_sync=False)
         self.gathers[chunk] += 1
 
-    def _finish_sync(self, chunk: int, _handle: Any) -> Mapping[str, int]:
+    def _finish_sync(self, chunk: int, _handle: Any) -> Callable[[], Mapping[str, int]]:
         for megatron_finish in self._megatron_finish.get(chunk, []):
             # Overlap: waits for the bucket group's handle and runs its _post_param_sync; every
             # bucket group of the chunk was dispatched by _start_sync, so none is dispatched here.
             megatron_finish(skip_next_bucket_dispatch=True)
+        # The checksums are computed on the device now, in stream order after the gathers, and read
+        # when the gate reports SyncDone (the next step's start): no host wait for the device here.
         model_chunk = self.model_chunks[chunk]
-        sums: Dict[str, Optional[int]] = {}
+        tensors: Dict[str, List[Any]] = {}
         for attribute, group in (("bucket_groups", self.dense_group),
                                  ("expert_parallel_bucket_groups", self.expert_group)):
             for bucket_group in getattr(model_chunk, attribute, []):
                 for bucket in bucket_group.buckets:
-                    sums[group] = _fold(sums.get(group), checksum(bucket.param_data))
-        return {group: value for group, value in sums.items() if value is not None}
+                    tensors.setdefault(group, []).append(checksum_tensor(bucket.param_data))
+
+        def read() -> Mapping[str, int]:
+            sums: Dict[str, int] = {}
+            for group, values in tensors.items():
+                total: Optional[int] = None
+                for value in values:
+                    total = _fold(total, int(value.item()) & ((1 << 64) - 1))
+                if total is not None:
+                    sums[group] = total
+            return sums
+        return read

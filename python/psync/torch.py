@@ -22,7 +22,10 @@ decide that:
 `start_sync(chunk)` launches the chunk's param all-gathers (torch.distributed, async_op=True) and
 returns a handle with `wait()`; `finish_sync(chunk, handle)` waits for them, copies the gathered
 values into the weights (and zeroes a shared buffer), and returns the checksum of the weights per
-sync group ({"dp": ..., "edp0": ...}), which is reported in SyncDone.
+sync group ({"dp": ..., "edp0": ...}), which is reported in SyncDone. It may instead return a
+function giving those checksums later (e.g. reading a checksum computed on the device, stream-ordered
+after the gather): the gate calls it when the next step begins, or at flush, and reports SyncDone
+then, so the loop never waits for the device to read a checksum.
 
 Without overlap, `end_step` waits for each chunk's directive (in chunk order), runs its sync and
 reports SyncDone. With overlap (Megatron's `overlap_param_gather`), `staged` and `end_step` only
@@ -42,12 +45,17 @@ from __future__ import annotations
 
 import collections
 import time
-from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import psync
 
 StartSync = Callable[[int], Any]
-FinishSync = Callable[[int, Any], Mapping[str, int]]
+# The checksums of a finished sync per sync group, or a function that returns them later: the gate
+# calls it when the next step begins (or at flush) and reports SyncDone then, so a checksum
+# computed on the device is read without making the host wait for the device in the middle of the
+# loop (the function must return what the gathered values were when the sync finished).
+Checksums = Union[Mapping[str, int], Callable[[], Mapping[str, int]]]
+FinishSync = Callable[[int, Any], Checksums]
 
 
 class ParamSyncGate:
@@ -67,6 +75,8 @@ class ParamSyncGate:
         self._next_launch = 0  # chunks below it were launched for _step
         self._handles: Dict[int, Any] = {}
         self._reports: Deque[psync.Pending] = collections.deque()
+        # Finished syncs whose checksums are read later: (step, chunk, checksums function).
+        self._deferred: List[Tuple[int, int, Callable[[], Mapping[str, int]]]] = []
         self.directive_waits = 0  # times a directive had not arrived when it was needed
         # Host time the loop spent in the psync client's calls (reports, polls, answers), and the
         # part of it blocked on a directive that had not arrived: what psync itself adds to a step
@@ -105,6 +115,11 @@ class ParamSyncGate:
         if self._step is not None and self._ended:
             self._complete_through(chunk)
 
+    def settle(self) -> None:
+        """Reports now the SyncDones whose checksums were deferred (see FinishSync), e.g. before
+        the rank reports a skip of its next step, which the coordinator takes only after them."""
+        self._report_deferred()
+
     def register_forward_pre_hooks(self, chunk_modules: Sequence[Any]) -> List[Any]:
         """Registers on chunk_modules[c] a forward pre-hook that calls wait_chunk(c)."""
         handles = []
@@ -118,6 +133,7 @@ class ParamSyncGate:
         refusal (PsyncError)."""
         if self._step is not None and self._ended:
             self._complete_through(self.num_chunks - 1)
+        self._report_deferred()
         self._check_reports(block=True)
 
     # -- internals -------------------------------------------------------------------------------
@@ -129,6 +145,7 @@ class ParamSyncGate:
             if not self._ended:
                 raise RuntimeError(f"step {step} began before end_step({self._step})")
             self._complete_through(self.num_chunks - 1)
+        self._report_deferred()
         self._step = step
         self._ended = False
         self._next_launch = 0
@@ -175,15 +192,27 @@ class ParamSyncGate:
                 self._launch(chunk)
             if chunk not in self._handles:
                 continue
+            # Every caller runs after _begin, which set _step.
+            assert self._step is not None, "_complete_through called before a step began"
             checksums = self._finish(chunk, self._handles.pop(chunk))
-            self.checksums[chunk] = checksums
-            if self.client is not None:
-                # Every caller runs after _begin, which set _step.
-                assert self._step is not None, "_complete_through called before a step began"
-                start = time.perf_counter()
-                self._reports.append(
-                    self.client.sync_done_async(self._step, chunk, dict(checksums), 1))
-                self.client_seconds += time.perf_counter() - start
+            if callable(checksums):
+                self._deferred.append((self._step, chunk, checksums))
+            else:
+                self._report_sync_done(self._step, chunk, checksums)
+
+    def _report_sync_done(self, step: int, chunk: int, checksums: Mapping[str, int]) -> None:
+        self.checksums[chunk] = checksums
+        if self.client is not None:
+            start = time.perf_counter()
+            self._reports.append(self.client.sync_done_async(step, chunk, dict(checksums), 1))
+            self.client_seconds += time.perf_counter() - start
+
+    def _report_deferred(self) -> None:
+        """Reads the checksums of the syncs finished with a checksums function, in the order they
+        finished, and reports their SyncDones."""
+        deferred, self._deferred = self._deferred, []
+        for step, chunk, read in deferred:
+            self._report_sync_done(step, chunk, read())
 
     def _check_reports(self, block: bool) -> None:
         # Answers arrive in the order the reports were sent (one Session), so the oldest report

@@ -486,6 +486,7 @@ def test_overlap_a_chunk_is_gathered_only_once_every_rank_staged_it_and_its_forw
         thread.join(10)
         assert not thread.is_alive() and errors == []
         assert weights_wrong(chunks, step) == []
+        sync.gate.settle()  # this rank's checksums, read from the device, and its SyncDones
         for c in range(CHUNKS):
             if c:
                 other.wait_directive(step, c, 10)

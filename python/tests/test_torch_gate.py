@@ -87,3 +87,39 @@ def test_overlap_launches_on_release_and_finishes_in_the_forward_pre_hook(coordi
     assert e.value.code == psync.StatusCode.DEADLINE_EXCEEDED
     me.close()
     other.close()
+
+
+def test_deferred_checksums_are_read_when_the_next_step_begins(coordinator):
+    # finish_sync returns a function: the gate reads it when the next step begins (not during
+    # end_step), reports SyncDone with what it returns, and the audit matches the other rank's.
+    me, other = two_ranks(coordinator, "gate-deferred")
+    reads = []
+
+    def finish(chunk, handle):
+        def read():
+            reads.append(chunk)
+            return {"dp": 100 + chunk}
+        return read
+
+    gate = ParamSyncGate(me, CHUNKS, lambda c: c, finish, directive_timeout=10)
+    for step in range(2):
+        other.staged_batch([(step, c, k) for c in range(CHUNKS) for k in ("dense", "expert")])
+        for kind in ("dense", "expert"):
+            for c in range(CHUNKS):
+                gate.staged(step, c, kind)
+                if step == 1 and (kind, c) == ("dense", 0):
+                    # The first report of step 1 began it: step 0's checksums were read first.
+                    assert reads == list(range(CHUNKS))
+        gate.end_step(step)
+        assert reads == list(range(CHUNKS)) * step  # this step's: not read yet
+        for c in range(CHUNKS):
+            other.wait_directive(step, c, 10)
+            other.sync_done(step, c, {"dp": 100 + c})
+    gate.flush()
+    assert reads == list(range(CHUNKS)) * 2
+    assert gate.checksums == {c: {"dp": 100 + c} for c in range(CHUNKS)}
+    records = me.audit()["records"]
+    assert [(r["releases"], r["syncsDone"], r["complete"], r["checksumMismatch"])
+            for r in records] == [(1, 2, True, False)] * (2 * CHUNKS)
+    me.finish()
+    other.finish()
