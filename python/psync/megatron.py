@@ -53,8 +53,8 @@ pre-hooks stay as they are; what they call is gated per chunk:
   is `gate.wait_chunk(c)`, without it returns (the release dispatches the chunk).
 
 The first pre-hook of chunk c waits for all of the chunk's bucket groups (SyncDone is per chunk),
-where Megatron waits per bucket group; the checksum reads the gathered buffers, which synchronizes
-with the device. A directive that arrives after the step's end is picked up by the chunk's
+where Megatron waits per bucket group; the checksums are computed on the device in stream order
+and read when the next step begins, so the pre-hook does not wait for the device. A directive that arrives after the step's end is picked up by the chunk's
 pre-hook, which then dispatches and waits at once.
 
 Refused with ValueError:
@@ -69,8 +69,8 @@ Refused with ValueError:
 
 Not thread-safe: use it from the training loop's thread. Runs against the shape of Megatron-core's
 classes (attribute and method names of megatron/core/optimizer and megatron/core/distributed at
-NVIDIA/Megatron-LM d98e8a64, 2026-08-22); with `overlap_param_gather` it has been tested against a
-stand-in of them only (python/tests/test_megatron.py), not yet against Megatron-core itself.
+NVIDIA/Megatron-LM d98e8a64, 2026-08-22), with and without `overlap_param_gather`, against a
+stand-in (python/tests/test_megatron.py) and Megatron-core itself (examples/megatron).
 """
 
 from __future__ import annotations
