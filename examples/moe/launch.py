@@ -33,7 +33,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-sys.path.insert(0, str(REPO / "python"))
+# The checkout's python/ (its psync finds bazel-bin's library), unless PSYNC_TEST_INSTALLED says to
+# use the installed package (the wheel), as the Python suite's conftest does.
+USE_CHECKOUT = not os.environ.get("PSYNC_TEST_INSTALLED")
+if USE_CHECKOUT:
+    sys.path.insert(0, str(REPO / "python"))
 
 _children: list = []
 
@@ -102,8 +106,9 @@ def run_mode(args, name, mode, overlap, target, work: Path, round_: int = 0):
     init = f"file://{out.resolve()}/torch-rendezvous"
     procs = []
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(REPO / "python")] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    if USE_CHECKOUT:
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(REPO / "python")] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     for rank in range(args.world):
         cmd = [sys.executable, str(HERE / "train.py"), f"--mode={mode}", f"--rank={rank}",
                f"--world_size={args.world}", f"--init={init}", f"--target={target}",
