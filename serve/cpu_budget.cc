@@ -92,8 +92,8 @@ std::string CpuBudget::ToString() const {
   if (overridden) return absl::StrCat(text, " (--cpus or PSYNC_CPUS)");
   absl::StrAppend(&text, " (affinity ", affinity_cpus);
   if (quota_cpus) {
-    absl::StrAppend(&text, absl::StrFormat(", cgroup quota %.2f from %s", *quota_cpus,
-                                           quota_source));
+    absl::StrAppend(&text,
+                    absl::StrFormat(", cgroup quota %.2f from %s", *quota_cpus, quota_source));
   } else {
     absl::StrAppend(&text, ", no cgroup CPU quota");
   }
@@ -158,8 +158,8 @@ std::optional<std::pair<double, std::string>> ReadCgroupCpuQuota(const std::stri
     while (true) {
       if (std::optional<double> quota = QuotaIn(prefix + folder, hierarchy.v2)) {
         if (!tightest || *quota < tightest->first) {
-          tightest = std::make_pair(*quota,
-                                    folder + (hierarchy.v2 ? "/cpu.max" : "/cpu.cfs_quota_us"));
+          tightest =
+              std::make_pair(*quota, folder + (hierarchy.v2 ? "/cpu.max" : "/cpu.cfs_quota_us"));
         }
       }
       if (folder.size() <= hierarchy.mount_point.size()) break;

@@ -22,11 +22,11 @@
 namespace psync::serve {
 
 struct CpuBudget {
-  int cpus = 1;                     // what pools are sized for: >= 1
-  int affinity_cpus = 1;            // CPUs in the affinity mask
-  std::optional<double> quota_cpus; // the tightest cgroup CPU quota, in CPUs, if any
-  std::string quota_source;         // the file that set quota_cpus, e.g. "/sys/fs/cgroup/cpu.max"
-  bool overridden = false;          // cpus came from an explicit count
+  int cpus = 1;                      // what pools are sized for: >= 1
+  int affinity_cpus = 1;             // CPUs in the affinity mask
+  std::optional<double> quota_cpus;  // the tightest cgroup CPU quota, in CPUs, if any
+  std::string quota_source;          // the file that set quota_cpus, e.g. "/sys/fs/cgroup/cpu.max"
+  bool overridden = false;           // cpus came from an explicit count
 
   // One line for the daemon's log: "4 CPUs (affinity 16, cgroup quota 3.5 from ...)".
   std::string ToString() const;

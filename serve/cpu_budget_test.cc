@@ -20,8 +20,8 @@ TEST(CgroupV2CpuMaxTest, QuotaOverPeriodOrUnlimited) {
 }
 
 TEST(CgroupV2CpuMaxTest, MalformedTextIsInvalidArgumentNamingTheFile) {
-  for (const char* text : {"", "max", "100000", "abc 100000", "100000 0", "-5 100000",
-                           "100000 100000 7"}) {
+  for (const char* text :
+       {"", "max", "100000", "abc 100000", "100000 0", "-5 100000", "100000 100000 7"}) {
     absl::StatusOr<std::optional<double>> quota = ParseCgroupV2CpuMax(text);
     ASSERT_FALSE(quota.ok()) << text;
     EXPECT_EQ(quota.status().code(), absl::StatusCode::kInvalidArgument) << text;
@@ -54,7 +54,8 @@ TEST(MakeCpuBudgetTest, TheSmallerOfAffinityAndTheQuotaRoundedUp) {
   EXPECT_EQ(overridden.affinity_cpus, 4);
   EXPECT_EQ(MakeCpuBudget(128, std::make_pair(2.5, "/sys/fs/cgroup/cpu.max"), 0).ToString(),
             "3 CPUs (affinity 128, cgroup quota 2.50 from /sys/fs/cgroup/cpu.max)");
-  EXPECT_EQ(MakeCpuBudget(1, std::nullopt, 0).ToString(), "1 CPU (affinity 1, no cgroup CPU quota)");
+  EXPECT_EQ(MakeCpuBudget(1, std::nullopt, 0).ToString(),
+            "1 CPU (affinity 1, no cgroup CPU quota)");
 }
 
 // A folder standing for "/": proc/self/{mountinfo,cgroup} and cgroup files under it.
@@ -125,8 +126,7 @@ TEST_F(FakeRoot, CgroupV1CpuControllerWithAMountRoot) {
 }
 
 TEST_F(FakeRoot, CgroupV1UnlimitedAndMalformedFilesAreNoQuota) {
-  Write("/proc/self/mountinfo",
-        "30 25 0:26 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n");
+  Write("/proc/self/mountinfo", "30 25 0:26 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n");
   Write("/proc/self/cgroup", "1:cpu:/a\n");
   Write("/sys/fs/cgroup/cpu/a/cpu.cfs_quota_us", "-1\n");
   Write("/sys/fs/cgroup/cpu/a/cpu.cfs_period_us", "100000\n");

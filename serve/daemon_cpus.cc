@@ -29,8 +29,8 @@ CpuBudget UseCpuBudget(absl::string_view daemon, char** argv) {
       path[length] = '\0';
       execv(path, argv);
     }
-    std::cerr << daemon << ": cannot execute itself again with " << kCpusEnvironmentVariable
-              << "=" << flag << " (" << std::strerror(errno) << "); pools stay sized for "
+    std::cerr << daemon << ": cannot execute itself again with " << kCpusEnvironmentVariable << "="
+              << flag << " (" << std::strerror(errno) << "); pools stay sized for "
               << ProcessorCount() << " CPUs\n";
   }
   const char* environment = std::getenv(kCpusEnvironmentVariable);

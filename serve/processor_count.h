@@ -3,8 +3,8 @@
 // gRPC (1.51) sizes its callback threads, executor and event engine by
 // sysconf(_SC_NPROCESSORS_CONF), read once while its library loads (before main): the host's
 // processors, whatever the process's affinity mask or cgroup quota. A binary that links this
-// library answers sysconf(_SC_NPROCESSORS_CONF) and sysconf(_SC_NPROCESSORS_ONLN), for every library
-// in the process, with its CPU budget: $PSYNC_CPUS when it is a positive count, else
+// library answers sysconf(_SC_NPROCESSORS_CONF) and sysconf(_SC_NPROCESSORS_ONLN), for every
+// library in the process, with its CPU budget: $PSYNC_CPUS when it is a positive count, else
 // DetectCpuBudget (serve/cpu_budget.h: the affinity mask and the cgroup quota), computed at the
 // first such call. Every other sysconf() name goes to the C library. Only the daemons link it
 // (never libpsync_c.so, which lives in the users' processes).
