@@ -33,11 +33,7 @@ CpuBudget UseCpuBudget(absl::string_view daemon, char** argv) {
               << flag << " (" << std::strerror(errno) << "); pools stay sized for "
               << ProcessorCount() << " CPUs\n";
   }
-  const char* environment = std::getenv(kCpusEnvironmentVariable);
-  const bool overridden = flag > 0 || (environment != nullptr && ProcessorCount() > 0 &&
-                                       std::to_string(ProcessorCount()) == environment);
-  const CpuBudget budget =
-      MakeCpuBudget(AffinityCpus(), ReadCgroupCpuQuota(), overridden ? ProcessorCount() : 0);
+  const CpuBudget& budget = ProcessCpuBudget();
   std::cerr << daemon << ": thread pools sized for " << budget.ToString() << "\n";
   return budget;
 }

@@ -12,17 +12,19 @@ extern "C" long __sysconf(int name);  // NOLINT(readability/casting)
 
 namespace psync::serve {
 
-int ProcessorCount() {
+const CpuBudget& ProcessCpuBudget() {
   // Computed once, at the first call: gRPC's, while its library loads, so this uses nothing that
   // needs main to have started (no flags, no static objects of this binary).
-  static const int count = [] {
+  static const CpuBudget budget = [] {
     const char* text = std::getenv(kCpusEnvironmentVariable);
     int cpus = 0;
-    if (text != nullptr && absl::SimpleAtoi(text, &cpus) && cpus > 0) return cpus;
-    return DetectCpuBudget(0).cpus;
+    if (text == nullptr || !absl::SimpleAtoi(text, &cpus) || cpus < 0) cpus = 0;
+    return DetectCpuBudget(cpus);
   }();
-  return count;
+  return budget;
 }
+
+int ProcessorCount() { return ProcessCpuBudget().cpus; }
 
 }  // namespace psync::serve
 

@@ -13,12 +13,18 @@
 #ifndef PSYNC_SERVE_PROCESSOR_COUNT_H_
 #define PSYNC_SERVE_PROCESSOR_COUNT_H_
 
+#include "serve/cpu_budget.h"
+
 namespace psync::serve {
 
 // The environment variable that overrides the detected budget (a daemon's --cpus sets it).
 inline constexpr char kCpusEnvironmentVariable[] = "PSYNC_CPUS";
 
-// What sysconf(_SC_NPROCESSORS_CONF) answers in this process: >= 1, fixed at the first call.
+// This process's budget, fixed at the first call: DetectCpuBudget with $PSYNC_CPUS as the override
+// (`overridden` when it was set).
+const CpuBudget& ProcessCpuBudget();
+
+// What sysconf(_SC_NPROCESSORS_CONF) answers in this process: ProcessCpuBudget().cpus, >= 1.
 int ProcessorCount();
 
 }  // namespace psync::serve
