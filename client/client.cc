@@ -361,6 +361,7 @@ absl::Status Client::Prepare(bool* retry) {
     next_step_ = response.next_step();  // before attached_once_, which Connect() waits for
     notices_.SetGeneration(response.generation());
     absl::MutexLock lock(&mu_);
+    progress_.Start(response.next_step());
     generation_ = response.generation();
     session_id_ = response.session_id();
     joined_ = true;

@@ -9,6 +9,12 @@ bool ResumeTracker::Reach(uint64_t step) {
     staged_.clear();
     synced_.clear();
     released_.clear();
+    skip_reason_.reset();
+    // Directives of this step that arrived while the rank was still finishing an earlier one.
+    while (!released_ahead_.empty() && released_ahead_.begin()->first <= step) {
+      if (released_ahead_.begin()->first == step) released_.insert(released_ahead_.begin()->second);
+      released_ahead_.erase(released_ahead_.begin());
+    }
   }
   return true;
 }
@@ -25,12 +31,25 @@ void ResumeTracker::OnAcknowledged(const psync::v1::SessionUp& up) {
         if (Reach(item.step())) synced_.insert(item.chunk());
       }
       break;
+    case psync::v1::SessionUp::kSkip:
+      if (Reach(up.skip().step())) skip_reason_ = up.skip().reason();
+      break;
     default:
       break;
   }
 }
 
+void ResumeTracker::Start(uint64_t step) {
+  if (!step_.has_value()) Reach(step);
+}
+
 void ResumeTracker::OnDirective(uint64_t step, uint32_t chunk) {
+  // A directive is not a report: it may come for a later step (of a chunk the rank syncs but does
+  // not stage) while the rank still finishes the current one, whose reports may be unanswered.
+  if (step_.has_value() && step > *step_) {
+    released_ahead_.emplace(step, chunk);
+    return;
+  }
   if (Reach(step)) released_.insert(chunk);
 }
 
@@ -50,6 +69,10 @@ std::optional<psync::v1::Resume> ResumeTracker::Build(uint64_t generation) const
   for (uint32_t chunk : synced_) resume.add_synced_chunks(chunk);
   for (uint32_t chunk : released_) {
     if (synced_.count(chunk) == 0) resume.add_released_chunks(chunk);
+  }
+  // An empty reason still voted: it is sent as "skip" (the coordinator needs a non-empty one).
+  if (skip_reason_.has_value()) {
+    resume.set_skip_reason(skip_reason_->empty() ? "skip" : *skip_reason_);
   }
   return resume;
 }

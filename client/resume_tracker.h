@@ -2,15 +2,20 @@
 // so that after a coordinator restart the rank can re-join with a JoinRequest.resume (see
 // docs/reliability.md, "Coordinator restart") and the new coordinator rebuilds the same decisions.
 //
-// The current step is the highest step the rank has touched: a check-in or SyncDone the
-// coordinator acknowledged, a directive received, or the step after a StepSkipped. A rank reports
-// step s + 1 only after it finished step s (the coordinator refuses check-ins ahead of the rank's
-// step), so everything below the current step is finished. Per current step it keeps:
+// The current step is the highest step the rank has reported in: a check-in, skip vote or
+// SyncDone the coordinator acknowledged, or the step after a StepSkipped (a directive of the
+// current step or an earlier one counts too; one of a later step, which a rank that syncs a chunk
+// without staging in it can receive while it still finishes its step, waits until the rank reaches
+// that step). A rank reports step s + 1 only after it finished step s (the coordinator refuses
+// reports ahead of the rank's step), so everything below the current step is finished. Per current
+// step it keeps:
 //  * staged: acknowledged check-ins (chunk, optimizer). Check-ins not acknowledged are not listed:
 //    the client sends them again after the re-join, and the new coordinator counts them once;
 //  * synced: chunks whose SyncDone was acknowledged;
 //  * released: chunks whose directive arrived but whose SyncDone was not acknowledged (the release
-//    happened; the rank executes the sync at most once and reports it again).
+//    happened; the rank executes the sync at most once and reports it again);
+//  * skip_reason: its acknowledged skip vote, until the step is skipped (else a coordinator that
+//    restarted between the vote and the skip would wait for the vote forever).
 //
 // Not thread-safe: the client guards it with its mutex. Holds no references.
 #ifndef PSYNC_CLIENT_RESUME_TRACKER_H_
@@ -28,6 +33,10 @@ namespace psync {
 
 class ResumeTracker {
  public:
+  // The rank joined; `step` is the step it starts at (JoinResponse.next_step). From now on Build
+  // always has a resume, even before anything is acknowledged: a rank that re-joins a coordinator
+  // that restarted must continue the job's run, never join it as a fresh rank.
+  void Start(uint64_t step);
   // `up` was acknowledged with OK.
   void OnAcknowledged(const psync::v1::SessionUp& up);
   // A directive of (step, chunk) arrived.
@@ -35,8 +44,7 @@ class ResumeTracker {
   // Every rank skipped `step`: the rank works on step + 1 now.
   void OnStepSkipped(uint64_t step);
 
-  // The resume for a re-join in `generation`; nullopt when the rank has done nothing yet (it then
-  // joins like a new rank at the job's first step).
+  // The resume for a re-join in `generation`; nullopt only before Start (a rank that never joined).
   std::optional<psync::v1::Resume> Build(uint64_t generation) const;
 
   // The current step, when there is one.
@@ -50,6 +58,10 @@ class ResumeTracker {
   std::set<std::pair<uint32_t, std::string>> staged_;
   std::set<uint32_t> synced_;
   std::set<uint32_t> released_;
+  std::optional<std::string> skip_reason_;  // an acknowledged skip vote of the current step
+  // Directives of steps after the current one: (step, chunk). They join `released_` when the rank
+  // reaches their step.
+  std::set<std::pair<uint64_t, uint32_t>> released_ahead_;
 };
 
 // Sets the generation field of whatever `up` carries (check-ins, skip vote, SyncDones).

@@ -32,6 +32,13 @@ void JobTracker::ApplyResume(RankId rank, const ResumeState& resume, absl::Time 
   for (ChunkId chunk : resume.released_chunks) {
     ChunkStepFor(resume.step, chunk).synced_before = true;
   }
+  // Its skip vote, acknowledged by the old coordinator: counted as if voted here (Reconcile skips
+  // the step once every rank's vote is in).
+  if (resume.skip_reason.has_value()) {
+    StepState& state = steps_[resume.step];
+    if (state.skip_votes.empty()) state.skip_reason = *resume.skip_reason;
+    state.skip_votes.insert(rank);
+  }
   // A rank that synced every chunk it takes part in has finished the step: it may check in for
   // the next one while the other ranks are still re-joining.
   const std::vector<ChunkId> mine = ChunksSyncedBy(rank);
@@ -43,9 +50,10 @@ void JobTracker::ApplyResume(RankId rank, const ResumeState& resume, absl::Time 
   Event e = MakeEvent(EventKind::kJoin, now);
   e.rank = rank;
   e.step = resume.step;
-  e.detail = absl::StrCat("resumed at step ", resume.step, " with ", resume.staged.size(),
-                          " check-ins, ", resume.synced_chunks.size(), " synced and ",
-                          resume.released_chunks.size(), " released chunks");
+  e.detail =
+      absl::StrCat("resumed at step ", resume.step, " with ", resume.staged.size(), " check-ins, ",
+                   resume.synced_chunks.size(), " synced and ", resume.released_chunks.size(),
+                   " released chunks", resume.skip_reason.has_value() ? ", a skip vote" : "");
   out->events.push_back(std::move(e));
 }
 
@@ -73,6 +81,14 @@ void JobTracker::Reconcile(absl::Time now, Decisions* out) {
         if (rank_step(member) > step) cs.done.Insert(member, GroupChecksums());
       }
       MaybeRelease(step, chunk, now, out);
+    }
+    // A step some rank voted to skip was skipped by every rank already past it (a skip vote and a
+    // check-in of one step abort the generation, so past it means skipped): their votes count.
+    if (auto voted = steps_.find(step);
+        voted != steps_.end() && !voted->second.skip_votes.empty()) {
+      for (RankId rank : JoinedRanks()) {
+        if (rank_step(rank) > step) voted->second.skip_votes.insert(rank);
+      }
     }
     MaybeSkip(step, now, out);
   }

@@ -148,6 +148,19 @@ absl::Status ValidateRankPlan(const RankPlan& plan, const PlanLimits& limits) {
                                     "' is not declared in this plan"));
       }
     }
+    if (resume.skip_reason.has_value()) {
+      if (!resume.staged.empty()) {
+        return Invalid("resume.skip_reason",
+                       absl::StrCat("a rank that voted to skip step ", resume.step,
+                                    " staged nothing in it, but resume.staged has ",
+                                    resume.staged.size(), " check-ins"));
+      }
+      if (resume.skip_reason->size() > kMaxResumeSkipReason) {
+        return Invalid("resume.skip_reason",
+                       absl::StrCat("must be at most ", kMaxResumeSkipReason, " bytes (got ",
+                                    resume.skip_reason->size(), ")"));
+      }
+    }
     for (const auto* list : {&resume.synced_chunks, &resume.released_chunks}) {
       const char* field =
           list == &resume.synced_chunks ? "resume.synced_chunks" : "resume.released_chunks";

@@ -2,6 +2,7 @@
 #include "server/core/release_rule.h"
 
 #include "absl/strings/str_cat.h"
+#include "serve/injected_faults.h"
 
 namespace psync::core {
 
@@ -11,12 +12,15 @@ ReleaseDecision DecideRelease(bool plan_complete, const ChunkInfo& chunk, const 
   d.contributors = chunk.num_contributors();
   if (!plan_complete) {
     d.verdict = ReleaseVerdict::kPlanIncomplete;
-  } else if (cs.released) {
+  } else if (cs.released && !serve::IsInjected(serve::Injected().release_again)) {
     d.verdict = ReleaseVerdict::kAlreadyReleased;
   } else if (d.contributors == 0) {
     d.verdict = ReleaseVerdict::kNoContributors;
   } else if (cs.synced_before) {
     d.verdict = ReleaseVerdict::kSyncedBefore;
+  } else if (serve::IsInjected(serve::Injected().release_one_early) && d.contributors >= 2 &&
+             d.staged + 1 == d.contributors) {
+    d.verdict = ReleaseVerdict::kAllStaged;
   } else if (d.staged < d.contributors) {
     d.verdict = ReleaseVerdict::kWaiting;  // every check-in but the last ends here, in O(1)
   } else if ((d.undeclared = FirstUndeclared(cs.staged, chunk.slots)).has_value() ||

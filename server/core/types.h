@@ -65,6 +65,8 @@ struct ResumeState {
   std::vector<std::pair<ChunkId, std::string>> staged;  // (chunk, optimizer) staged at `step`
   std::vector<ChunkId> synced_chunks;                   // chunks of `step` it synced
   std::vector<ChunkId> released_chunks;  // chunks of `step` released to it, not reported synced
+  std::optional<std::string>
+      skip_reason;  // it voted to skip `step` (acknowledged), not yet skipped
 };
 
 // What one rank declares when it joins.

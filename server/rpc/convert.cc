@@ -28,6 +28,9 @@ core::RankPlan RankPlanFromProto(const v1::JoinRequest& request) {
                                 request.resume().synced_chunks().end());
     resume.released_chunks.assign(request.resume().released_chunks().begin(),
                                   request.resume().released_chunks().end());
+    if (!request.resume().skip_reason().empty()) {
+      resume.skip_reason = request.resume().skip_reason();
+    }
     plan.resume = std::move(resume);
   }
   for (const v1::ChunkPlan& c : request.chunks()) {

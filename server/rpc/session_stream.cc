@@ -11,6 +11,7 @@
 #include "serve/session_writer.h"
 #include "server/rpc/convert.h"
 #include "server/rpc/session_attach.h"
+#include "server/rpc/session_dispatch.h"
 #include "wire/not_served.h"
 #include "wire/session_protocol.h"
 #include "wire/wire_status.h"
@@ -206,27 +207,10 @@ class SessionStream final : public Reactor {
   // The job of the attached Session (empty before the attach).
   std::string AttachedJob() { return sink_->Attachment().first; }
 
-  // Applies a staged, skip or sync_done message as the attached rank.
+  // Applies a staged, skip, sync_done or leave message as the attached rank.
   absl::Status Dispatch(wire::SessionAction action, const v1::SessionUp& up) {
     const auto [job_id, rank] = sink_->Attachment();
-    switch (action) {
-      case wire::SessionAction::kStaged:
-        return coordinator_->Stage(job_id, rank, up.staged().generation(),
-                                   StagedFromProto(up.staged()));
-      case wire::SessionAction::kSkip:
-        return coordinator_->Skip(job_id, rank, up.skip().generation(), up.skip().step(),
-                                  wire::BoundEcho(up.skip().reason()));
-      case wire::SessionAction::kSyncDone:
-        return coordinator_->SyncDone(job_id, rank, up.sync_done().generation(),
-                                      SyncDoneFromProto(up.sync_done()));
-      case wire::SessionAction::kLeave:
-        return coordinator_->Leave(job_id, rank, up.leave().generation(), up.leave().finished());
-      case wire::SessionAction::kClose:
-      case wire::SessionAction::kAttach:
-      case wire::SessionAction::kAck:
-        break;  // decided by OnReadDone, never dispatched
-    }
-    return absl::InternalError("Dispatch: not a message for the tracker");
+    return ApplySessionMessage(*coordinator_, job_id, rank, action, up);
   }
 
   void DetachFromCoordinator() { sink_->DetachFromCoordinator(); }

@@ -1,0 +1,152 @@
+// Simulate and Shrink; contract: simulation.h.
+#include "tests/simulation/simulation.h"
+
+#include <memory>
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/core/random_plan.h"
+#include "server/owner/coordinator.h"
+#include "tests/simulation/network.h"
+#include "tests/simulation/rank_checker.h"
+#include "tests/simulation/sim_coordinator.h"
+#include "tests/simulation/sim_rank.h"
+#include "tests/simulation/world.h"
+
+namespace psync::simulation {
+namespace {
+
+v1::JoinRequest JoinRequestOf(const core::RankPlan& plan) {
+  v1::JoinRequest r;
+  r.set_job_id(plan.job_id);
+  r.set_world_size(plan.world_size);
+  r.set_rank(plan.rank);
+  r.set_num_chunks(plan.num_chunks);
+  r.set_first_step(plan.first_step);
+  r.set_incarnation(plan.incarnation);
+  for (const core::ChunkPart& part : plan.chunks) {
+    v1::ChunkPlan* c = r.add_chunks();
+    c->set_chunk(part.chunk);
+    for (const std::string& o : part.optimizers) c->add_optimizers(o);
+    for (const core::GroupDecl& g : part.groups) {
+      v1::SyncGroup* group = c->add_groups();
+      group->set_name(g.name);
+      for (core::RankId rank : g.ranks) group->add_ranks(rank);
+    }
+  }
+  return r;
+}
+
+RankSetup SetupOf(const core::testing::RandomPlan& plan, core::RankId rank) {
+  RankSetup s;
+  s.join = JoinRequestOf(plan.plans[rank]);
+  for (const core::ChunkPart& part : plan.plans[rank].chunks) {
+    for (const std::string& o : part.optimizers) s.items.emplace_back(part.chunk, o);
+    for (const core::GroupDecl& g : part.groups) s.groups[part.chunk].push_back(g.name);
+  }
+  s.syncs = plan.synced[rank];
+  s.skipped = plan.skipped;
+  s.end_step = plan.first_step + plan.steps;
+  return s;
+}
+
+}  // namespace
+
+SimulationResult Simulate(const SimulationOptions& options) {
+  SimulationResult result;
+  std::mt19937 plan_rng(static_cast<uint32_t>(MixSeed(options.seed, 0)));
+  const core::testing::RandomPlan plan = core::testing::MakeRandomPlan(plan_rng, options.steps);
+  result.plan = plan.description;
+
+  World world(options.seed, options.trace);
+  Network network(&world, NetworkOptions());
+  server::CoordinatorOptions coordinator_options;
+  coordinator_options.tracker.history_steps = plan.history_steps;
+  // A rank that stays away is reported lost, but the run is not aborted for it: ranks here never
+  // restart, so an abort could only end the run.
+  coordinator_options.lost_rank_abort_after = absl::Hours(24);
+  SimCoordinator coordinator(&world, &network, coordinator_options);
+  RankChecker checker(&world, plan.expected, plan.skipped, plan.first_step,
+                      plan.first_step + plan.steps);
+  std::vector<std::unique_ptr<SimRank>> ranks;
+  for (core::RankId r = 0; r < plan.world_size; ++r) {
+    ranks.push_back(std::make_unique<SimRank>(&world, &coordinator, &checker, SetupOf(plan, r)));
+  }
+
+  Rng fault_rng = world.RngFor(world.NewOrigin());
+  result.faults = options.faults.has_value()
+                      ? *options.faults
+                      : DrawFaults(fault_rng, plan.world_size, options.rates);
+  const uint64_t fault_origin = world.NewOrigin();
+  for (const Fault& f : result.faults) {
+    world.At(world.start() + f.at, fault_origin, [&, f] {
+      world.Trace(absl::StrCat("fault: ", f.ToString()));
+      SimRank& rank = *ranks[f.rank % ranks.size()];
+      switch (f.kind) {
+        case FaultKind::kCutConnection:
+          if (rank.connection() != 0) network.Cut(rank.connection(), "fault");
+          break;
+        case FaultKind::kStallConnection:
+          if (rank.connection() != 0) network.Stall(rank.connection(), f.direction, f.length);
+          break;
+        case FaultKind::kPauseRank:
+          rank.Pause(f.length);
+          break;
+        case FaultKind::kCrashCoordinator:
+          coordinator.Crash();
+          world.After(f.length, fault_origin, [&] { coordinator.Restart(); });
+          break;
+      }
+    });
+  }
+
+  for (auto& rank : ranks) rank->Start();
+  auto all_finished = [&] {
+    for (const auto& rank : ranks) {
+      if (!rank->finished()) return false;
+    }
+    return true;
+  };
+  absl::Duration faults_end = options.rates.window;
+  for (const Fault& f : result.faults) faults_end = std::max(faults_end, f.at + f.length);
+  const absl::Time deadline = world.start() + faults_end + options.settle;
+  while (checker.first_violation().ok() && !all_finished() && world.RunNext(deadline)) {
+  }
+  if (checker.first_violation().ok() && !all_finished()) {
+    std::vector<std::string> stuck;
+    for (const auto& rank : ranks) {
+      if (!rank->finished()) stuck.push_back(rank->Describe());
+    }
+    checker.Fail(absl::StrCat("the run did not finish within ", absl::FormatDuration(options.settle),
+                              " after the faults stopped:\n  ", absl::StrJoin(stuck, "\n  ")));
+  }
+  result.status = checker.CheckComplete(plan.world_size);
+  result.safety = checker.first_is_safety();
+  result.trace_hash = world.trace_hash();
+  result.trace = world.trace();
+  result.simulated = world.now() - world.start();
+  result.events = world.events_run();
+  result.handed_out = checker.handed_out();
+  result.repeated_arrivals = checker.repeated_arrivals();
+  result.messages = network.messages_sent();
+  result.cuts = network.cuts();
+  result.crashes = coordinator.crashes();
+  return result;
+}
+
+SimulationOptions Shrink(const SimulationOptions& failing) {
+  SimulationOptions best = failing;
+  best.trace = false;
+  if (!best.faults.has_value()) best.faults = Simulate(best).faults;
+  for (size_t i = best.faults->size(); i-- > 0;) {
+    SimulationOptions fewer = best;
+    fewer.faults->erase(fewer.faults->begin() + static_cast<std::ptrdiff_t>(i));
+    if (!Simulate(fewer).status.ok()) best = std::move(fewer);
+  }
+  best.trace = failing.trace;
+  return best;
+}
+
+}  // namespace psync::simulation

@@ -1,0 +1,58 @@
+// Simulation: one run of the whole system in a simulated world, from a seed. A random job (dense
+// and expert optimizers, expert data-parallel groups, skipped steps: core::testing::RandomPlan)
+// runs on simulated ranks (sim_rank.h) against a simulated coordinator running the real owner
+// (sim_coordinator.h), over a simulated network (network.h), while the seed's faults (faults.h)
+// hit it; a RankChecker (rank_checker.h) checks every invariant from the ranks' side. After the
+// faults' window the faults stop, and every step must then complete.
+//
+// The same options replay the same run, event for event (World): a failing seed is a bug report.
+// Shrink re-runs a failing seed with fewer faults, one left out at a time, and keeps the smallest
+// list that still fails. Not thread-safe; each run owns everything it creates.
+#ifndef PSYNC_TESTS_SIMULATION_SIMULATION_H_
+#define PSYNC_TESTS_SIMULATION_SIMULATION_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "tests/simulation/faults.h"
+
+namespace psync::simulation {
+
+struct SimulationOptions {
+  uint64_t seed = 1;
+  uint64_t steps = 16;
+  bool trace = false;                        // keep the trace's lines (it is always hashed)
+  std::optional<std::vector<Fault>> faults;  // unset: the seed's own draw
+  FaultRates rates;
+  // After the faults stop, every step must complete within this (simulated) time.
+  absl::Duration settle = absl::Seconds(60);
+};
+
+struct SimulationResult {
+  absl::Status status;  // OK, or the first violation
+  bool safety = false;  // the first violation broke no-early-release or exactly-once
+  std::string plan;     // the job's plan, described
+  std::vector<Fault> faults;
+  uint64_t trace_hash = 0;
+  std::vector<std::string> trace;  // with SimulationOptions::trace
+  absl::Duration simulated;        // simulated time the run took
+  uint64_t events = 0;
+  uint64_t handed_out = 0;         // directives handed to the ranks' training loops
+  uint64_t repeated_arrivals = 0;  // directives that reached a rank again (de-duplicated)
+  uint64_t messages = 0;
+  uint64_t cuts = 0;
+  uint64_t crashes = 0;
+};
+
+SimulationResult Simulate(const SimulationOptions& options);
+
+// `failing` (whose run fails) with as few of its faults as still make the run fail.
+SimulationOptions Shrink(const SimulationOptions& failing);
+
+}  // namespace psync::simulation
+
+#endif  // PSYNC_TESTS_SIMULATION_SIMULATION_H_

@@ -1,0 +1,144 @@
+// The deterministic simulation in CI: a fixed budget of seeds runs clean, a seed replays bit for
+// bit, scripted faults have exactly their effect, and every negative control is caught.
+#include "tests/simulation/simulation.h"
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "serve/injected_faults.h"
+#include "tests/simulation/negative_controls.h"
+
+namespace psync::simulation {
+namespace {
+
+// Seeds 1..kSeeds of the CI budget (tools/simulate runs more).
+constexpr uint64_t kSeeds = 1000;
+
+// Cuts, stalls and pauses, no coordinator crash: every seed runs to the end with every invariant.
+TEST(SimulationTest, SeedsWithoutCoordinatorCrashesRunClean) {
+  uint64_t handed_out = 0;
+  uint64_t cuts = 0;
+  uint64_t repeated = 0;
+  for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
+    SimulationOptions options;
+    options.seed = seed;
+    options.rates.max_crashes = 0;
+    const SimulationResult r = Simulate(options);
+    ASSERT_TRUE(r.status.ok()) << "seed " << seed << ": " << r.status.message()
+                               << "\nreplay: tools/simulate --max_crashes=0 --seed=" << seed
+                               << " --trace";
+    EXPECT_EQ(r.crashes, 0u);
+    handed_out += r.handed_out;
+    cuts += r.cuts;
+    repeated += r.repeated_arrivals;
+  }
+  // The faults the seeds draw are exercised, not only drawn.
+  EXPECT_GT(handed_out, 0u);
+  EXPECT_GT(cuts, kSeeds);
+  EXPECT_GT(repeated, 0u) << "no directive was ever re-sent: reconnects are not exercised";
+}
+
+// With coordinator crashes too: no seed breaks a safety invariant (no early release, no sync
+// twice). Some still fail to finish (docs/reliability.md, "Deterministic simulation": open
+// findings); those are liveness bugs, counted here and replayable by their seeds.
+TEST(SimulationTest, SeedsWithCoordinatorCrashesNeverReleaseEarlyOrTwice) {
+  uint64_t crashes = 0;
+  uint64_t unfinished = 0;
+  for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
+    SimulationOptions options;
+    options.seed = seed;
+    const SimulationResult r = Simulate(options);
+    EXPECT_FALSE(!r.status.ok() && r.safety)
+        << "seed " << seed << ": " << r.status.message()
+        << "\nreplay: tools/simulate --seed=" << seed << " --trace";
+    crashes += r.crashes;
+    unfinished += !r.status.ok();
+  }
+  EXPECT_GT(crashes, kSeeds / 3);
+  std::cout << unfinished << " of " << kSeeds << " seeds with crashes did not finish\n";
+}
+
+TEST(SimulationTest, ASeedReplaysBitForBit) {
+  SimulationOptions options;
+  options.seed = 7;
+  options.trace = true;
+  const SimulationResult a = Simulate(options);
+  const SimulationResult b = Simulate(options);
+  ASSERT_TRUE(a.status.ok()) << a.status;
+  EXPECT_EQ(a.trace_hash, b.trace_hash);
+  EXPECT_EQ(a.trace, b.trace);
+  EXPECT_EQ(a.events, b.events);
+  options.seed = 8;
+  EXPECT_NE(Simulate(options).trace_hash, a.trace_hash);
+}
+
+TEST(SimulationTest, NoFaultsNoCutsAndEverySyncOnce) {
+  SimulationOptions options;
+  options.seed = 3;
+  options.faults = std::vector<Fault>();
+  const SimulationResult r = Simulate(options);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.cuts, 0u);
+  EXPECT_EQ(r.crashes, 0u);
+  EXPECT_EQ(r.repeated_arrivals, 0u);
+  EXPECT_GT(r.handed_out, 0u);
+}
+
+TEST(SimulationTest, ACoordinatorCrashIsSurvivedByResuming) {
+  SimulationOptions options;
+  options.seed = 3;
+  Fault crash;
+  crash.kind = FaultKind::kCrashCoordinator;
+  crash.at = absl::Milliseconds(60);
+  crash.length = absl::Milliseconds(300);
+  options.faults = std::vector<Fault>{crash};
+  const SimulationResult clean = [&] {
+    SimulationOptions none = options;
+    none.faults = std::vector<Fault>();
+    return Simulate(none);
+  }();
+  const SimulationResult r = Simulate(options);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.crashes, 1u);
+  // Every rank's connection to the crashed coordinator was cut, and every sync still ran once
+  // (the checker counts them): the same number as without the crash.
+  EXPECT_GE(r.cuts, 1u);
+  EXPECT_EQ(r.handed_out, clean.handed_out);
+}
+
+TEST(SimulationTest, ShrinkKeepsOnlyTheFaultsThatMatter) {
+  serve::Injected().accept_repeated_directives.store(true);
+  const ControlOutcome caught =
+      RunNegativeControl(NegativeControls()[2], 1, SimulationOptions());
+  serve::Injected().accept_repeated_directives.store(true);
+  ASSERT_TRUE(caught.caught);
+  SimulationOptions failing;
+  failing.seed = caught.seed;
+  const SimulationOptions shortest = Shrink(failing);
+  const SimulationResult r = Simulate(shortest);
+  serve::Injected().accept_repeated_directives.store(false);
+  EXPECT_FALSE(r.status.ok());
+  ASSERT_TRUE(shortest.faults.has_value());
+  EXPECT_LE(shortest.faults->size(), Simulate(failing).faults.size());
+  EXPECT_GE(shortest.faults->size(), 1u) << "a repeated directive needs a reconnect";
+}
+
+class NegativeControlTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(NegativeControlTest, IsCaughtWithinItsBudget) {
+  const NegativeControl control = std::move(NegativeControls()[GetParam()]);
+  const ControlOutcome outcome = RunNegativeControl(control, 1, SimulationOptions());
+  EXPECT_TRUE(outcome.caught) << control.name << " (" << control.bug << ") not caught in "
+                              << outcome.seeds << " seeds";
+  EXPECT_FALSE(control.flag->load()) << "the switch is left off";
+}
+
+INSTANTIATE_TEST_SUITE_P(Controls, NegativeControlTest, ::testing::Values(0, 1, 2),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return NegativeControls()[info.param].name;
+                         });
+
+}  // namespace
+}  // namespace psync::simulation
