@@ -27,6 +27,53 @@ TEST(ResumeTrackerTest, NothingDoneNoResume) {
   EXPECT_FALSE(tracker.Build(3).has_value());
 }
 
+// A joined rank that had nothing acknowledged still resumes (at its first step): joining a
+// restarted coordinator fresh opened a generation that the other ranks' resumes then aborted.
+TEST(ResumeTrackerTest, AJoinedRankAlwaysResumes) {
+  ResumeTracker tracker;
+  tracker.Start(4);
+  std::optional<psync::v1::Resume> resume = tracker.Build(2);
+  ASSERT_TRUE(resume.has_value());
+  EXPECT_EQ(resume->step(), 4u);
+  EXPECT_EQ(resume->staged_size(), 0);
+  tracker.Start(9);  // only the first join starts it
+  EXPECT_EQ(tracker.Build(2)->step(), 4u);
+}
+
+// A directive of a later step (a chunk the rank syncs without staging in it) does not finish the
+// current step, whose SyncDone may still be unanswered; it counts once the rank reaches that step.
+TEST(ResumeTrackerTest, ADirectiveOfALaterStepWaitsForTheRankToReachIt) {
+  ResumeTracker tracker;
+  tracker.OnAcknowledged(Staged(7, 0, "dense"));
+  tracker.OnDirective(7, 0);
+  tracker.OnDirective(8, 2);
+  std::optional<psync::v1::Resume> resume = tracker.Build(1);
+  EXPECT_EQ(resume->step(), 7u);
+  EXPECT_EQ(resume->released_chunks_size(), 1);
+  tracker.OnAcknowledged(SyncDone(7, 0));
+  tracker.OnAcknowledged(SyncDone(7, 2));
+  tracker.OnAcknowledged(Staged(8, 0, "dense"));
+  resume = tracker.Build(1);
+  EXPECT_EQ(resume->step(), 8u);
+  ASSERT_EQ(resume->released_chunks_size(), 1);
+  EXPECT_EQ(resume->released_chunks(0), 2u);
+}
+
+TEST(ResumeTrackerTest, AnAcknowledgedSkipVoteIsResumedUntilTheStepIsSkipped) {
+  ResumeTracker tracker;
+  psync::v1::SessionUp skip;
+  skip.mutable_skip()->set_step(3);
+  skip.mutable_skip()->set_reason("found_inf");
+  tracker.OnAcknowledged(skip);
+  std::optional<psync::v1::Resume> resume = tracker.Build(1);
+  EXPECT_EQ(resume->step(), 3u);
+  EXPECT_EQ(resume->skip_reason(), "found_inf");
+  tracker.OnStepSkipped(3);
+  resume = tracker.Build(1);
+  EXPECT_EQ(resume->step(), 4u);
+  EXPECT_EQ(resume->skip_reason(), "");
+}
+
 TEST(ResumeTrackerTest, KeepsTheCurrentStepOnly) {
   ResumeTracker tracker;
   tracker.OnAcknowledged(Staged(4, 0, "dense"));

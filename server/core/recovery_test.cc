@@ -220,6 +220,38 @@ TEST(RecoveryTest, AJoinWithoutResumeIsNotResumed) {
   EXPECT_EQ(j0->generation, 1u);
 }
 
+// Found by the deterministic simulation: rank 1 voted to skip step 5 and the old coordinator
+// acknowledged it; rank 0 had seen the step skipped (it resumes at step 6). Without the vote in
+// rank 1's resume, the new coordinator waited for it forever.
+TEST(RecoveryTest, ASkipVoteInAResumeSkipsTheStepWithTheRanksPastIt) {
+  JobTracker tracker("j", TrackerOptions());
+  Decisions d;
+  ResumeState r0{2, 6, {}, {}};
+  ResumeState r1{2, 5, {}, {}};
+  r1.skip_reason = "found_inf";
+  ASSERT_TRUE(tracker.Join(Plan(0, r0), kNow, &d).ok());
+  Decisions last;
+  ASSERT_TRUE(tracker.Join(Plan(1, r1), kNow, &last).ok());
+  std::vector<std::pair<RankId, Step>> skipped;
+  for (const Delivery& delivery : last.deliveries) {
+    if (const auto* s = std::get_if<StepSkipped>(&delivery.notice)) {
+      skipped.emplace_back(delivery.rank, s->step);
+    }
+  }
+  EXPECT_THAT(skipped, UnorderedElementsAre(std::make_pair(0u, 5u), std::make_pair(1u, 5u)));
+  EXPECT_EQ(tracker.rank_step(1), 6u);
+}
+
+TEST(RecoveryTest, AResumeWithASkipVoteAndCheckInsIsRefused) {
+  ResumeState r{2, 5, {{0, "dense"}}, {}};
+  r.skip_reason = "found_inf";
+  const absl::Status s = ValidateRankPlan(Plan(0, r), PlanLimits());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "resume.skip_reason a rank that voted to skip step 5 staged nothing in it, but "
+            "resume.staged has 1 check-ins");
+}
+
 TEST(RecoveryTest, ResumeIsValidatedAgainstThePlan) {
   JobTracker tracker("j", TrackerOptions());
   RankPlan bad = Plan(0, ResumeState{1, 5, {{0, "expert"}}, {}});
