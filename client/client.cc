@@ -225,6 +225,7 @@ uint64_t Client::SendAsync(SessionUp up, AckCallback done, bool lazy) {
       up.set_request_id(id);
       up.set_lazy_ack(lazy && options_.lazy_acks);
       SetMessageGeneration(&up, generation_);
+      progress_.OnSent(up);
       calls_.emplace(id, PendingCall{up, std::move(done)});
       // Queued under mu_, so the stream's ledger holds request ids in rising order.
       stream_->Send(id, std::move(up), Delivery::kTracked);

@@ -9,7 +9,7 @@ bool ResumeTracker::Reach(uint64_t step) {
     staged_.clear();
     synced_.clear();
     released_.clear();
-    skip_reason_.reset();
+    if (skip_vote_.has_value() && skip_vote_->first < step) skip_vote_.reset();
     // Directives of this step that arrived while the rank was still finishing an earlier one.
     while (!released_ahead_.empty() && released_ahead_.begin()->first <= step) {
       if (released_ahead_.begin()->first == step) released_.insert(released_ahead_.begin()->second);
@@ -32,10 +32,17 @@ void ResumeTracker::OnAcknowledged(const psync::v1::SessionUp& up) {
       }
       break;
     case psync::v1::SessionUp::kSkip:
-      if (Reach(up.skip().step())) skip_reason_ = up.skip().reason();
+      if (Reach(up.skip().step())) skip_vote_.emplace(up.skip().step(), up.skip().reason());
       break;
     default:
       break;
+  }
+}
+
+void ResumeTracker::OnSent(const psync::v1::SessionUp& up) {
+  // Recorded without moving to the vote's step: the previous step's reports may be unanswered.
+  if (up.has_skip() && (!step_.has_value() || up.skip().step() >= *step_)) {
+    skip_vote_.emplace(up.skip().step(), up.skip().reason());
   }
 }
 
@@ -71,8 +78,8 @@ std::optional<psync::v1::Resume> ResumeTracker::Build(uint64_t generation) const
     if (synced_.count(chunk) == 0) resume.add_released_chunks(chunk);
   }
   // An empty reason still voted: it is sent as "skip" (the coordinator needs a non-empty one).
-  if (skip_reason_.has_value()) {
-    resume.set_skip_reason(skip_reason_->empty() ? "skip" : *skip_reason_);
+  if (skip_vote_.has_value() && skip_vote_->first == *step_) {
+    resume.set_skip_reason(skip_vote_->second.empty() ? "skip" : skip_vote_->second);
   }
   return resume;
 }

@@ -14,8 +14,11 @@
 //  * synced: chunks whose SyncDone was acknowledged;
 //  * released: chunks whose directive arrived but whose SyncDone was not acknowledged (the release
 //    happened; the rank executes the sync at most once and reports it again);
-//  * skip_reason: its acknowledged skip vote, until the step is skipped (else a coordinator that
-//    restarted between the vote and the skip would wait for the vote forever).
+//  * skip_reason: its skip vote of the current step, sent (answered or not; a vote sent while the
+//    previous step's reports are unanswered waits for the rank to reach its step), until the
+//    step is skipped. Else a
+//    coordinator that restarted between the vote and the skip waits for the vote forever, or
+//    takes the step for synced by the ranks already past it and releases its chunks.
 //
 // Not thread-safe: the client guards it with its mutex. Holds no references.
 #ifndef PSYNC_CLIENT_RESUME_TRACKER_H_
@@ -37,6 +40,10 @@ class ResumeTracker {
   // always has a resume, even before anything is acknowledged: a rank that re-joins a coordinator
   // that restarted must continue the job's run, never join it as a fresh rank.
   void Start(uint64_t step);
+  // `up` is sent (before its answer). Only a skip vote counts here: the vote is in the resume from
+  // the moment it is sent, so that a coordinator rebuilding the job knows the step may be skipped
+  // even when the vote's answer was lost with the old coordinator.
+  void OnSent(const psync::v1::SessionUp& up);
   // `up` was acknowledged with OK.
   void OnAcknowledged(const psync::v1::SessionUp& up);
   // A directive of (step, chunk) arrived.
@@ -58,7 +65,9 @@ class ResumeTracker {
   std::set<std::pair<uint32_t, std::string>> staged_;
   std::set<uint32_t> synced_;
   std::set<uint32_t> released_;
-  std::optional<std::string> skip_reason_;  // an acknowledged skip vote of the current step
+  // Its latest skip vote, sent or acknowledged: (step, reason). In the resume when it is of the
+  // current step.
+  std::optional<std::pair<uint64_t, std::string>> skip_vote_;
   // Directives of steps after the current one: (step, chunk). They join `released_` when the rank
   // reaches their step.
   std::set<std::pair<uint64_t, uint32_t>> released_ahead_;

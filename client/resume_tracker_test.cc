@@ -59,6 +59,25 @@ TEST(ResumeTrackerTest, ADirectiveOfALaterStepWaitsForTheRankToReachIt) {
   EXPECT_EQ(resume->released_chunks(0), 2u);
 }
 
+// A vote is in the resume from the moment it is sent (its answer may be lost with the coordinator),
+// but it does not move the resume to its step while the previous step's SyncDone is unanswered.
+TEST(ResumeTrackerTest, ASentSkipVoteCountsOnceTheRankIsAtItsStep) {
+  ResumeTracker tracker;
+  tracker.OnAcknowledged(Staged(2, 0, "dense"));
+  psync::v1::SessionUp skip;
+  skip.mutable_skip()->set_step(3);
+  skip.mutable_skip()->set_reason("found_inf");
+  tracker.OnSent(skip);
+  std::optional<psync::v1::Resume> resume = tracker.Build(1);
+  EXPECT_EQ(resume->step(), 2u);
+  EXPECT_EQ(resume->skip_reason(), "");
+  tracker.OnAcknowledged(SyncDone(2, 0));
+  tracker.OnAcknowledged(skip);
+  resume = tracker.Build(1);
+  EXPECT_EQ(resume->step(), 3u);
+  EXPECT_EQ(resume->skip_reason(), "found_inf");
+}
+
 TEST(ResumeTrackerTest, AnAcknowledgedSkipVoteIsResumedUntilTheStepIsSkipped) {
   ResumeTracker tracker;
   psync::v1::SessionUp skip;

@@ -58,6 +58,18 @@ void JobTracker::ApplyResume(RankId rank, const ResumeState& resume, absl::Time 
 }
 
 void JobTracker::Reconcile(absl::Time now, Decisions* out) {
+  // Each rank waits at its step for the chunks it syncs. One it syncs without staging in it has no
+  // state here when every contributor is already past the step (they synced it with the old
+  // coordinator, whose directive to this rank was lost with it): give it one, so that the loop
+  // below releases it to this rank. Not for a step with a skip vote: the ranks past it skipped it
+  // (every rank voted, and a resume carries its rank's vote from the moment it was sent).
+  // (Found by the deterministic simulation, seed 51.)
+  for (RankId rank : JoinedRanks()) {
+    const Step step = rank_step(rank);
+    auto st = steps_.find(step);
+    if (st != steps_.end() && !st->second.skip_votes.empty()) continue;
+    for (ChunkId chunk : plan_.synced_chunks(rank)) ChunkStepFor(step, chunk);
+  }
   // Collect first: releasing and skipping may trim steps_.
   std::vector<std::pair<Step, std::vector<ChunkId>>> pending;
   for (const auto& [step, st] : steps_) {

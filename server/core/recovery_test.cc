@@ -242,6 +242,32 @@ TEST(RecoveryTest, ASkipVoteInAResumeSkipsTheStepWithTheRanksPastIt) {
   EXPECT_EQ(tracker.rank_step(1), 6u);
 }
 
+// Found by the deterministic simulation (seed 51): rank 1 syncs chunk 0 without staging in it. Its
+// directive of step 5 was lost with the old coordinator; rank 0, the only contributor, is past
+// step 5. The new coordinator releases step 5 to rank 1 (and only to it), not never.
+TEST(RecoveryTest, AMemberThatDoesNotStageGetsTheStepTheContributorsFinished) {
+  auto plan = [](RankId rank, ResumeState resume) {
+    RankPlan p;
+    p.job_id = "j";
+    p.world_size = 2;
+    p.rank = rank;
+    p.num_chunks = 1;
+    p.incarnation = absl::StrCat("inc", rank);
+    p.chunks = {
+        ChunkPart{0,
+                  rank == 0 ? std::vector<std::string>{"dense"} : std::vector<std::string>{},
+                  {GroupDecl{"dp", {0, 1}}}}};
+    p.resume = std::move(resume);
+    return p;
+  };
+  JobTracker tracker("j", TrackerOptions());
+  Decisions d;
+  ASSERT_TRUE(tracker.Join(plan(0, ResumeState{2, 6, {}, {}}), kNow, &d).ok());
+  Decisions last;
+  ASSERT_TRUE(tracker.Join(plan(1, ResumeState{2, 5, {}, {}}), kNow, &last).ok());
+  EXPECT_THAT(Directives(last), ElementsAre(std::make_tuple(1u, 5u, 0u)));
+}
+
 TEST(RecoveryTest, AResumeWithASkipVoteAndCheckInsIsRefused) {
   ResumeState r{2, 5, {{0, "dense"}}, {}};
   r.skip_reason = "found_inf";

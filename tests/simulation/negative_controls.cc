@@ -11,8 +11,10 @@ std::vector<NegativeControl> NegativeControls() {
       {"release_one_early",
        "the release rule releases a chunk when all but one of its contributors staged",
        &f.release_one_early, 20},
-      {"release_again", "the release rule forgets a chunk was released; a repeated check-in "
-       "releases it again", &f.release_again, 200},
+      {"release_again",
+       "the release rule forgets a chunk was released; a repeated check-in "
+       "releases it again",
+       &f.release_again, 200},
       {"accept_repeated_directives",
        "the client's notice queue hands a re-sent directive to the training loop again",
        &f.accept_repeated_directives, 200},

@@ -58,7 +58,8 @@ void Network::Cut(uint64_t connection, const std::string& why) {
     OnCut found_out = std::move(c.on_cut[end]);
     if (found_out == nullptr) continue;
     world_->At(world_->now() + c.rng.Between(absl::ZeroDuration(), options_.max_detection),
-               connection, [connection, found_out = std::move(found_out)] { found_out(connection); });
+               connection,
+               [connection, found_out = std::move(found_out)] { found_out(connection); });
   }
 }
 

@@ -20,8 +20,8 @@ void RankChecker::Violation(const std::string& what, bool safety) {
   world_->Trace(absl::StrCat("VIOLATION: ", what));
   if (first_.ok()) {
     first_is_safety_ = safety;
-    first_ = absl::InternalError(absl::StrCat(
-        "at ", absl::FormatDuration(world_->now() - world_->start()), ": ", what));
+    first_ = absl::InternalError(
+        absl::StrCat("at ", absl::FormatDuration(world_->now() - world_->start()), ": ", what));
   }
 }
 
@@ -48,8 +48,8 @@ void RankChecker::OnDirectiveArrived(uint32_t rank, uint64_t incarnation,
 
 void RankChecker::OnHandedOut(uint32_t rank, uint32_t run, uint64_t step, uint32_t chunk) {
   ++handed_out_;
-  const std::string what = absl::StrCat("rank ", rank, " handed (step ", step, ", chunk ", chunk,
-                                        ")");
+  const std::string what =
+      absl::StrCat("rank ", rank, " handed (step ", step, ", chunk ", chunk, ")");
   handed_any_run_.insert({rank, step, chunk});
   if (!handed_.insert({rank, run, step, chunk}).second) {
     Violation(absl::StrCat(what, " twice: a sync executed twice"));
@@ -64,15 +64,14 @@ void RankChecker::OnHandedOut(uint32_t rank, uint32_t run, uint64_t step, uint32
     return;
   }
   const core::ExpectedChunk& expected = chunks_[chunk];
-  if (std::find(expected.members.begin(), expected.members.end(), rank) ==
-      expected.members.end()) {
+  if (std::find(expected.members.begin(), expected.members.end(), rank) == expected.members.end()) {
     Violation(absl::StrCat(what, ": not a member of the chunk"));
     return;
   }
   for (const core::Contributor& c : expected.contributors) {
     if (staged_.count({step, chunk, c.rank, c.optimizer}) == 0) {
-      Violation(absl::StrCat("early release: ", what, " before rank ", c.rank, "'s ",
-                             c.optimizer, " optimizer staged it"));
+      Violation(absl::StrCat("early release: ", what, " before rank ", c.rank, "'s ", c.optimizer,
+                             " optimizer staged it"));
       return;
     }
   }
@@ -91,9 +90,9 @@ absl::Status RankChecker::CheckComplete(uint32_t world_size) {
       if (chunks_[chunk].contributors.empty()) continue;
       for (uint32_t rank : chunks_[chunk].members) {
         if (rank < world_size && handed_any_run_.count({rank, step, chunk}) == 0) {
-          Violation(absl::StrCat("rank ", rank, " was never handed (step ", step, ", chunk ",
-                                 chunk, ")"),
-                    /*safety=*/false);
+          Violation(
+              absl::StrCat("rank ", rank, " was never handed (step ", step, ", chunk ", chunk, ")"),
+              /*safety=*/false);
           return first_;
         }
       }

@@ -178,9 +178,8 @@ void SimCoordinator::SendDown(uint64_t connection, v1::SessionDown down) {
   auto it = streams_.find(connection);
   if (it == streams_.end()) return;
   RankPeer* peer = it->second.peer;
-  network_->Send(connection, Direction::kDown, [peer, connection, down = std::move(down)] {
-    peer->OnDown(connection, down);
-  });
+  network_->Send(connection, Direction::kDown,
+                 [peer, connection, down = std::move(down)] { peer->OnDown(connection, down); });
 }
 
 void SimCoordinator::CloseStream(uint64_t connection, const absl::Status& status) {

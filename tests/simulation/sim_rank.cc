@@ -69,10 +69,9 @@ void SimRank::Connect() {
     std::optional<v1::Resume> resume = progress_.Build(generation_);
     if (resume.has_value()) *request.mutable_resume() = std::move(*resume);
   }
-  world_->Trace(absl::StrCat("rank ", rank(), ": join on connection ", connection_,
-                             request.has_resume() ? absl::StrCat(" resuming step ",
-                                                                 request.resume().step())
-                                                  : ""));
+  world_->Trace(absl::StrCat(
+      "rank ", rank(), ": join on connection ", connection_,
+      request.has_resume() ? absl::StrCat(" resuming step ", request.resume().step()) : ""));
   coordinator_->SendJoin(connection_, request);
 }
 
@@ -82,8 +81,8 @@ void SimRank::Reconnect(const absl::Status& why) {
   if (connection_ != 0) coordinator_->Hangup(connection_);
   connection_ = 0;
   phase_ = Phase::kIdle;
-  world_->At(world_->now() + rng_.Between(absl::Milliseconds(10), absl::Milliseconds(200)),
-             origin_, [this] { Connect(); });
+  world_->At(world_->now() + rng_.Between(absl::Milliseconds(10), absl::Milliseconds(200)), origin_,
+             [this] { Connect(); });
 }
 
 void SimRank::OnJoinAnswer(uint64_t connection, absl::StatusOr<v1::JoinResponse> answer) {
@@ -117,9 +116,8 @@ void SimRank::OnJoinAnswer(uint64_t connection, absl::StatusOr<v1::JoinResponse>
   } else if (r.generation() == generation_) {
     session_id_ = r.session_id();
   } else {
-    checker_->Fail(absl::StrCat("rank ", rank(), " re-joined and got generation ",
-                                r.generation(), " (was ", generation_,
-                                "), not resumed: its run cannot go on"));
+    checker_->Fail(absl::StrCat("rank ", rank(), " re-joined and got generation ", r.generation(),
+                                " (was ", generation_, "), not resumed: its run cannot go on"));
     phase_ = Phase::kFailed;
     return;
   }
@@ -188,8 +186,8 @@ void SimRank::HandleNotice(const v1::SessionDown& down) {
   if (!down.has_directive()) return;
   const v1::SyncDirective& d = down.directive();
   progress_.OnDirective(d.step(), d.chunk());
-  world_->Trace(absl::StrCat("rank ", rank(), ": executes (step ", d.step(), ", chunk ",
-                             d.chunk(), ") sequence ", d.sequence()));
+  world_->Trace(absl::StrCat("rank ", rank(), ": executes (step ", d.step(), ", chunk ", d.chunk(),
+                             ") sequence ", d.sequence()));
   checker_->OnHandedOut(rank(), run_, d.step(), d.chunk());
   executed_.insert({d.step(), d.chunk()});
 }
@@ -218,6 +216,7 @@ void SimRank::OnSessionEnd(uint64_t connection, const absl::Status& status) {
 void SimRank::SendTracked(v1::SessionUp up) {
   up.set_request_id(next_request_id_++);
   SetGeneration(&up, generation_);
+  progress_.OnSent(up);
   if (phase_ == Phase::kAttached) coordinator_->SendUp(connection_, up);
   tracked_.emplace(up.request_id(), std::move(up));
 }

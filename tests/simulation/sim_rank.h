@@ -39,7 +39,7 @@
 namespace psync::simulation {
 
 struct RankSetup {
-  v1::JoinRequest join;                                // without a resume
+  v1::JoinRequest join;                                 // without a resume
   std::vector<std::pair<uint32_t, std::string>> items;  // (chunk, optimizer) staged every step
   std::vector<uint32_t> syncs;                          // chunks it executes the sync of
   std::map<uint32_t, std::vector<std::string>> groups;  // its sync groups in each chunk

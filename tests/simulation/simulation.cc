@@ -119,7 +119,8 @@ SimulationResult Simulate(const SimulationOptions& options) {
     for (const auto& rank : ranks) {
       if (!rank->finished()) stuck.push_back(rank->Describe());
     }
-    checker.Fail(absl::StrCat("the run did not finish within ", absl::FormatDuration(options.settle),
+    checker.Fail(absl::StrCat("the run did not finish within ",
+                              absl::FormatDuration(options.settle),
                               " after the faults stopped:\n  ", absl::StrJoin(stuck, "\n  ")));
   }
   result.status = checker.CheckComplete(plan.world_size);

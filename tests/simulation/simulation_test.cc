@@ -110,8 +110,7 @@ TEST(SimulationTest, ACoordinatorCrashIsSurvivedByResuming) {
 
 TEST(SimulationTest, ShrinkKeepsOnlyTheFaultsThatMatter) {
   serve::Injected().accept_repeated_directives.store(true);
-  const ControlOutcome caught =
-      RunNegativeControl(NegativeControls()[2], 1, SimulationOptions());
+  const ControlOutcome caught = RunNegativeControl(NegativeControls()[2], 1, SimulationOptions());
   serve::Injected().accept_repeated_directives.store(true);
   ASSERT_TRUE(caught.caught);
   SimulationOptions failing;

@@ -66,7 +66,8 @@ bool World::RunNext(absl::Time until) {
   functions_[e.fn] = nullptr;
   free_functions_.push_back(e.fn);
   ++events_run_;
-  // The schedule itself is part of the trace's hash: a replay runs the same events in the same order.
+  // The schedule itself is part of the trace's hash: a replay runs the same events in the same
+  // order.
   for (uint64_t v : {static_cast<uint64_t>(absl::ToInt64Microseconds(e.at - start_)), e.origin}) {
     trace_hash_ ^= v;
     trace_hash_ *= 1099511628211ull;
