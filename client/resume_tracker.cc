@@ -60,7 +60,11 @@ void ResumeTracker::OnDirective(uint64_t step, uint32_t chunk) {
   if (Reach(step)) released_.insert(chunk);
 }
 
-void ResumeTracker::OnStepSkipped(uint64_t step) { Reach(step + 1); }
+void ResumeTracker::OnStepSkipped(uint64_t step) {
+  skipped_steps_.insert(step);
+  while (skipped_steps_.size() > kMaxSkippedSteps) skipped_steps_.erase(skipped_steps_.begin());
+  Reach(step + 1);
+}
 
 std::optional<psync::v1::Resume> ResumeTracker::Build(uint64_t generation) const {
   if (!step_.has_value()) return std::nullopt;
@@ -78,6 +82,9 @@ std::optional<psync::v1::Resume> ResumeTracker::Build(uint64_t generation) const
     if (synced_.count(chunk) == 0) resume.add_released_chunks(chunk);
   }
   // An empty reason still voted: it is sent as "skip" (the coordinator needs a non-empty one).
+  for (uint64_t skipped : skipped_steps_) {
+    if (skipped < *step_) resume.add_skipped_steps(skipped);
+  }
   if (skip_vote_.has_value() && skip_vote_->first == *step_) {
     resume.set_skip_reason(skip_vote_->second.empty() ? "skip" : skip_vote_->second);
   }

@@ -18,7 +18,9 @@
 //    previous step's reports are unanswered waits for the rank to reach its step), until the
 //    step is skipped. Else a
 //    coordinator that restarted between the vote and the skip waits for the vote forever, or
-//    takes the step for synced by the ranks already past it and releases its chunks.
+//    takes the step for synced by the ranks already past it and releases its chunks;
+//  * skipped_steps: the steps before the current one it saw skipped (the 64 most recent), so that
+//    a rebuilt coordinator tells a step the ranks past it skipped from one they synced.
 //
 // Not thread-safe: the client guards it with its mutex. Holds no references.
 #ifndef PSYNC_CLIENT_RESUME_TRACKER_H_
@@ -68,6 +70,9 @@ class ResumeTracker {
   // Its latest skip vote, sent or acknowledged: (step, reason). In the resume when it is of the
   // current step.
   std::optional<std::pair<uint64_t, std::string>> skip_vote_;
+  // Steps it saw skipped, the kMaxSkippedSteps most recent (Resume.skipped_steps).
+  static constexpr size_t kMaxSkippedSteps = 64;
+  std::set<uint64_t> skipped_steps_;
   // Directives of steps after the current one: (step, chunk). They join `released_` when the rank
   // reaches their step.
   std::set<std::pair<uint64_t, uint32_t>> released_ahead_;

@@ -27,6 +27,7 @@
 #define PSYNC_SERVER_CORE_JOB_TRACKER_H_
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -187,6 +188,13 @@ class JobTracker {
   // Once the plan is complete: counts ranks past a step as having staged and synced it, releases
   // what is complete (or was synced before a restart) and advances ranks.
   void Reconcile(absl::Time now, Decisions* out);
+  // In a generation rebuilt from resumes (rebuilt_), once per (step, chunk): the ranks already past
+  // `step` staged and synced it with the old coordinator (a rank passes a step only once its
+  // chunks are done): their contributions count as staged, their SyncDone as reported.
+  void CountRanksPast(Step step, ChunkId chunk, ChunkStep& cs, absl::Time now);
+  // `step` is skipped, known to have been skipped, or has a skip vote: no chunk of it may be
+  // released.
+  bool MaySkip(Step step) const;
   // Releases (step, chunk) when the release rule (release_rule.h) says so; aborts the generation
   // if the rule finds its invariant broken.
   void MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decisions* out);
@@ -217,6 +225,10 @@ class JobTracker {
   const TrackerOptions options_;
 
   uint64_t generation_ = 0;
+  bool rebuilt_ = false;  // a resume was applied in this generation
+  // Steps a resuming rank saw skipped (Resume.skipped_steps): nothing of them is released, and the
+  // ranks past one count as its voters.
+  std::set<Step> skipped_before_;
   uint64_t sequence_ = 0;  // per job, across generations
   uint64_t sessions_issued_ = 0;
   JobState state_ = JobState::kForming;

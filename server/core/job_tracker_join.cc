@@ -21,6 +21,8 @@ void JobTracker::StartGeneration(absl::Time now, absl::string_view reason, Decis
     }
   }
   generation_ = next;
+  rebuilt_ = false;
+  skipped_before_.clear();
   state_ = JobState::kForming;
   abort_reason_.clear();
   plan_ = JobPlan();

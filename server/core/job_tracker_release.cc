@@ -21,7 +21,14 @@ void JobTracker::MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decision
   // The rule waits while the plan forms too; returning first creates no chunk-step then. An
   // aborted generation releases nothing (see below).
   if (!plan_.complete() || state_ == JobState::kAborted) return;
+  // Nothing of a step that is or may be skipped is released (a skip vote beside a check-in aborts
+  // the generation instead; a rebuilt job learns skipped steps from the resumes).
+  if (MaySkip(step)) return;
   ChunkStep& cs = ChunkStepFor(step, chunk);
+  // A (step, chunk) first seen after the job was rebuilt (Reconcile, or a check-in that arrives
+  // later) counts the ranks already past it: they finished it with the old coordinator. (Found by
+  // the deterministic simulation, seed 906.)
+  if (rebuilt_ && !cs.ranks_past_counted) CountRanksPast(step, chunk, cs, now);
   const ChunkInfo& info = plan_.chunk(chunk);
   const ReleaseDecision decision = DecideRelease(plan_.complete(), info, cs);
   if (decision.verdict == ReleaseVerdict::kUndeclaredStaged) {

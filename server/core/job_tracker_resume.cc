@@ -15,6 +15,7 @@ namespace psync::core {
 
 void JobTracker::ApplyResume(RankId rank, const ResumeState& resume, absl::Time now,
                              Decisions* out) {
+  rebuilt_ = true;
   SetRankStep(ranks_[rank], resume.step);
   for (const auto& [chunk, optimizer] : resume.staged) {
     ChunkStep& cs = ChunkStepFor(resume.step, chunk);
@@ -32,6 +33,7 @@ void JobTracker::ApplyResume(RankId rank, const ResumeState& resume, absl::Time 
   for (ChunkId chunk : resume.released_chunks) {
     ChunkStepFor(resume.step, chunk).synced_before = true;
   }
+  skipped_before_.insert(resume.skipped_steps.begin(), resume.skipped_steps.end());
   // Its skip vote, acknowledged by the old coordinator: counted as if voted here (Reconcile skips
   // the step once every rank's vote is in).
   if (resume.skip_reason.has_value()) {
@@ -57,6 +59,25 @@ void JobTracker::ApplyResume(RankId rank, const ResumeState& resume, absl::Time 
   out->events.push_back(std::move(e));
 }
 
+void JobTracker::CountRanksPast(Step step, ChunkId chunk, ChunkStep& cs, absl::Time now) {
+  cs.ranks_past_counted = true;
+  const ChunkInfo& info = plan_.chunk(chunk);
+  info.ForEachContributor([&](const Contributor& who) {
+    if (rank_step(who.rank) > step && cs.staged.Insert(who, StagedMark(std::nullopt, now))) {
+      if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
+    }
+  });
+  for (RankId member : info.members) {
+    if (rank_step(member) > step) cs.done.Insert(member, GroupChecksums());
+  }
+}
+
+bool JobTracker::MaySkip(Step step) const {
+  if (skipped_before_.count(step) > 0) return true;
+  auto st = steps_.find(step);
+  return st != steps_.end() && (st->second.skipped || !st->second.skip_votes.empty());
+}
+
 void JobTracker::Reconcile(absl::Time now, Decisions* out) {
   // Each rank waits at its step for the chunks it syncs. One it syncs without staging in it has no
   // state here when every contributor is already past the step (they synced it with the old
@@ -66,8 +87,7 @@ void JobTracker::Reconcile(absl::Time now, Decisions* out) {
   // (Found by the deterministic simulation, seed 51.)
   for (RankId rank : JoinedRanks()) {
     const Step step = rank_step(rank);
-    auto st = steps_.find(step);
-    if (st != steps_.end() && !st->second.skip_votes.empty()) continue;
+    if (MaySkip(step)) continue;
     for (ChunkId chunk : plan_.synced_chunks(rank)) ChunkStepFor(step, chunk);
   }
   // Collect first: releasing and skipping may trim steps_.
@@ -81,28 +101,9 @@ void JobTracker::Reconcile(absl::Time now, Decisions* out) {
     auto st = steps_.find(step);
     if (st == steps_.end()) continue;
     for (ChunkId chunk : chunks) {
-      // A rank already past `step` staged and synced everything it had there (resumed ranks).
-      ChunkStep& cs = ChunkStepFor(step, chunk);
-      const ChunkInfo& info = plan_.chunk(chunk);
-      info.ForEachContributor([&](const Contributor& who) {
-        if (rank_step(who.rank) > step && cs.staged.Insert(who, StagedMark(std::nullopt, now))) {
-          if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
-        }
-      });
-      for (RankId member : info.members) {
-        if (rank_step(member) > step) cs.done.Insert(member, GroupChecksums());
-      }
-      MaybeRelease(step, chunk, now, out);
+      MaybeRelease(step, chunk, now, out);  // counts the ranks past the step first
     }
-    // A step some rank voted to skip was skipped by every rank already past it (a skip vote and a
-    // check-in of one step abort the generation, so past it means skipped): their votes count.
-    if (auto voted = steps_.find(step);
-        voted != steps_.end() && !voted->second.skip_votes.empty()) {
-      for (RankId rank : JoinedRanks()) {
-        if (rank_step(rank) > step) voted->second.skip_votes.insert(rank);
-      }
-    }
-    MaybeSkip(step, now, out);
+    MaybeSkip(step, now, out);  // counts the ranks past a step with a vote as its voters
   }
   for (RankId rank : JoinedRanks()) MaybeAdvance(rank, now, out);
 }

@@ -64,6 +64,14 @@ absl::Status JobTracker::Skip(RankId rank, uint64_t generation, Step step, absl:
 }
 
 void JobTracker::MaybeSkip(Step step, absl::Time now, Decisions* out) {
+  // In a rebuilt job the ranks already past a step with a vote skipped it with the old
+  // coordinator (past it means skipped: a skip vote beside a check-in aborts): they are voters.
+  if (rebuilt_ && plan_.complete() && MaySkip(step)) {
+    StepState& voted = steps_[step];
+    for (RankId rank : JoinedRanks()) {
+      if (rank_step(rank) > step) voted.skip_votes.insert(rank);
+    }
+  }
   auto st = steps_.find(step);
   if (!plan_.complete() || st == steps_.end() || st->second.skipped ||
       st->second.skip_votes.size() < plan_.world_size()) {

@@ -161,6 +161,19 @@ absl::Status ValidateRankPlan(const RankPlan& plan, const PlanLimits& limits) {
                                     resume.skip_reason->size(), ")"));
       }
     }
+    if (resume.skipped_steps.size() > kMaxResumeSkippedSteps) {
+      return Invalid("resume.skipped_steps",
+                     absl::StrCat("must have at most ", kMaxResumeSkippedSteps, " steps (got ",
+                                  resume.skipped_steps.size(), ")"));
+    }
+    for (size_t i = 0; i < resume.skipped_steps.size(); ++i) {
+      const Step skipped = resume.skipped_steps[i];
+      if (skipped >= resume.step || skipped < plan.first_step) {
+        return Invalid(absl::StrCat("resume.skipped_steps[", i, "]"),
+                       absl::StrCat(skipped, " is not in [first_step ", plan.first_step,
+                                    ", resume.step ", resume.step, ")"));
+      }
+    }
     for (const auto* list : {&resume.synced_chunks, &resume.released_chunks}) {
       const char* field =
           list == &resume.synced_chunks ? "resume.synced_chunks" : "resume.released_chunks";

@@ -29,6 +29,8 @@ inline constexpr uint32_t kMaxWorldSize = 1 << 20;
 inline constexpr uint32_t kMaxChunks = 4096;
 // The longest ResumeState::skip_reason (as SkipStep's reason, TrackerOptions::max_reason_length).
 inline constexpr size_t kMaxResumeSkipReason = 256;
+// The most ResumeState::skipped_steps a resume may list.
+inline constexpr size_t kMaxResumeSkippedSteps = 64;
 
 struct PlanLimits {
   // At most kMaxWorldSize and kMaxChunks (the coordinator refuses to start with more).

@@ -27,6 +27,9 @@ struct ChunkStep {
   // A rank re-announced (after a coordinator restart) that it executed this sync: the chunk was
   // released before, whatever the new coordinator has seen.
   bool synced_before = false;
+  // In a generation rebuilt from resumes: the ranks already past the step were counted as having
+  // staged and synced it (JobTracker::CountRanksPast), once.
+  bool ranks_past_counted = false;
 };
 
 struct StepState {

@@ -65,8 +65,10 @@ struct ResumeState {
   std::vector<std::pair<ChunkId, std::string>> staged;  // (chunk, optimizer) staged at `step`
   std::vector<ChunkId> synced_chunks;                   // chunks of `step` it synced
   std::vector<ChunkId> released_chunks;  // chunks of `step` released to it, not reported synced
-  std::optional<std::string>
-      skip_reason;  // it voted to skip `step` (acknowledged), not yet skipped
+  // It voted to skip `step` (the vote sent), and has not seen the step skipped.
+  std::optional<std::string> skip_reason;
+  // Steps before `step` it saw skipped (at most 64, the most recent).
+  std::vector<Step> skipped_steps;
 };
 
 // What one rank declares when it joins.

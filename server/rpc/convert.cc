@@ -28,6 +28,8 @@ core::RankPlan RankPlanFromProto(const v1::JoinRequest& request) {
                                 request.resume().synced_chunks().end());
     resume.released_chunks.assign(request.resume().released_chunks().begin(),
                                   request.resume().released_chunks().end());
+    resume.skipped_steps.assign(request.resume().skipped_steps().begin(),
+                                request.resume().skipped_steps().end());
     if (!request.resume().skip_reason().empty()) {
       resume.skip_reason = request.resume().skip_reason();
     }
