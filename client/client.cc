@@ -476,6 +476,16 @@ void Client::HandleAck(const psync::v1::Ack& ack) {
 }
 
 void Client::Notify(const SessionDown& down) {
+  if (down.has_abort() && down.abort().rejoin()) {
+    // A forming generation rebuilt after a coordinator restart was renumbered: this run continues.
+    // The Session ends; the reconnect joins again with the resume (Prepare: `resumed`).
+    absl::MutexLock lock(&mu_);
+    if (down.abort().generation() != generation_) return;
+    attach_status_ = absl::UnavailableError(
+        absl::StrCat("generation ", generation_, " was renumbered while it formed: joining again"));
+    stream_->CancelStream();
+    return;
+  }
   if (down.has_directive()) {
     // A directive of a deposed coordinator replica (an older epoch than one already seen) is
     // dropped: only the job's current owner releases.

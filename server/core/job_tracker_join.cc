@@ -14,10 +14,13 @@ namespace psync::core {
 void JobTracker::StartGeneration(absl::Time now, absl::string_view reason, Decisions* out,
                                  uint64_t at_least) {
   const uint64_t next = std::max(generation_ + 1, at_least);
+  // A generation still forming from resumes released nothing: its ranks continue their runs by
+  // re-joining with their resumes. (Found by the deterministic simulation, seed 585.)
+  const bool rejoin = state_ == JobState::kForming && rebuilt_;
   if (generation_ > 0 && state_ != JobState::kAborted) {  // aborted ranks already know
     for (RankId rank : JoinedRanks()) {
       out->Deliver(rank, AbortNotice{generation_, ranks_[rank].step,
-                                     absl::StrCat(reason, "; join generation ", next)});
+                                     absl::StrCat(reason, "; join generation ", next), rejoin});
     }
   }
   generation_ = next;
@@ -48,7 +51,13 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
     e.rank = plan.rank;
     e.detail = "reconnect";
     out->events.push_back(std::move(e));
-    return JoinResult{generation_, existing->second.session_id, existing->second.step, true};
+    // The rank's resume of an older generation was applied by an earlier Join whose answer it
+    // lost: it is told again that its run continues here. (Found by the deterministic simulation,
+    // seed 459.)
+    const bool resumed =
+        rebuilt_ && plan.resume.has_value() && plan.resume->generation < generation_;
+    return JoinResult{generation_, existing->second.session_id, existing->second.step, true,
+                      resumed};
   }
 
   // Decide whether this join opens a new generation, then check the plan against it without

@@ -139,8 +139,12 @@ struct AbortNotice {
   uint64_t generation = 0;
   Step step = 0;
   std::string reason;
+  // A forming generation rebuilt from resumes was renumbered: the rank re-joins with its resume
+  // (v1.Abort.rejoin).
+  bool rejoin = false;
   friend bool operator==(const AbortNotice& a, const AbortNotice& b) {
-    return a.generation == b.generation && a.step == b.step && a.reason == b.reason;
+    return a.generation == b.generation && a.step == b.step && a.reason == b.reason &&
+           a.rejoin == b.rejoin;
   }
 };
 

@@ -103,6 +103,7 @@ struct NoticeWriter {
     p->set_generation(a.generation);
     p->set_step(a.step);
     p->set_reason(wire::BoundEcho(a.reason));
+    p->set_rejoin(a.rejoin);
   }
 };
 

@@ -177,6 +177,13 @@ void SimRank::HandleNotice(const v1::SessionDown& down) {
   if (down.has_directive()) {
     checker_->OnDirectiveArrived(rank(), connection_incarnation_, down.directive());
   }
+  // As psync::Client: a renumbered forming generation is joined again with the resume.
+  if (down.has_abort() && down.abort().rejoin()) {
+    if (down.abort().generation() == generation_) {
+      Reconnect(absl::UnavailableError(down.abort().reason()));
+    }
+    return;
+  }
   if (notices_.Add(down) != NoticeQueue::AddResult::kAccepted) return;
   if (down.has_step_skipped()) progress_.OnStepSkipped(down.step_skipped().step());
   if (down.has_abort()) {
