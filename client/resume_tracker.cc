@@ -55,6 +55,8 @@ void ResumeTracker::OnDirective(uint64_t step, uint32_t chunk) {
   // not stage) while the rank still finishes the current one, whose reports may be unanswered.
   if (step_.has_value() && step > *step_) {
     released_ahead_.emplace(step, chunk);
+    while (released_ahead_.size() > kMaxReleasedAhead)
+      released_ahead_.erase(released_ahead_.begin());
     return;
   }
   if (Reach(step)) released_.insert(chunk);
@@ -82,6 +84,11 @@ std::optional<psync::v1::Resume> ResumeTracker::Build(uint64_t generation) const
     if (synced_.count(chunk) == 0) resume.add_released_chunks(chunk);
   }
   // An empty reason still voted: it is sent as "skip" (the coordinator needs a non-empty one).
+  for (const auto& [step, chunk] : released_ahead_) {
+    psync::v1::ReleasedAhead* ahead = resume.add_released_ahead();
+    ahead->set_step(step);
+    ahead->set_chunk(chunk);
+  }
   for (uint64_t skipped : skipped_steps_) {
     if (skipped < *step_) resume.add_skipped_steps(skipped);
   }

@@ -20,7 +20,9 @@
 //    coordinator that restarted between the vote and the skip waits for the vote forever, or
 //    takes the step for synced by the ranks already past it and releases its chunks;
 //  * skipped_steps: the steps before the current one it saw skipped (the 64 most recent), so that
-//    a rebuilt coordinator tells a step the ranks past it skipped from one they synced.
+//    a rebuilt coordinator tells a step the ranks past it skipped from one they synced;
+//  * released_ahead: directives of later steps it received (the 64 most recent), so that their
+//    SyncDones, sent again after the re-join, are not taken for early syncs.
 //
 // Not thread-safe: the client guards it with its mutex. Holds no references.
 #ifndef PSYNC_CLIENT_RESUME_TRACKER_H_
@@ -75,6 +77,7 @@ class ResumeTracker {
   std::set<uint64_t> skipped_steps_;
   // Directives of steps after the current one: (step, chunk). They join `released_` when the rank
   // reaches their step.
+  static constexpr size_t kMaxReleasedAhead = 64;
   std::set<std::pair<uint64_t, uint32_t>> released_ahead_;
 };
 

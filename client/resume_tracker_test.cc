@@ -57,6 +57,22 @@ TEST(ResumeTrackerTest, ADirectiveOfALaterStepWaitsForTheRankToReachIt) {
   EXPECT_EQ(resume->step(), 8u);
   ASSERT_EQ(resume->released_chunks_size(), 1);
   EXPECT_EQ(resume->released_chunks(0), 2u);
+  EXPECT_EQ(resume->released_ahead_size(), 0);
+}
+
+// Its SyncDone of such a directive may be sent (and unanswered) before the rank's own step is:
+// the resume names the release, so the rebuilt coordinator does not take it for an early sync.
+TEST(ResumeTrackerTest, ADirectiveOfALaterStepIsInTheResumeAsReleasedAhead) {
+  ResumeTracker tracker;
+  tracker.OnAcknowledged(Staged(7, 0, "dense"));
+  tracker.OnDirective(9, 2);
+  tracker.OnDirective(8, 2);
+  std::optional<psync::v1::Resume> resume = tracker.Build(1);
+  EXPECT_EQ(resume->step(), 7u);
+  ASSERT_EQ(resume->released_ahead_size(), 2);
+  EXPECT_EQ(resume->released_ahead(0).step(), 8u);
+  EXPECT_EQ(resume->released_ahead(0).chunk(), 2u);
+  EXPECT_EQ(resume->released_ahead(1).step(), 9u);
 }
 
 // A vote is in the resume from the moment it is sent (its answer may be lost with the coordinator),

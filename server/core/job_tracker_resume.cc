@@ -34,6 +34,10 @@ void JobTracker::ApplyResume(RankId rank, const ResumeState& resume, absl::Time 
     ChunkStepFor(resume.step, chunk).synced_before = true;
   }
   skipped_before_.insert(resume.skipped_steps.begin(), resume.skipped_steps.end());
+  // Released before, for a later step (seeds 1808, 2681 of the simulation).
+  for (const auto& [step, chunk] : resume.released_ahead) {
+    ChunkStepFor(step, chunk).synced_before = true;
+  }
   // Its skip vote, acknowledged by the old coordinator: counted as if voted here (Reconcile skips
   // the step once every rank's vote is in).
   if (resume.skip_reason.has_value()) {

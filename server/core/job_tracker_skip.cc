@@ -23,7 +23,10 @@ absl::Status JobTracker::Skip(RankId rank, uint64_t generation, Step step, absl:
   if (step > current) return CheckNotAhead(rank, "step", step);
   auto st = steps_.find(step);
   if (step < current) {
-    if (st != steps_.end() && st->second.skipped) return absl::OkStatus();  // duplicate
+    // A duplicate: skipped here, or (a vote re-sent after a coordinator restart) before.
+    if ((st != steps_.end() && st->second.skipped) || skipped_before_.count(step) > 0) {
+      return absl::OkStatus();
+    }
     if (st == steps_.end()) {
       return absl::OutOfRangeError(absl::StrCat("step ", step,
                                                 " is before the oldest retained step ",

@@ -174,6 +174,22 @@ absl::Status ValidateRankPlan(const RankPlan& plan, const PlanLimits& limits) {
                                     ", resume.step ", resume.step, ")"));
       }
     }
+    if (resume.released_ahead.size() > kMaxResumeReleasedAhead) {
+      return Invalid("resume.released_ahead",
+                     absl::StrCat("must have at most ", kMaxResumeReleasedAhead, " entries (got ",
+                                  resume.released_ahead.size(), ")"));
+    }
+    for (size_t i = 0; i < resume.released_ahead.size(); ++i) {
+      const auto& [ahead_step, ahead_chunk] = resume.released_ahead[i];
+      if (ahead_step <= resume.step) {
+        return Invalid(absl::StrCat("resume.released_ahead[", i, "].step"),
+                       absl::StrCat(ahead_step, " is not after resume.step ", resume.step));
+      }
+      if (seen_chunks.count(ahead_chunk) == 0) {
+        return Invalid(absl::StrCat("resume.released_ahead[", i, "].chunk"),
+                       absl::StrCat("chunk ", ahead_chunk, " is not a chunk of this plan"));
+      }
+    }
     for (const auto* list : {&resume.synced_chunks, &resume.released_chunks}) {
       const char* field =
           list == &resume.synced_chunks ? "resume.synced_chunks" : "resume.released_chunks";

@@ -31,6 +31,8 @@ inline constexpr uint32_t kMaxChunks = 4096;
 inline constexpr size_t kMaxResumeSkipReason = 256;
 // The most ResumeState::skipped_steps a resume may list.
 inline constexpr size_t kMaxResumeSkippedSteps = 64;
+// The most ResumeState::released_ahead a resume may list.
+inline constexpr size_t kMaxResumeReleasedAhead = 64;
 
 struct PlanLimits {
   // At most kMaxWorldSize and kMaxChunks (the coordinator refuses to start with more).

@@ -268,6 +268,60 @@ TEST(RecoveryTest, AMemberThatDoesNotStageGetsTheStepTheContributorsFinished) {
   EXPECT_THAT(Directives(last), ElementsAre(std::make_tuple(1u, 5u, 0u)));
 }
 
+// Found by the simulation (seed 1808): rank 1 executed step 6's chunk 0 ahead of its own step 5 and
+// its SyncDone was unanswered; the resume names the release, so the SyncDone is not early.
+TEST(RecoveryTest, ASyncDoneOfAReleaseAheadIsAccepted) {
+  JobTracker tracker("j", TrackerOptions());
+  Decisions d;
+  ResumeState r1{2, 5, {{0, "dense"}, {1, "dense"}, {1, "expert"}}, {0, 1}};
+  r1.released_ahead = {{6, 0}};
+  ASSERT_TRUE(tracker.Join(Plan(0, ResumeState{2, 5, {}, {}}), kNow, &d).ok());
+  ASSERT_TRUE(tracker.Join(Plan(1, r1), kNow, &d).ok());
+  SyncDoneItem ahead{6, 0, {}};
+  Decisions done;
+  EXPECT_TRUE(tracker.SyncDone(1, 3, {&ahead, 1}, kNow, &done).ok());
+}
+
+// Found by the simulation (seed 585): a generation still forming from resumes is renumbered by a
+// rank resuming from a newer one; its ranks are told to re-join (their runs continue), not to
+// restart.
+TEST(RecoveryTest, RenumberingAFormingRebuiltGenerationAsksItsRanksToRejoin) {
+  JobTracker tracker("j", TrackerOptions());
+  Decisions first;
+  ASSERT_TRUE(tracker.Join(Plan(0, ResumeState{1, 5, {}, {}}), kNow, &first).ok());
+  EXPECT_EQ(tracker.generation(), 2u);
+  Decisions second;
+  absl::StatusOr<JoinResult> r = tracker.Join(Plan(1, ResumeState{2, 5, {}, {}}), kNow, &second);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->generation, 3u);
+  ASSERT_EQ(second.deliveries.size(), 1u);
+  const auto* abort = std::get_if<AbortNotice>(&second.deliveries[0].notice);
+  ASSERT_NE(abort, nullptr);
+  EXPECT_EQ(second.deliveries[0].rank, 0u);
+  EXPECT_EQ(abort->generation, 2u);
+  EXPECT_TRUE(abort->rejoin);
+  // Rank 0 re-joins with the same resume and continues in generation 3.
+  Decisions again;
+  absl::StatusOr<JoinResult> rejoined =
+      tracker.Join(Plan(0, ResumeState{2, 5, {}, {}}), kNow, &again);
+  ASSERT_TRUE(rejoined.ok());
+  EXPECT_EQ(rejoined->generation, 3u);
+  EXPECT_TRUE(rejoined->resumed);
+}
+
+// Found by the simulation (seed 459): a resumed Join whose answer was lost is repeated; the
+// tracker knows the incarnation (a reconnect) and answers resumed again, so the client continues.
+TEST(RecoveryTest, AReconnectAfterALostResumedAnswerIsResumed) {
+  JobTracker tracker("j", TrackerOptions());
+  Decisions d;
+  ASSERT_TRUE(tracker.Join(Plan(0, ResumeState{1, 5, {}, {}}), kNow, &d).ok());
+  absl::StatusOr<JoinResult> again = tracker.Join(Plan(0, ResumeState{1, 5, {}, {}}), kNow, &d);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->reconnect);
+  EXPECT_TRUE(again->resumed);
+  EXPECT_EQ(again->generation, 2u);
+}
+
 TEST(RecoveryTest, AResumeWithASkipVoteAndCheckInsIsRefused) {
   ResumeState r{2, 5, {{0, "dense"}}, {}};
   r.skip_reason = "found_inf";

@@ -69,6 +69,8 @@ struct ResumeState {
   std::optional<std::string> skip_reason;
   // Steps before `step` it saw skipped (at most 64, the most recent).
   std::vector<Step> skipped_steps;
+  // (step, chunk) after `step` whose directive it received (at most 64, the most recent).
+  std::vector<std::pair<Step, ChunkId>> released_ahead;
 };
 
 // What one rank declares when it joins.

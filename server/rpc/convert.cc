@@ -30,6 +30,9 @@ core::RankPlan RankPlanFromProto(const v1::JoinRequest& request) {
                                   request.resume().released_chunks().end());
     resume.skipped_steps.assign(request.resume().skipped_steps().begin(),
                                 request.resume().skipped_steps().end());
+    for (const v1::ReleasedAhead& ahead : request.resume().released_ahead()) {
+      resume.released_ahead.emplace_back(ahead.step(), ahead.chunk());
+    }
     if (!request.resume().skip_reason().empty()) {
       resume.skip_reason = request.resume().skip_reason();
     }

@@ -2,7 +2,6 @@
 // bit, scripted faults have exactly their effect, and every negative control is caught.
 #include "tests/simulation/simulation.h"
 
-#include <iostream>
 #include <string>
 #include <vector>
 
@@ -40,24 +39,19 @@ TEST(SimulationTest, SeedsWithoutCoordinatorCrashesRunClean) {
   EXPECT_GT(repeated, 0u) << "no directive was ever re-sent: reconnects are not exercised";
 }
 
-// With coordinator crashes too: no seed breaks a safety invariant (no early release, no sync
-// twice). Some still fail to finish (docs/reliability.md, "Deterministic simulation": open
-// findings); those are liveness bugs, counted here and replayable by their seeds.
-TEST(SimulationTest, SeedsWithCoordinatorCrashesNeverReleaseEarlyOrTwice) {
+// With coordinator crashes too (up to two per seed, also in a row): every seed runs to the end with
+// every invariant, its ranks resuming their runs.
+TEST(SimulationTest, SeedsWithCoordinatorCrashesRunClean) {
   uint64_t crashes = 0;
-  uint64_t unfinished = 0;
   for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
     SimulationOptions options;
     options.seed = seed;
     const SimulationResult r = Simulate(options);
-    EXPECT_FALSE(!r.status.ok() && r.safety)
-        << "seed " << seed << ": " << r.status.message()
-        << "\nreplay: tools/simulate --seed=" << seed << " --trace";
+    ASSERT_TRUE(r.status.ok()) << "seed " << seed << ": " << r.status.message()
+                               << "\nreplay: tools/simulate --seed=" << seed << " --trace";
     crashes += r.crashes;
-    unfinished += !r.status.ok();
   }
   EXPECT_GT(crashes, kSeeds / 3);
-  std::cout << unfinished << " of " << kSeeds << " seeds with crashes did not finish\n";
 }
 
 TEST(SimulationTest, ASeedReplaysBitForBit) {
