@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "client/client.h"
+#include "client/testing/scripted_coordinator.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
@@ -71,21 +72,9 @@ TEST(DeposedOwnerTest, ADirectiveOfAnOlderEpochIsDropped) {
   // Epoch 7 owns the job; a deposed owner's (epoch 4) directive for step 1 arrives between two of
   // the current owner's. Step 3 comes last, so once it is here every earlier write was read.
   ScriptedCoordinator service({Directive(0, 7), Directive(1, 4), Directive(2, 7), Directive(3, 9)});
-  int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
-
-  ClientOptions options;
-  options.target = absl::StrCat("127.0.0.1:", port);
-  options.plan.set_job_id("fenced");
-  options.plan.set_world_size(1);
-  options.plan.set_rank(0);
-  options.plan.set_num_chunks(1);
-  options.call_timeout = absl::Seconds(10);
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  testing::ScriptedServer server(&service);
+  ASSERT_TRUE(server.ok());
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(server.OneRankJob("fenced"));
   ASSERT_TRUE(client.ok()) << client.status();
 
   absl::StatusOr<psync::v1::SyncDirective> last =
@@ -100,7 +89,6 @@ TEST(DeposedOwnerTest, ADirectiveOfAnOlderEpochIsDropped) {
   EXPECT_EQ(stats.deposed_directives_dropped, 1u);
   EXPECT_EQ(stats.directives_received, 3u);
   (*client)->Close();
-  server->Shutdown();
 }
 
 }  // namespace

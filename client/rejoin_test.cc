@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "client/client.h"
+#include "client/testing/scripted_coordinator.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
@@ -93,21 +94,9 @@ class RenumberingCoordinator final : public psync::v1::Coordinator::Service {
 
 TEST(RejoinTest, AnAbortThatSaysRejoinIsJoinedAgainWithTheResume) {
   RenumberingCoordinator service;
-  int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
-
-  ClientOptions options;
-  options.target = absl::StrCat("127.0.0.1:", port);
-  options.plan.set_job_id("renumbered");
-  options.plan.set_world_size(1);
-  options.plan.set_rank(0);
-  options.plan.set_num_chunks(1);
-  options.call_timeout = absl::Seconds(10);
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  testing::ScriptedServer server(&service);
+  ASSERT_TRUE(server.ok());
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(server.OneRankJob("renumbered"));
   ASSERT_TRUE(client.ok()) << client.status();
 
   absl::StatusOr<psync::v1::SyncDirective> d = (*client)->WaitForDirective(0, 0, absl::Seconds(20));
@@ -119,7 +108,6 @@ TEST(RejoinTest, AnAbortThatSaysRejoinIsJoinedAgainWithTheResume) {
   EXPECT_EQ(service.attached_generations(), (std::vector<uint64_t>{2, 3}));
   EXPECT_EQ((*client)->stats().resumes, 1u);
   (*client)->Close();
-  server->Shutdown();
 }
 
 }  // namespace
