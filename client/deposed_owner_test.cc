@@ -34,23 +34,16 @@ class ScriptedCoordinator final : public psync::v1::Coordinator::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Session(
-      grpc::ServerContext*,
-      grpc::ServerReaderWriter<psync::v1::SessionDown, psync::v1::SessionUp>* stream) override {
-    psync::v1::SessionUp up;
-    if (!stream->Read(&up) || !up.has_attach()) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message must be attach");
+  grpc::Status Session(grpc::ServerContext*, testing::SessionStream* stream) override {
+    if (!testing::AcceptAttach(stream).has_value()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no attach acknowledged");
     }
-    psync::v1::SessionDown ack;
-    ack.mutable_ack()->set_request_id(up.request_id());
-    if (!stream->Write(ack)) return grpc::Status::OK;
     for (const psync::v1::SyncDirective& d : directives_) {
       psync::v1::SessionDown down;
       *down.mutable_directive() = d;
       if (!stream->Write(down)) return grpc::Status::OK;
     }
-    while (stream->Read(&up)) {
-    }
+    testing::ReadUntilClosed(stream);
     return grpc::Status::OK;
   }
 

@@ -4,6 +4,7 @@
 // coordinator sends exactly that sequence (a real one needs two restarts in a row for it, which the
 // deterministic simulation covers: tests/simulation, seed 585).
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,22 +40,17 @@ class RenumberingCoordinator final : public psync::v1::Coordinator::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Session(
-      grpc::ServerContext*,
-      grpc::ServerReaderWriter<psync::v1::SessionDown, psync::v1::SessionUp>* stream) override {
-    psync::v1::SessionUp up;
-    if (!stream->Read(&up) || !up.has_attach()) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message must be attach");
+  grpc::Status Session(grpc::ServerContext*, testing::SessionStream* stream) override {
+    const std::optional<psync::v1::Attach> attach = testing::AcceptAttach(stream);
+    if (!attach.has_value()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no attach acknowledged");
     }
     {
       absl::MutexLock lock(&mu_);
-      attached_generations_.push_back(up.attach().generation());
+      attached_generations_.push_back(attach->generation());
     }
     psync::v1::SessionDown down;
-    down.mutable_ack()->set_request_id(up.request_id());
-    if (!stream->Write(down)) return grpc::Status::OK;
-    down.Clear();
-    if (up.attach().generation() == 2) {
+    if (attach->generation() == 2) {
       psync::v1::Abort* abort = down.mutable_abort();
       abort->set_generation(2);
       abort->set_reason("rank 1 resumes generation 2, not older than this one; join generation 3");
@@ -66,9 +62,7 @@ class RenumberingCoordinator final : public psync::v1::Coordinator::Service {
       d->set_chunk(0);
       d->set_sequence(1);
     }
-    if (!stream->Write(down)) return grpc::Status::OK;
-    while (stream->Read(&up)) {
-    }
+    if (stream->Write(down)) testing::ReadUntilClosed(stream);
     return grpc::Status::OK;
   }
 

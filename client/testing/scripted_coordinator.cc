@@ -5,6 +5,21 @@
 
 namespace psync::client::testing {
 
+std::optional<psync::v1::Attach> AcceptAttach(SessionStream* stream) {
+  psync::v1::SessionUp up;
+  if (!stream->Read(&up) || !up.has_attach()) return std::nullopt;
+  psync::v1::SessionDown ack;
+  ack.mutable_ack()->set_request_id(up.request_id());
+  if (!stream->Write(ack)) return std::nullopt;
+  return up.attach();
+}
+
+void ReadUntilClosed(SessionStream* stream) {
+  psync::v1::SessionUp up;
+  while (stream->Read(&up)) {
+  }
+}
+
 ScriptedServer::ScriptedServer(psync::v1::Coordinator::Service* service) {
   grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);

@@ -1,6 +1,7 @@
 // ScriptedServer: a gRPC server on 127.0.0.1 for a scripted psync.v1.Coordinator service (a test's
 // own implementation that sends a client exactly the sequence under test), and the ClientOptions
-// of a one-rank job that connects to it. For client tests that need a coordinator no real one
+// of a one-rank job that connects to it. AcceptAttach and ReadUntilClosed are the two ends of a
+// scripted Session. For client tests that need a coordinator no real one
 // would be (a deposed owner, a renumbered generation).
 //
 // Thread-safe as grpc::Server. Does not own the service; the service must outlive it.
@@ -8,6 +9,7 @@
 #define PSYNC_CLIENT_TESTING_SCRIPTED_COORDINATOR_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "client/client.h"
@@ -15,6 +17,14 @@
 #include "proto/psync/v1/coordinator.grpc.pb.h"
 
 namespace psync::client::testing {
+
+using SessionStream = grpc::ServerReaderWriter<psync::v1::SessionDown, psync::v1::SessionUp>;
+
+// Reads the Session's first message and, when it is an attach, acknowledges it: the attach, or
+// nullopt (not an attach, or the stream ended) when the Session should end.
+std::optional<psync::v1::Attach> AcceptAttach(SessionStream* stream);
+// Reads until the client ends the Session.
+void ReadUntilClosed(SessionStream* stream);
 
 class ScriptedServer {
  public:

@@ -65,6 +65,9 @@ void JobTracker::ApplyResume(RankId rank, const ResumeState& resume, absl::Time 
 
 void JobTracker::CountRanksPast(Step step, ChunkId chunk, ChunkStep& cs, absl::Time now) {
   cs.ranks_past_counted = true;
+  // No rank is past the step (the usual case once the job runs again): nothing to count. A rank
+  // that passes it later does so by finishing it here.
+  if (step_census_.empty() || step_census_.rbegin()->first <= step) return;
   const ChunkInfo& info = plan_.chunk(chunk);
   info.ForEachContributor([&](const Contributor& who) {
     if (rank_step(who.rank) > step && cs.staged.Insert(who, StagedMark(std::nullopt, now))) {

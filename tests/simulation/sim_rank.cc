@@ -6,29 +6,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/reconnecting_stream.h"
 #include "wire/wire_status.h"
 
 namespace psync::simulation {
 namespace {
-
-// The coordinator's answers a client retries after a re-join (psync::Client's transient failures).
-bool Transient(const absl::Status& status) {
-  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) ||
-         absl::IsAborted(status) || absl::IsCancelled(status);
-}
 
 // The checksum every member of a sync group reports for (step, chunk): the same for all.
 uint64_t GroupChecksum(uint64_t step, uint32_t chunk, const std::string& group) {
   uint64_t h = MixSeed(step, chunk);
   for (unsigned char c : group) h = MixSeed(h, c);
   return h;
-}
-
-void SetGeneration(v1::SessionUp* up, uint64_t generation) {
-  if (up->has_staged()) up->mutable_staged()->set_generation(generation);
-  if (up->has_skip()) up->mutable_skip()->set_generation(generation);
-  if (up->has_sync_done()) up->mutable_sync_done()->set_generation(generation);
-  if (up->has_leave()) up->mutable_leave()->set_generation(generation);
 }
 
 }  // namespace
@@ -89,7 +77,7 @@ void SimRank::OnJoinAnswer(uint64_t connection, absl::StatusOr<v1::JoinResponse>
   if (Deferred([this, connection, answer] { OnJoinAnswer(connection, answer); })) return;
   if (connection != connection_ || phase_ != Phase::kJoining) return;
   if (!answer.ok()) {
-    if (Transient(answer.status())) {
+    if (IsTransientFailure(answer.status())) {
       Reconnect(answer.status());
     } else {
       checker_->OnRefused(rank(), "join", answer.status());
@@ -112,7 +100,7 @@ void SimRank::OnJoinAnswer(uint64_t connection, absl::StatusOr<v1::JoinResponse>
     notices_.ContinueGeneration(r.generation());
     generation_ = r.generation();
     session_id_ = r.session_id();
-    for (auto& [id, up] : tracked_) SetGeneration(&up, generation_);
+    for (auto& [id, up] : tracked_) SetMessageGeneration(&up, generation_);
   } else if (r.generation() == generation_) {
     session_id_ = r.session_id();
   } else {
@@ -165,7 +153,7 @@ void SimRank::HandleAck(const v1::Ack& ack) {
   if (it == tracked_.end()) return;
   if (status.ok()) {
     progress_.OnAcknowledged(it->second);
-  } else if (Transient(status)) {
+  } else if (IsTransientFailure(status)) {
     return;  // kept: sent again after the re-join
   } else {
     checker_->OnRefused(rank(), it->second.ShortDebugString(), status);
@@ -222,7 +210,7 @@ void SimRank::OnSessionEnd(uint64_t connection, const absl::Status& status) {
 
 void SimRank::SendTracked(v1::SessionUp up) {
   up.set_request_id(next_request_id_++);
-  SetGeneration(&up, generation_);
+  SetMessageGeneration(&up, generation_);
   progress_.OnSent(up);
   if (phase_ == Phase::kAttached) coordinator_->SendUp(connection_, up);
   tracked_.emplace(up.request_id(), std::move(up));

@@ -142,8 +142,10 @@ SimulationOptions Shrink(const SimulationOptions& failing) {
   best.trace = false;
   if (!best.faults.has_value()) best.faults = Simulate(best).faults;
   for (size_t i = best.faults->size(); i-- > 0;) {
+    std::vector<Fault> without = *best.faults;
+    without.erase(without.begin() + static_cast<std::ptrdiff_t>(i));
     SimulationOptions fewer = best;
-    fewer.faults->erase(fewer.faults->begin() + static_cast<std::ptrdiff_t>(i));
+    fewer.faults = std::move(without);
     if (!Simulate(fewer).status.ok()) best = std::move(fewer);
   }
   best.trace = failing.trace;
