@@ -103,10 +103,11 @@ TEST(SimulationTest, ACoordinatorCrashIsSurvivedByResuming) {
 }
 
 TEST(SimulationTest, ShrinkKeepsOnlyTheFaultsThatMatter) {
-  serve::Injected().accept_repeated_directives.store(true);
+  // RunNegativeControl turns the switch on for its seeds and off again; the shrinking runs with it
+  // on too.
   const ControlOutcome caught = RunNegativeControl(NegativeControls()[2], 1, SimulationOptions());
-  serve::Injected().accept_repeated_directives.store(true);
   ASSERT_TRUE(caught.caught);
+  serve::Injected().accept_repeated_directives.store(true);
   SimulationOptions failing;
   failing.seed = caught.seed;
   const SimulationOptions shortest = Shrink(failing);
