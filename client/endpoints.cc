@@ -38,13 +38,10 @@ std::optional<psync::v1::OwnerRedirect> RedirectIn(const absl::Status& status) {
 }
 
 Endpoints::Endpoints(std::vector<std::string> targets, ChannelFactory factory, size_t start)
-    : targets_(std::move(targets)), factory_(std::move(factory)) {
-  absl::MutexLock lock(&mu_);
-  next_ = targets_.empty() ? 0 : start % targets_.size();
-  current_ = targets_.empty() ? "" : targets_[next_];
-}
+    : fixed_channel_(false), factory_(std::move(factory)), choice_(std::move(targets), start) {}
 
-Endpoints::Endpoints(std::shared_ptr<grpc::Channel> channel) {
+Endpoints::Endpoints(std::shared_ptr<grpc::Channel> channel)
+    : fixed_channel_(true), choice_({}, 0) {
   absl::MutexLock lock(&mu_);
   auto e = std::make_unique<Endpoint>();
   e->channel = std::move(channel);
@@ -66,45 +63,33 @@ Endpoints::Endpoint& Endpoints::Get(const std::string& target) {
 
 psync::v1::Coordinator::Stub* Endpoints::Stub(std::string* target) {
   absl::MutexLock lock(&mu_);
-  if (targets_.empty()) {  // the single given channel
+  if (fixed_channel_) {
     if (target != nullptr) target->clear();
     return endpoints_.front()->stub.get();
   }
-  if (target != nullptr) *target = current_;
-  return Get(current_).stub.get();
+  if (target != nullptr) *target = choice_.current();
+  return Get(choice_.current()).stub.get();
 }
 
 bool Endpoints::OnFailure(const std::string& target, const absl::Status& status) {
+  const std::optional<psync::v1::OwnerRedirect> redirect = RedirectIn(status);
   absl::MutexLock lock(&mu_);
-  if (targets_.empty() || target != current_) return false;  // fixed channel, or already moved
-  if (std::optional<psync::v1::OwnerRedirect> r = RedirectIn(status);
-      r.has_value() && !r->owner().empty() && r->owner() != current_) {
-    current_ = r->owner();
-    ++redirects_;
-    return true;
-  }
-  if (targets_.size() == 1 && current_ == targets_[0]) return false;
-  // The current list entry (or a redirect owner that failed): on to the next entry.
-  const bool on_list = current_ == targets_[next_];
-  if (on_list) next_ = (next_ + 1) % targets_.size();
-  current_ = targets_[next_];
-  ++rotations_;
-  return true;
+  return choice_.OnFailure(target, redirect.has_value() ? redirect->owner() : "");
 }
 
 std::string Endpoints::current() const {
   absl::MutexLock lock(&mu_);
-  return current_;
+  return choice_.current();
 }
 
 uint64_t Endpoints::rotations() const {
   absl::MutexLock lock(&mu_);
-  return rotations_;
+  return choice_.rotations();
 }
 
 uint64_t Endpoints::redirects() const {
   absl::MutexLock lock(&mu_);
-  return redirects_;
+  return choice_.redirects();
 }
 
 }  // namespace psync

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "client/target_choice.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
 
@@ -67,17 +68,14 @@ class Endpoints {
   Endpoint& Get(const std::string& target) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
-  const std::vector<std::string> targets_;
+  const bool fixed_channel_;  // the single given channel: never moves
   const ChannelFactory factory_;
 
   mutable absl::Mutex mu_;
   // Every endpoint used so far (the list's and redirect owners), by target; never removed, so
   // that a stub handed out stays valid for the client's life.
   std::vector<std::unique_ptr<Endpoint>> endpoints_ ABSL_GUARDED_BY(mu_);
-  size_t next_ ABSL_GUARDED_BY(mu_) = 0;  // index into targets_ of the current list entry
-  std::string current_ ABSL_GUARDED_BY(mu_);
-  uint64_t rotations_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t redirects_ ABSL_GUARDED_BY(mu_) = 0;
+  TargetChoice choice_ ABSL_GUARDED_BY(mu_);  // which target is current (the decision)
 };
 
 }  // namespace psync

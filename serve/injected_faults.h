@@ -22,6 +22,16 @@ struct InjectedFaults {
   // The client's notice queue accepts a directive it has already seen (client/notice_queue.cc):
   // the directive a coordinator re-sends after a reconnect reaches the training loop twice.
   std::atomic<bool> accept_repeated_directives{false};
+  // A coordinator replica keeps serving its jobs past its lease's deadline
+  // (server/ha/ownership.cc): it may release after etcd expired its lease and another replica took
+  // the job over.
+  std::atomic<bool> skip_fencing{false};
+  // The deadline no longer ends a replica's lease for good: a keepalive sent before it and answered
+  // after it revives the lease, and a job refused as lost is served again at the same epoch.
+  std::atomic<bool> revive_lapsed_lease{false};
+  // A replica answers reads (job status) from whatever state it holds, whether or not it serves
+  // the job now (server/owner/coordinator_replicas.cc).
+  std::atomic<bool> unfenced_reads{false};
 };
 
 // The one set of switches of this process.

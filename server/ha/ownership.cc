@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "serve/injected_faults.h"
 
 namespace psync::server::ha {
 
@@ -36,9 +37,26 @@ void Ownership::LeaseGranted(int64_t lease, absl::Time sent) {
 void Ownership::KeepAliveAnswered(int64_t lease, absl::Time sent, absl::Duration ttl,
                                   absl::Time now) {
   if (lease == 0 || lease != lease_) return;
-  if (LapseIfPastDeadline(now) != 0 || sent >= deadline_) return;
+  // (Injected: the old rule, under which an answer sent before the deadline revived the lease.)
+  const bool revive = serve::IsInjected(serve::Injected().revive_lapsed_lease);
+  if (!revive && (LapseIfPastDeadline(now) != 0 || sent >= deadline_)) return;
   last_sent_ = std::max(last_sent_, sent);
   deadline_ = std::max(deadline_, sent + ttl - options_.margin);
+}
+
+Ownership::KeepAliveOutcome Ownership::KeepAliveResult(int64_t lease,
+                                                       const absl::StatusOr<absl::Duration>& ttl,
+                                                       absl::Time sent, absl::Time now) {
+  if (ttl.ok()) {
+    KeepAliveAnswered(lease, sent, *ttl, now);
+    return KeepAliveOutcome::kAnswered;
+  }
+  if (absl::IsNotFound(ttl.status())) {
+    if (lease_ == lease) Lapse();
+    return KeepAliveOutcome::kExpired;
+  }
+  LapseIfPastDeadline(now);
+  return KeepAliveOutcome::kFailed;
 }
 
 int64_t Ownership::Lapse() {
@@ -59,6 +77,11 @@ void Ownership::SetReplicas(std::vector<std::string> replicas) {
 
 int64_t Ownership::LapseIfPastDeadline(absl::Time now) {
   if (lease_ == 0 || now < deadline_) return 0;
+  // (Injected: the deadline no longer ends the lease for good.)
+  if (serve::IsInjected(serve::Injected().skip_fencing) ||
+      serve::IsInjected(serve::Injected().revive_lapsed_lease)) {
+    return 0;
+  }
   return Lapse();
 }
 
@@ -99,7 +122,7 @@ Route Ownership::ClaimAnswered(const std::string& job, const KeyValue& key, absl
 
 Route Ownership::RouteJoin(const std::string& job, absl::Time now) {
   LapseIfPastDeadline(now);
-  if (auto it = owned_.find(job); it != owned_.end() && Holding(now)) {
+  if (auto it = owned_.find(job); it != owned_.end() && ServesOwnedJob(now)) {
     return Route{RouteKind::kServe, it->second, options_.self, ""};
   }
   if (auto it = owners_.find(job); it != owners_.end() && it->second.first != options_.self) {
@@ -122,6 +145,7 @@ Route Ownership::RouteJoin(const std::string& job, absl::Time now) {
 Route Ownership::RouteMessage(const std::string& job, absl::Time now) {
   LapseIfPastDeadline(now);
   if (auto it = owned_.find(job); it != owned_.end()) {
+    if (!ServesOwnedJob(now)) return Route{RouteKind::kRefuse, 0, "", LostText(job)};
     return Route{RouteKind::kServe, it->second, options_.self, ""};
   }
   if (!lost_.empty() && std::find(lost_.begin(), lost_.end(), job) != lost_.end()) {
@@ -137,6 +161,7 @@ Route Ownership::RouteMessage(const std::string& job, absl::Time now) {
 Route Ownership::RouteQuery(const std::string& job, absl::Time now) {
   LapseIfPastDeadline(now);
   if (auto it = owned_.find(job); it != owned_.end()) {
+    if (!Holding(now)) return Route{RouteKind::kRefuse, 0, "", LostText(job)};
     return Route{RouteKind::kServe, it->second, options_.self, ""};
   }
   if (lease_ == 0) {
@@ -158,6 +183,10 @@ Route Ownership::RouteQuery(const std::string& job, absl::Time now) {
         absl::StrCat("job '", job, "' is held by a lapsed lease of this replica until it expires")};
   }
   return Route{RouteKind::kUnowned, 0, "", ""};
+}
+
+bool Ownership::ServesOwnedJob(absl::Time now) const {
+  return Holding(now) || serve::IsInjected(serve::Injected().skip_fencing);
 }
 
 std::string Ownership::LostText(const std::string& job) const {

@@ -41,6 +41,7 @@
 
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/ha/etcd_client.h"
 
@@ -102,6 +103,12 @@ class Ownership {
   // sent + ttl - margin (it never moves back). An answer at or past the deadline comes too late:
   // the lease lapses (see Lapse) instead of being revived. Ignored for another lease (or none).
   void KeepAliveAnswered(int64_t lease, absl::Time sent, absl::Duration ttl, absl::Time now);
+  // What the answer to a keepalive of `lease` sent at `sent` did, at `now`: renewed it
+  // (KeepAliveAnswered, which may still lapse it, too late), found it expired (NOT_FOUND: Lapse),
+  // or failed (etcd not reached: the lease lapses only when its deadline has passed).
+  enum class KeepAliveOutcome { kAnswered, kExpired, kFailed };
+  KeepAliveOutcome KeepAliveResult(int64_t lease, const absl::StatusOr<absl::Duration>& ttl,
+                                   absl::Time sent, absl::Time now);
   // The lease is gone (a keepalive found it expired, or the deadline passed): every owned job is
   // lost (TakeLost returns them) and no job is served until LeaseGranted. Returns the lease
   // that lapsed (0: none held).
@@ -164,6 +171,11 @@ class Ownership {
   std::string Preferred(const std::string& job) const;
 
  private:
+  // Whether a job owned here is served (joins, messages) at `now`: while the lease is held. (A
+  // job still owned past the deadline exists only under an injected bug that keeps the lease past
+  // it; skip_fencing serves it anyway.)
+  bool ServesOwnedJob(absl::Time now) const;
+
   const OwnershipOptions options_;
   int64_t lease_ = 0;
   absl::Time deadline_ = absl::InfinitePast();

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "server/ha/route_status.h"
 #include "wire/not_served.h"
 
 namespace psync::server::ha {
@@ -102,17 +103,18 @@ void Replica::KeepLease() {
   {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
-    if (ttl.ok()) {
-      ownership_.KeepAliveAnswered(lease, sent, *ttl, now);
-      lost = TakeLostLocked(absl::StrCat("was renewed too late (keepalive answered after ",
-                                         absl::FormatDuration(now - sent), ")"));
-    } else if (absl::IsNotFound(ttl.status()) && ownership_.lease() == lease) {
-      ownership_.Lapse();
-      lost = TakeLostLocked("expired");
-    } else {
-      ++counters_.etcd_errors;
-      ownership_.LapseIfPastDeadline(now);
-      lost = TakeLostLocked("passed its deadline");
+    switch (ownership_.KeepAliveResult(lease, ttl, sent, now)) {
+      case Ownership::KeepAliveOutcome::kAnswered:
+        lost = TakeLostLocked(absl::StrCat("was renewed too late (keepalive answered after ",
+                                           absl::FormatDuration(now - sent), ")"));
+        break;
+      case Ownership::KeepAliveOutcome::kExpired:
+        lost = TakeLostLocked("expired");
+        break;
+      case Ownership::KeepAliveOutcome::kFailed:
+        ++counters_.etcd_errors;
+        lost = TakeLostLocked("passed its deadline");
+        break;
     }
   }
   HandLost(lost);
@@ -186,26 +188,7 @@ void Replica::HandLost(const std::vector<std::string>& lost) {
 }
 
 absl::StatusOr<uint64_t> Replica::Answer(const std::string& job_id, const Route& route) const {
-  switch (route.kind) {
-    case RouteKind::kServe:
-      return route.epoch;
-    case RouteKind::kRedirect:
-      if (route.epoch == 0) {  // nobody owns it yet: the replica that is to claim it
-        return wire::NotServedHere(absl::StrCat("job '", job_id, "' is not owned yet; replica '",
-                                                route.owner, "' is to own it: join there"),
-                                   route.owner, 0);
-      }
-      return wire::NotServedHere(
-          absl::StrCat("job '", job_id, "' is owned by replica '", route.owner, "' (epoch ",
-                       route.epoch, "): connect there"),
-          route.owner, route.epoch);
-    case RouteKind::kRefuse:
-    case RouteKind::kClaim:
-    case RouteKind::kUnowned:
-      break;
-  }
-  return wire::NotServedHere(
-      absl::StrCat("replica '", options_.ownership.self, "': ", route.reason), "", 0);
+  return RouteStatus(options_.ownership.self, job_id, route);
 }
 
 absl::StatusOr<uint64_t> Replica::AdmitJoin(const std::string& job_id) {
@@ -260,11 +243,7 @@ absl::StatusOr<uint64_t> Replica::AdmitMessage(const std::string& job_id) {
 
 absl::StatusOr<uint64_t> Replica::AdmitQuery(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
-  const Route route = ownership_.RouteQuery(job_id, clock_->Now());
-  if (route.kind == RouteKind::kUnowned) {
-    return absl::NotFoundError(absl::StrCat("job '", job_id, "' is not owned by any replica"));
-  }
-  return Answer(job_id, route);
+  return Answer(job_id, ownership_.RouteQuery(job_id, clock_->Now()));
 }
 
 std::vector<std::string> Replica::EarlierOwnerAudits(const std::string& job_id) {

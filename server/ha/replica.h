@@ -104,7 +104,7 @@ class Replica final : public JobGate {
   ReplicaSnapshot Describe() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  // The status (or epoch) a route amounts to.
+  // The status (or epoch) a route amounts to (RouteStatus).
   absl::StatusOr<uint64_t> Answer(const std::string& job_id, const Route& route) const;
   void Log(const std::string& line) const;
   // Logs a lapse Ownership recorded since the last call (`why`: "expired", "passed its

@@ -1,7 +1,10 @@
 // Faults: what goes wrong in one simulated run, drawn from its seed: connections cut, one
 // direction of a connection stalled (a partition that heals), ranks paused (a long GC), the
-// coordinator crashed (its state lost) and restarted. A run's faults are a plain list, so a failing
-// run can be re-run with fewer of them (Shrink in simulation.h) to find the few that matter.
+// coordinator (or one replica) crashed (its state lost) and restarted; with replicas also a
+// replica paused, a replica's link to etcd cut or slowed for a while, and a rank's process
+// restarted. A run's faults are a
+// plain list, so a failing run can be re-run with fewer of them (Shrink in simulation.h) to find
+// the few that matter.
 //
 // Plain values; thread-compatible.
 #ifndef PSYNC_TESTS_SIMULATION_FAULTS_H_
@@ -21,7 +24,11 @@ enum class FaultKind {
   kCutConnection,     // the rank's connection is cut
   kStallConnection,   // one direction of the rank's connection holds its messages for `length`
   kPauseRank,         // the rank handles nothing for `length`
-  kCrashCoordinator,  // the coordinator crashes; it restarts after `length`
+  kCrashCoordinator,  // the coordinator (replica `replica`) crashes; it restarts after `length`
+  kPauseReplica,      // replica `replica` handles nothing for `length`
+  kPartitionEtcd,     // replica `replica` cannot reach etcd for `length`
+  kSlowEtcd,          // replica `replica`'s etcd calls take `extra` longer each way for `length`
+  kRestartRank,       // the rank's process restarts (drawn with replicas)
 };
 
 struct Fault {
@@ -30,6 +37,8 @@ struct Fault {
   uint32_t rank = 0;  // connection and rank faults
   Direction direction = Direction::kUp;
   absl::Duration length;
+  uint32_t replica = 0;  // replica faults
+  absl::Duration extra;  // kSlowEtcd
 
   std::string ToString() const;
 };
@@ -43,10 +52,21 @@ struct FaultRates {
   absl::Duration max_stall = absl::Milliseconds(300);
   absl::Duration max_pause = absl::Seconds(1);
   absl::Duration max_down = absl::Seconds(1);
+  // With replicas (their lease TTL is 2 s, margin 0.5 s: these reach past it).
+  uint32_t max_replica_pauses = 2;
+  uint32_t max_etcd_partitions = 2;
+  uint32_t max_etcd_slowdowns = 2;
+  absl::Duration max_replica_pause = absl::Seconds(3);
+  absl::Duration max_etcd_partition = absl::Seconds(3);
+  absl::Duration max_etcd_extra = absl::Milliseconds(600);
+  // Off by default: runs with rank restarts still fail (docs/reliability.md, "Open").
+  uint32_t max_rank_restarts = 0;
 };
 
-// The faults of one run, ordered by time.
-std::vector<Fault> DrawFaults(Rng& rng, uint32_t world_size, const FaultRates& rates);
+// The faults of one run, ordered by time. `replicas` 0: a single coordinator (the replica faults
+// are not drawn, and the draw is what it was before replicas existed).
+std::vector<Fault> DrawFaults(Rng& rng, uint32_t world_size, uint32_t replicas,
+                              const FaultRates& rates);
 
 }  // namespace psync::simulation
 

@@ -19,7 +19,9 @@ struct NegativeControl {
   std::string name;
   std::string bug;
   std::atomic<bool>* flag;
-  uint64_t seed_budget;  // seeds it must be caught within
+  std::string finding;    // what the violation that catches it says
+  uint64_t seed_budget;   // seeds it must be caught within
+  uint32_t replicas = 0;  // run against this many coordinator replicas (0: the base's setting)
 };
 
 std::vector<NegativeControl> NegativeControls();
@@ -31,8 +33,9 @@ struct ControlOutcome {
   std::string violation;
 };
 
-// Runs seeds first_seed, first_seed + 1, ... with `control` on, until one fails or the budget is
-// spent.
+// Runs seeds first_seed, first_seed + 1, ... with `control` on (and its replicas), until one fails
+// with the control's finding or the budget is spent. (A run failing for another reason is not a
+// catch: it is reported as the violation seen, with caught false.)
 ControlOutcome RunNegativeControl(const NegativeControl& control, uint64_t first_seed,
                                   const SimulationOptions& base);
 

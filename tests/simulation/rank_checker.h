@@ -44,6 +44,8 @@ class RankChecker {
   void OnRefused(uint32_t rank, const std::string& what, const absl::Status& status);
   // A finding of the simulation itself (a rank that cannot go on, a run that does not finish).
   void Fail(const std::string& what);
+  // A safety violation found by another check (ownership_checker.h, a generation going down).
+  void Violation(const std::string& what, bool safety = true);
 
   absl::Status CheckComplete(uint32_t world_size);
   const absl::Status& first_violation() const { return first_; }
@@ -54,8 +56,6 @@ class RankChecker {
   uint64_t repeated_arrivals() const { return repeated_arrivals_; }
 
  private:
-  void Violation(const std::string& what, bool safety = true);
-
   World* const world_;
   const std::vector<core::ExpectedChunk> chunks_;
   const std::set<uint64_t> skipped_;

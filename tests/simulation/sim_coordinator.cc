@@ -6,9 +6,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/ha/ownership.h"
 #include "server/rpc/convert.h"
 #include "server/rpc/session_attach.h"
 #include "server/rpc/session_dispatch.h"
+#include "wire/not_served.h"
 #include "wire/session_protocol.h"
 #include "wire/wire_status.h"
 
@@ -36,8 +38,24 @@ class SimCoordinator::Sink final : public server::SessionSink {
   bool closed_ = false;
 };
 
-SimCoordinator::SimCoordinator(World* world, Network* network, server::CoordinatorOptions options)
-    : world_(world), network_(network), options_(std::move(options)), origin_(world->NewOrigin()) {
+SimCoordinator::SimCoordinator(World* world, Network* network, server::CoordinatorOptions options,
+                               std::optional<ReplicaSetup> replica)
+    : world_(world),
+      network_(network),
+      options_(std::move(options)),
+      origin_(world->NewOrigin()),
+      index_(replica.has_value() ? replica->index : 0),
+      address_(replica.has_value() ? replica->replica.ownership.self : "coordinator"),
+      wire_(replica.has_value() ? replica->wire : nullptr) {
+  if (replica.has_value()) {
+    replica_ = std::make_unique<SimReplica>(
+        world, replica->etcd, replica->replica, &paused_until_,
+        [this](const std::vector<std::string>& jobs) {
+          if (owner_ != nullptr) {
+            owner_->DropJobs(jobs, wire::NotServedHere(server::ha::kLostReason, "", 0));
+          }
+        });
+  }
   Restart();
   crashes_ = 0;
   incarnation_ = 1;
@@ -53,14 +71,19 @@ void SimCoordinator::Restart() {
   if (owner_ != nullptr) return;
   server::CoordinatorOptions options = options_;
   options.delivery_threads = 0;
+  if (replica_ != nullptr) {
+    options.gate = replica_.get();
+    replica_->Start();
+  }
   owner_ = std::make_unique<server::Coordinator>(options, world_->clock());
-  world_->Trace(absl::StrCat("coordinator: incarnation ", incarnation_, " up"));
+  world_->Trace(absl::StrCat(address_, ": incarnation ", incarnation_, " up"));
   ScheduleLiveness();
 }
 
 void SimCoordinator::Crash() {
   if (owner_ == nullptr) return;
-  world_->Trace(absl::StrCat("coordinator: incarnation ", incarnation_, " crashed"));
+  world_->Trace(absl::StrCat(address_, ": incarnation ", incarnation_, " crashed"));
+  if (replica_ != nullptr) replica_->Crash();
   for (auto& [id, stream] : streams_) {
     if (stream.sink != nullptr) stream.sink->Orphan();
   }
@@ -74,13 +97,42 @@ void SimCoordinator::Crash() {
   ++incarnation_;
 }
 
+bool SimCoordinator::Deferred(std::function<void()> again) {
+  if (world_->now() >= paused_until_) return false;
+  world_->At(paused_until_, origin_, std::move(again));
+  return true;
+}
+
+void SimCoordinator::Pause(absl::Duration length) {
+  paused_until_ = std::max(paused_until_, world_->now() + length);
+  world_->Trace(absl::StrCat(address_, ": paused for ", absl::FormatDuration(length)));
+}
+
 void SimCoordinator::ScheduleLiveness() {
   const uint64_t incarnation = incarnation_;
   world_->After(absl::Milliseconds(500), origin_, [this, incarnation] {
-    if (owner_ == nullptr || incarnation_ != incarnation) return;
-    owner_->EnforceLiveness();
-    ScheduleLiveness();
+    auto enforce = [this, incarnation] {
+      if (owner_ == nullptr || incarnation_ != incarnation) return;
+      owner_->EnforceLiveness();
+      ScheduleLiveness();
+    };
+    if (!Deferred(enforce)) enforce();
   });
+}
+
+void SimCoordinator::Read(const std::string& job) {
+  if (Deferred([this, job] { Read(job); })) return;
+  if (owner_ == nullptr) return;
+  // Only an answer from the live job's state is judged (an ended job's record may be answered
+  // when no replica owns the job).
+  absl::StatusOr<server::JobStatusView> status = owner_->GetJobStatus(job);
+  if (status.ok() && status->end.kind == server::JobEndKind::kLive && wire_ != nullptr) {
+    wire_->OnReadAnswered(address_, job);
+  }
+}
+
+void SimCoordinator::NoteStatus(const std::string& job, const absl::Status& status) {
+  if (wire_ != nullptr && wire::RedirectOf(status).has_value()) wire_->OnNotServed(address_, job);
 }
 
 uint64_t SimCoordinator::Connect(RankPeer* peer) {
@@ -109,6 +161,19 @@ void SimCoordinator::SendUp(uint64_t connection, const v1::SessionUp& up) {
 void SimCoordinator::Hangup(uint64_t connection) { network_->Cut(connection, "rank hung up"); }
 
 void SimCoordinator::OnJoin(uint64_t connection, const v1::JoinRequest& request) {
+  if (Deferred([this, connection, request] { OnJoin(connection, request); })) return;
+  if (!streams_.contains(connection) || owner_ == nullptr) return;
+  if (replica_ == nullptr) {
+    FinishJoin(connection, request);
+    return;
+  }
+  // As Replica::AdmitJoin: an unowned job this replica is to own is claimed in etcd first.
+  replica_->BeforeJoin(request.job_id(), [this, connection, request, incarnation = incarnation_] {
+    if (incarnation == incarnation_) FinishJoin(connection, request);
+  });
+}
+
+void SimCoordinator::FinishJoin(uint64_t connection, const v1::JoinRequest& request) {
   auto it = streams_.find(connection);
   if (it == streams_.end() || owner_ == nullptr) return;
   absl::StatusOr<core::JoinResult> joined = owner_->Join(server::RankPlanFromProto(request));
@@ -122,6 +187,7 @@ void SimCoordinator::OnJoin(uint64_t connection, const v1::JoinRequest& request)
     answer = std::move(response);
   } else {
     answer = joined.status();
+    NoteStatus(request.job_id(), joined.status());
   }
   RankPeer* peer = it->second.peer;
   network_->Send(connection, Direction::kDown,
@@ -129,6 +195,7 @@ void SimCoordinator::OnJoin(uint64_t connection, const v1::JoinRequest& request)
 }
 
 void SimCoordinator::OnUp(uint64_t connection, const v1::SessionUp& up) {
+  if (Deferred([this, connection, up] { OnUp(connection, up); })) return;
   auto it = streams_.find(connection);
   if (it == streams_.end() || owner_ == nullptr) return;
   Stream& stream = it->second;
@@ -148,6 +215,7 @@ void SimCoordinator::OnUp(uint64_t connection, const v1::SessionUp& up) {
       absl::StatusOr<std::vector<core::Notice>> pending =
           server::AttachSession(*owner_, up.attach(), sink);
       if (!pending.ok()) {
+        NoteStatus(up.attach().job_id(), pending.status());
         CloseStream(connection, pending.status());
         return;
       }
@@ -168,6 +236,14 @@ void SimCoordinator::OnUp(uint64_t connection, const v1::SessionUp& up) {
       const uint32_t rank = stream.rank;
       const absl::Status status =
           server::ApplySessionMessage(*owner_, job_id, rank, decision.action, up);
+      // A replica that does not serve the job (any more) ends the Session with its redirect
+      // instead of an Ack (as server/rpc/session_stream.cc).
+      if (wire::RedirectOf(status).has_value()) {
+        auto stream = streams_.find(connection);
+        if (stream != streams_.end()) Detach(stream->second);
+        CloseStream(connection, status);
+        return;
+      }
       SendDown(connection, wire::AckFor(up.request_id(), status));
       return;
     }
@@ -177,6 +253,9 @@ void SimCoordinator::OnUp(uint64_t connection, const v1::SessionUp& up) {
 void SimCoordinator::SendDown(uint64_t connection, v1::SessionDown down) {
   auto it = streams_.find(connection);
   if (it == streams_.end()) return;
+  if (wire_ != nullptr && down.has_directive()) {
+    wire_->OnRelease(address_, it->second.job_id, down.directive().epoch());
+  }
   RankPeer* peer = it->second.peer;
   network_->Send(connection, Direction::kDown,
                  [peer, connection, down = std::move(down)] { peer->OnDown(connection, down); });
@@ -189,6 +268,7 @@ void SimCoordinator::CloseStream(uint64_t connection, const absl::Status& status
   // the owner has already let go of this sink, so it is not called back.
   RankPeer* peer = it->second.peer;
   if (it->second.sink != nullptr) it->second.sink->Orphan();
+  NoteStatus(it->second.job_id, status);
   streams_.erase(it);
   network_->Send(connection, Direction::kDown, [this, peer, connection, status] {
     peer->OnSessionEnd(connection, status);
@@ -197,6 +277,7 @@ void SimCoordinator::CloseStream(uint64_t connection, const absl::Status& status
 }
 
 void SimCoordinator::OnCut(uint64_t connection) {
+  if (Deferred([this, connection] { OnCut(connection); })) return;
   auto it = streams_.find(connection);
   if (it == streams_.end()) return;
   Detach(it->second);

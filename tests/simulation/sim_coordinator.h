@@ -5,13 +5,22 @@
 // loses every job (the coordinator's state is soft) and cuts every connection; a restart starts a
 // new owner, which ranks rebuild by re-joining with their resumes.
 //
+// As a coordinator replica (ReplicaSetup), its owner's JobGate is a SimReplica (sim_replica.h)
+// on the simulated etcd, a Join first waits for its claim, a message the replica does not serve
+// ends the Session with the redirect (as server/rpc/session_stream.cc), and the jobs its replica
+// stops serving are dropped. What it sends that the ownership checks judge (releases with their
+// epochs, "not served here" answers, reads answered) is told to a ReplicaWire. Pause() stops the
+// whole process (a long GC, SIGSTOP): what arrives meanwhile is handled when it ends, in order.
+//
 // RankPeer is what a rank's end of a connection receives. Not thread-safe (one simulation thread).
-// Does not own the world, the network or the peers.
+// Does not own the world, the network, the etcd or the peers.
 #ifndef PSYNC_TESTS_SIMULATION_SIM_COORDINATOR_H_
 #define PSYNC_TESTS_SIMULATION_SIM_COORDINATOR_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
@@ -20,6 +29,8 @@
 #include "proto/psync/v1/coordinator.pb.h"
 #include "server/owner/coordinator.h"
 #include "tests/simulation/network.h"
+#include "tests/simulation/sim_etcd.h"
+#include "tests/simulation/sim_replica.h"
 #include "tests/simulation/world.h"
 
 namespace psync::simulation {
@@ -34,14 +45,42 @@ class RankPeer {
   virtual void OnSessionEnd(uint64_t connection, const absl::Status& status) = 0;
 };
 
+// What a coordinator replica sends on the wire that the ownership checks judge.
+class ReplicaWire {
+ public:
+  virtual ~ReplicaWire() = default;
+  // A directive of `job` stamped with owner `epoch` leaves `replica`.
+  virtual void OnRelease(const std::string& replica, const std::string& job, uint64_t epoch) = 0;
+  // `replica` answers a message of `job` (or ends its Session) with "not served here".
+  virtual void OnNotServed(const std::string& replica, const std::string& job) = 0;
+  // `replica` answers a read of `job`'s status from its state.
+  virtual void OnReadAnswered(const std::string& replica, const std::string& job) = 0;
+};
+
+struct ReplicaSetup {
+  SimEtcd* etcd = nullptr;
+  SimReplicaOptions replica;  // replica.ownership.self: its address
+  ReplicaWire* wire = nullptr;
+  uint32_t index = 0;  // among the replicas
+};
+
 class SimCoordinator {
  public:
-  SimCoordinator(World* world, Network* network, server::CoordinatorOptions options);
+  // A single coordinator (no `replica`), or one replica of several.
+  SimCoordinator(World* world, Network* network, server::CoordinatorOptions options,
+                 std::optional<ReplicaSetup> replica = std::nullopt);
   ~SimCoordinator();
 
   bool up() const { return owner_ != nullptr; }
   // Starts with the first incarnation up; Crash() and Restart() bump it.
   uint64_t incarnation() const { return incarnation_; }
+  // Unique over every process of the run: the index of the replica (0 for a single coordinator)
+  // times 1000, plus the incarnation.
+  uint64_t process_incarnation() const { return index_ * 1000 + incarnation_; }
+  // The address ranks know it by ("coordinator", or the replica's).
+  const std::string& address() const { return address_; }
+  // The replica (null for a single coordinator).
+  SimReplica* replica() { return replica_.get(); }
   // The running owner (null while down).
   server::Coordinator* owner() { return owner_.get(); }
 
@@ -55,6 +94,10 @@ class SimCoordinator {
 
   void Crash();
   void Restart();
+  // Nothing of the process runs until now + `length`.
+  void Pause(absl::Duration length);
+  // A read of `job`'s status arrives (the answer is judged by the ReplicaWire, not returned).
+  void Read(const std::string& job);
 
   uint64_t crashes() const { return crashes_; }
 
@@ -68,7 +111,12 @@ class SimCoordinator {
     uint32_t rank = 0;
   };
 
+  // True (and the call is re-run when the pause ends) while paused.
+  bool Deferred(std::function<void()> again);
   void OnJoin(uint64_t connection, const v1::JoinRequest& request);
+  void FinishJoin(uint64_t connection, const v1::JoinRequest& request);
+  // Tells the ReplicaWire of a "not served here" answer of `job`.
+  void NoteStatus(const std::string& job, const absl::Status& status);
   void OnUp(uint64_t connection, const v1::SessionUp& up);
   // The coordinator's end of `connection` found it cut: the rank is detached.
   void OnCut(uint64_t connection);
@@ -82,6 +130,11 @@ class SimCoordinator {
   Network* const network_;
   const server::CoordinatorOptions options_;
   const uint64_t origin_;
+  const uint64_t index_;
+  const std::string address_;
+  ReplicaWire* const wire_;
+  absl::Time paused_until_ = absl::InfinitePast();
+  std::unique_ptr<SimReplica> replica_;  // its lifetime is the process's; Crash() empties it
   std::unique_ptr<server::Coordinator> owner_;
   uint64_t incarnation_ = 1;
   uint64_t crashes_ = 0;

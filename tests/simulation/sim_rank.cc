@@ -6,7 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/job_start.h"
 #include "client/reconnecting_stream.h"
+#include "wire/not_served.h"
 #include "wire/wire_status.h"
 
 namespace psync::simulation {
@@ -19,15 +21,25 @@ uint64_t GroupChecksum(uint64_t step, uint32_t chunk, const std::string& group) 
   return h;
 }
 
+std::vector<std::string> AddressesOf(const std::vector<SimCoordinator*>& coordinators) {
+  std::vector<std::string> addresses;
+  for (const SimCoordinator* c : coordinators) addresses.push_back(c->address());
+  return addresses;
+}
+
 }  // namespace
 
-SimRank::SimRank(World* world, SimCoordinator* coordinator, RankChecker* checker, RankSetup setup)
+SimRank::SimRank(World* world, std::vector<SimCoordinator*> coordinators, RankChecker* checker,
+                 RankSetup setup)
     : world_(world),
-      coordinator_(coordinator),
+      coordinators_(std::move(coordinators)),
       checker_(checker),
       setup_(std::move(setup)),
       origin_(world->NewOrigin()),
       rng_(world->RngFor(origin_)),
+      targets_(AddressesOf(coordinators_),
+               JobStartIndex(setup_.join.job_id(), coordinators_.size())),
+      coordinator_(coordinators_.front()),
       join_(setup_.join) {}
 
 bool SimRank::Deferred(std::function<void()> again) {
@@ -50,7 +62,10 @@ void SimRank::Connect() {
   if (Deferred([this] { Connect(); })) return;
   if (phase_ == Phase::kFailed) return;
   phase_ = Phase::kJoining;
-  connection_incarnation_ = coordinator_->incarnation();
+  for (SimCoordinator* c : coordinators_) {
+    if (c->address() == targets_.current()) coordinator_ = c;
+  }
+  connection_incarnation_ = coordinator_->process_incarnation();
   connection_ = coordinator_->Connect(this);
   v1::JoinRequest request = join_;
   if (joined_) {
@@ -58,7 +73,9 @@ void SimRank::Connect() {
     if (resume.has_value()) *request.mutable_resume() = std::move(*resume);
   }
   world_->Trace(absl::StrCat(
-      "rank ", rank(), ": join on connection ", connection_,
+      "rank ", rank(), ": join ",
+      coordinators_.size() > 1 ? absl::StrCat("at ", coordinator_->address(), " ") : "",
+      "on connection ", connection_,
       request.has_resume() ? absl::StrCat(" resuming step ", request.resume().step()) : ""));
   coordinator_->SendJoin(connection_, request);
 }
@@ -78,6 +95,7 @@ void SimRank::OnJoinAnswer(uint64_t connection, absl::StatusOr<v1::JoinResponse>
   if (connection != connection_ || phase_ != Phase::kJoining) return;
   if (!answer.ok()) {
     if (IsTransientFailure(answer.status())) {
+      NoteFailure(answer.status());
       Reconnect(answer.status());
     } else {
       checker_->OnRefused(rank(), "join", answer.status());
@@ -90,14 +108,21 @@ void SimRank::OnJoinAnswer(uint64_t connection, absl::StatusOr<v1::JoinResponse>
     joined_ = true;
     generation_ = r.generation();
     session_id_ = r.session_id();
-    notices_.SetGeneration(generation_);
+    notices_->SetGeneration(generation_);
     progress_.Start(r.next_step());
     step_ = r.next_step();
     world_->After(absl::ZeroDuration(), origin_, [this, run = run_] {
       if (run == run_) StartStep();
     });
+  } else if (r.generation() < generation_) {
+    // Generations never repeat: a number its run was in before names other releases.
+    checker_->Violation(absl::StrCat("rank ", rank(), " re-joined with its resume of generation ",
+                                     generation_, " and was put in generation ", r.generation(),
+                                     ": a generation number goes down"));
+    phase_ = Phase::kFailed;
+    return;
   } else if (r.generation() != generation_ && r.resumed()) {
-    notices_.ContinueGeneration(r.generation());
+    notices_->ContinueGeneration(r.generation());
     generation_ = r.generation();
     session_id_ = r.session_id();
     for (auto& [id, up] : tracked_) SetMessageGeneration(&up, generation_);
@@ -110,7 +135,7 @@ void SimRank::OnJoinAnswer(uint64_t connection, absl::StatusOr<v1::JoinResponse>
     return;
   }
   world_->Trace(absl::StrCat("rank ", rank(), ": joined generation ", generation_,
-                             r.resumed() ? " (resumed)" : ""));
+                             r.resumed() ? " (resumed)" : "", ", next step ", r.next_step()));
   Attach();
 }
 
@@ -172,7 +197,7 @@ void SimRank::HandleNotice(const v1::SessionDown& down) {
     }
     return;
   }
-  if (notices_.Add(down) != NoticeQueue::AddResult::kAccepted) return;
+  if (notices_->Add(down) != NoticeQueue::AddResult::kAccepted) return;
   if (down.has_step_skipped()) progress_.OnStepSkipped(down.step_skipped().step());
   if (down.has_abort()) {
     Restart(down.abort().reason());
@@ -187,6 +212,12 @@ void SimRank::HandleNotice(const v1::SessionDown& down) {
   executed_.insert({d.step(), d.chunk()});
 }
 
+void SimRank::RestartProcess() {
+  if (Deferred([this] { RestartProcess(); })) return;
+  if (phase_ == Phase::kFailed || finished()) return;
+  Restart("the process restarted");
+}
+
 void SimRank::Restart(const std::string& why) {
   // ABORTED: "join again with a new client": the process restarts with a new incarnation and
   // starts its run over at the step the coordinator names.
@@ -195,6 +226,7 @@ void SimRank::Restart(const std::string& why) {
   join_.set_incarnation(absl::StrCat(setup_.join.incarnation(), "-restart", run_));
   joined_ = false;
   progress_ = ResumeTracker();
+  notices_ = std::make_unique<NoticeQueue>();
   tracked_.clear();
   executed_.clear();
   reported_.clear();
@@ -205,7 +237,13 @@ void SimRank::Restart(const std::string& why) {
 void SimRank::OnSessionEnd(uint64_t connection, const absl::Status& status) {
   if (Deferred([this, connection, status] { OnSessionEnd(connection, status); })) return;
   if (connection != connection_) return;
+  NoteFailure(status);
   Reconnect(status);
+}
+
+void SimRank::NoteFailure(const absl::Status& status) {
+  const std::optional<wire::Redirect> redirect = wire::RedirectOf(status);
+  targets_.OnFailure(coordinator_->address(), redirect.has_value() ? redirect->owner : "");
 }
 
 void SimRank::SendTracked(v1::SessionUp up) {
@@ -258,7 +296,7 @@ void SimRank::Progress() {
   if (phase_ == Phase::kFailed || !step_started_ || step_ >= setup_.end_step) return;
   if (items_sent_ < setup_.items.size()) return;
   if (setup_.skipped.count(step_) > 0) {
-    if (!notices_.HasStepSkipped(step_)) return;
+    if (!notices_->HasStepSkipped(step_)) return;
   } else {
     for (uint32_t chunk : setup_.syncs) {
       if (executed_.count({step_, chunk}) == 0) return;

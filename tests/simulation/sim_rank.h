@@ -6,7 +6,9 @@
 // its Ack and sent again, in order and under the current generation, after a reconnect; a re-join
 // after a coordinator restart carries the resume and continues in the generation the coordinator
 // answers with (resumed); a Session that ends or a connection that is cut is re-joined after a
-// back-off. (psync::Client itself mixes this with gRPC's threads and cannot run here.)
+// back-off, at the coordinator replica TargetChoice names (the job's start entry, a redirect's
+// owner, the next entry after a failure). (psync::Client itself mixes this with gRPC's threads and
+// cannot run here.)
 //
 // The worker: per step, each (chunk, optimizer) it contributes is staged after a compute delay;
 // each directive its client hands out is executed (the RankChecker is told) and reported SyncDone
@@ -22,6 +24,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -31,6 +34,7 @@
 #include "absl/time/time.h"
 #include "client/notice_queue.h"
 #include "client/resume_tracker.h"
+#include "client/target_choice.h"
 #include "proto/psync/v1/coordinator.pb.h"
 #include "tests/simulation/rank_checker.h"
 #include "tests/simulation/sim_coordinator.h"
@@ -49,10 +53,14 @@ struct RankSetup {
 
 class SimRank final : public RankPeer {
  public:
-  SimRank(World* world, SimCoordinator* coordinator, RankChecker* checker, RankSetup setup);
+  // `coordinators`: the single coordinator, or every replica (the rank's target list).
+  SimRank(World* world, std::vector<SimCoordinator*> coordinators, RankChecker* checker,
+          RankSetup setup);
 
   void Start();
   void Pause(absl::Duration length);
+  // The rank's process dies and starts again: a new client, with a new incarnation, joins afresh.
+  void RestartProcess();
   // Every step done and every report answered.
   bool finished() const { return step_ >= setup_.end_step && tracked_.empty(); }
   uint32_t rank() const { return setup_.join.rank(); }
@@ -74,6 +82,9 @@ class SimRank final : public RankPeer {
   // The generation was aborted: a new client, with a new incarnation, joins again.
   void Restart(const std::string& why);
   void Reconnect(const absl::Status& why);
+  // The coordinator of the connection failed with `status` (moves along the targets as
+  // psync::Client's Endpoints does).
+  void NoteFailure(const absl::Status& status);
   void Attach();
   void SendTracked(v1::SessionUp up);
   void HandleAck(const v1::Ack& ack);
@@ -83,7 +94,7 @@ class SimRank final : public RankPeer {
   void SendSyncDone(uint64_t step, uint32_t chunk);
 
   World* const world_;
-  SimCoordinator* const coordinator_;
+  const std::vector<SimCoordinator*> coordinators_;
   RankChecker* const checker_;
   const RankSetup setup_;
   const uint64_t origin_;
@@ -91,8 +102,10 @@ class SimRank final : public RankPeer {
   absl::Time paused_until_ = absl::InfinitePast();
 
   // The client.
-  v1::JoinRequest join_;  // setup_.join with the current incarnation
-  uint32_t run_ = 0;      // restarts after an abort
+  TargetChoice targets_;                   // which coordinator it uses (psync::Client's rule)
+  SimCoordinator* coordinator_ = nullptr;  // the one of its connection
+  v1::JoinRequest join_;                   // setup_.join with the current incarnation
+  uint32_t run_ = 0;                       // restarts after an abort
   Phase phase_ = Phase::kIdle;
   uint64_t connection_ = 0;
   uint64_t connection_incarnation_ = 0;  // the coordinator's incarnation it reaches
@@ -103,7 +116,7 @@ class SimRank final : public RankPeer {
   uint64_t attach_request_id_ = 0;
   std::map<uint64_t, v1::SessionUp> tracked_;  // sent, not answered: by request id
   ResumeTracker progress_;
-  NoticeQueue notices_;
+  std::unique_ptr<NoticeQueue> notices_ = std::make_unique<NoticeQueue>();  // new per client
 
   // The worker.
   uint64_t step_ = 0;

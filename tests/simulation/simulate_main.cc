@@ -2,6 +2,7 @@
 // seed with its trace, or runs the negative controls (negative_controls.h).
 //
 //   simulate --seeds=500                  seeds 1..500; exit 1 if any fails
+//   simulate --seeds=500 --replicas=3     the same against 3 coordinator replicas on etcd
 //   simulate --seed=42 --trace            one seed, its whole trace
 //   simulate --negative_controls          exit 0 only if every injected bug is caught
 //
@@ -24,6 +25,11 @@ ABSL_FLAG(uint64_t, first_seed, 1, "the first seed of --seeds");
 ABSL_FLAG(int64_t, seed, -1, "run only this seed (with --trace: print its trace)");
 ABSL_FLAG(uint64_t, steps, 16, "training steps per run");
 ABSL_FLAG(uint32_t, max_crashes, 2, "coordinator crashes a seed may draw (0..N)");
+ABSL_FLAG(uint32_t, max_rank_restarts, 0,
+          "with --replicas: rank process restarts a seed may draw (0..N)");
+ABSL_FLAG(uint32_t, replicas, 0,
+          "0: a single coordinator; N: N coordinator replicas on a simulated etcd (with replica "
+          "pauses and etcd partitions and slowdowns among the faults)");
 ABSL_FLAG(bool, trace, false, "print the trace of --seed (of its shrunk run, if it fails)");
 ABSL_FLAG(bool, shrink, true, "shrink a failing seed's faults before printing its trace");
 ABSL_FLAG(bool, negative_controls, false,
@@ -31,6 +37,15 @@ ABSL_FLAG(bool, negative_controls, false,
 
 namespace psync::simulation {
 namespace {
+
+SimulationOptions BaseOptions() {
+  SimulationOptions base;
+  base.steps = absl::GetFlag(FLAGS_steps);
+  base.rates.max_crashes = absl::GetFlag(FLAGS_max_crashes);
+  base.replicas = absl::GetFlag(FLAGS_replicas);
+  base.rates.max_rank_restarts = absl::GetFlag(FLAGS_max_rank_restarts);
+  return base;
+}
 
 double CpuSeconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
 
@@ -58,9 +73,7 @@ void ReportFailure(const SimulationOptions& options, const SimulationResult& res
 }
 
 int RunSeeds() {
-  SimulationOptions base;
-  base.steps = absl::GetFlag(FLAGS_steps);
-  base.rates.max_crashes = absl::GetFlag(FLAGS_max_crashes);
+  SimulationOptions base = BaseOptions();
   uint64_t first = absl::GetFlag(FLAGS_first_seed);
   uint64_t count = absl::GetFlag(FLAGS_seeds);
   if (absl::GetFlag(FLAGS_seed) >= 0) {
@@ -86,8 +99,14 @@ int RunSeeds() {
     } else if (count == 1) {
       std::cout << "seed " << seed << ": ok, " << result.faults.size() << " faults, "
                 << result.handed_out << " syncs, " << result.crashes << " coordinator crashes, "
-                << result.cuts << " cuts, trace hash "
-                << absl::StrFormat("%016x", result.trace_hash) << "\n";
+                << result.cuts << " cuts, "
+                << (options.replicas > 0
+                        ? absl::StrFormat("%d lease lapses, %d claims, %d releases and %d reads "
+                                          "checked against etcd, ",
+                                          result.lease_lapses, result.claims,
+                                          result.releases_checked, result.reads_checked)
+                        : "")
+                << "trace hash " << absl::StrFormat("%016x", result.trace_hash) << "\n";
       if (options.trace) PrintTrace(result, SIZE_MAX);
     }
   }
@@ -100,9 +119,7 @@ int RunSeeds() {
 }
 
 int RunControls() {
-  SimulationOptions base;
-  base.steps = absl::GetFlag(FLAGS_steps);
-  base.rates.max_crashes = absl::GetFlag(FLAGS_max_crashes);
+  const SimulationOptions base = BaseOptions();
   int missed = 0;
   for (const NegativeControl& control : NegativeControls()) {
     const ControlOutcome outcome = RunNegativeControl(control, 1, base);
@@ -112,7 +129,11 @@ int RunControls() {
     } else {
       ++missed;
       std::cout << control.name << ": NOT caught in " << outcome.seeds << " seeds (" << control.bug
-                << ")\n";
+                << ")"
+                << (outcome.violation.empty() ? ""
+                                              : "; seed " + std::to_string(outcome.seed) +
+                                                    " failed otherwise: " + outcome.violation)
+                << "\n";
     }
   }
   return missed == 0 ? 0 : 1;

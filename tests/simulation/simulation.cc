@@ -1,7 +1,9 @@
 // Simulate and Shrink; contract: simulation.h.
 #include "tests/simulation/simulation.h"
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <utility>
 
@@ -10,8 +12,10 @@
 #include "server/core/random_plan.h"
 #include "server/owner/coordinator.h"
 #include "tests/simulation/network.h"
+#include "tests/simulation/ownership_checker.h"
 #include "tests/simulation/rank_checker.h"
 #include "tests/simulation/sim_coordinator.h"
+#include "tests/simulation/sim_etcd.h"
 #include "tests/simulation/sim_rank.h"
 #include "tests/simulation/world.h"
 
@@ -67,23 +71,46 @@ SimulationResult Simulate(const SimulationOptions& options) {
   // A rank that stays away is reported lost, but the run is not aborted for it: ranks here never
   // restart, so an abort could only end the run.
   coordinator_options.lost_rank_abort_after = absl::Hours(24);
-  SimCoordinator coordinator(&world, &network, coordinator_options);
   RankChecker checker(&world, plan.expected, plan.skipped, plan.first_step,
                       plan.first_step + plan.steps);
+  std::optional<SimEtcd> etcd;
+  std::optional<OwnershipChecker> ownership;
+  std::vector<std::unique_ptr<SimCoordinator>> coordinators;
+  if (options.replicas == 0) {
+    coordinators.push_back(std::make_unique<SimCoordinator>(&world, &network, coordinator_options));
+  } else {
+    etcd.emplace(&world);
+    ownership.emplace(&*etcd, &checker);
+    for (uint32_t i = 1; i <= options.replicas; ++i) {
+      ReplicaSetup setup;
+      setup.etcd = &*etcd;
+      setup.replica.ownership.self = absl::StrCat("replica-", i);
+      setup.replica.ownership.lease_ttl = absl::Seconds(2);
+      setup.replica.ownership.margin = absl::Milliseconds(500);
+      setup.wire = &*ownership;
+      setup.index = i;
+      coordinators.push_back(
+          std::make_unique<SimCoordinator>(&world, &network, coordinator_options, setup));
+    }
+  }
+  std::vector<SimCoordinator*> targets;
+  for (auto& c : coordinators) targets.push_back(c.get());
   std::vector<std::unique_ptr<SimRank>> ranks;
   for (core::RankId r = 0; r < plan.world_size; ++r) {
-    ranks.push_back(std::make_unique<SimRank>(&world, &coordinator, &checker, SetupOf(plan, r)));
+    ranks.push_back(std::make_unique<SimRank>(&world, targets, &checker, SetupOf(plan, r)));
   }
 
   Rng fault_rng = world.RngFor(world.NewOrigin());
   result.faults = options.faults.has_value()
                       ? *options.faults
-                      : DrawFaults(fault_rng, plan.world_size, options.rates);
+                      : DrawFaults(fault_rng, plan.world_size, options.replicas, options.rates);
   const uint64_t fault_origin = world.NewOrigin();
   for (const Fault& f : result.faults) {
     world.At(world.start() + f.at, fault_origin, [&, f] {
       world.Trace(absl::StrCat("fault: ", f.ToString()));
       SimRank& rank = *ranks[f.rank % ranks.size()];
+      SimCoordinator& process =
+          *coordinators[f.replica == 0 ? 0 : (f.replica - 1) % coordinators.size()];
       switch (f.kind) {
         case FaultKind::kCutConnection:
           if (rank.connection() != 0) network.Cut(rank.connection(), "fault");
@@ -95,12 +122,33 @@ SimulationResult Simulate(const SimulationOptions& options) {
           rank.Pause(f.length);
           break;
         case FaultKind::kCrashCoordinator:
-          coordinator.Crash();
-          world.After(f.length, fault_origin, [&] { coordinator.Restart(); });
+          process.Crash();
+          world.After(f.length, fault_origin, [&process] { process.Restart(); });
+          break;
+        case FaultKind::kRestartRank:
+          rank.RestartProcess();
+          break;
+        case FaultKind::kPauseReplica:
+          process.Pause(f.length);
+          break;
+        case FaultKind::kPartitionEtcd:
+          if (etcd.has_value()) etcd->Partition(process.replica()->etcd_link(), f.length);
+          break;
+        case FaultKind::kSlowEtcd:
+          if (etcd.has_value()) etcd->Slow(process.replica()->etcd_link(), f.extra, f.length);
           break;
       }
     });
   }
+  // With replicas, a reader asks a random one for the job's status every 10-60 ms.
+  const uint64_t reader = world.NewOrigin();
+  Rng reader_rng = world.RngFor(reader);
+  const std::string job = plan.plans[0].job_id;
+  std::function<void()> read = [&] {
+    coordinators[reader_rng.Below(coordinators.size())]->Read(job);
+    world.After(reader_rng.Between(absl::Milliseconds(10), absl::Milliseconds(60)), reader, read);
+  };
+  if (options.replicas > 0) world.After(absl::Milliseconds(10), reader, read);
 
   for (auto& rank : ranks) rank->Start();
   auto all_finished = [&] {
@@ -133,7 +181,17 @@ SimulationResult Simulate(const SimulationOptions& options) {
   result.repeated_arrivals = checker.repeated_arrivals();
   result.messages = network.messages_sent();
   result.cuts = network.cuts();
-  result.crashes = coordinator.crashes();
+  for (const auto& c : coordinators) {
+    result.crashes += c->crashes();
+    if (c->replica() != nullptr) {
+      result.lease_lapses += c->replica()->lapses();
+      result.claims += c->replica()->claims();
+    }
+  }
+  if (ownership.has_value()) {
+    result.releases_checked = ownership->releases_checked();
+    result.reads_checked = ownership->reads_checked();
+  }
   return result;
 }
 

@@ -1,9 +1,12 @@
 // Simulation: one run of the whole system in a simulated world, from a seed. A random job (dense
 // and expert optimizers, expert data-parallel groups, skipped steps: core::testing::RandomPlan)
 // runs on simulated ranks (sim_rank.h) against a simulated coordinator running the real owner
-// (sim_coordinator.h), over a simulated network (network.h), while the seed's faults (faults.h)
-// hit it; a RankChecker (rank_checker.h) checks every invariant from the ranks' side. After the
-// faults' window the faults stop, and every step must then complete.
+// (sim_coordinator.h), or against several coordinator replicas sharing a simulated etcd
+// (sim_replica.h, sim_etcd.h) while a reader asks them for the job's status, over a simulated
+// network (network.h), while the seed's faults (faults.h) hit it; a RankChecker (rank_checker.h)
+// checks every invariant from the ranks' side, and an OwnershipChecker (ownership_checker.h) the
+// replicas' against etcd. After the faults' window the faults stop, and every step must then
+// complete.
 //
 // The same options replay the same run, event for event (World): a failing seed is a bug report.
 // Shrink re-runs a failing seed with fewer faults, one left out at a time, and keeps the smallest
@@ -28,6 +31,9 @@ struct SimulationOptions {
   bool trace = false;                        // keep the trace's lines (it is always hashed)
   std::optional<std::vector<Fault>> faults;  // unset: the seed's own draw
   FaultRates rates;
+  // 0: a single coordinator. N: N coordinator replicas on a simulated etcd (lease TTL 2 s, margin
+  // 0.5 s), which the ranks know as their target list.
+  uint32_t replicas = 0;
   // After the faults stop, every step must complete within this (simulated) time.
   absl::Duration settle = absl::Seconds(60);
 };
@@ -46,6 +52,11 @@ struct SimulationResult {
   uint64_t messages = 0;
   uint64_t cuts = 0;
   uint64_t crashes = 0;
+  // With replicas.
+  uint64_t lease_lapses = 0;
+  uint64_t claims = 0;
+  uint64_t releases_checked = 0;
+  uint64_t reads_checked = 0;
 };
 
 SimulationResult Simulate(const SimulationOptions& options);
