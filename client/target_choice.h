@@ -1,8 +1,8 @@
 // TargetChoice: which coordinator replica a client talks to now, as a pure decision (no channels,
 // no threads). It starts on one entry of the target list, moves to the job's owner when a replica
 // redirects there (a status naming the owner, decoded by the caller from its transport), and to
-// the next entry of the list on any other failure of the current target; a redirect owner that fails is forgotten (back to the
-// list). With one target and no redirect it never moves.
+// the next entry of the list on any other failure of the current target; a redirect owner that
+// fails is forgotten (back to the list). With one target and no redirect it never moves.
 //
 // Endpoints (endpoints.h) keeps one behind its lock for psync::Client; the deterministic
 // simulation's ranks use it directly. Thread-compatible.

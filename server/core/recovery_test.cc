@@ -186,6 +186,28 @@ TEST(RecoveryTest, ARankThatSyncedEveryChunkMayCheckInForTheNextStepWhileOthersR
 // A new owner first sees a rank that joins fresh (it opens generation 1), then ranks resuming
 // generation 3 of the old owner: the numbering continues above 3 and never repeats a generation a
 // rank was in; the fresh rank is aborted into it and joins again.
+// A rebuilt job in which one rank is still at a skipped step (it joined fresh: its process
+// restarted) while the other resumed well past it, having seen that step skipped: the skip moves
+// the lagging rank on and leaves the other where it is.
+TEST(RecoveryTest, ASkipInARebuiltJobNeverMovesARankBack) {
+  JobTracker tracker("j", TrackerOptions());
+  Decisions d;
+  ResumeState r0{3, 9, {}, {}};
+  r0.skipped_steps = {0};
+  ASSERT_TRUE(tracker.Join(Plan(0, r0), kNow, &d).ok());
+  auto fresh = tracker.Join(Plan(1, std::nullopt), kNow, &d);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ(fresh->next_step, 0u);
+  Decisions vote;
+  ASSERT_TRUE(tracker.Skip(1, fresh->generation, 0, "found_inf", kNow, &vote).ok());
+  EXPECT_EQ(tracker.rank_step(1), 1u) << "rank 0, past step 0, counts as its voter";
+  EXPECT_EQ(tracker.rank_step(0), 9u) << "never moved back";
+  // Rank 0's check-in of its own step is taken.
+  const StagedItem own{9, 0, "dense", std::nullopt};
+  Decisions staged;
+  EXPECT_TRUE(tracker.Stage(0, fresh->generation, {&own, 1}, kNow, &staged).ok());
+}
+
 TEST(RecoveryTest, AResumeOfANewerGenerationLiftsAFreshForming) {
   JobTracker tracker("j", TrackerOptions());
   Decisions d;

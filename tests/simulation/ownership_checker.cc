@@ -27,7 +27,8 @@ void OwnershipChecker::OnRelease(const std::string& replica, const std::string& 
   }
   if (stopped_.contains(std::make_tuple(replica, job, epoch))) {
     report_->Violation(absl::StrCat("replica '", replica, "' released job '", job, "' at epoch ",
-                                    epoch, " after it said it no longer serves it: a revived lease"));
+                                    epoch,
+                                    " after it said it no longer serves it: a revived lease"));
     return;
   }
   serving_[{replica, job}] = epoch;

@@ -205,8 +205,7 @@ absl::StatusOr<uint64_t> SimReplica::AdmitJoin(const std::string& job_id) {
 }
 
 absl::StatusOr<uint64_t> SimReplica::AdmitMessage(const std::string& job_id) {
-  return server::ha::RouteStatus(self(), job_id,
-                                 ownership_->RouteMessage(job_id, world_->now()));
+  return server::ha::RouteStatus(self(), job_id, ownership_->RouteMessage(job_id, world_->now()));
 }
 
 absl::StatusOr<uint64_t> SimReplica::AdmitQuery(const std::string& job_id) {
