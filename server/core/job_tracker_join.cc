@@ -98,7 +98,16 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
   state.incarnation = plan.incarnation;
   state.session_id = absl::StrCat("g", generation_, "-r", plan.rank, "-s", ++sessions_issued_,
                                   secret.empty() ? "" : "-", secret);
-  SetRankStep(state, plan_.first_step());
+  // A rank joining a generation rebuilt from resumes without one of its own (its process started
+  // again) starts where the resumed ranks are, not at first_step: their earlier steps were synced
+  // with the old coordinator, and it could not catch up alone. (Found by the deterministic
+  // simulation, seed 56 with rank restarts: such a rank waited at step 1 while the others were at
+  // step 14.)
+  Step start = plan_.first_step();
+  if (!plan.resume.has_value() && rebuilt_ && !step_census_.empty()) {
+    start = std::max(start, step_census_.begin()->first);
+  }
+  SetRankStep(state, start);
   if (plan.resume.has_value()) ApplyResume(plan.rank, *plan.resume, now, out);
   Event e = MakeEvent(EventKind::kJoin, now);
   e.rank = plan.rank;

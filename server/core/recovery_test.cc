@@ -186,26 +186,49 @@ TEST(RecoveryTest, ARankThatSyncedEveryChunkMayCheckInForTheNextStepWhileOthersR
 // A new owner first sees a rank that joins fresh (it opens generation 1), then ranks resuming
 // generation 3 of the old owner: the numbering continues above 3 and never repeats a generation a
 // rank was in; the fresh rank is aborted into it and joins again.
-// A rebuilt job in which one rank is still at a skipped step (it joined fresh: its process
-// restarted) while the other resumed well past it, having seen that step skipped: the skip moves
-// the lagging rank on and leaves the other where it is.
+// A rebuilt job in which one rank is still at a skipped step (its vote sent) while the other
+// resumed well past it, having seen that step skipped: the skip moves the lagging rank on and
+// leaves the other where it is.
 TEST(RecoveryTest, ASkipInARebuiltJobNeverMovesARankBack) {
   JobTracker tracker("j", TrackerOptions());
   Decisions d;
   ResumeState r0{3, 9, {}, {}};
   r0.skipped_steps = {0};
+  ResumeState r1{3, 0, {}, {}};
+  r1.skip_reason = "found_inf";
   ASSERT_TRUE(tracker.Join(Plan(0, r0), kNow, &d).ok());
-  auto fresh = tracker.Join(Plan(1, std::nullopt), kNow, &d);
-  ASSERT_TRUE(fresh.ok()) << fresh.status();
-  EXPECT_EQ(fresh->next_step, 0u);
-  Decisions vote;
-  ASSERT_TRUE(tracker.Skip(1, fresh->generation, 0, "found_inf", kNow, &vote).ok());
-  EXPECT_EQ(tracker.rank_step(1), 1u) << "rank 0, past step 0, counts as its voter";
+  auto lagging = tracker.Join(Plan(1, r1), kNow, &d);
+  ASSERT_TRUE(lagging.ok()) << lagging.status();
+  EXPECT_EQ(tracker.rank_step(1), 1u) << "step 0 skipped: rank 0, past it, counts as its voter";
   EXPECT_EQ(tracker.rank_step(0), 9u) << "never moved back";
   // Rank 0's check-in of its own step is taken.
   const StagedItem own{9, 0, "dense", std::nullopt};
   Decisions staged;
-  EXPECT_TRUE(tracker.Stage(0, fresh->generation, {&own, 1}, kNow, &staged).ok());
+  EXPECT_TRUE(tracker.Stage(0, lagging->generation, {&own, 1}, kNow, &staged).ok());
+}
+
+// A rank whose process started again joins a generation rebuilt from the others' resumes: it is
+// told to start at the step they are at, not at first_step (it could not catch up alone).
+TEST(RecoveryTest, AFreshJoinerOfARebuiltJobStartsWhereTheResumedRanksAre) {
+  JobTracker tracker("j", TrackerOptions());
+  Decisions d;
+  ResumeState r0{3, 9, {{0, "dense"}}, {}};
+  ASSERT_TRUE(tracker.Join(Plan(0, r0), kNow, &d).ok());
+  Decisions last;
+  auto fresh = tracker.Join(Plan(1, std::nullopt), kNow, &last);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ(fresh->next_step, 9u);
+  EXPECT_FALSE(fresh->resumed);
+  // Its check-in completes chunk 0 of step 9 with rank 0's resumed one: both get the directive.
+  const StagedItem dense{9, 0, "dense", std::nullopt};
+  Decisions staged;
+  ASSERT_TRUE(tracker.Stage(1, fresh->generation, {&dense, 1}, kNow, &staged).ok());
+  EXPECT_THAT(Directives(staged),
+              UnorderedElementsAre(std::make_tuple(0u, 9u, 0u), std::make_tuple(1u, 9u, 0u)));
+  // Without resumes (a new generation from fresh joins) first_step stands.
+  JobTracker plain("j", TrackerOptions());
+  ASSERT_TRUE(plain.Join(Plan(0, std::nullopt), kNow, &d).ok());
+  EXPECT_EQ(plain.Join(Plan(1, std::nullopt), kNow, &d)->next_step, 0u);
 }
 
 TEST(RecoveryTest, AResumeOfANewerGenerationLiftsAFreshForming) {

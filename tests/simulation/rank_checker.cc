@@ -82,6 +82,11 @@ void RankChecker::OnRefused(uint32_t rank, const std::string& what, const absl::
             /*safety=*/false);
 }
 
+void RankChecker::OnFreshJoin(uint32_t rank, uint64_t next_step) {
+  uint64_t& at = started_at_[rank];
+  at = std::max(at, next_step);
+}
+
 absl::Status RankChecker::CheckComplete(uint32_t world_size) {
   if (!first_.ok()) return first_;
   for (uint64_t step = first_step_; step < end_step_; ++step) {
@@ -89,6 +94,8 @@ absl::Status RankChecker::CheckComplete(uint32_t world_size) {
     for (uint32_t chunk = 0; chunk < chunks_.size(); ++chunk) {
       if (chunks_[chunk].contributors.empty()) continue;
       for (uint32_t rank : chunks_[chunk].members) {
+        auto started = started_at_.find(rank);
+        if (started != started_at_.end() && step < started->second) continue;
         if (rank < world_size && handed_any_run_.count({rank, step, chunk}) == 0) {
           Violation(
               absl::StrCat("rank ", rank, " was never handed (step ", step, ", chunk ", chunk, ")"),

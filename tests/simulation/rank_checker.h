@@ -8,7 +8,7 @@
 //    coordinator sends one sequence number per (incarnation, generation, step, chunk);
 //  * no refused message: in a run without bad input every message a rank sends is accepted;
 //  * completion (CheckComplete): every rank was handed every (step, chunk) it syncs, for every
-//    step not skipped.
+//    step not skipped (and not before a step a fresh Join of it was told to start at).
 // The first violation is kept, with the simulated time it was seen at.
 //
 // Not thread-safe (one simulation thread).
@@ -42,6 +42,9 @@ class RankChecker {
   // the rank's restarts (after an aborted generation it runs its steps again).
   void OnHandedOut(uint32_t rank, uint32_t run, uint64_t step, uint32_t chunk);
   void OnRefused(uint32_t rank, const std::string& what, const absl::Status& status);
+  // A fresh Join of `rank` (a new client) was told to start at `next_step`: the steps before it
+  // are not required of it (it would load them from a checkpoint).
+  void OnFreshJoin(uint32_t rank, uint64_t next_step);
   // A finding of the simulation itself (a rank that cannot go on, a run that does not finish).
   void Fail(const std::string& what);
   // A safety violation found by another check (ownership_checker.h, a generation going down).
@@ -69,6 +72,8 @@ class RankChecker {
   // (incarnation, generation, step, chunk) -> the sequence number first seen.
   absl::flat_hash_map<std::tuple<uint64_t, uint64_t, uint64_t, uint32_t>, uint64_t> sequences_;
   absl::flat_hash_set<std::tuple<uint32_t, uint64_t, uint64_t, uint64_t, uint32_t>> arrivals_;
+  // rank -> the latest step a fresh Join of it was told to start at.
+  absl::flat_hash_map<uint32_t, uint64_t> started_at_;
   uint64_t handed_out_ = 0;
   uint64_t repeated_arrivals_ = 0;
   absl::Status first_;

@@ -111,6 +111,7 @@ void SimRank::OnJoinAnswer(uint64_t connection, absl::StatusOr<v1::JoinResponse>
     notices_->SetGeneration(generation_);
     progress_.Start(r.next_step());
     step_ = r.next_step();
+    checker_->OnFreshJoin(rank(), step_);
     world_->After(absl::ZeroDuration(), origin_, [this, run = run_] {
       if (run == run_) StartStep();
     });
