@@ -32,6 +32,10 @@ struct InjectedFaults {
   // A replica answers reads (job status) from whatever state it holds, whether or not it serves
   // the job now (server/owner/coordinator_replicas.cc).
   std::atomic<bool> unfenced_reads{false};
+  // A new owner that opened a generation for a fresh joiner merges a later resume of a higher
+  // generation into it (server/core/job_tracker_join.cc): the resumed client's generation number
+  // goes down to one the old owner used.
+  std::atomic<bool> repeat_generation_on_move{false};
 };
 
 // The one set of switches of this process.

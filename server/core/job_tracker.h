@@ -226,6 +226,10 @@ class JobTracker {
 
   uint64_t generation_ = 0;
   bool rebuilt_ = false;  // a resume was applied in this generation
+  // The latest generation this tracker ended by starting another (0: none), and why: a resume of
+  // it, or of an older one, comes from a rank that missed the Abort.
+  uint64_t aborted_through_ = 0;
+  std::string aborted_why_;
   // Steps a resuming rank saw skipped (Resume.skipped_steps): nothing of them is released, and the
   // ranks past one count as its voters.
   std::set<Step> skipped_before_;

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "serve/injected_faults.h"
 #include "server/core/job_tracker.h"
 
 namespace psync::core {
@@ -22,6 +23,10 @@ void JobTracker::StartGeneration(absl::Time now, absl::string_view reason, Decis
       out->Deliver(rank, AbortNotice{generation_, ranks_[rank].step,
                                      absl::StrCat(reason, "; join generation ", next), rejoin});
     }
+  }
+  if (generation_ > 0 && !rejoin) {  // a renumbered forming generation's ranks resume
+    aborted_through_ = generation_;
+    aborted_why_ = std::string(reason);
   }
   generation_ = next;
   rebuilt_ = false;
@@ -60,6 +65,16 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
                       resumed};
   }
 
+  // A resume of a generation this tracker itself ended (the rank missed the Abort, e.g. its
+  // connection was cut): its run cannot continue here. The rank starts again, as after the Abort.
+  // (Found by the deterministic simulation, seed 302 with rank restarts: such a resume merged into
+  // the generation a restarted rank had opened, beside that rank's fresh run.)
+  if (plan.resume.has_value() && plan.resume->generation <= aborted_through_) {
+    return absl::AbortedError(absl::StrCat(
+        "job '", job_id_.str(), "' generation ", plan.resume->generation, " was aborted (",
+        aborted_why_, "); join again without a resume, from generation ", generation_));
+  }
+
   // Decide whether this join opens a new generation, then check the plan against it without
   // changing anything until the plan merges.
   std::string new_generation_reason;
@@ -69,7 +84,8 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
     new_generation_reason =
         absl::StrCat("rank ", plan.rank, " joined after abort (", abort_reason_, ")");
   } else if (state_ == JobState::kForming && existing == ranks_.end() && plan.resume.has_value() &&
-             plan.resume->generation >= generation_) {
+             plan.resume->generation >= generation_ &&
+             !serve::IsInjected(serve::Injected().repeat_generation_on_move)) {
     // A coordinator that lost the job (a new owner replica) opened a generation for a rank that
     // joined fresh before any resuming one: the job's numbering continues above what the
     // resuming ranks were in, never repeats it (the fresh ranks are aborted and join again).

@@ -231,6 +231,35 @@ TEST(RecoveryTest, AFreshJoinerOfARebuiltJobStartsWhereTheResumedRanksAre) {
   EXPECT_EQ(plain.Join(Plan(1, std::nullopt), kNow, &d)->next_step, 0u);
 }
 
+// A rank that missed the Abort of its generation (here: another rank restarted) resumes it: the
+// tracker that aborted it refuses ABORTED, changing nothing, and the rank joins again afresh. A
+// coordinator that never knew the generation (restarted) takes the same resume.
+TEST(RecoveryTest, AResumeOfAGenerationThisTrackerAbortedIsRefusedAborted) {
+  JobTracker tracker("j", TrackerOptions());
+  Decisions d;
+  ASSERT_TRUE(tracker.Join(Plan(0, std::nullopt), kNow, &d).ok());
+  ASSERT_TRUE(tracker.Join(Plan(1, std::nullopt), kNow, &d).ok());
+  RankPlan restarted = Plan(0, std::nullopt);
+  restarted.incarnation = "inc0-again";
+  ASSERT_EQ(tracker.Join(restarted, kNow, &d)->generation, 2u);
+  const ResumeState missed{1, 3, {{0, "dense"}}, {}};
+  Decisions refused;
+  auto late = tracker.Join(Plan(1, missed), kNow, &refused);
+  ASSERT_EQ(late.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(std::string(late.status().message()),
+              ::testing::HasSubstr("generation 1 was aborted (rank 0 restarted"));
+  EXPECT_TRUE(refused.deliveries.empty());
+  EXPECT_EQ(tracker.generation(), 2u);
+  auto again = tracker.Join(Plan(1, std::nullopt), kNow, &d);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->generation, 2u);
+  EXPECT_EQ(again->next_step, 0u);
+  JobTracker restarted_coordinator("j", TrackerOptions());
+  auto resumed = restarted_coordinator.Join(Plan(1, missed), kNow, &d);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->generation, 2u);
+}
+
 TEST(RecoveryTest, AResumeOfANewerGenerationLiftsAFreshForming) {
   JobTracker tracker("j", TrackerOptions());
   Decisions d;

@@ -59,8 +59,7 @@ struct FaultRates {
   absl::Duration max_replica_pause = absl::Seconds(3);
   absl::Duration max_etcd_partition = absl::Seconds(3);
   absl::Duration max_etcd_extra = absl::Milliseconds(600);
-  // Off by default: runs with rank restarts still fail (docs/reliability.md, "Open").
-  uint32_t max_rank_restarts = 0;
+  uint32_t max_rank_restarts = 2;
 };
 
 // The faults of one run, ordered by time. `replicas` 0: a single coordinator (the replica faults

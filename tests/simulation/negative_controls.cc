@@ -31,6 +31,10 @@ std::vector<NegativeControl> NegativeControls() {
        "a replica answers reads of a job from the state it holds, whether or not it serves the "
        "job",
        &f.unfenced_reads, "an unfenced read", 200, 3},
+      {"repeat_generation_on_move",
+       "a new owner merges a resume of a higher generation into the generation it opened for a "
+       "fresh joiner",
+       &f.repeat_generation_on_move, "a generation number goes down", 500, 3},
   };
 }
 

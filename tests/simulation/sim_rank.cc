@@ -97,6 +97,10 @@ void SimRank::OnJoinAnswer(uint64_t connection, absl::StatusOr<v1::JoinResponse>
     if (IsTransientFailure(answer.status())) {
       NoteFailure(answer.status());
       Reconnect(answer.status());
+    } else if (absl::IsAborted(answer.status()) && joined_) {
+      // Its generation was aborted while it was away: a new client joins again, as after an
+      // Abort.
+      Restart(std::string(answer.status().message()));
     } else {
       checker_->OnRefused(rank(), "join", answer.status());
       phase_ = Phase::kFailed;

@@ -25,7 +25,7 @@ ABSL_FLAG(uint64_t, first_seed, 1, "the first seed of --seeds");
 ABSL_FLAG(int64_t, seed, -1, "run only this seed (with --trace: print its trace)");
 ABSL_FLAG(uint64_t, steps, 16, "training steps per run");
 ABSL_FLAG(uint32_t, max_crashes, 2, "coordinator crashes a seed may draw (0..N)");
-ABSL_FLAG(uint32_t, max_rank_restarts, 0,
+ABSL_FLAG(uint32_t, max_rank_restarts, 2,
           "with --replicas: rank process restarts a seed may draw (0..N)");
 ABSL_FLAG(uint32_t, replicas, 0,
           "0: a single coordinator; N: N coordinator replicas on a simulated etcd (with replica "
