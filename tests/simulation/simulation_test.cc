@@ -15,70 +15,77 @@ namespace {
 // Seeds 1..kSeeds of the CI budget (tools/simulate runs more).
 constexpr uint64_t kSeeds = 1000;
 
-// Cuts, stalls and pauses, no coordinator crash: every seed runs to the end with every invariant.
-TEST(SimulationTest, SeedsWithoutCoordinatorCrashesRunClean) {
+// The sums of the counters of seeds 1..kSeeds run with `base`.
+struct Totals {
+  bool all_clean = true;
   uint64_t handed_out = 0;
   uint64_t cuts = 0;
   uint64_t repeated = 0;
+  uint64_t crashes = 0;
+  uint64_t lapses = 0;
+  uint64_t claims = 0;
+  uint64_t releases = 0;
+  uint64_t reads = 0;
+};
+
+// Runs seeds 1..kSeeds with `base`; each must finish clean (the first that does not is reported
+// with the command that replays it: `flags` are base's tools/simulate flags).
+Totals RunSeeds(SimulationOptions base, const std::string& flags) {
+  Totals t;
   for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
-    SimulationOptions options;
-    options.seed = seed;
-    options.rates.max_crashes = 0;
-    const SimulationResult r = Simulate(options);
-    ASSERT_TRUE(r.status.ok()) << "seed " << seed << ": " << r.status.message()
-                               << "\nreplay: tools/simulate --max_crashes=0 --seed=" << seed
-                               << " --trace";
-    EXPECT_EQ(r.crashes, 0u);
-    handed_out += r.handed_out;
-    cuts += r.cuts;
-    repeated += r.repeated_arrivals;
+    base.seed = seed;
+    const SimulationResult r = Simulate(base);
+    if (!r.status.ok()) {
+      ADD_FAILURE() << "seed " << seed << ": " << r.status.message() << "\nreplay: tools/simulate "
+                    << flags << " --seed=" << seed << " --trace";
+      t.all_clean = false;
+      return t;
+    }
+    t.handed_out += r.handed_out;
+    t.cuts += r.cuts;
+    t.repeated += r.repeated_arrivals;
+    t.crashes += r.crashes;
+    t.lapses += r.lease_lapses;
+    t.claims += r.claims;
+    t.releases += r.releases_checked;
+    t.reads += r.reads_checked;
   }
+  return t;
+}
+
+// Cuts, stalls and pauses, no coordinator crash: every seed runs to the end with every invariant.
+TEST(SimulationTest, SeedsWithoutCoordinatorCrashesRunClean) {
+  SimulationOptions options;
+  options.rates.max_crashes = 0;
+  const Totals t = RunSeeds(options, "--max_crashes=0");
+  ASSERT_TRUE(t.all_clean);
+  EXPECT_EQ(t.crashes, 0u);
   // The faults the seeds draw are exercised, not only drawn.
-  EXPECT_GT(handed_out, 0u);
-  EXPECT_GT(cuts, kSeeds);
-  EXPECT_GT(repeated, 0u) << "no directive was ever re-sent: reconnects are not exercised";
+  EXPECT_GT(t.handed_out, 0u);
+  EXPECT_GT(t.cuts, kSeeds);
+  EXPECT_GT(t.repeated, 0u) << "no directive was ever re-sent: reconnects are not exercised";
 }
 
 // With coordinator crashes too (up to two per seed, also in a row): every seed runs to the end with
 // every invariant, its ranks resuming their runs.
 TEST(SimulationTest, SeedsWithCoordinatorCrashesRunClean) {
-  uint64_t crashes = 0;
-  for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
-    SimulationOptions options;
-    options.seed = seed;
-    const SimulationResult r = Simulate(options);
-    ASSERT_TRUE(r.status.ok()) << "seed " << seed << ": " << r.status.message()
-                               << "\nreplay: tools/simulate --seed=" << seed << " --trace";
-    crashes += r.crashes;
-  }
-  EXPECT_GT(crashes, kSeeds / 3);
+  const Totals t = RunSeeds(SimulationOptions(), "");
+  ASSERT_TRUE(t.all_clean);
+  EXPECT_GT(t.crashes, kSeeds / 3);
 }
 
-// Against three coordinator replicas on a simulated etcd, with replica crashes and pauses and etcd
-// partitions and slowdowns besides the other faults: every seed runs clean, every release and read
-// judged against etcd, and leases lapse and jobs move.
+// Against three coordinator replicas on a simulated etcd, with replica crashes and pauses, etcd
+// partitions and slowdowns and rank restarts besides the other faults: every seed runs clean,
+// every release and read judged against etcd, and leases lapse and jobs move.
 TEST(SimulationTest, SeedsAgainstReplicasRunClean) {
-  uint64_t lapses = 0;
-  uint64_t claims = 0;
-  uint64_t releases = 0;
-  uint64_t reads = 0;
-  for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
-    SimulationOptions options;
-    options.seed = seed;
-    options.replicas = 3;
-    const SimulationResult r = Simulate(options);
-    ASSERT_TRUE(r.status.ok()) << "seed " << seed << ": " << r.status.message()
-                               << "\nreplay: tools/simulate --replicas=3 --seed=" << seed
-                               << " --trace";
-    lapses += r.lease_lapses;
-    claims += r.claims;
-    releases += r.releases_checked;
-    reads += r.reads_checked;
-  }
-  EXPECT_GT(lapses, kSeeds / 3);
-  EXPECT_GT(claims, kSeeds + kSeeds / 5);  // one claim per seed, and takeovers
-  EXPECT_GT(releases, kSeeds * 10);
-  EXPECT_GT(reads, kSeeds * 10);
+  SimulationOptions options;
+  options.replicas = 3;
+  const Totals t = RunSeeds(options, "--replicas=3");
+  ASSERT_TRUE(t.all_clean);
+  EXPECT_GT(t.lapses, kSeeds / 3);
+  EXPECT_GT(t.claims, kSeeds + kSeeds / 5);  // one claim per seed, and takeovers
+  EXPECT_GT(t.releases, kSeeds * 10);
+  EXPECT_GT(t.reads, kSeeds * 10);
 }
 
 // Each replica in turn is paused past its lease (3 s, TTL 2 s): the run survives every time, and
