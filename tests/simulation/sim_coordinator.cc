@@ -76,6 +76,7 @@ void SimCoordinator::Restart() {
     replica_->Start();
   }
   owner_ = std::make_unique<server::Coordinator>(options, world_->clock());
+  released_.clear();
   world_->Trace(absl::StrCat(address_, ": incarnation ", incarnation_, " up"));
   ScheduleLiveness();
 }
@@ -118,6 +119,12 @@ void SimCoordinator::ScheduleLiveness() {
     };
     if (!Deferred(enforce)) enforce();
   });
+}
+
+size_t SimCoordinator::ReleasedAt(uint64_t epoch) const {
+  size_t n = 0;
+  for (const auto& key : released_) n += std::get<0>(key) == epoch;
+  return n;
 }
 
 void SimCoordinator::Read(const std::string& job) {
@@ -253,8 +260,10 @@ void SimCoordinator::OnUp(uint64_t connection, const v1::SessionUp& up) {
 void SimCoordinator::SendDown(uint64_t connection, v1::SessionDown down) {
   auto it = streams_.find(connection);
   if (it == streams_.end()) return;
-  if (wire_ != nullptr && down.has_directive()) {
-    wire_->OnRelease(address_, it->second.job_id, down.directive().epoch());
+  if (down.has_directive()) {
+    const v1::SyncDirective& d = down.directive();
+    released_.insert({d.epoch(), d.generation(), d.step(), d.chunk()});
+    if (wire_ != nullptr) wire_->OnRelease(address_, it->second.job_id, d.epoch());
   }
   RankPeer* peer = it->second.peer;
   network_->Send(connection, Direction::kDown,

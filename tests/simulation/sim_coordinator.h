@@ -22,8 +22,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/psync/v1/coordinator.pb.h"
@@ -100,6 +102,8 @@ class SimCoordinator {
   void Read(const std::string& job);
 
   uint64_t crashes() const { return crashes_; }
+  // The (generation, step, chunk)s this incarnation sent directives of at owner `epoch`.
+  size_t ReleasedAt(uint64_t epoch) const;
 
  private:
   class Sink;
@@ -139,6 +143,8 @@ class SimCoordinator {
   uint64_t incarnation_ = 1;
   uint64_t crashes_ = 0;
   absl::flat_hash_map<uint64_t, Stream> streams_;
+  // (epoch, generation, step, chunk) of every directive this incarnation sent.
+  absl::flat_hash_set<std::tuple<uint64_t, uint64_t, uint64_t, uint32_t>> released_;
 };
 
 }  // namespace psync::simulation

@@ -195,6 +195,12 @@ void SimReplica::BeforeJoin(const std::string& job, std::function<void()> done) 
   });
 }
 
+std::optional<uint64_t> SimReplica::OwnedEpoch(const std::string& job) const {
+  uint64_t epoch = 0;
+  if (ownership_ == nullptr || !ownership_->Owns(job, &epoch)) return std::nullopt;
+  return epoch;
+}
+
 absl::StatusOr<uint64_t> SimReplica::AdmitJoin(const std::string& job_id) {
   const Route route = ownership_->RouteJoin(job_id, world_->now());
   if (route.kind == RouteKind::kClaim) {  // BeforeJoin's claim failed

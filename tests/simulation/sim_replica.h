@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,8 @@ class SimReplica final : public server::JobGate {
   absl::StatusOr<uint64_t> AdmitMessage(const std::string& job_id) override;
   absl::StatusOr<uint64_t> AdmitQuery(const std::string& job_id) override;
 
+  // The epoch it holds `job` at, when it owns it.
+  std::optional<uint64_t> OwnedEpoch(const std::string& job) const;
   // Its link to etcd (for faults: SimEtcd::Partition, Slow).
   size_t etcd_link() const { return link_; }
   uint64_t lapses() const { return lapses_; }

@@ -56,6 +56,37 @@ RankSetup SetupOf(const core::testing::RandomPlan& plan, core::RankId rank) {
   return s;
 }
 
+// The audit of every coordinator that holds the job at the end agrees with what the ranks saw: no
+// double release, checksum mismatch, early or repeated sync (the ranks' checks found none), and one
+// release counted per (generation, step, chunk) it sent directives of at its epoch, besides
+// resumed ones (a rebuilt job's release of what every member had synced sends no directive).
+void CheckAudits(const std::string& job, const std::vector<std::unique_ptr<SimCoordinator>>& all,
+                 RankChecker* checker) {
+  for (const auto& c : all) {
+    if (!c->up()) continue;
+    uint64_t epoch = 0;
+    if (c->replica() != nullptr) {
+      const std::optional<uint64_t> owned = c->replica()->OwnedEpoch(job);
+      if (!owned.has_value()) continue;
+      epoch = *owned;
+    }
+    const std::optional<observe::AuditTotals> audit = c->owner()->AuditTotalsAt(job, epoch);
+    if (!audit.has_value()) continue;
+    const size_t sent = c->ReleasedAt(epoch);
+    if (audit->double_releases + audit->checksum_mismatches + audit->early_syncs +
+                audit->repeated_syncs >
+            0 ||
+        audit->released < sent || audit->released > sent + audit->resumed) {
+      checker->Fail(absl::StrCat(
+          c->address(), "'s audit (epoch ", epoch, ") disagrees with the ranks: ", audit->released,
+          " released (", audit->resumed, " of them resumed) against ", sent, " sent, ",
+          audit->double_releases, " double releases, ", audit->checksum_mismatches,
+          " checksum mismatches, ", audit->early_syncs, " early and ", audit->repeated_syncs,
+          " repeated syncs"));
+    }
+  }
+}
+
 }  // namespace
 
 SimulationResult Simulate(const SimulationOptions& options) {
@@ -171,6 +202,7 @@ SimulationResult Simulate(const SimulationOptions& options) {
                               absl::FormatDuration(options.settle),
                               " after the faults stopped:\n  ", absl::StrJoin(stuck, "\n  ")));
   }
+  if (checker.first_violation().ok()) CheckAudits(job, coordinators, &checker);
   result.status = checker.CheckComplete(plan.world_size);
   result.safety = checker.first_is_safety();
   result.trace_hash = world.trace_hash();
