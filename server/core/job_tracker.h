@@ -83,6 +83,9 @@ struct JobSnapshot {
   uint32_t num_chunks = 0;
   uint32_t ranks_joined = 0;
   Step min_rank_step = 0;
+  // Steps whose state the tracker holds now (bounded by the history window behind the slowest
+  // rank and the steps ranks are at or were released ahead).
+  uint32_t steps_held = 0;
   std::vector<ChunkSnapshot> chunks;
   std::string abort_reason;
 };

@@ -59,6 +59,7 @@ JobSnapshot JobTracker::Snapshot(absl::Time now, absl::Duration lists_after) con
   snap.abort_reason = abort_reason_;
   const Step lowest = LowestRankStep(plan_.first_step());
   snap.min_rank_step = lowest;
+  snap.steps_held = static_cast<uint32_t>(steps_.size());
   for (ChunkId c = 0; c < plan_.num_chunks(); ++c) {
     const ChunkInfo& info = plan_.chunk(c);
     ChunkSnapshot chunk;

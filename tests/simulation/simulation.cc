@@ -56,12 +56,13 @@ RankSetup SetupOf(const core::testing::RandomPlan& plan, core::RankId rank) {
   return s;
 }
 
-// The audit of every coordinator that holds the job at the end agrees with what the ranks saw: no
+// At the end, every coordinator that holds the job holds no more steps of it than its history
+// window, and its audit agrees with what the ranks saw: no
 // double release, checksum mismatch, early or repeated sync (the ranks' checks found none), and one
 // release counted per (generation, step, chunk) it sent directives of at its epoch, besides
 // resumed ones (a rebuilt job's release of what every member had synced sends no directive).
-void CheckAudits(const std::string& job, const std::vector<std::unique_ptr<SimCoordinator>>& all,
-                 RankChecker* checker) {
+void CheckAudits(const std::string& job, uint64_t history_steps,
+                 const std::vector<std::unique_ptr<SimCoordinator>>& all, RankChecker* checker) {
   for (const auto& c : all) {
     if (!c->up()) continue;
     uint64_t epoch = 0;
@@ -69,6 +70,13 @@ void CheckAudits(const std::string& job, const std::vector<std::unique_ptr<SimCo
       const std::optional<uint64_t> owned = c->replica()->OwnedEpoch(job);
       if (!owned.has_value()) continue;
       epoch = *owned;
+    }
+    // Memory bounded: once every rank finished, the job holds no more than the history window.
+    absl::StatusOr<server::JobStatusView> status = c->owner()->GetJobStatus(job);
+    if (status.ok() && status->snapshot.steps_held > history_steps + 1) {
+      checker->Fail(absl::StrCat(c->address(), " holds ", status->snapshot.steps_held,
+                                 " steps of the finished job, more than its history of ",
+                                 history_steps, " + 1"));
     }
     const std::optional<observe::AuditTotals> audit = c->owner()->AuditTotalsAt(job, epoch);
     if (!audit.has_value()) continue;
@@ -202,7 +210,9 @@ SimulationResult Simulate(const SimulationOptions& options) {
                               absl::FormatDuration(options.settle),
                               " after the faults stopped:\n  ", absl::StrJoin(stuck, "\n  ")));
   }
-  if (checker.first_violation().ok()) CheckAudits(job, coordinators, &checker);
+  if (checker.first_violation().ok()) {
+    CheckAudits(job, plan.history_steps, coordinators, &checker);
+  }
   result.status = checker.CheckComplete(plan.world_size);
   result.safety = checker.first_is_safety();
   result.trace_hash = world.trace_hash();
