@@ -56,7 +56,7 @@ struct FaultRates {
   uint32_t max_replica_pauses = 2;
   uint32_t max_etcd_partitions = 2;
   uint32_t max_etcd_slowdowns = 2;
-  absl::Duration max_replica_pause = absl::Seconds(3);
+  absl::Duration max_replica_pause = absl::Seconds(6);
   absl::Duration max_etcd_partition = absl::Seconds(3);
   absl::Duration max_etcd_extra = absl::Milliseconds(600);
   uint32_t max_rank_restarts = 2;

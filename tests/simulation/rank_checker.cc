@@ -34,12 +34,15 @@ void RankChecker::OnStageSent(uint32_t rank, uint64_t step, uint32_t chunk,
 
 void RankChecker::OnDirectiveArrived(uint32_t rank, uint64_t incarnation,
                                      const v1::SyncDirective& d) {
-  const auto key = std::make_tuple(incarnation, d.generation(), d.step(), d.chunk());
+  // A replica that lost the job and claimed it again holds a new state (a new epoch), which may
+  // number its generations from 1 again when every rank joined it afresh.
+  const auto key = std::make_tuple(incarnation, d.epoch(), d.generation(), d.step(), d.chunk());
   auto [it, first] = sequences_.emplace(key, d.sequence());
   if (!first && it->second != d.sequence()) {
-    Violation(absl::StrCat("released twice: coordinator incarnation ", incarnation,
-                           " sent (generation ", d.generation(), ", step ", d.step(), ", chunk ",
-                           d.chunk(), ") with sequence ", it->second, " and ", d.sequence()));
+    Violation(absl::StrCat("released twice: coordinator incarnation ", incarnation, " (epoch ",
+                           d.epoch(), ") sent (generation ", d.generation(), ", step ", d.step(),
+                           ", chunk ", d.chunk(), ") with sequence ", it->second, " and ",
+                           d.sequence()));
   }
   if (!arrivals_.insert({rank, incarnation, d.generation(), d.step(), d.chunk()}).second) {
     ++repeated_arrivals_;

@@ -5,7 +5,8 @@
 //  * exactly once: a rank is handed each (step, chunk) at most once over its run (across
 //    reconnects and coordinator restarts; a rank restarted after an aborted generation runs again),
 //    only for chunks it syncs and steps not skipped, and a
-//    coordinator sends one sequence number per (incarnation, generation, step, chunk);
+//    coordinator sends one sequence number per (incarnation, owner epoch, generation, step,
+//    chunk);
 //  * no refused message: in a run without bad input every message a rank sends is accepted;
 //  * completion (CheckComplete): every rank was handed every (step, chunk) it syncs, for every
 //    step not skipped (and not before a step a fresh Join of it was told to start at).
@@ -69,8 +70,9 @@ class RankChecker {
   // (rank, run, step, chunk) handed out, and (rank, step, chunk) of any run.
   absl::flat_hash_set<std::tuple<uint32_t, uint32_t, uint64_t, uint32_t>> handed_;
   absl::flat_hash_set<std::tuple<uint32_t, uint64_t, uint32_t>> handed_any_run_;
-  // (incarnation, generation, step, chunk) -> the sequence number first seen.
-  absl::flat_hash_map<std::tuple<uint64_t, uint64_t, uint64_t, uint32_t>, uint64_t> sequences_;
+  // (incarnation, epoch, generation, step, chunk) -> the sequence number first seen.
+  absl::flat_hash_map<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t, uint32_t>, uint64_t>
+      sequences_;
   absl::flat_hash_set<std::tuple<uint32_t, uint64_t, uint64_t, uint64_t, uint32_t>> arrivals_;
   // rank -> the latest step a fresh Join of it was told to start at.
   absl::flat_hash_map<uint32_t, uint64_t> started_at_;

@@ -98,6 +98,8 @@ class SimCoordinator {
   void Restart();
   // Nothing of the process runs until now + `length`.
   void Pause(absl::Duration length);
+  // When its current pause ends (in the past when it is not paused).
+  absl::Time paused_until() const { return paused_until_; }
   // A read of `job`'s status arrives (the answer is judged by the ReplicaWire, not returned).
   void Read(const std::string& job);
 

@@ -78,6 +78,24 @@ void SimRank::Connect() {
       "on connection ", connection_,
       request.has_resume() ? absl::StrCat(" resuming step ", request.resume().step()) : ""));
   coordinator_->SendJoin(connection_, request);
+  KeepAlive(connection_);
+}
+
+void SimRank::KeepAlive(uint64_t connection) {
+  world_->After(absl::Seconds(1), origin_, [this, connection] {
+    if (connection != connection_) return;
+    // gRPC's keepalive runs on its own threads: a paused training loop still answers, a paused
+    // coordinator process does not.
+    if (coordinator_->paused_until() < world_->now() + absl::Seconds(2)) {
+      KeepAlive(connection);
+      return;
+    }
+    world_->After(absl::Seconds(2), origin_, [this, connection] {
+      if (connection != connection_) return;
+      world_->Trace(absl::StrCat("rank ", rank(), ": keepalive unanswered for 2s"));
+      coordinator_->Hangup(connection);
+    });
+  });
 }
 
 void SimRank::Reconnect(const absl::Status& why) {

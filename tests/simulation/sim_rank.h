@@ -16,6 +16,9 @@
 // are voted and waited for. An Abort of its generation restarts the rank (a new client with a new
 // incarnation joins again and runs from the step the coordinator names), as psync's contract asks.
 //
+// The client's keepalive ends a connection whose coordinator process does not answer its ping for
+// 2 s (a paused replica), so the rank moves on as psync::Client does.
+//
 // Pause() models a stalled process (a long GC, swapping): nothing it receives or schedules is
 // handled until the pause ends, then in order. Not thread-safe (one simulation thread). Does not
 // own the world, the coordinator or the checker.
@@ -79,6 +82,9 @@ class SimRank final : public RankPeer {
   // True (and the call is re-run when the pause ends) while paused.
   bool Deferred(std::function<void()> again);
   void Connect();
+  // psync::Client's keepalive on `connection`: a ping every second; one unanswered for 2 s (its
+  // coordinator is paused) ends the connection.
+  void KeepAlive(uint64_t connection);
   // The generation was aborted: a new client, with a new incarnation, joins again.
   void Restart(const std::string& why);
   void Reconnect(const absl::Status& why);
