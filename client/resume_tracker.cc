@@ -83,7 +83,6 @@ std::optional<psync::v1::Resume> ResumeTracker::Build(uint64_t generation) const
   for (uint32_t chunk : released_) {
     if (synced_.count(chunk) == 0) resume.add_released_chunks(chunk);
   }
-  // An empty reason still voted: it is sent as "skip" (the coordinator needs a non-empty one).
   for (const auto& [step, chunk] : released_ahead_) {
     psync::v1::ReleasedAhead* ahead = resume.add_released_ahead();
     ahead->set_step(step);
@@ -92,6 +91,7 @@ std::optional<psync::v1::Resume> ResumeTracker::Build(uint64_t generation) const
   for (uint64_t skipped : skipped_steps_) {
     if (skipped < *step_) resume.add_skipped_steps(skipped);
   }
+  // An empty reason still voted: it is sent as "skip" (the coordinator needs a non-empty one).
   if (skip_vote_.has_value() && skip_vote_->first == *step_) {
     resume.set_skip_reason(skip_vote_->second.empty() ? "skip" : skip_vote_->second);
   }

@@ -99,9 +99,7 @@ void SimCoordinator::Crash() {
 }
 
 bool SimCoordinator::Deferred(std::function<void()> again) {
-  if (world_->now() >= paused_until_) return false;
-  world_->At(paused_until_, origin_, std::move(again));
-  return true;
+  return world_->DeferWhilePaused(paused_until_, origin_, std::move(again));
 }
 
 void SimCoordinator::Pause(absl::Duration length) {

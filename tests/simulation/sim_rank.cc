@@ -43,9 +43,7 @@ SimRank::SimRank(World* world, std::vector<SimCoordinator*> coordinators, RankCh
       join_(setup_.join) {}
 
 bool SimRank::Deferred(std::function<void()> again) {
-  if (world_->now() >= paused_until_) return false;
-  world_->At(paused_until_, origin_, std::move(again));
-  return true;
+  return world_->DeferWhilePaused(paused_until_, origin_, std::move(again));
 }
 
 void SimRank::Pause(absl::Duration length) {

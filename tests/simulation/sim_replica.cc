@@ -44,13 +44,10 @@ void SimReplica::Crash() {
 void SimReplica::Run(std::function<void()> fn) {
   if (ownership_ == nullptr) return;  // crashed
   const uint64_t incarnation = incarnation_;
-  if (world_->now() < *paused_until_) {
-    world_->At(*paused_until_, origin_, [this, incarnation, fn = std::move(fn)] {
-      if (incarnation == incarnation_) Run(fn);
-    });
-    return;
-  }
-  fn();
+  auto again = [this, incarnation, fn] {
+    if (incarnation == incarnation_) Run(fn);
+  };
+  if (!world_->DeferWhilePaused(*paused_until_, origin_, again)) fn();
 }
 
 void SimReplica::After(absl::Duration delay, std::function<void()> fn) {

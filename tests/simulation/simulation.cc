@@ -61,8 +61,8 @@ RankSetup SetupOf(const core::testing::RandomPlan& plan, core::RankId rank) {
 // double release, checksum mismatch, early or repeated sync (the ranks' checks found none), and one
 // release counted per (generation, step, chunk) it sent directives of at its epoch, besides
 // resumed ones (a rebuilt job's release of what every member had synced sends no directive).
-void CheckAudits(const std::string& job, uint64_t history_steps,
-                 const std::vector<std::unique_ptr<SimCoordinator>>& all, RankChecker* checker) {
+void CheckEndState(const std::string& job, uint64_t history_steps,
+                   const std::vector<std::unique_ptr<SimCoordinator>>& all, RankChecker* checker) {
   for (const auto& c : all) {
     if (!c->up()) continue;
     uint64_t epoch = 0;
@@ -211,7 +211,7 @@ SimulationResult Simulate(const SimulationOptions& options) {
                               " after the faults stopped:\n  ", absl::StrJoin(stuck, "\n  ")));
   }
   if (checker.first_violation().ok()) {
-    CheckAudits(job, plan.history_steps, coordinators, &checker);
+    CheckEndState(job, plan.history_steps, coordinators, &checker);
   }
   result.status = checker.CheckComplete(plan.world_size);
   result.safety = checker.first_is_safety();

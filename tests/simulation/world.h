@@ -62,6 +62,14 @@ class World {
     At(now() + delay, origin, std::move(fn));
   }
 
+  // Whether a process paused until `paused_until` must wait to run `fn`: then `fn` is scheduled
+  // for when the pause ends, in order with `origin`'s other deferred events, and true returned.
+  bool DeferWhilePaused(absl::Time paused_until, uint64_t origin, std::function<void()> fn) {
+    if (now() >= paused_until) return false;
+    At(paused_until, origin, std::move(fn));
+    return true;
+  }
+
   // Runs the next event due at or before `until`, moving the clock to its time. False when none is.
   bool RunNext(absl::Time until);
   uint64_t events_run() const { return events_run_; }
