@@ -32,6 +32,11 @@ struct InjectedFaults {
   // A replica answers reads (job status) from whatever state it holds, whether or not it serves
   // the job now (server/owner/coordinator_replicas.cc).
   std::atomic<bool> unfenced_reads{false};
+  // A replica takes a job key created under an earlier lease of its own address (its lapsed lease,
+  // or its previous process's) as its own and serves the job at that older epoch
+  // (server/ha/ownership.cc), though etcd deletes the key when that lease expires and another
+  // replica may then claim the job.
+  std::atomic<bool> accept_stale_epoch{false};
   // A new owner that opened a generation for a fresh joiner merges a later resume of a higher
   // generation into it (server/core/job_tracker_join.cc): the resumed client's generation number
   // goes down to one the old owner used.

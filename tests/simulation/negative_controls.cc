@@ -31,6 +31,10 @@ std::vector<NegativeControl> NegativeControls() {
        "a replica answers reads of a job from the state it holds, whether or not it serves the "
        "job",
        &f.unfenced_reads, "an unfenced read", 200, 3},
+      {"accept_stale_epoch",
+       "a replica serves a job at the older epoch of a key its lapsed lease or previous process "
+       "created",
+       &f.accept_stale_epoch, "an unfenced release", 500, 3},
       {"repeat_generation_on_move",
        "a new owner merges a resume of a higher generation into the generation it opened for a "
        "fresh joiner",
