@@ -51,8 +51,10 @@ struct AgentOptions {
   std::shared_ptr<grpc::Channel> channel;
   // Where the node's ranks connect: "host:port" (port 0 picks a free one) or "unix:PATH".
   std::string listen = "127.0.0.1:0";
-  // Merging (see agent/upstream.h): 0 writes whatever is queued as soon as the writer is free.
-  absl::Duration flush_window = absl::ZeroDuration();
+  // Merging (see agent/upstream.h): how long a queued message may wait for others, except a
+  // check-in a release may wait for (it completes a chunk on the node, or the agent cannot tell)
+  // and a skip vote; 0 writes whatever is queued as soon as the writer is free.
+  absl::Duration flush_window = absl::Milliseconds(20);
   // Write at once when this many local messages are queued, whatever the window.
   size_t flush_messages = 1024;
   // Per AgentBatch: local messages (1..65536) and their bytes (the coordinator accepts 1 MiB

@@ -31,9 +31,13 @@ uint32_t LocalCompletion::Expected(const std::string& job, uint32_t chunk) const
   return e == j->second.expected.end() ? 0 : e->second;
 }
 
-bool LocalCompletion::Checkin(const std::string& job, uint64_t step, uint32_t chunk) {
+bool LocalCompletion::Checkin(const std::string& job, uint32_t rank, uint64_t step,
+                              uint32_t chunk) {
+  auto j = jobs_.find(job);
+  if (j == jobs_.end()) return true;  // no plan of the job here: cannot tell
+  auto r = j->second.ranks.find(rank);
+  if (r == j->second.ranks.end() || !r->second.contains(chunk)) return true;
   const uint32_t expected = Expected(job, chunk);
-  if (expected == 0) return false;
   Key key(step, job, chunk);
   auto it = open_.find(key);
   if (it == open_.end()) {

@@ -4,8 +4,12 @@
 // its flush window: the check-in that completes a chunk everywhere is always the last local one
 // on its node, so a window trades no release latency for its merging.
 //
-// Only a hint: a wrong answer (a rank that joined elsewhere, a plan not seen, a repeated check-in)
-// makes a write early or leaves it to the window, never changes what the coordinator decides.
+// A check-in of a rank whose plan the agent has not seen (it joined elsewhere, or before the agent
+// restarted; its job's plans were forgotten), or of a chunk its plan does not declare, is written
+// at once too: the agent cannot tell whether a release waits for it, so it never holds it back.
+//
+// Only a hint: a wrong answer (a repeated check-in, a count dropped) makes a write early or leaves
+// it to the window, never changes what the coordinator decides.
 // Counts are kept per (job, step, chunk) until complete; at most `max_open` of them, the oldest
 // steps dropped first. Plans are kept for the `max_jobs` jobs declared most recently.
 //
@@ -31,8 +35,9 @@ class LocalCompletion {
 
   // A local rank joined with `join` (its latest plan replaces an earlier one of the rank).
   void Declare(const v1::JoinRequest& join);
-  // One check-in of `job` queued; true when it completes (step, chunk) on this node.
-  bool Checkin(const std::string& job, uint64_t step, uint32_t chunk);
+  // One check-in of `rank` in `job` queued. True when it is to be written at once: it completes
+  // (step, chunk) on this node, or the rank's plan is unknown here or does not declare `chunk`.
+  bool Checkin(const std::string& job, uint32_t rank, uint64_t step, uint32_t chunk);
 
   // Check-ins the node's ranks declared for `chunk` of `job` (0: none known).
   uint32_t Expected(const std::string& job, uint32_t chunk) const;

@@ -19,9 +19,10 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:0",
           "where the node's ranks connect: host:port (port 0: any free port) or unix:PATH");
 ABSL_FLAG(std::string, port_file, "",
           "if set, written once serving: the bound port (0 for a unix socket)");
-ABSL_FLAG(absl::Duration, flush_window, absl::ZeroDuration(),
-          "how long queued check-ins may wait for others to merge with (0: none, send when the "
-          "stream is free)");
+ABSL_FLAG(absl::Duration, flush_window, absl::Milliseconds(20),
+          "how long a queued message may wait for others to merge with; a check-in that completes "
+          "a chunk on the node (or of a rank whose Join the agent did not forward) and a skip vote "
+          "never wait (0: none, send when the stream is free)");
 ABSL_FLAG(uint64_t, flush_messages, 1024, "send at once when this many messages are queued");
 ABSL_FLAG(uint64_t, max_batch_messages, 1024, "local messages per merged upstream message");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(5),

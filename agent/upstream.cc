@@ -64,11 +64,13 @@ void Upstream::Submit(const std::shared_ptr<LocalRank>& link, v1::SessionUp up) 
       if (up.has_staged()) {
         counters_->local_checkins.fetch_add(up.staged().items_size());
         for (const v1::Staged& item : up.staged().items()) {
-          if (completion_.Checkin(link->job_id(), item.step(), item.chunk())) {
-            completes_chunk_ = true;
+          if (completion_.Checkin(link->job_id(), link->rank(), item.step(), item.chunk())) {
+            write_now_ = true;
           }
         }
       }
+      // A skip vote is rare, and its rank waits for the step's outcome: never held back.
+      if (up.has_skip()) write_now_ = true;
       Queued q;
       q.kind = Queued::Kind::kMessage;
       q.link = link;
@@ -134,7 +136,7 @@ bool Upstream::DueLocked(absl::Time now, absl::Time* deadline) const {
   *deadline = absl::InfiniteFuture();
   if (queued_controls_ > 0 || queued_messages_ >= options_.flush_messages) return true;
   if (queued_messages_ == 0) return false;
-  if (options_.flush_window <= absl::ZeroDuration() || completes_chunk_) return true;
+  if (options_.flush_window <= absl::ZeroDuration() || write_now_) return true;
   // The oldest queued message (controls would have made it due already).
   const absl::Time due = queue_.front().at + options_.flush_window;
   if (now >= due) return true;
@@ -161,8 +163,8 @@ void Upstream::Declare(const v1::JoinRequest& join) {
 }
 
 void Upstream::BuildLocked() {
-  completes_chunk_ = false;  // every queued message leaves now
-  std::vector<Queued> run;   // messages of one job and generation
+  write_now_ = false;       // every queued message leaves now
+  std::vector<Queued> run;  // messages of one job and generation
   size_t run_bytes = 0;
   auto flush_run = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (run.empty()) return;
@@ -309,7 +311,7 @@ std::vector<std::shared_ptr<LocalRank>> Upstream::LeaveAllLocked() {
   queue_.clear();
   queued_messages_ = 0;
   queued_controls_ = 0;
-  completes_chunk_ = false;
+  write_now_ = false;
   for (const auto& [id, p] : awaiting_ack_) {
     if (p.kind == AwaitingAck::Kind::kBatch) stream_->Abandon(id);
   }

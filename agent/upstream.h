@@ -13,10 +13,11 @@
 //    when idle; merging happens under load); otherwise it waits up to flush_window after the
 //    oldest queued message, or until flush_messages are queued, or until a queued check-in
 //    completes a (step, chunk) on this node (every local rank that declared the chunk in the Join
-//    the agent forwarded has checked in with each of its optimizers: agent/local_completion.h),
-//    so the window never delays the check-in a release waits for. Attach and detach are written at
-//    once, in order with the messages around them. Each message's Ack carries the coordinator's
-//    status for that message.
+//    the agent forwarded has checked in with each of its optimizers: agent/local_completion.h)
+//    or is one the agent cannot count (a rank whose Join it did not see), or a skip vote is
+//    queued, so the window never delays the check-in a release waits for. Attach and detach are
+//    written at once, in order with the messages around them. Each message's Ack carries the
+//    coordinator's status for that message.
 //  * Detach: a local Session ended; the rank is detached upstream so the coordinator's liveness
 //    sees it go.
 //  * Notices (AgentNotice: one notice, several ranks) are fanned out to the local Sessions; a
@@ -86,7 +87,7 @@ struct UpstreamOptions {
   // replica was unreachable (no owner). May be empty.
   std::function<void(const std::string& job_id, const std::string& owner)> on_not_served;
   BackoffOptions backoff;
-  absl::Duration flush_window = absl::ZeroDuration();
+  absl::Duration flush_window = absl::Milliseconds(20);
   size_t flush_messages = 1024;
   size_t max_batch_messages = 1024;
   size_t max_batch_bytes = 512 << 10;
@@ -186,7 +187,9 @@ class Upstream final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   std::deque<Queued> queue_ ABSL_GUARDED_BY(mu_);
   size_t queued_messages_ ABSL_GUARDED_BY(mu_) = 0;
   LocalCompletion completion_ ABSL_GUARDED_BY(mu_);
-  bool completes_chunk_ ABSL_GUARDED_BY(mu_) = false;  // a queued check-in completes a chunk
+  // A queued message is not to wait for the window: a check-in that completes a chunk on this node
+  // or that LocalCompletion cannot count, or a skip vote.
+  bool write_now_ ABSL_GUARDED_BY(mu_) = false;
   size_t queued_controls_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<uint64_t, AwaitingAck> awaiting_ack_ ABSL_GUARDED_BY(mu_);
 

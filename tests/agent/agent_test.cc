@@ -345,6 +345,41 @@ TEST_F(AgentTest, OneRanksBadCheckInDoesNotRejectAnothersInTheSameMergedMessage)
   EXPECT_EQ(status.counters().rejected(), 1u);
 }
 
+TEST_F(AgentTest, ACheckInOfARankWhoseJoinTheAgentDidNotSeeIsNotHeldByTheWindow) {
+  // The rank joined at the coordinator itself (as after an agent restart, or a rank that joined
+  // elsewhere): the agent cannot tell whether a release waits for its check-in, so its hour-long
+  // window must not hold it back.
+  v1::JoinResponse joined;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(coordinator_->Join(&context, MakeJoin("unseen", 1, 0, 1), &joined).ok());
+  }
+  auto node = StartHoldingAgent(/*flush_messages=*/1024);
+  ASSERT_NE(node, nullptr);
+  auto via_agent = v1::Coordinator::NewStub(
+      grpc::CreateChannel(node->local_target(), grpc::InsecureChannelCredentials()));
+  RawSession session(via_agent.get());
+  ASSERT_TRUE(session.Attach("unseen", 0, joined.generation(), joined.session_id()).ok());
+
+  absl::Mutex mu;
+  std::optional<grpc::Status> staged;
+  std::thread rank([&] {
+    grpc::Status status = session.Stage(joined.generation(), joined.next_step(), 0, "dense");
+    absl::MutexLock lock(&mu);
+    staged = status;
+  });
+  const bool answered = WaitUntil([&] {
+    absl::MutexLock lock(&mu);
+    return staged.has_value();
+  });
+  if (!answered) node.reset();  // ends the local Session, so the thread can finish
+  rank.join();
+  ASSERT_TRUE(answered) << "the check-in waited for the window";
+  EXPECT_TRUE(staged->ok()) << staged->error_message();
+  EXPECT_EQ(node->stats().upstream_batches, 1u);
+  EXPECT_EQ(JobStatus(*coordinator_, "unseen").counters().releases(), 1u);
+}
+
 TEST_F(AgentTest, ForwardsQueriesAndRendezvousAndRefusesWatch) {
   auto node = StartAgent(server_->target());
   ASSERT_NE(node, nullptr);
