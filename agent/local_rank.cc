@@ -15,8 +15,16 @@ void LocalRank::AttachResult(const absl::Status& status) {
 }
 
 void LocalRank::Ack(uint64_t request_id, const absl::Status& status) {
+  counters_->local_acks.fetch_add(1);
   Enqueue(wire::AckFor(request_id, status));
 }
+
+void LocalRank::AckLater(uint64_t request_id) {
+  counters_->local_lazy_acks.fetch_add(1);
+  writer_.AckLater(request_id);
+}
+
+void LocalRank::FlushLazyAcks() { writer_.FlushLazyAcks(); }
 
 void LocalRank::Notice(const v1::SessionDown& notice) {
   if (notice.has_directive()) {

@@ -1,6 +1,8 @@
 // LocalRank: the agent's end of one local rank's Session, shared by the Session's reactor and the
-// upstream link. The upstream answers the rank through it (the attach's result, one Ack per
-// message with the coordinator's status for that message) and hands it the rank's notices;
+// upstream link. The upstream answers the rank through it (the attach's result; an Ack per
+// message with the coordinator's status for that message, except that a message the rank sent
+// with lazy_ack and the coordinator accepted is answered by a later message's acked_through, as
+// the coordinator answers a direct Session) and hands it the rank's notices;
 // directives the rank already received on this Session (re-sent by the coordinator after the
 // agent reconnected) are dropped, so the rank sees each directive once.
 //
@@ -52,6 +54,11 @@ class LocalRank {
   void AttachResult(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
   // The Ack of the message with `request_id`.
   void Ack(uint64_t request_id, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  // The message `request_id`, sent with lazy_ack, was accepted: answered by the acked_through of
+  // the newest message queued, or of the next one (serve/lazy_acks.h); FlushLazyAcks queues a
+  // message of its own when none came.
+  void AckLater(uint64_t request_id);
+  void FlushLazyAcks();
   // A directive, StepSkipped or Abort for this rank; a directive already sent is dropped.
   void Notice(const v1::SessionDown& notice) ABSL_LOCKS_EXCLUDED(mu_);
   // Ends the Session with `status` once what is queued is written.

@@ -70,8 +70,8 @@ int main(int argc, char** argv) {
   std::cerr << "psync-agent: " << s.local_messages << " local messages (" << s.local_checkins
             << " check-ins) in " << s.upstream_batches << " upstream batches (" << s.lazy_batches
             << " lazy); " << s.notices_received << " notices for " << s.notices_delivered
-            << " rank deliveries; " << s.reconnects << " reconnects; " << s.redirects
-            << " redirects, " << s.rotations << " rotations, " << s.replicas_lost
-            << " replicas lost\n";
+            << " rank deliveries; " << s.local_acks << " local acks and " << s.local_lazy_acks
+            << " lazy ones; " << s.reconnects << " reconnects; " << s.redirects << " redirects, "
+            << s.rotations << " rotations, " << s.replicas_lost << " replicas lost\n";
   return 0;
 }

@@ -22,7 +22,11 @@ struct AgentStats {
   uint64_t notices_delivered = 0;  // notices handed to local Sessions (one per rank)
   uint64_t notices_unrouted = 0;   // notices for a rank with no local Session (dropped)
   uint64_t duplicate_directives_dropped = 0;  // re-sent directives a local Session already had
-  uint64_t reconnects = 0;                    // upstream streams after the first that got an answer
+  // Answers to local messages: Acks of their own, and accepted lazy_ack messages answered by a
+  // later message's acked_through (no message of their own).
+  uint64_t local_acks = 0;
+  uint64_t local_lazy_acks = 0;
+  uint64_t reconnects = 0;      // upstream streams after the first that got an answer
   uint64_t batches_resent = 0;  // unacknowledged batches written again after a reconnect
   // Local messages the agent refused itself (bytes that do not parse, a first message that is not
   // attach, a second attach, no kind); refusals of the coordinator are counted there.
@@ -49,6 +53,8 @@ class AgentCounters {
   std::atomic<uint64_t> notices_delivered{0};
   std::atomic<uint64_t> notices_unrouted{0};
   std::atomic<uint64_t> duplicate_directives_dropped{0};
+  std::atomic<uint64_t> local_acks{0};
+  std::atomic<uint64_t> local_lazy_acks{0};
   std::atomic<uint64_t> reconnects{0};
   std::atomic<uint64_t> batches_resent{0};
   std::atomic<uint64_t> local_rejected{0};
@@ -69,6 +75,8 @@ class AgentCounters {
     s.notices_delivered = notices_delivered.load();
     s.notices_unrouted = notices_unrouted.load();
     s.duplicate_directives_dropped = duplicate_directives_dropped.load();
+    s.local_acks = local_acks.load();
+    s.local_lazy_acks = local_lazy_acks.load();
     s.reconnects = reconnects.load();
     s.batches_resent = batches_resent.load();
     s.local_rejected = local_rejected.load();

@@ -176,7 +176,7 @@ void Upstream::BuildLocked() {
     p.lazy = true;
     for (const Queued& q : run) {
       inputs.push_back({q.link->rank(), &q.up});
-      p.origins.emplace_back(q.link, q.up.request_id());
+      p.origins.push_back({q.link, q.up.request_id(), q.up.lazy_ack()});
       p.lazy = p.lazy && q.up.lazy_ack();
     }
     const uint64_t id = next_request_id_++;
@@ -365,6 +365,8 @@ void Upstream::OnRead(const v1::AgentDown& down) {
   std::vector<std::pair<std::shared_ptr<LocalRank>, absl::Status>> attach_results;
   std::vector<std::pair<std::shared_ptr<LocalRank>, grpc::Status>> closes;
   std::vector<std::tuple<std::shared_ptr<LocalRank>, uint64_t, absl::Status>> acks;
+  // Lazy local messages accepted, in request order: answered by the link's acked_through.
+  std::vector<std::pair<std::shared_ptr<LocalRank>, uint64_t>> lazy_acks;
   std::vector<std::pair<std::shared_ptr<LocalRank>, const v1::SessionDown*>> notices;
   // Jobs refused or ended with UNAVAILABLE, and the owner named (or empty).
   std::vector<std::pair<std::string, std::string>> not_served;
@@ -433,14 +435,19 @@ void Upstream::OnRead(const v1::AgentDown& down) {
         }
       }
       for (size_t i = 0; i < p.origins.size(); ++i) {
-        std::shared_ptr<LocalRank> local = p.origins[i].first.lock();
+        const AwaitingAck::Origin& origin = p.origins[i];
+        std::shared_ptr<LocalRank> local = origin.link.lock();
         if (local == nullptr) continue;
         absl::Status s = status;  // a malformed batch: every message gets its status
         if (s.ok()) {
           auto r = rejected.find(static_cast<uint32_t>(i));
           if (r != rejected.end()) s = r->second;
         }
-        acks.emplace_back(std::move(local), p.origins[i].second, std::move(s));
+        if (s.ok() && origin.lazy) {
+          lazy_acks.emplace_back(std::move(local), origin.request_id);
+        } else {
+          acks.emplace_back(std::move(local), origin.request_id, std::move(s));
+        }
       }
     }
     for (const v1::AgentNotice& n : down.notices()) {
@@ -472,8 +479,14 @@ void Upstream::OnRead(const v1::AgentDown& down) {
     for (const auto& [job, owner] : not_served) options_.on_not_served(job, owner);
   }
   for (auto& [link, status] : attach_results) link->AttachResult(status);
+  // A rank's lazy messages and Acks are each in request order; answering the lazy ones after the
+  // Acks is what the Session's rule allows (an acked_through never overtakes an Ack queued
+  // before it). The notices that follow carry the lazy answers, and a rank with none gets one
+  // message of its own for them: one message down per rank, not one per check-in.
   for (auto& [link, request_id, status] : acks) link->Ack(request_id, status);
+  for (auto& [link, request_id] : lazy_acks) link->AckLater(request_id);
   for (auto& [link, notice] : notices) link->Notice(*notice);
+  for (auto& [link, request_id] : lazy_acks) link->FlushLazyAcks();
   for (auto& [link, status] : closes) link->Close(status);
 }
 

@@ -143,8 +143,14 @@ class Upstream final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
     enum class Kind { kAttach, kDetach, kBatch };
     Kind kind = Kind::kBatch;
     bool lazy = false;  // kBatch sent with lazy_ack: AgentDown.acked_through may answer it
-    // kBatch: per message of the batch, its local Session and request id.
-    std::vector<std::pair<std::weak_ptr<LocalRank>, uint64_t>> origins;
+    // kBatch: per message of the batch, its local Session, request id and whether the rank sent
+    // it with lazy_ack (accepted, it is answered by acked_through, not an Ack of its own).
+    struct Origin {
+      std::weak_ptr<LocalRank> link;
+      uint64_t request_id = 0;
+      bool lazy = false;
+    };
+    std::vector<Origin> origins;
   };
 
   // StreamProtocol: a new stream re-attaches what was attached; what is due is merged and sent.

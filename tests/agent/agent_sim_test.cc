@@ -49,11 +49,13 @@ TEST_F(AgentSimTest, SixteenRanksBehindOneAgentExactlyOnce) {
   EXPECT_LE(s.upstream_batches, s.local_messages);
   std::printf(
       "agent: %llu local messages in %llu upstream batches; %llu notices for %llu "
-      "ranks\n%s",
+      "ranks; %llu local acks and %llu lazy ones\n%s",
       static_cast<unsigned long long>(s.local_messages),
       static_cast<unsigned long long>(s.upstream_batches),
       static_cast<unsigned long long>(s.notices_received),
-      static_cast<unsigned long long>(s.notices_delivered), text.c_str());
+      static_cast<unsigned long long>(s.notices_delivered),
+      static_cast<unsigned long long>(s.local_acks),
+      static_cast<unsigned long long>(s.local_lazy_acks), text.c_str());
 }
 
 TEST_F(AgentSimTest, AgentStreamCutEvery100MsStillReleasesExactlyOnce) {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -298,6 +299,68 @@ TEST(AgentLazyAckTest, AnAsynchronousCheckInThroughTheAgentIsAnsweredWithTheRele
     EXPECT_TRUE(answered->ok()) << *answered;
   }
   EXPECT_TRUE(rank0->WaitForDirective(0, 0, absl::Seconds(10)).ok());
+  // Rank 0's check-in was answered by the acked_through of a later message (the directive), not
+  // an Ack of its own; rank 1's blocking one got its Ack.
+  EXPECT_EQ(node->stats().local_lazy_acks, 1u);
+  EXPECT_EQ(node->stats().local_acks, 1u);
+}
+
+TEST(AgentLazyAckTest, EveryAsynchronousReportThroughTheAgentIsAnsweredOnceWithoutAnAckOfItsOwn) {
+  // Ranks whose every report is asynchronous, through an agent, against a coordinator that answers
+  // lazy batches within 5 ms: the agent answers each report by a later message's acked_through,
+  // and every callback runs exactly once, with OK.
+  server::ServerOptions server_options;
+  server_options.streams.lazy_ack_delay = absl::Milliseconds(5);
+  auto server = server::TestServer::Start(std::move(server_options));
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto node = StartAgent((*server)->target());
+  ASSERT_NE(node, nullptr);
+  constexpr uint32_t kWorld = 2;
+  constexpr uint32_t kChunks = 3;
+  constexpr uint64_t kSteps = 4;
+  std::vector<std::unique_ptr<Client>> ranks;
+  for (uint32_t r = 0; r < kWorld; ++r) {
+    ranks.push_back(ConnectRank(node->local_target(), MakeJoin("lazy-all", kWorld, r, kChunks)));
+    ASSERT_NE(ranks.back(), nullptr);
+  }
+  absl::Mutex mu;
+  std::map<std::string, int> answers;  // report -> callbacks run
+  std::vector<absl::Status> errors;
+  auto answer = [&](std::string report) {
+    return [&, report](absl::Status status) {
+      absl::MutexLock lock(&mu);
+      ++answers[report];
+      if (!status.ok()) errors.push_back(status);
+    };
+  };
+  OnThreads(kWorld, [&](size_t r) {
+    Client& rank = *ranks[r];
+    for (uint64_t step = 0; step < kSteps; ++step) {
+      for (uint32_t chunk = 0; chunk < kChunks; ++chunk) {
+        v1::Staged item;
+        item.set_step(step);
+        item.set_chunk(chunk);
+        item.set_optimizer("dense");
+        rank.ReportStagedAsync({item}, answer(absl::StrCat(r, " staged ", step, " ", chunk)));
+      }
+      for (uint32_t chunk = 0; chunk < kChunks; ++chunk) {
+        ASSERT_TRUE(rank.WaitForDirective(step, chunk, absl::Seconds(20)).ok());
+        rank.ReportSyncDoneAsync(step, chunk, {}, 1,
+                                 answer(absl::StrCat(r, " sync_done ", step, " ", chunk)));
+      }
+    }
+  });
+  constexpr size_t kReports = 2 * kWorld * kSteps * kChunks;
+  ASSERT_TRUE(WaitUntil([&] {
+    absl::MutexLock lock(&mu);
+    return answers.size() == kReports;
+  }));
+  absl::MutexLock lock(&mu);
+  EXPECT_THAT(errors, ::testing::IsEmpty());
+  for (const auto& [report, count] : answers) EXPECT_EQ(count, 1) << report;
+  const agent::AgentStats stats = node->stats();
+  EXPECT_EQ(stats.local_lazy_acks, kReports);
+  EXPECT_EQ(stats.local_acks, 0u);
 }
 
 TEST_F(AgentTest, OneRanksBadCheckInDoesNotRejectAnothersInTheSameMergedMessage) {
