@@ -11,6 +11,7 @@ void SummarizeRun(const ReleaseRecords& records, uint32_t ranks, uint64_t warmup
   result->distinct_sequences = summary.distinct_sequences;
   result->release_latency_ns = std::move(summary.latency_ns);
   result->release_first_latency_ns = std::move(summary.first_latency_ns);
+  result->release_times = std::move(summary.times);
   result->directives = counters.directives.load();
   result->duplicate_directives = counters.duplicate_directives.load();
   result->unexpected_directives = counters.unexpected_directives.load();

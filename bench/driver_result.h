@@ -18,6 +18,7 @@ struct DriverResult {
   // One per measured (step, chunk) released to every rank, in nanoseconds.
   std::vector<int64_t> release_latency_ns;
   std::vector<int64_t> release_first_latency_ns;  // to the first rank or node that got it
+  std::vector<ReleaseTimes> release_times;        // the same releases' raw times
   uint64_t releases_expected = 0;                 // (warmup_steps + steps) * chunks
   uint64_t releases_complete = 0;  // (step, chunk)s whose directive reached every rank
   uint64_t distinct_sequences = 0;

@@ -35,6 +35,7 @@
 #include "bench/owner_probe.h"
 #include "bench/proc_stats.h"
 #include "bench/rank_driver.h"
+#include "bench/release_watch.h"
 #include "bench/subprocess.h"
 #include "bench/workload.h"
 #include "serve/daemon.h"
@@ -75,6 +76,10 @@ ABSL_FLAG(int, timeout_s, 180, "bound on each phase of a run (joins, attaches, s
 ABSL_FLAG(uint64_t, seed, 1, "random seed of the arrival delays");
 ABSL_FLAG(std::string, sweep_ranks, "", "comma-separated N values: one run per (N, C) pair");
 ABSL_FLAG(std::string, sweep_chunks, "", "comma-separated C values (default: --chunks)");
+ABSL_FLAG(bool, hop_times, false,
+          "also split each release's latency at the coordinator (its release events, read by "
+          "WatchEvents): \"hops\" in the JSON, the way up (last check-in sent -> release "
+          "decided) and down (-> first and last rank or node); a single coordinator only");
 ABSL_FLAG(bool, json, false, "print one JSON object per run (one line) instead of a summary");
 ABSL_FLAG(std::string, label, "", "the run's 'system' in the JSON (default psync / psync+agents)");
 ABSL_FLAG(bool, floor, true,
@@ -367,6 +372,16 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
     if (!owner.ok()) return owner.status();
     o.targets = {*owner};
   }
+  std::unique_ptr<ReleaseWatch> watch;
+  if (absl::GetFlag(FLAGS_hop_times)) {
+    if (procs->coordinator_target.find(',') != std::string::npos) {
+      return absl::InvalidArgumentError("--hop_times needs a single coordinator, not replicas");
+    }
+    absl::StatusOr<std::unique_ptr<ReleaseWatch>> started =
+        ReleaseWatch::Start(procs->coordinator_target, o.job_id);
+    if (!started.ok()) return started.status();
+    watch = std::move(*started);
+  }
   CpuMem start, end, agents_start, agents_end, self_start, self_end;
   o.on_measure_start = [&] {
     start = Sample(cpid);
@@ -401,6 +416,7 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
   } else {
     r = RunRanks(o);
   }
+  if (watch != nullptr && r.ok()) watch->Stop(r->releases_expected, absl::Seconds(10));
   for (auto& a : procs->agents) a->Stop();
   if (procs->coordinator) procs->coordinator->Stop();
   if (!r.ok()) return r.status();
@@ -464,6 +480,7 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
                                checkins > 0 ? agents_cpu / checkins * 1e6 : 0, Mib(agents_idle.rss),
                                Mib(agents_end.rss), Mib(agents_end.hwm)));
   }
+  if (watch != nullptr) absl::StrAppend(&json, ",\"hops\":", watch->Split(r->release_times).Json());
   absl::StrAppend(&json, absl::StrFormat(",\"bench_cpu_s\":%.3f",
                                          self_end.cpu_seconds - self_start.cpu_seconds));
   if (floor.has_value()) {

@@ -44,9 +44,11 @@ expect '"checkins":96,'
 # Simulated node agents: 10 ranks on nodes of 4, 4 and 2, one AgentSession each.
 out=$("$bench" --coordinator="$coordinator" --simulated_nodes=4 --ranks=10 --optimizers=2 \
   --chunks=2 --steps=3 --warmup_steps=1 --step_period_ms=50 --spread_us=5000 --floor=false \
-  --json --log_dir="$tmp")
+  --hop_times --json --log_dir="$tmp")
 echo "$out"
 expect '"system":"psync+nodes"'
+# Every measured release's decision was read from the coordinator's events and split there.
+expect '"hops":{"matched":6,"up":{"count":6,'
 expect '"ranks_per_node":4,'
 expect '"ok":true'
 expect '"releases_expected":8,'

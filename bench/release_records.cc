@@ -37,6 +37,8 @@ ReleaseSummary ReleaseRecords::Summarize(uint32_t ranks, uint64_t warmup_steps) 
       if (step >= warmup_steps) {
         out.latency_ns.push_back(rec.last_directive_ns.load() - rec.last_send_ns.load());
         out.first_latency_ns.push_back(rec.first_directive_ns.load() - rec.last_send_ns.load());
+        out.times.push_back({step, c, rec.last_send_ns.load(), rec.first_directive_ns.load(),
+                             rec.last_directive_ns.load()});
       }
     }
   }

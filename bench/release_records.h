@@ -42,6 +42,16 @@ struct ChunkRecord {
   }
 };
 
+// One measured (step, chunk) released to every rank: when its last check-in was sent and when
+// the first and last rank (or node) had the directive, on NowNs()'s clock.
+struct ReleaseTimes {
+  uint64_t step = 0;
+  uint32_t chunk = 0;
+  int64_t last_send_ns = 0;
+  int64_t first_directive_ns = 0;
+  int64_t last_directive_ns = 0;
+};
+
 struct ReleaseSummary {
   uint64_t complete = 0;            // (step, chunk)s whose directive reached every rank
   uint64_t distinct_sequences = 0;  // among those
@@ -49,6 +59,7 @@ struct ReleaseSummary {
   // The same, to the first rank (or node) that got the directive: latency_ns minus this is the
   // spread of one release over its ranks.
   std::vector<int64_t> first_latency_ns;
+  std::vector<ReleaseTimes> times;  // the same (step, chunk)s, in order
 };
 
 class ReleaseRecords {
