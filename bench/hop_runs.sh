@@ -5,7 +5,9 @@
 # lazy acks, 20 steps of 300 ms, nothing pinned, two runs each, alternated:
 #   paced: RANKS_PACED ranks (default 256), arrivals over 200 ms (simulated nodes: 20 ms tick);
 #   burst: RANKS_BURST ranks (default 1024), arrivals within 1 ms (simulated nodes: 1 ms tick).
-# Real agents of 8 ranks, --flush_window default. Appends to OUT_DIR/hops.jsonl and prints the
+# Real agents of 8 ranks, --flush_window default. With 16 or more CPUs also "agents-pinned": the
+# coordinator on CPUs 0-1, the agents on 2-9, the benchmark's ranks on the rest, so that the
+# agents' figures are not the load generator's. Appends to OUT_DIR/hops.jsonl and prints the
 # medians.
 #   bench/hop_runs.sh BIN_DIR [OUT_DIR]
 set -u
@@ -13,10 +15,11 @@ if [ $# -lt 1 ]; then sed -n 2,10p "$0" >&2; exit 2; fi
 bin=$(cd "$1" && pwd)
 out=${2:-${OUT:-/tmp}}
 mkdir -p "$out"
-run() {  # LABEL RANKS psync-bench flags...
-  local label=$1 ranks=$2
+run() {  # LABEL RANKS psync-bench flags... (BENCH_CPUS: a taskset -c list for psync-bench)
+  local label=$1 ranks=$2 pin=()
   shift 2
-  LD_LIBRARY_PATH=$bin:${LD_LIBRARY_PATH:-} timeout 240 "$bin/psync-bench" \
+  [ -n "${BENCH_CPUS:-}" ] && pin=(taskset -c "$BENCH_CPUS")
+  LD_LIBRARY_PATH=$bin:${LD_LIBRARY_PATH:-} timeout 240 "${pin[@]}" "$bin/psync-bench" \
     --coordinator="$bin/psync-coordinator" --ranks="$ranks" --optimizers=2 --chunks=8 \
     --lazy_acks=true --floor=false --steps=20 --step_period_ms=300 --hop_times \
     --label="$label" --json "$@" >>"$out/hops.jsonl" 2>>"$out/hops.err"
@@ -32,6 +35,14 @@ for _ in 1 2; do
   # shellcheck disable=SC2046
   run agents "$burst" --spread_us=1000 $(agents "$burst")
   run nodes "$burst" --spread_us=1000 --simulated_nodes=8 --node_tick_us=1000
+  if [ "$(nproc)" -ge 16 ]; then
+    # shellcheck disable=SC2046
+    BENCH_CPUS=10-$(($(nproc) - 1)) run agents-pinned "$paced" --spread_us=200000 \
+      $(agents "$paced") --server_taskset=0-1 --agent_taskset=2-9
+    # shellcheck disable=SC2046
+    BENCH_CPUS=10-$(($(nproc) - 1)) run agents-pinned "$burst" --spread_us=1000 \
+      $(agents "$burst") --server_taskset=0-1 --agent_taskset=2-9
+  fi
 done
 python3 - "$out/hops.jsonl" <<'PY'
 import collections, json, statistics, sys

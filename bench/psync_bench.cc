@@ -94,6 +94,9 @@ ABSL_FLAG(double, floor_seconds, 5, "with --floor_streams: how long the paced st
 ABSL_FLAG(std::string, server_taskset, "",
           "CPU list (taskset -c) for the coordinator and the echo server, e.g. 0 or 0-1; the "
           "benchmark itself runs wherever it was started");
+ABSL_FLAG(std::string, agent_taskset, "",
+          "CPU list (taskset -c) the node agents (--agents) run on, e.g. 2-9, so that they do "
+          "not share cores with the coordinator or the benchmark's ranks");
 ABSL_FLAG(uint32_t, agents, 0, "node agents to start; rank r connects to agent r / (N / agents)");
 ABSL_FLAG(std::string, agent_binary, "", "the node agent binary (psync-agent)");
 ABSL_FLAG(std::string, agent_args,
@@ -168,12 +171,16 @@ absl::Status CheckSimulatedNodeFlags() {
 
 double Mib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
-// argv run on the --server_taskset CPUs when that is set.
-std::vector<std::string> OnServerCpus(std::vector<std::string> argv) {
-  const std::string cpus = absl::GetFlag(FLAGS_server_taskset);
+// argv run on the CPUs `cpus` lists (taskset -c) when it is not empty.
+std::vector<std::string> OnCpus(const std::string& cpus, std::vector<std::string> argv) {
   if (cpus.empty()) return argv;
   argv.insert(argv.begin(), {"/usr/bin/taskset", "-c", cpus});
   return argv;
+}
+
+// argv run on the --server_taskset CPUs when that is set.
+std::vector<std::string> OnServerCpus(std::vector<std::string> argv) {
+  return OnCpus(absl::GetFlag(FLAGS_server_taskset), std::move(argv));
 }
 
 struct Floor {
@@ -289,7 +296,8 @@ absl::StatusOr<Processes> StartProcesses(const RunConfig& run, int index) {
                                              {"{port_file}", port_file},
                                              {"{index}", absl::StrCat(i)}}));
     }
-    auto child = Subprocess::Start(argv, TempPath(absl::StrCat("agent-", index, "-", i, ".log")));
+    auto child = Subprocess::Start(OnCpus(absl::GetFlag(FLAGS_agent_taskset), std::move(argv)),
+                                   TempPath(absl::StrCat("agent-", index, "-", i, ".log")));
     if (!child.ok()) return child.status();
     auto port = WaitForPortFile(port_file, child->get(), absl::Seconds(30));
     std::remove(port_file.c_str());

@@ -13,10 +13,10 @@ std::string HopSplit::Json() const {
 }
 
 absl::StatusOr<std::unique_ptr<ReleaseWatch>> ReleaseWatch::Start(const std::string& target,
-                                                                   const std::string& job_id) {
+                                                                  const std::string& job_id) {
   std::unique_ptr<ReleaseWatch> watch(new ReleaseWatch());
-  watch->stub_ = v1::Coordinator::NewStub(
-      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  watch->stub_ =
+      v1::Coordinator::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
   watch->unix_minus_mono_ns_ = absl::GetCurrentTimeNanos() - NowNs();
   v1::WatchEventsRequest request;
   request.set_job_id(job_id);

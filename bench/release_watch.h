@@ -31,10 +31,10 @@ namespace psync::bench {
 
 // The split of a run's measured releases.
 struct HopSplit {
-  size_t matched = 0;          // releases with a decision time read from the coordinator
-  LatencySummary up;           // last check-in sent -> release decided
-  LatencySummary down_first;   // release decided -> first rank (or node) has it
-  LatencySummary down_last;    // release decided -> last rank (or node) has it
+  size_t matched = 0;         // releases with a decision time read from the coordinator
+  LatencySummary up;          // last check-in sent -> release decided
+  LatencySummary down_first;  // release decided -> first rank (or node) has it
+  LatencySummary down_last;   // release decided -> last rank (or node) has it
   std::string Json() const;
 };
 
@@ -43,7 +43,7 @@ class ReleaseWatch {
   // Watches `job_id`'s releases at `target` (a coordinator, not a node agent: agents do not
   // forward WatchEvents) from now on.
   static absl::StatusOr<std::unique_ptr<ReleaseWatch>> Start(const std::string& target,
-                                                              const std::string& job_id);
+                                                             const std::string& job_id);
   ~ReleaseWatch();
   ReleaseWatch(const ReleaseWatch&) = delete;
   ReleaseWatch& operator=(const ReleaseWatch&) = delete;
