@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -364,9 +365,14 @@ void Upstream::OnRead(const v1::AgentDown& down) {
   // Callbacks collected under the lock, run after it.
   std::vector<std::pair<std::shared_ptr<LocalRank>, absl::Status>> attach_results;
   std::vector<std::pair<std::shared_ptr<LocalRank>, grpc::Status>> closes;
-  std::vector<std::tuple<std::shared_ptr<LocalRank>, uint64_t, absl::Status>> acks;
-  // Lazy local messages accepted, in request order: answered by the link's acked_through.
-  std::vector<std::pair<std::shared_ptr<LocalRank>, uint64_t>> lazy_acks;
+  // The answers to local messages, in request order. A lazy message accepted (no status here) is
+  // answered by its link's acked_through.
+  struct LocalAnswer {
+    std::shared_ptr<LocalRank> link;
+    uint64_t request_id;
+    std::optional<absl::Status> status;
+  };
+  std::vector<LocalAnswer> answers;
   std::vector<std::pair<std::shared_ptr<LocalRank>, const v1::SessionDown*>> notices;
   // Jobs refused or ended with UNAVAILABLE, and the owner named (or empty).
   std::vector<std::pair<std::string, std::string>> not_served;
@@ -443,11 +449,8 @@ void Upstream::OnRead(const v1::AgentDown& down) {
           auto r = rejected.find(static_cast<uint32_t>(i));
           if (r != rejected.end()) s = r->second;
         }
-        if (s.ok() && origin.lazy) {
-          lazy_acks.emplace_back(std::move(local), origin.request_id);
-        } else {
-          acks.emplace_back(std::move(local), origin.request_id, std::move(s));
-        }
+        answers.push_back({std::move(local), origin.request_id,
+                           s.ok() && origin.lazy ? std::nullopt : std::optional(std::move(s))});
       }
     }
     for (const v1::AgentNotice& n : down.notices()) {
@@ -479,14 +482,21 @@ void Upstream::OnRead(const v1::AgentDown& down) {
     for (const auto& [job, owner] : not_served) options_.on_not_served(job, owner);
   }
   for (auto& [link, status] : attach_results) link->AttachResult(status);
-  // A rank's lazy messages and Acks are each in request order; answering the lazy ones after the
-  // Acks is what the Session's rule allows (an acked_through never overtakes an Ack queued
-  // before it). The notices that follow carry the lazy answers, and a rank with none gets one
-  // message of its own for them: one message down per rank, not one per check-in.
-  for (auto& [link, request_id, status] : acks) link->Ack(request_id, status);
-  for (auto& [link, request_id] : lazy_acks) link->AckLater(request_id);
+  // In request order, as a coordinator answers a Session (serve/lazy_acks.h): an Ack is queued,
+  // a lazy acceptance raises the acked_through of the newest message queued or of the next one.
+  // The notices that follow carry the lazy answers, and a rank with none gets one message of its
+  // own for them: one message down per rank, not one per check-in.
+  for (LocalAnswer& a : answers) {
+    if (a.status.has_value()) {
+      a.link->Ack(a.request_id, *a.status);
+    } else {
+      a.link->AckLater(a.request_id);
+    }
+  }
   for (auto& [link, notice] : notices) link->Notice(*notice);
-  for (auto& [link, request_id] : lazy_acks) link->FlushLazyAcks();
+  for (LocalAnswer& a : answers) {
+    if (!a.status.has_value()) a.link->FlushLazyAcks();
+  }
   for (auto& [link, status] : closes) link->Close(status);
 }
 

@@ -363,6 +363,50 @@ TEST(AgentLazyAckTest, EveryAsynchronousReportThroughTheAgentIsAnsweredOnceWitho
   EXPECT_EQ(stats.local_acks, 0u);
 }
 
+TEST(AgentLazyAckTest, ARefusedAsynchronousReportBetweenAcceptedOnesGetsItsOwnStatus) {
+  // Three asynchronous check-ins of one rank, the middle one refused: the refusal is an Ack of
+  // its own with the coordinator's status, the others are answered OK by acked_through, each
+  // callback once.
+  server::ServerOptions server_options;
+  server_options.streams.lazy_ack_delay = absl::Milliseconds(5);
+  auto server = server::TestServer::Start(std::move(server_options));
+  ASSERT_TRUE(server.ok()) << server.status();
+  agent::AgentOptions options;
+  options.flush_window = absl::Hours(1);
+  options.flush_messages = 3;  // the three go up together
+  auto node = StartAgent((*server)->target(), options);
+  ASSERT_NE(node, nullptr);
+  auto rank = ConnectRank(node->local_target(), MakeJoin("lazy-mixed", 2, 0, 3));
+  ASSERT_NE(rank, nullptr);
+  absl::Mutex mu;
+  std::vector<std::pair<int, absl::Status>> answers;
+  auto stage = [&](int index, uint32_t chunk, const std::string& optimizer) {
+    v1::Staged item;
+    item.set_step(0);
+    item.set_chunk(chunk);
+    item.set_optimizer(optimizer);
+    rank->ReportStagedAsync({item}, [&, index](absl::Status status) {
+      absl::MutexLock lock(&mu);
+      answers.emplace_back(index, status);
+    });
+  };
+  stage(0, 0, "dense");
+  stage(1, 1, "bogus");
+  stage(2, 2, "dense");
+  ASSERT_TRUE(WaitUntil([&] {
+    absl::MutexLock lock(&mu);
+    return answers.size() == 3;
+  }));
+  absl::MutexLock lock(&mu);
+  std::map<int, absl::Status> by_index(answers.begin(), answers.end());
+  ASSERT_EQ(by_index.size(), 3u);
+  EXPECT_TRUE(by_index[0].ok()) << by_index[0];
+  EXPECT_EQ(by_index[1].code(), absl::StatusCode::kInvalidArgument) << by_index[1];
+  EXPECT_TRUE(by_index[2].ok()) << by_index[2];
+  EXPECT_EQ(node->stats().local_lazy_acks, 2u);
+  EXPECT_EQ(node->stats().local_acks, 1u);
+}
+
 TEST_F(AgentTest, OneRanksBadCheckInDoesNotRejectAnothersInTheSameMergedMessage) {
   // What a direct Session answers for the bad check-in.
   auto channel = grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials());
