@@ -70,8 +70,16 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   router.upstream.flush_messages = o.flush_messages;
   router.upstream.max_batch_messages = o.max_batch_messages;
   router.upstream.max_batch_bytes = o.max_batch_bytes;
+  if (router.targets.size() == 1) {
+    RelayHubOptions relay;
+    relay.channel = router.channel_factory(router.targets.front());
+    relay.target = router.targets.front();
+    relay.backoff = o.backoff;
+    agent->relay_ = std::make_unique<RelayHub>(std::move(relay), &agent->counters_);
+  }
   agent->router_ = std::make_unique<Router>(std::move(router), &agent->counters_);
-  agent->service_ = std::make_unique<AgentService>(agent->router_.get(), &agent->counters_);
+  agent->service_ =
+      std::make_unique<AgentService>(agent->router_.get(), agent->relay_.get(), &agent->counters_);
 
   auto server =
       serve::StartRankServer(o.listen, grpc::InsecureServerCredentials(),
@@ -107,6 +115,7 @@ void Agent::Drain(absl::Duration grace) {
     // only when it is destroyed (agent/calls_in_flight.h).
     if (service_ != nullptr) service_->AwaitCallsDone();
     if (router_ != nullptr) router_->Shutdown();
+    if (relay_ != nullptr) relay_->Shutdown();
   });
 }
 

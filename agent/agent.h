@@ -19,6 +19,11 @@
 // behaves as a single coordinator: one stream, re-attached after every reconnect; a redirect it
 // answers (a Service in front of replicas) is still followed to the owner.
 //
+// Relaying. With one target, the agent also serves other node agents' AgentSessions (a relay
+// tier: agents -> relay -> coordinator) through one more stream of its own to the coordinator
+// (agent/relay_hub.h, opened when the first agent connects); psync-agent started with --target
+// pointing at another agent uses it as its relay.
+//
 // Start() binds the listening address and, with one target, starts connecting upstream (in the
 // background, retrying with backoff; with several, a replica's stream opens when a job first goes
 // there); it fails only for bad options (a target list with no target: INVALID_ARGUMENT naming
@@ -35,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/agent_service.h"
+#include "agent/relay_hub.h"
 #include "agent/router.h"
 #include "agent/stats.h"
 #include "client/backoff.h"
@@ -104,6 +110,7 @@ class Agent {
   const AgentOptions options_;
   AgentCounters counters_;
   std::unique_ptr<Router> router_;
+  std::unique_ptr<RelayHub> relay_;  // one target (or a fixed channel) only
   std::unique_ptr<AgentService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

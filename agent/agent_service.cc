@@ -10,6 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/local_session.h"
+#include "agent/relay_session.h"
 #include "wire/session_up_frame.h"
 
 namespace psync::agent {
@@ -124,8 +125,8 @@ grpc::ServerUnaryReactor* Forwarded(CallsInFlight::Token token,
 
 }  // namespace
 
-AgentService::AgentService(Router* router, AgentCounters* counters)
-    : router_(router), counters_(counters) {
+AgentService::AgentService(Router* router, RelayHub* relay, AgentCounters* counters)
+    : router_(router), relay_(relay), counters_(counters) {
   MarkMethodCallback(wire::SessionMethodIndex(),
                      wire::NewSessionHandler([this](grpc::CallbackServerContext*) {
                        return NewLocalSession(router_, counters_, calls_.Enter());
@@ -243,11 +244,13 @@ grpc::ServerUnaryReactor* AgentService::KvGet(grpc::CallbackServerContext* conte
 
 grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>* AgentService::AgentSession(
     grpc::CallbackServerContext* /*context*/) {
+  if (relay_ != nullptr) return NewRelaySession(relay_, calls_.Enter());
   class Refuse final : public grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown> {
    public:
     Refuse() {
       Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                          "AgentSession is served by the coordinator; agents do not chain"));
+                          "this agent has several --target replicas; it relays AgentSessions "
+                          "only with one --target"));
     }
     void OnDone() override { delete this; }
   };

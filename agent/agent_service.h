@@ -11,8 +11,9 @@
 //    details): a rank always comes back through its agent. An unreachable replica or a redirect
 //    to nobody moves the job to the next replica of the list, and the rank gets UNAVAILABLE (its
 //    client retries).
-//  * WatchEvents and AgentSession: UNIMPLEMENTED (watch the coordinator directly; agents do not
-//    chain).
+//  * AgentSession: another node agent relayed through this one (agent/relay_hub.h), when the agent
+//    has a relay hub (one --target); UNIMPLEMENTED otherwise.
+//  * WatchEvents: UNIMPLEMENTED (watch the coordinator directly).
 //
 // Never blocks in a reactor. Thread-safe; does not own the router or the counters. Every Session
 // and forwarded call holds a token of CallsInFlight until its reactor is destroyed: whoever
@@ -21,6 +22,7 @@
 #define PSYNC_AGENT_AGENT_SERVICE_H_
 
 #include "agent/calls_in_flight.h"
+#include "agent/relay_hub.h"
 #include "agent/router.h"
 #include "agent/stats.h"
 #include "grpcpp/grpcpp.h"
@@ -33,9 +35,9 @@ class AgentService final : public v1::Coordinator::CallbackService {
   // Attempts of one forwarded call (the first and the redirects followed).
   static constexpr int kMaxForwardHops = 3;
 
-  // Neither is owned; both must outlive the service.
+  // None is owned; all must outlive the service. `relay` may be null (AgentSession refused).
   // Session is served with SessionUpFrames (wire/session_up_frame.h), as on the coordinator.
-  AgentService(Router* router, AgentCounters* counters);
+  AgentService(Router* router, RelayHub* relay, AgentCounters* counters);
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
                                  const v1::JoinRequest* request,
@@ -69,11 +71,13 @@ class AgentService final : public v1::Coordinator::CallbackService {
   grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>* AgentSession(
       grpc::CallbackServerContext* context) override;
 
-  // Blocks until every Session and forwarded call of this service is destroyed.
+  // Blocks until every Session, relayed AgentSession and forwarded call of this service is
+  // destroyed.
   void AwaitCallsDone() { calls_.AwaitNone(); }
 
  private:
   Router* const router_;
+  RelayHub* const relay_;
   AgentCounters* const counters_;
   CallsInFlight calls_;
 };

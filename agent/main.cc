@@ -73,5 +73,10 @@ int main(int argc, char** argv) {
             << " rank deliveries; " << s.local_acks << " local acks and " << s.local_lazy_acks
             << " lazy ones; " << s.reconnects << " reconnects; " << s.redirects << " redirects, "
             << s.rotations << " rotations, " << s.replicas_lost << " replicas lost\n";
+  if (s.relayed_attaches > 0) {
+    std::cerr << "psync-agent: relayed " << s.relayed_attaches << " attaches and "
+              << s.relayed_batches << " batches of other agents (" << s.relay_refused
+              << " messages refused), " << s.relay_notices << " notice entries down to them\n";
+  }
   return 0;
 }

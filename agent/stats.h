@@ -38,6 +38,14 @@ struct AgentStats {
   uint64_t redirects = 0;
   uint64_t rotations = 0;
   uint64_t replicas_lost = 0;
+  // Relaying (agent/relay_hub.h): downstream agents' AgentSessions open now, the attaches and
+  // batches they sent up through this agent, the messages the relay refused itself (a rank not
+  // attached through the stream it came on), and the AgentNotice entries written down to them.
+  uint64_t relayed_agents = 0;
+  uint64_t relayed_attaches = 0;
+  uint64_t relayed_batches = 0;
+  uint64_t relay_refused = 0;
+  uint64_t relay_notices = 0;
 };
 
 class AgentCounters {
@@ -61,6 +69,11 @@ class AgentCounters {
   std::atomic<uint64_t> redirects{0};
   std::atomic<uint64_t> rotations{0};
   std::atomic<uint64_t> replicas_lost{0};
+  std::atomic<uint64_t> relayed_agents{0};
+  std::atomic<uint64_t> relayed_attaches{0};
+  std::atomic<uint64_t> relayed_batches{0};
+  std::atomic<uint64_t> relay_refused{0};
+  std::atomic<uint64_t> relay_notices{0};
 
   AgentStats Snapshot() const {
     AgentStats s;
@@ -83,6 +96,11 @@ class AgentCounters {
     s.redirects = redirects.load();
     s.rotations = rotations.load();
     s.replicas_lost = replicas_lost.load();
+    s.relayed_agents = relayed_agents.load();
+    s.relayed_attaches = relayed_attaches.load();
+    s.relayed_batches = relayed_batches.load();
+    s.relay_refused = relay_refused.load();
+    s.relay_notices = relay_notices.load();
     return s;
   }
 };

@@ -4,7 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/rpc/agent_down_queue.h"
+#include "serve/agent_down_queue.h"
 
 namespace psync::server {
 namespace {
@@ -74,7 +74,7 @@ v1::SessionDown Directive(uint64_t step, uint32_t chunk) {
 }
 
 TEST(AgentDownQueueTest, MergesEqualNoticesAndKeepsEachRanksOrder) {
-  AgentDownQueue q;
+  serve::AgentDownQueue q;
   q.AddNotice("job", 0, Directive(1, 0));
   q.AddNotice("job", 0, Directive(1, 1));
   q.AddNotice("job", 1, Directive(1, 0));    // merges into the first entry
@@ -101,23 +101,23 @@ TEST(AgentDownQueueTest, MergesEqualNoticesAndKeepsEachRanksOrder) {
 }
 
 TEST(AgentDownQueueTest, OpensANewMessageWhenFull) {
-  AgentDownQueue q;
-  for (size_t i = 0; i < AgentDownQueue::kMaxItems + 1; ++i) q.AddAck(v1::AgentAck());
+  serve::AgentDownQueue q;
+  for (size_t i = 0; i < serve::AgentDownQueue::kMaxItems + 1; ++i) q.AddAck(v1::AgentAck());
   EXPECT_EQ(q.size(), 2u);
-  EXPECT_EQ(q.Take().acks_size(), static_cast<int>(AgentDownQueue::kMaxItems));
+  EXPECT_EQ(q.Take().acks_size(), static_cast<int>(serve::AgentDownQueue::kMaxItems));
   EXPECT_EQ(q.Take().acks_size(), 1);
 }
 
 TEST(AgentDownQueueTest, ManyRanksAtOnceFillMessagesAsOneAtATimeWould) {
   // Three items short of full: two ranks fit, the third opens the next message.
-  AgentDownQueue at_once;
-  AgentDownQueue one_by_one;
-  for (size_t i = 0; i + 3 < AgentDownQueue::kMaxItems; ++i) {
+  serve::AgentDownQueue at_once;
+  serve::AgentDownQueue one_by_one;
+  for (size_t i = 0; i + 3 < serve::AgentDownQueue::kMaxItems; ++i) {
     at_once.AddAck(v1::AgentAck());
     one_by_one.AddAck(v1::AgentAck());
   }
   const v1::SessionDown notice = Directive(4, 2);
-  const std::string key = AgentDownQueue::NoticeKey("job", notice);
+  const std::string key = serve::AgentDownQueue::NoticeKey("job", notice);
   const std::vector<core::RankId> ranks = {0, 1, 2, 3, 4};
   at_once.AddNotice("job", ranks, notice, key);
   for (core::RankId r : ranks) one_by_one.AddNotice("job", r, notice);
@@ -135,13 +135,13 @@ TEST(AgentDownQueueTest, ManyRanksAtOnceFillMessagesAsOneAtATimeWould) {
 }
 
 TEST(AgentDownQueueTest, ManyRanksAtOnceKeepEachRanksOrder) {
-  AgentDownQueue q;
+  serve::AgentDownQueue q;
   q.AddNotice("job", 0, Directive(1, 0));
   q.AddNotice("job", 1, Directive(1, 1));
   // Rank 1 already has a later notice than the entry of (1, 0): from rank 1 on, a new entry.
   const v1::SessionDown notice = Directive(1, 0);
   const std::vector<core::RankId> ranks = {2, 1, 3};
-  q.AddNotice("job", ranks, notice, AgentDownQueue::NoticeKey("job", notice));
+  q.AddNotice("job", ranks, notice, serve::AgentDownQueue::NoticeKey("job", notice));
   const v1::AgentDown down = q.Take();
   ASSERT_EQ(down.notices_size(), 3);
   EXPECT_THAT(down.notices(0).ranks(), ElementsAre(0, 2));

@@ -14,9 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "serve/agent_down_queue.h"
 #include "serve/stream_writer.h"
 #include "server/rpc/agent_batch.h"
-#include "server/rpc/agent_down_queue.h"
 #include "server/rpc/convert.h"
 #include "server/rpc/session_attach.h"
 #include "wire/arena_message.h"
@@ -43,20 +43,20 @@ struct ConvertedAgentDownQueue {
       last_notice = notice;
       last_job = job_id;
       last_proto = NoticeToProto(notice);
-      last_key = AgentDownQueue::NoticeKey(job_id, last_proto);
+      last_key = serve::AgentDownQueue::NoticeKey(job_id, last_proto);
     }
     queue.AddNotice(job_id, ranks, last_proto, last_key);
   }
 
-  AgentDownQueue queue;
+  serve::AgentDownQueue queue;
   std::optional<core::Notice> last_notice;
   std::string last_job;
   v1::SessionDown last_proto;
   std::string last_key;
 };
 
-// Queues what goes down one AgentSession (merged by AgentDownQueue) and writes one message at a
-// time (StreamWriter). Shared by the sinks of every rank of the stream; while corked (the
+// Queues what goes down one AgentSession (merged by serve::AgentDownQueue) and writes one message
+// at a time (StreamWriter). Shared by the sinks of every rank of the stream; while corked (the
 // coordinator hands out one decision's notices) nothing new starts, so those notices leave
 // together. Outlives the reactor: once the stream is done, everything added is dropped.
 class AgentStreamBatcher final : public NoticeBatcher,

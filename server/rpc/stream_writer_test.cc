@@ -1,8 +1,8 @@
-// StreamWriter (through SessionWriter, and over an AgentDownQueue): one write at a time in queue
-// order, Finish only once the queue is drained after Close, the first Close wins, a failed write
-// drops the queue, a cork holds the newest message back, and nothing happens after Detach. Flow
-// control: over the bound reading pauses and resumes once drained; over it past the deadline (a
-// FakeClock, the timer fired by hand) the stream ends with RESOURCE_EXHAUSTED.
+// StreamWriter (through SessionWriter, and over an serve::AgentDownQueue): one write at a time in
+// queue order, Finish only once the queue is drained after Close, the first Close wins, a failed
+// write drops the queue, a cork holds the newest message back, and nothing happens after Detach.
+// Flow control: over the bound reading pauses and resumes once drained; over it past the deadline
+// (a FakeClock, the timer fired by hand) the stream ends with RESOURCE_EXHAUSTED.
 //
 // The reactor's stream is a fake bound through gRPC's mocking seam (ServerCallbackReaderWriter):
 // StartWrite and Finish land in its journal, and the test completes each write by hand, as the
@@ -14,8 +14,8 @@
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "serve/agent_down_queue.h"
 #include "serve/session_writer.h"
-#include "server/rpc/agent_down_queue.h"
 
 namespace psync::server {
 namespace {
@@ -271,19 +271,19 @@ TEST(AgentStreamWriterTest, CorkedNoticesLeaveAsOneMessage) {
   using Down = v1::AgentDown;
   IdleReactor<Up, Down> reactor;
   FakeStream<Up, Down> stream(&reactor);
-  serve::StreamWriter<Up, Down, AgentDownQueue> writer(&reactor, "agent");
+  serve::StreamWriter<Up, Down, serve::AgentDownQueue> writer(&reactor, "agent");
 
   v1::SessionDown directive;
   directive.mutable_directive()->set_generation(1);
   directive.mutable_directive()->set_chunk(2);
   writer.Cork();
-  writer.Add([&](AgentDownQueue& q) {
+  writer.Add([&](serve::AgentDownQueue& q) {
     v1::AgentAck ack;
     ack.set_request_id(9);
     q.AddAck(std::move(ack));
   });
-  for (core::RankId rank : {0u, 1u, 3u}) {
-    writer.Add([&](AgentDownQueue& q) { q.AddNotice("job", rank, directive); });
+  for (uint32_t rank : {0u, 1u, 3u}) {
+    writer.Add([&](serve::AgentDownQueue& q) { q.AddNotice("job", rank, directive); });
   }
   EXPECT_THAT(stream.writes, IsEmpty());
   writer.Uncork();
@@ -307,8 +307,8 @@ TEST(AgentStreamWriterTest, FailedWriteNamesThePeer) {
   using Down = v1::AgentDown;
   IdleReactor<Up, Down> reactor;
   FakeStream<Up, Down> stream(&reactor);
-  serve::StreamWriter<Up, Down, AgentDownQueue> writer(&reactor, "agent");
-  writer.Add([](AgentDownQueue& q) { q.AddAck(v1::AgentAck()); });
+  serve::StreamWriter<Up, Down, serve::AgentDownQueue> writer(&reactor, "agent");
+  writer.Add([](serve::AgentDownQueue& q) { q.AddAck(v1::AgentAck()); });
   writer.WriteDone(false);
   EXPECT_THAT(Finishes(stream.finishes), ElementsAre(Finished{1, "write failed: agent gone"}));
 }
@@ -422,7 +422,7 @@ TEST(SessionDownQueueTest, BytesFollowWhatIsQueued) {
 }
 
 TEST(AgentDownQueueBytesTest, BytesFollowWhatIsQueuedAndReturnToZero) {
-  AgentDownQueue q;
+  serve::AgentDownQueue q;
   v1::SessionDown directive;
   directive.mutable_directive()->set_generation(1);
   v1::AgentAck ack;
@@ -452,11 +452,11 @@ TEST(AgentStreamWriterTest, PausesAndOverflowsLikeASession) {
   FakeStream<Up, Down> stream(&reactor);
   serve::FakeClock clock;
   std::vector<absl::Duration> armed;
-  serve::StreamWriter<Up, Down, AgentDownQueue> writer(
+  serve::StreamWriter<Up, Down, serve::AgentDownQueue> writer(
       &reactor, "agent", serve::StreamLimits{1000, absl::Seconds(1)}, &clock,
       [&](absl::Duration after) { armed.push_back(after); });
   auto add_ack = [&](uint64_t id) {
-    writer.Add([&](AgentDownQueue& q) {
+    writer.Add([&](serve::AgentDownQueue& q) {
       v1::AgentAck ack;
       ack.set_request_id(id);
       ack.set_message(std::string(400, 'x'));

@@ -1,16 +1,16 @@
-#include "server/rpc/agent_down_queue.h"
+#include "serve/agent_down_queue.h"
 
 #include <utility>
 
 #include "serve/stream_writer.h"
 
-namespace psync::server {
+namespace psync::serve {
 
 AgentDownQueue::Message& AgentDownQueue::Open(size_t items) {
   if (messages_.empty() ||
       (messages_.back().items > 0 && messages_.back().items + items > kMaxItems)) {
     messages_.emplace_back();
-    Count(messages_.back(), serve::kQueuedMessageOverhead);
+    Count(messages_.back(), kQueuedMessageOverhead);
     lazy_.CarryHeld(&messages_.back().down);
   }
   Message& m = messages_.back();
@@ -31,13 +31,13 @@ std::string AgentDownQueue::NoticeKey(const std::string& job_id, const v1::Sessi
   return key;
 }
 
-void AgentDownQueue::AddNotice(const std::string& job_id, absl::Span<const core::RankId> ranks,
+void AgentDownQueue::AddNotice(const std::string& job_id, absl::Span<const uint32_t> ranks,
                                const v1::SessionDown& notice, const std::string& key) {
   // Looked up once per message the ranks go into (a new one opens past kMaxItems).
   Message* looked_up = nullptr;
-  absl::flat_hash_map<core::RankId, int>* last_of_job = nullptr;
+  absl::flat_hash_map<uint32_t, int>* last_of_job = nullptr;
   int same = -1;  // index of the entry equal notices merge into, -1 if none
-  for (core::RankId rank : ranks) {
+  for (uint32_t rank : ranks) {
     Message& m = Open(1);
     if (&m != looked_up) {
       looked_up = &m;
@@ -88,4 +88,4 @@ v1::AgentDown AgentDownQueue::Take() {
   return down;
 }
 
-}  // namespace psync::server
+}  // namespace psync::serve

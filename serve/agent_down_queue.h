@@ -1,5 +1,6 @@
 // AgentDownQueue: what waits to go down one AgentSession, merged into as few AgentDown messages as
-// order allows. Pure; thread-compatible (AgentStreamBatcher serializes access).
+// order allows. Pure; thread-compatible (its StreamWriter serializes access). Shared by
+// the coordinator's AgentSession streams and a relaying node agent's (agent/relay_hub.h).
 //
 // Messages are filled in order; the last one is open. A notice whose content (job and SessionDown)
 // equals a notice already in the open message gets the rank appended there instead of a new entry,
@@ -13,10 +14,11 @@
 // bytes() is what the queued messages hold, about: each ack, closure and new notice entry counts
 // its serialized size (and a message's kQueuedMessageOverhead, stream_writer.h), a rank merged
 // into an entry 8 bytes. StreamWriter bounds a stream's queue by it.
-#ifndef PSYNC_SERVER_RPC_AGENT_DOWN_QUEUE_H_
-#define PSYNC_SERVER_RPC_AGENT_DOWN_QUEUE_H_
+#ifndef PSYNC_SERVE_AGENT_DOWN_QUEUE_H_
+#define PSYNC_SERVE_AGENT_DOWN_QUEUE_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <string>
 #include <utility>
@@ -25,9 +27,8 @@
 #include "absl/types/span.h"
 #include "proto/psync/v1/coordinator.pb.h"
 #include "serve/lazy_acks.h"
-#include "server/core/types.h"
 
-namespace psync::server {
+namespace psync::serve {
 
 class AgentDownQueue {
  public:
@@ -35,17 +36,17 @@ class AgentDownQueue {
 
   void AddAck(v1::AgentAck ack);
   // `notice` is a directive, StepSkipped or Abort for (job_id, rank).
-  void AddNotice(const std::string& job_id, core::RankId rank, const v1::SessionDown& notice) {
+  void AddNotice(const std::string& job_id, uint32_t rank, const v1::SessionDown& notice) {
     AddNotice(job_id, rank, notice, NoticeKey(job_id, notice));
   }
   // The same, with `key` = NoticeKey(job_id, notice) computed by the caller (once for the many
   // ranks of one release).
-  void AddNotice(const std::string& job_id, core::RankId rank, const v1::SessionDown& notice,
+  void AddNotice(const std::string& job_id, uint32_t rank, const v1::SessionDown& notice,
                  const std::string& key) {
     AddNotice(job_id, absl::MakeConstSpan(&rank, 1), notice, key);
   }
   // The same for each of `ranks` in order, with the lookups shared.
-  void AddNotice(const std::string& job_id, absl::Span<const core::RankId> ranks,
+  void AddNotice(const std::string& job_id, absl::Span<const uint32_t> ranks,
                  const v1::SessionDown& notice, const std::string& key);
   // What makes two notices mergeable: the job and the notice's content.
   static std::string NoticeKey(const std::string& job_id, const v1::SessionDown& notice);
@@ -77,7 +78,7 @@ class AgentDownQueue {
     // Notice content (job, serialized SessionDown) -> index in down.notices.
     absl::flat_hash_map<std::string, int> notice_index;
     // job -> rank -> index of its last notice in down.notices.
-    absl::flat_hash_map<std::string, absl::flat_hash_map<core::RankId, int>> last_notice;
+    absl::flat_hash_map<std::string, absl::flat_hash_map<uint32_t, int>> last_notice;
   };
 
   // The open message, with room for `items` more (a new one opens if needed).
@@ -89,9 +90,9 @@ class AgentDownQueue {
 
   std::deque<Message> messages_;
   size_t bytes_ = 0;
-  serve::LazyAcks lazy_;
+  LazyAcks lazy_;
 };
 
-}  // namespace psync::server
+}  // namespace psync::serve
 
-#endif  // PSYNC_SERVER_RPC_AGENT_DOWN_QUEUE_H_
+#endif  // PSYNC_SERVE_AGENT_DOWN_QUEUE_H_

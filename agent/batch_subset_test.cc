@@ -1,0 +1,80 @@
+#include "agent/batch_subset.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace psync::agent {
+namespace {
+
+using ::testing::ElementsAre;
+
+// Ranks 10..13: messages 0 and 1 check in chunk 0, messages 1 and 3 chunk 1 (message 1 in that
+// order), message 2 votes to skip.
+v1::AgentBatch FourMessages() {
+  v1::AgentBatch batch;
+  batch.set_job_id("job");
+  batch.set_generation(3);
+  for (uint32_t r = 10; r < 14; ++r) batch.add_ranks(r);
+  v1::MergedStaged* chunk0 = batch.add_staged();
+  chunk0->set_step(5);
+  chunk0->set_chunk(0);
+  chunk0->set_optimizer("dense");
+  chunk0->add_messages(0);
+  chunk0->add_messages(1);
+  v1::MergedStaged* chunk1 = batch.add_staged();
+  chunk1->set_step(5);
+  chunk1->set_chunk(1);
+  chunk1->set_optimizer("expert");
+  chunk1->set_shard_checksum(77);
+  chunk1->add_messages(1);
+  chunk1->add_messages(3);
+  v1::IndexedSkip* skip = batch.add_skips();
+  skip->set_message(2);
+  skip->set_step(5);
+  skip->set_reason("nan");
+  return batch;
+}
+
+TEST(BatchSubsetTest, KeptMessagesAreRenumberedInOrderWithTheirOwnEntries) {
+  std::vector<uint32_t> index_of;
+  const v1::AgentBatch kept = KeepMessages(FourMessages(), {true, false, true, true}, &index_of);
+  EXPECT_EQ(kept.job_id(), "job");
+  EXPECT_EQ(kept.generation(), 3u);
+  EXPECT_THAT(kept.ranks(), ElementsAre(10u, 12u, 13u));
+  EXPECT_THAT(index_of, ElementsAre(0u, 2u, 3u));
+  ASSERT_EQ(kept.staged_size(), 2);
+  EXPECT_EQ(kept.staged(0).chunk(), 0u);
+  EXPECT_THAT(kept.staged(0).messages(), ElementsAre(0u));
+  EXPECT_EQ(kept.staged(1).chunk(), 1u);
+  EXPECT_EQ(kept.staged(1).optimizer(), "expert");
+  EXPECT_EQ(kept.staged(1).step(), 5u);
+  ASSERT_TRUE(kept.staged(1).has_shard_checksum());
+  EXPECT_EQ(kept.staged(1).shard_checksum(), 77u);
+  EXPECT_THAT(kept.staged(1).messages(), ElementsAre(2u));
+  ASSERT_EQ(kept.skips_size(), 1);
+  EXPECT_EQ(kept.skips(0).message(), 1u);
+  EXPECT_EQ(kept.skips(0).reason(), "nan");
+}
+
+TEST(BatchSubsetTest, EntriesLeftWithNoMessageAreDropped) {
+  std::vector<uint32_t> index_of;
+  const v1::AgentBatch kept = KeepMessages(FourMessages(), {false, false, true, false}, &index_of);
+  EXPECT_THAT(kept.ranks(), ElementsAre(12u));
+  EXPECT_THAT(index_of, ElementsAre(2u));
+  EXPECT_EQ(kept.staged_size(), 0);
+  ASSERT_EQ(kept.skips_size(), 1);
+  EXPECT_EQ(kept.skips(0).message(), 0u);
+}
+
+TEST(BatchSubsetTest, IndicesOutOfRangeAreFound) {
+  EXPECT_TRUE(IndicesInRange(FourMessages()));
+  v1::AgentBatch bad = FourMessages();
+  bad.mutable_staged(1)->add_messages(4);
+  EXPECT_FALSE(IndicesInRange(bad));
+  bad = FourMessages();
+  bad.add_leaves()->set_message(9);
+  EXPECT_FALSE(IndicesInRange(bad));
+}
+
+}  // namespace
+}  // namespace psync::agent

@@ -1,0 +1,478 @@
+#include "agent/relay_hub.h"
+
+#include <algorithm>
+#include <iostream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "agent/batch_subset.h"
+#include "serve/agent_down_queue.h"
+#include "wire/wire_status.h"
+
+namespace psync::agent {
+
+RelayHub::RelayHub(RelayHubOptions options, AgentCounters* counters)
+    : options_(std::move(options)),
+      counters_(counters),
+      stub_(v1::Coordinator::NewStub(options_.channel)) {
+  ReconnectingStreamOptions stream_options;
+  stream_options.backoff = options_.backoff;
+  stream_options.cancel_before_finish = true;  // a write blocked on a dead connection ends
+  stream_ = std::make_unique<ReconnectingStream<v1::AgentUp, v1::AgentDown>>(
+      stream_options,
+      [stub = stub_.get()](grpc::ClientContext* context) { return stub->AgentSession(context); },
+      static_cast<StreamProtocol<v1::AgentUp, v1::AgentDown>*>(this));
+}
+
+RelayHub::~RelayHub() { Shutdown(); }
+
+void RelayHub::Shutdown() { stream_->Close(absl::ZeroDuration()); }
+
+bool RelayHub::connected() const { return stream_->open(); }
+
+// ---------------------------------------------------------------------------------------------
+// Downstream
+
+void RelayHub::Connect(const std::shared_ptr<RelayedAgent>& agent) {
+  bool start = false;
+  {
+    absl::MutexLock lock(&mu_);
+    downstream_[agent.get()].agent = agent;
+    counters_->relayed_agents.fetch_add(1);
+    start = !started_;
+    started_ = true;
+  }
+  if (start) stream_->Start();
+}
+
+void RelayHub::Disconnect(RelayedAgent* agent) {
+  absl::MutexLock lock(&mu_);
+  auto it = downstream_.find(agent);
+  if (it == downstream_.end()) return;
+  std::vector<uint64_t> handles;
+  handles.reserve(it->second.by_attach_id.size());
+  for (const auto& [id, handle] : it->second.by_attach_id) handles.push_back(handle);
+  std::sort(handles.begin(), handles.end());
+  for (uint64_t handle : handles) ForgetLocked(handle, /*detach_upstream=*/true);
+  downstream_.erase(agent);
+  counters_->relayed_agents.fetch_sub(1);
+  stream_->Wake();
+}
+
+void RelayHub::Receive(const std::shared_ptr<RelayedAgent>& agent, const v1::AgentUp& up) {
+  v1::AgentAck answer;
+  answer.set_request_id(up.request_id());
+  bool answer_now = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!downstream_.contains(agent.get())) return;  // disconnected meanwhile
+    switch (up.kind_case()) {
+      case v1::AgentUp::kAttach:
+        ReceiveAttach(agent, up.request_id(), up.attach().attach());
+        break;
+      case v1::AgentUp::kDetach:
+        ReceiveDetach(agent.get(), up.detach());
+        answer_now = true;
+        break;
+      case v1::AgentUp::kBatch:
+        answer_now = !ReceiveBatch(agent, up, &answer);
+        break;
+      case v1::AgentUp::KIND_NOT_SET:
+        wire::SetWireStatus(
+            absl::InvalidArgumentError("kind: one of attach, detach, batch must be set"), &answer);
+        answer_now = true;
+        break;
+    }
+    stream_->Wake();
+  }
+  if (answer_now) {
+    agent->writer().Add([&](serve::AgentDownQueue& q) { q.AddAck(std::move(answer)); });
+  }
+}
+
+void RelayHub::ReceiveAttach(const std::shared_ptr<RelayedAgent>& agent, uint64_t request_id,
+                             const v1::Attach& attach) {
+  const uint64_t handle = next_handle_++;
+  Attachment& a = attachments_[handle];
+  a.agent = agent.get();
+  a.downstream_id = request_id;
+  a.attach = attach;
+  Downstream& d = downstream_[agent.get()];
+  const RankKey key(attach.job_id(), attach.rank());
+  // A repeated attach id replaces the older attachment's entry; the coordinator supersedes it.
+  d.by_attach_id[request_id] = handle;
+  d.by_rank[key] = handle;
+  routes_[key] = handle;
+  Queued q;
+  q.kind = Queued::Kind::kAttach;
+  q.handle = handle;
+  queue_.push_back(std::move(q));
+  counters_->relayed_attaches.fetch_add(1);
+}
+
+void RelayHub::ReceiveDetach(RelayedAgent* agent, const v1::AgentDetach& detach) {
+  Downstream& d = downstream_[agent];
+  auto it = d.by_attach_id.find(detach.attach_request_id());
+  if (it == d.by_attach_id.end()) return;
+  const uint64_t handle = it->second;
+  const Attachment& a = attachments_.at(handle);
+  if (a.attach.job_id() != detach.job_id() || a.attach.rank() != detach.rank()) return;
+  ForgetLocked(handle, /*detach_upstream=*/true);
+}
+
+bool RelayHub::ReceiveBatch(const std::shared_ptr<RelayedAgent>& agent, const v1::AgentUp& up,
+                            v1::AgentAck* answer_now) {
+  const v1::AgentBatch& batch = up.batch();
+  const Downstream& d = downstream_.at(agent.get());
+  Queued q;
+  q.kind = Queued::Kind::kBatch;
+  q.agent = agent;
+  q.downstream_id = up.request_id();
+  // Only ranks attached through this agent's stream may send through it (as on the coordinator).
+  // A malformed batch goes up whole: the coordinator refuses it, naming the field.
+  std::vector<bool> keep(batch.ranks_size(), true);
+  RankKey key(batch.job_id(), 0);
+  for (int i = 0; i < batch.ranks_size(); ++i) {
+    key.second = batch.ranks(i);
+    if (d.by_rank.contains(key)) continue;
+    keep[i] = false;
+    v1::MessageStatus refused;
+    refused.set_index(static_cast<uint32_t>(i));
+    wire::SetWireStatus(absl::FailedPreconditionError(
+                            absl::StrCat("rank ", key.second, " of job '", batch.job_id(),
+                                         "' is not attached on this agent session")),
+                        &refused);
+    q.refused.push_back(std::move(refused));
+  }
+  counters_->relay_refused.fetch_add(q.refused.size());
+  if (!q.refused.empty() && IndicesInRange(batch)) {
+    if (q.refused.size() == static_cast<size_t>(batch.ranks_size())) {
+      for (v1::MessageStatus& r : q.refused) *answer_now->add_rejected() = std::move(r);
+      return false;
+    }
+    *q.up.mutable_batch() = KeepMessages(batch, keep, &q.index_of);
+    q.up.set_lazy_ack(false);  // a refusal is always answered at once
+  } else {
+    q.refused.clear();
+    q.up = up;
+  }
+  counters_->relayed_batches.fetch_add(1);
+  queue_.push_back(std::move(q));
+  return true;
+}
+
+void RelayHub::ForgetLocked(uint64_t handle, bool detach_upstream) {
+  auto it = attachments_.find(handle);
+  if (it == attachments_.end()) return;
+  Attachment a = std::move(it->second);
+  attachments_.erase(it);
+  const RankKey key(a.attach.job_id(), a.attach.rank());
+  if (auto d = downstream_.find(a.agent); d != downstream_.end()) {
+    if (auto by_id = d->second.by_attach_id.find(a.downstream_id);
+        by_id != d->second.by_attach_id.end() && by_id->second == handle) {
+      d->second.by_attach_id.erase(by_id);
+    }
+    if (auto by_rank = d->second.by_rank.find(key);
+        by_rank != d->second.by_rank.end() && by_rank->second == handle) {
+      d->second.by_rank.erase(by_rank);
+    }
+  }
+  if (auto route = routes_.find(key); route != routes_.end() && route->second == handle) {
+    routes_.erase(route);
+  }
+  if (a.upstream_id == 0) return;  // its attach is still queued: the writer skips it
+  by_upstream_id_.erase(a.upstream_id);
+  if (!detach_upstream) return;
+  Queued q;
+  q.kind = Queued::Kind::kDetach;
+  v1::AgentDetach* detach = q.up.mutable_detach();
+  detach->set_job_id(key.first);
+  detach->set_rank(key.second);
+  detach->set_attach_request_id(a.upstream_id);
+  queue_.push_back(std::move(q));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writer
+
+v1::AgentUp RelayHub::AttachUpLocked(uint64_t handle, Attachment& a) {
+  const uint64_t id = next_request_id_++;
+  a.upstream_id = id;
+  by_upstream_id_[id] = handle;
+  AwaitingAck p;
+  p.kind = Queued::Kind::kAttach;
+  awaiting_ack_.emplace(id, std::move(p));
+  v1::AgentUp up;
+  up.set_request_id(id);
+  *up.mutable_attach()->mutable_attach() = a.attach;
+  return up;
+}
+
+absl::Time RelayHub::Produce(absl::Time /*now*/) {
+  absl::MutexLock lock(&mu_);
+  while (!queue_.empty()) {
+    Queued q = std::move(queue_.front());
+    queue_.pop_front();
+    switch (q.kind) {
+      case Queued::Kind::kAttach: {
+        auto it = attachments_.find(q.handle);
+        if (it == attachments_.end() || it->second.upstream_id != 0) break;  // detached meanwhile
+        v1::AgentUp up = AttachUpLocked(q.handle, it->second);
+        const uint64_t id = up.request_id();
+        stream_->Send(id, std::move(up), Delivery::kOnce);
+        break;
+      }
+      case Queued::Kind::kDetach: {
+        const uint64_t id = next_request_id_++;
+        AwaitingAck p;
+        p.kind = Queued::Kind::kDetach;
+        awaiting_ack_.emplace(id, std::move(p));
+        q.up.set_request_id(id);
+        stream_->Send(id, std::move(q.up), Delivery::kOnce);
+        break;
+      }
+      case Queued::Kind::kBatch: {
+        const uint64_t id = next_request_id_++;
+        AwaitingAck p;
+        p.kind = Queued::Kind::kBatch;
+        p.lazy = q.up.lazy_ack();
+        p.agent = std::move(q.agent);
+        p.downstream_id = q.downstream_id;
+        p.index_of = std::move(q.index_of);
+        p.refused = std::move(q.refused);
+        awaiting_ack_.emplace(id, std::move(p));
+        q.up.set_request_id(id);
+        stream_->Send(id, std::move(q.up), Delivery::kTracked);
+        break;
+      }
+    }
+  }
+  return absl::InfiniteFuture();  // until the next Wake()
+}
+
+void RelayHub::OnWrite(const v1::AgentUp& up) {
+  counters_->upstream_messages.fetch_add(1);
+  if (up.has_batch()) {
+    counters_->upstream_batches.fetch_add(1);
+    if (up.lazy_ack()) counters_->lazy_batches.fetch_add(1);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reader
+
+absl::Status RelayHub::Prepare(bool* retry) {
+  *retry = true;
+  return absl::OkStatus();
+}
+
+std::vector<v1::AgentUp> RelayHub::OnOpen(bool* handshake) {
+  *handshake = false;
+  absl::MutexLock lock(&mu_);
+  answered_ = false;
+  // The coordinator detached every rank of the ended stream: queued detaches are moot.
+  queue_.erase(std::remove_if(queue_.begin(), queue_.end(),
+                              [](const Queued& q) { return q.kind == Queued::Kind::kDetach; }),
+               queue_.end());
+  for (auto it = awaiting_ack_.begin(); it != awaiting_ack_.end();) {
+    if (it->second.kind == Queued::Kind::kBatch) {
+      counters_->batches_resent.fetch_add(1);  // the stream writes it again
+      ++it;
+    } else {
+      it = awaiting_ack_.erase(it);
+    }
+  }
+  by_upstream_id_.clear();
+  // Re-attach, oldest attach first.
+  std::vector<std::pair<uint64_t, uint64_t>> attached;  // (old upstream id, handle)
+  for (const auto& [handle, a] : attachments_) {
+    if (a.upstream_id != 0) attached.emplace_back(a.upstream_id, handle);
+  }
+  std::sort(attached.begin(), attached.end());
+  std::vector<v1::AgentUp> first;
+  first.reserve(attached.size());
+  for (const auto& [old_id, handle] : attached) {
+    first.push_back(AttachUpLocked(handle, attachments_.at(handle)));
+  }
+  return first;
+}
+
+absl::Status RelayHub::OnClosed(const StreamEnd& end, bool* retry) {
+  *retry = true;
+  if (!stream_->closing()) {
+    std::cerr << "psync-agent: relay stream to '" << options_.target << "' ended ("
+              << end.finished << "); reconnecting\n";
+  }
+  return end.finished;
+}
+
+RelayHub::AgentShare& RelayHub::ShareFor(absl::flat_hash_map<RelayedAgent*, AgentShare>* deliveries,
+                                          std::vector<RelayedAgent*>* order,
+                                          const std::shared_ptr<RelayedAgent>& agent) {
+  auto [it, inserted] = deliveries->try_emplace(agent.get());
+  if (inserted) {
+    it->second.agent = agent;
+    order->push_back(agent.get());
+  }
+  return it->second;
+}
+
+void RelayHub::OnRead(const v1::AgentDown& down) {
+  absl::flat_hash_map<RelayedAgent*, AgentShare> deliveries;
+  std::vector<RelayedAgent*> order;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!answered_) {
+      answered_ = true;
+      if (answered_once_) counters_->reconnects.fetch_add(1);
+      answered_once_ = true;
+    }
+    // The answers, in request order: the AgentAcks, and the lazy batches acked_through covers.
+    absl::flat_hash_map<uint64_t, const v1::AgentAck*> acks;
+    uint64_t last_answered = down.acked_through();
+    for (const v1::AgentAck& ack : down.acks()) {
+      acks.emplace(ack.request_id(), &ack);
+      last_answered = std::max(last_answered, ack.request_id());
+    }
+    for (auto it = awaiting_ack_.begin();
+         it != awaiting_ack_.end() && it->first <= last_answered;) {
+      const uint64_t request_id = it->first;
+      auto found = acks.find(request_id);
+      const v1::AgentAck* ack = found == acks.end() ? nullptr : found->second;
+      if (ack == nullptr && !(it->second.lazy && request_id <= down.acked_through())) {
+        ++it;
+        continue;
+      }
+      AwaitingAck p = std::move(it->second);
+      it = awaiting_ack_.erase(it);
+      if (p.kind == Queued::Kind::kDetach) continue;
+      if (p.kind == Queued::Kind::kAttach) {
+        auto h = by_upstream_id_.find(request_id);
+        if (h == by_upstream_id_.end()) continue;  // detached meanwhile
+        const uint64_t handle = h->second;
+        Attachment& a = attachments_.at(handle);
+        auto d = downstream_.find(a.agent);
+        std::shared_ptr<RelayedAgent> agent =
+            d == downstream_.end() ? nullptr : d->second.agent.lock();
+        const bool first = !a.answered;
+        a.answered = true;
+        const absl::Status status = ack != nullptr ? wire::StatusFromWire(*ack) : absl::OkStatus();
+        if (first && agent != nullptr) {
+          v1::AgentAck answer = ack != nullptr ? *ack : v1::AgentAck();
+          answer.set_request_id(a.downstream_id);
+          ShareFor(&deliveries, &order, agent).answers.emplace_back(false, std::move(answer));
+        }
+        if (status.ok()) continue;
+        if (!first && agent != nullptr) {
+          v1::AgentRankClosed closed;
+          closed.set_job_id(a.attach.job_id());
+          closed.set_rank(a.attach.rank());
+          closed.set_attach_request_id(a.downstream_id);
+          closed.set_code(static_cast<int32_t>(grpc::StatusCode::UNAVAILABLE));
+          closed.set_message(absl::StrCat("the coordinator refused to attach rank ",
+                                          a.attach.rank(),
+                                          " again after the relay reconnected: ", status.message()));
+          ShareFor(&deliveries, &order, agent).closed.push_back(std::move(closed));
+        }
+        a.upstream_id = 0;  // refused: nothing to detach upstream
+        by_upstream_id_.erase(h);
+        ForgetLocked(handle, /*detach_upstream=*/false);
+        continue;
+      }
+      stream_->Acknowledge(request_id);
+      std::shared_ptr<RelayedAgent> agent = p.agent.lock();
+      if (agent == nullptr) continue;
+      AgentShare& delivery = ShareFor(&deliveries, &order, agent);
+      if (ack == nullptr) {  // lazy, accepted whole
+        v1::AgentAck answer;
+        answer.set_request_id(p.downstream_id);
+        delivery.answers.emplace_back(true, std::move(answer));
+        continue;
+      }
+      v1::AgentAck answer;
+      answer.set_request_id(p.downstream_id);
+      answer.set_code(ack->code());
+      answer.set_message(ack->message());
+      for (v1::MessageStatus& r : p.refused) *answer.add_rejected() = std::move(r);
+      for (const v1::MessageStatus& r : ack->rejected()) {
+        v1::MessageStatus* mapped = answer.add_rejected();
+        *mapped = r;
+        if (!p.index_of.empty() && r.index() < p.index_of.size()) {
+          mapped->set_index(p.index_of[r.index()]);
+        }
+      }
+      delivery.answers.emplace_back(false, std::move(answer));
+    }
+    // Notices: each agent gets its ranks' share of every entry.
+    absl::flat_hash_map<RelayedAgent*, std::vector<uint32_t>> ranks_of;
+    for (const v1::AgentNotice& n : down.notices()) {
+      counters_->notices_received.fetch_add(1);
+      ranks_of.clear();
+      std::vector<RelayedAgent*> agents;  // in the order of their first rank
+      RankKey key(n.job_id(), 0);
+      for (uint32_t rank : n.ranks()) {
+        key.second = rank;
+        auto route = routes_.find(key);
+        if (route == routes_.end()) {
+          counters_->notices_unrouted.fetch_add(1);
+          continue;
+        }
+        RelayedAgent* agent = attachments_.at(route->second).agent;
+        auto [entry, inserted] = ranks_of.try_emplace(agent);
+        if (inserted) agents.push_back(agent);
+        entry->second.push_back(rank);
+      }
+      for (RelayedAgent* agent_key : agents) {
+        auto d = downstream_.find(agent_key);
+        if (d == downstream_.end()) continue;
+        std::shared_ptr<RelayedAgent> agent = d->second.agent.lock();
+        if (agent == nullptr) continue;
+        v1::AgentNotice share;
+        share.set_job_id(n.job_id());
+        std::vector<uint32_t>& ranks = ranks_of[agent_key];
+        share.mutable_ranks()->Add(ranks.begin(), ranks.end());
+        *share.mutable_notice() = n.notice();
+        ShareFor(&deliveries, &order, agent).notices.push_back(std::move(share));
+        counters_->notices_delivered.fetch_add(ranks.size());
+      }
+    }
+    for (const v1::AgentRankClosed& c : down.closed()) {
+      auto h = by_upstream_id_.find(c.attach_request_id());
+      if (h == by_upstream_id_.end()) continue;
+      const uint64_t handle = h->second;
+      const Attachment& a = attachments_.at(handle);
+      auto d = downstream_.find(a.agent);
+      std::shared_ptr<RelayedAgent> agent =
+          d == downstream_.end() ? nullptr : d->second.agent.lock();
+      if (agent != nullptr) {
+        v1::AgentRankClosed closed = c;
+        closed.set_attach_request_id(a.downstream_id);
+        ShareFor(&deliveries, &order, agent).closed.push_back(std::move(closed));
+      }
+      ForgetLocked(handle, /*detach_upstream=*/false);
+    }
+  }
+  // Each agent's share in one queue operation: it leaves in as few messages as the queue allows.
+  for (RelayedAgent* key : order) {
+    AgentShare& delivery = deliveries.at(key);
+    counters_->relay_notices.fetch_add(delivery.notices.size());
+    delivery.agent->writer().Add([&](serve::AgentDownQueue& q) {
+      for (auto& [lazy, ack] : delivery.answers) {
+        if (lazy) {
+          q.AckLater(ack.request_id());
+        } else {
+          q.AddAck(std::move(ack));
+        }
+      }
+      for (v1::AgentNotice& n : delivery.notices) {
+        const std::string key = serve::AgentDownQueue::NoticeKey(n.job_id(), n.notice());
+        q.AddNotice(n.job_id(), absl::MakeConstSpan(n.ranks().data(), n.ranks_size()), n.notice(),
+                    key);
+      }
+      for (v1::AgentRankClosed& c : delivery.closed) q.AddClosed(std::move(c));
+      q.FlushLazyAcks();
+    });
+  }
+}
+
+}  // namespace psync::agent

@@ -1,0 +1,186 @@
+// RelayHub: a node agent relaying other node agents' AgentSessions (a relay tier: node agents ->
+// relay -> coordinator). The hub holds ONE AgentSession stream to the coordinator for every
+// downstream agent that connects, and passes each downstream AgentUp up and each answer and notice
+// down, renumbered: the relay decides nothing, the coordinator still applies and answers every
+// rank's message as that rank (exactly once, no early release, per-rank missing lists and audit).
+//
+// Up (from a downstream agent, in the order it sent them; written in that order):
+//  * attach: forwarded with a request id of the hub's; the coordinator's AgentAck (status and
+//    redirect) goes back under the agent's own id. The rank's notices go to the agent whose attach
+//    of it is the newest.
+//  * detach: forwarded (naming the hub's attach), answered at once; a detach of an attach the hub
+//    does not know (never attached, or already superseded or refused) changes nothing.
+//  * batch: forwarded whole, lazy_ack kept. A message of a rank not attached through that
+//    downstream stream is refused by the relay with the coordinator's FAILED_PRECONDITION and
+//    left out (agent/batch_subset.h); the rest goes up. The coordinator's AgentAck comes back
+//    with the message indices of the agent's batch; a lazy batch accepted whole is answered by
+//    acked_through as the coordinator does (serve/agent_down_queue.h).
+//  * anything else: INVALID_ARGUMENT, as the coordinator answers it.
+// Down: the coordinator's answers (in request order), then its notices, split by downstream agent
+// (one AgentNotice per agent for what was one for the relay), then its closures
+// (AgentRankClosed, under the agent's attach id), each agent's share added to its queue at once.
+//
+// Failures. The stream to the coordinator reconnects with backoff (client/reconnecting_stream.h,
+// as a node agent's own Upstream): every attach is sent again, then every batch not answered
+// (same request id: the coordinator answers a repeat with the decision already made); detaches
+// not yet written are dropped (the coordinator detached every rank of the ended stream); an
+// attach the coordinator refuses on the new stream ends that rank's downstream attachment with an
+// AgentRankClosed UNAVAILABLE (its agent ends the rank's Session, the rank joins again). The
+// downstream agents' streams stay up meanwhile. A downstream stream that ends detaches its ranks
+// upstream, so the coordinator's liveness sees them go as if the agent's own stream had ended.
+//
+// One coordinator (or one address in front of replicas): an attach refused with an OwnerRedirect
+// goes down as it came, and the downstream agent follows it to the owner directly.
+//
+// Thread-safety: thread-safe; Connect/Receive/Disconnect only queue and never block on I/O, so
+// reactors call them. Ownership: owns its ReconnectingStream (two threads); shares the channel;
+// borrows the counters, which must outlive it.
+#ifndef PSYNC_AGENT_RELAY_HUB_H_
+#define PSYNC_AGENT_RELAY_HUB_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/relayed_agent.h"
+#include "agent/stats.h"
+#include "client/backoff.h"
+#include "client/reconnecting_stream.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/psync/v1/coordinator.grpc.pb.h"
+
+namespace psync::agent {
+
+struct RelayHubOptions {
+  // The coordinator's channel. Required.
+  std::shared_ptr<grpc::Channel> channel;
+  // The coordinator's address, for messages.
+  std::string target;
+  BackoffOptions backoff;
+};
+
+class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
+ public:
+  RelayHub(RelayHubOptions options, AgentCounters* counters);
+  ~RelayHub() override;
+  RelayHub(const RelayHub&) = delete;
+  RelayHub& operator=(const RelayHub&) = delete;
+
+  // Cancels the upstream stream and joins its threads. Idempotent.
+  void Shutdown();
+
+  // A downstream agent's stream opened (starts the upstream stream on first use).
+  void Connect(const std::shared_ptr<RelayedAgent>& agent) ABSL_LOCKS_EXCLUDED(mu_);
+  // One AgentUp read from `agent`'s stream.
+  void Receive(const std::shared_ptr<RelayedAgent>& agent, const v1::AgentUp& up)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // `agent`'s stream ended: its ranks are detached upstream. Idempotent.
+  void Disconnect(RelayedAgent* agent) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // True while the upstream stream is open (it may still be connecting).
+  bool connected() const;
+
+ private:
+  using RankKey = std::pair<std::string, uint32_t>;
+
+  // One downstream attach the hub knows.
+  struct Attachment {
+    RelayedAgent* agent = nullptr;  // a key of downstream_
+    uint64_t downstream_id = 0;     // the agent's request id of the attach
+    v1::Attach attach;
+    uint64_t upstream_id = 0;  // the hub's request id on the current stream; 0: not written yet
+    bool answered = false;     // the downstream attach was answered
+  };
+  // One downstream agent's stream.
+  struct Downstream {
+    std::weak_ptr<RelayedAgent> agent;
+    absl::flat_hash_map<uint64_t, uint64_t> by_attach_id;  // downstream attach id -> handle
+    absl::flat_hash_map<RankKey, uint64_t> by_rank;         // newest attach of (job, rank)
+  };
+  // Something waiting to be written up.
+  struct Queued {
+    enum class Kind { kAttach, kDetach, kBatch };
+    Kind kind = Kind::kBatch;
+    uint64_t handle = 0;  // kAttach
+    v1::AgentUp up;       // kDetach, kBatch (request id set when written)
+    // kBatch: whose it is.
+    std::weak_ptr<RelayedAgent> agent;
+    uint64_t downstream_id = 0;
+    std::vector<uint32_t> index_of;  // message i up is message index_of[i] of the agent's batch
+    std::vector<v1::MessageStatus> refused;  // the agent's messages the relay refused
+  };
+  // A written AgentUp waiting for its AgentAck.
+  struct AwaitingAck {
+    Queued::Kind kind = Queued::Kind::kBatch;
+    bool lazy = false;
+    std::weak_ptr<RelayedAgent> agent;
+    uint64_t downstream_id = 0;
+    std::vector<uint32_t> index_of;  // empty: the identity
+    std::vector<v1::MessageStatus> refused;
+  };
+  // What goes down to one agent from one upstream message, in order.
+  struct AgentShare {
+    std::shared_ptr<RelayedAgent> agent;
+    // Answers in request order: an AgentAck, or (lazy) a batch accepted whole, answered by
+    // acked_through (only the ack's request_id is set).
+    std::vector<std::pair<bool, v1::AgentAck>> answers;
+    std::vector<v1::AgentNotice> notices;
+    std::vector<v1::AgentRankClosed> closed;
+  };
+
+  // StreamProtocol.
+  absl::Status Prepare(bool* retry) override;
+  std::vector<v1::AgentUp> OnOpen(bool* handshake) override ABSL_LOCKS_EXCLUDED(mu_);
+  void OnRead(const v1::AgentDown& down) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status OnClosed(const StreamEnd& end, bool* retry) override;
+  absl::Time Produce(absl::Time now) override ABSL_LOCKS_EXCLUDED(mu_);
+  void OnWrite(const v1::AgentUp& up) override;
+
+  void ReceiveAttach(const std::shared_ptr<RelayedAgent>& agent, uint64_t request_id,
+                     const v1::Attach& attach) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReceiveDetach(RelayedAgent* agent, const v1::AgentDetach& detach)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues the batch up; false when none of its messages may go up: *answer_now is its answer.
+  bool ReceiveBatch(const std::shared_ptr<RelayedAgent>& agent, const v1::AgentUp& up,
+                    v1::AgentAck* answer_now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets an attachment; queues its upstream detach when it was written.
+  void ForgetLocked(uint64_t handle, bool detach_upstream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::AgentUp AttachUpLocked(uint64_t handle, Attachment& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Where `agent`'s share of the upstream message being handled goes.
+  static AgentShare& ShareFor(
+      absl::flat_hash_map<RelayedAgent*, AgentShare>* deliveries,
+      std::vector<RelayedAgent*>* order, const std::shared_ptr<RelayedAgent>& agent);
+
+  const RelayHubOptions options_;
+  AgentCounters* const counters_;
+  const std::unique_ptr<v1::Coordinator::Stub> stub_;
+
+  mutable absl::Mutex mu_;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool answered_once_ ABSL_GUARDED_BY(mu_) = false;
+  bool answered_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<uint64_t, Attachment> attachments_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<RelayedAgent*, Downstream> downstream_ ABSL_GUARDED_BY(mu_);
+  // The attachment notices of (job, rank) go to: the newest.
+  absl::flat_hash_map<RankKey, uint64_t> routes_ ABSL_GUARDED_BY(mu_);
+  // Upstream attach request id (current stream) -> handle.
+  absl::flat_hash_map<uint64_t, uint64_t> by_upstream_id_ ABSL_GUARDED_BY(mu_);
+  std::deque<Queued> queue_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, AwaitingAck> awaiting_ack_ ABSL_GUARDED_BY(mu_);
+
+  // Last: destroyed (its threads joined) first.
+  std::unique_ptr<ReconnectingStream<v1::AgentUp, v1::AgentDown>> stream_;
+};
+
+}  // namespace psync::agent
+
+#endif  // PSYNC_AGENT_RELAY_HUB_H_
