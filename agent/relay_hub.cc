@@ -138,10 +138,10 @@ bool RelayHub::ReceiveBatch(const std::shared_ptr<RelayedAgent>& agent, const v1
     keep[i] = false;
     v1::MessageStatus refused;
     refused.set_index(static_cast<uint32_t>(i));
-    wire::SetWireStatus(absl::FailedPreconditionError(
-                            absl::StrCat("rank ", key.second, " of job '", batch.job_id(),
-                                         "' is not attached on this agent session")),
-                        &refused);
+    wire::SetWireStatus(
+        absl::FailedPreconditionError(absl::StrCat("rank ", key.second, " of job '", batch.job_id(),
+                                                   "' is not attached on this agent session")),
+        &refused);
     q.refused.push_back(std::move(refused));
   }
   counters_->relay_refused.fetch_add(q.refused.size());
@@ -300,15 +300,15 @@ std::vector<v1::AgentUp> RelayHub::OnOpen(bool* handshake) {
 absl::Status RelayHub::OnClosed(const StreamEnd& end, bool* retry) {
   *retry = true;
   if (!stream_->closing()) {
-    std::cerr << "psync-agent: relay stream to '" << options_.target << "' ended ("
-              << end.finished << "); reconnecting\n";
+    std::cerr << "psync-agent: relay stream to '" << options_.target << "' ended (" << end.finished
+              << "); reconnecting\n";
   }
   return end.finished;
 }
 
 RelayHub::AgentShare& RelayHub::ShareFor(absl::flat_hash_map<RelayedAgent*, AgentShare>* deliveries,
-                                          std::vector<RelayedAgent*>* order,
-                                          const std::shared_ptr<RelayedAgent>& agent) {
+                                         std::vector<RelayedAgent*>* order,
+                                         const std::shared_ptr<RelayedAgent>& agent) {
   auto [it, inserted] = deliveries->try_emplace(agent.get());
   if (inserted) {
     it->second.agent = agent;
@@ -369,9 +369,9 @@ void RelayHub::OnRead(const v1::AgentDown& down) {
           closed.set_rank(a.attach.rank());
           closed.set_attach_request_id(a.downstream_id);
           closed.set_code(static_cast<int32_t>(grpc::StatusCode::UNAVAILABLE));
-          closed.set_message(absl::StrCat("the coordinator refused to attach rank ",
-                                          a.attach.rank(),
-                                          " again after the relay reconnected: ", status.message()));
+          closed.set_message(
+              absl::StrCat("the coordinator refused to attach rank ", a.attach.rank(),
+                           " again after the relay reconnected: ", status.message()));
           ShareFor(&deliveries, &order, agent).closed.push_back(std::move(closed));
         }
         a.upstream_id = 0;  // refused: nothing to detach upstream

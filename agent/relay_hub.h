@@ -102,7 +102,7 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   struct Downstream {
     std::weak_ptr<RelayedAgent> agent;
     absl::flat_hash_map<uint64_t, uint64_t> by_attach_id;  // downstream attach id -> handle
-    absl::flat_hash_map<RankKey, uint64_t> by_rank;         // newest attach of (job, rank)
+    absl::flat_hash_map<RankKey, uint64_t> by_rank;        // newest attach of (job, rank)
   };
   // Something waiting to be written up.
   struct Queued {
@@ -154,9 +154,9 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   void ForgetLocked(uint64_t handle, bool detach_upstream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::AgentUp AttachUpLocked(uint64_t handle, Attachment& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Where `agent`'s share of the upstream message being handled goes.
-  static AgentShare& ShareFor(
-      absl::flat_hash_map<RelayedAgent*, AgentShare>* deliveries,
-      std::vector<RelayedAgent*>* order, const std::shared_ptr<RelayedAgent>& agent);
+  static AgentShare& ShareFor(absl::flat_hash_map<RelayedAgent*, AgentShare>* deliveries,
+                              std::vector<RelayedAgent*>* order,
+                              const std::shared_ptr<RelayedAgent>& agent);
 
   const RelayHubOptions options_;
   AgentCounters* const counters_;

@@ -589,7 +589,7 @@ absl::Status NodeDriver::RunSteps(uint64_t first, uint64_t steps, const char* ph
 absl::StatusOr<DriverResult> NodeDriver::Run() {
   const NodeOptions& o = options_;
   const Workload& w = o.workload;
-  if (o.target.empty()) return absl::InvalidArgumentError("target must not be empty");
+  if (o.targets.empty()) return absl::InvalidArgumentError("targets must not be empty");
   if (w.ranks == 0) return absl::InvalidArgumentError("ranks must be positive");
   if (o.ranks_per_node == 0) return absl::InvalidArgumentError("ranks_per_node must be positive");
   if (w.chunks == 0 || w.optimizers == 0) {
@@ -608,7 +608,8 @@ absl::StatusOr<DriverResult> NodeDriver::Run() {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetInt("psync.bench.node", static_cast<int>(n));
-    auto channel = grpc::CreateCustomChannel(o.target, grpc::InsecureChannelCredentials(), args);
+    auto channel = grpc::CreateCustomChannel(o.targets[n % o.targets.size()],
+                                             grpc::InsecureChannelCredentials(), args);
     stubs_.push_back(v1::Coordinator::NewStub(channel));
     channels_.push_back(std::move(channel));
   }

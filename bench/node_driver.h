@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -39,7 +40,9 @@
 namespace psync::bench {
 
 struct NodeOptions {
-  std::string target;  // host:port of the coordinator
+  // Where the nodes' AgentSessions (and Joins) go: node n to targets[n % size]. The coordinator,
+  // or relays in front of it (psync-agent processes that relay AgentSessions).
+  std::vector<std::string> targets;
   Workload workload;
   uint32_t ranks_per_node = 8;
   uint64_t warmup_steps = 2;

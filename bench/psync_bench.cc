@@ -97,12 +97,19 @@ ABSL_FLAG(std::string, server_taskset, "",
 ABSL_FLAG(std::string, agent_taskset, "",
           "CPU list (taskset -c) the node agents (--agents) run on, e.g. 2-9, so that they do "
           "not share cores with the coordinator or the benchmark's ranks");
-ABSL_FLAG(uint32_t, agents, 0, "node agents to start; rank r connects to agent r / (N / agents)");
+ABSL_FLAG(uint32_t, agents, 0,
+          "node agents to start; rank r connects to agent r / (N / agents); agent i to the "
+          "coordinator, or with --relays to relay i % relays");
 ABSL_FLAG(std::string, agent_binary, "", "the node agent binary (psync-agent)");
 ABSL_FLAG(std::string, agent_args,
           "--target={coordinator} --listen=127.0.0.1:0 --port_file={port_file}",
           "flags of each agent; {coordinator} is the coordinator's host:port, {port_file} a file "
           "the agent writes its bound port to, {index} the agent's number");
+ABSL_FLAG(uint32_t, relays, 0,
+          "relays to start (psync-agent processes, --agent_binary, relaying AgentSessions): node "
+          "agents (--agents) or simulated nodes (--simulated_nodes) go to them round-robin "
+          "instead of to the coordinator; 0: none");
+ABSL_FLAG(std::string, relay_taskset, "", "CPU list (taskset -c) the relays (--relays) run on");
 ABSL_FLAG(uint32_t, simulated_nodes, 0,
           "ranks per simulated node agent: the benchmark speaks AgentSession for nodes of this "
           "many ranks itself (bench/node_driver.h; needs --step_period_ms, no --agents); 0: off");
@@ -152,6 +159,7 @@ absl::Status CheckSimulatedNodeFlags() {
   if (absl::GetFlag(FLAGS_agents) > 0) {
     return absl::InvalidArgumentError("--simulated_nodes and --agents exclude each other");
   }
+
   if (absl::GetFlag(FLAGS_throughput)) {
     return absl::InvalidArgumentError("--simulated_nodes and --throughput exclude each other");
   }
@@ -240,6 +248,7 @@ absl::StatusOr<Floor> MeasureFloor(const std::string& self) {
 
 struct Processes {
   std::unique_ptr<Subprocess> coordinator;
+  std::vector<std::unique_ptr<Subprocess>> relays;
   std::vector<std::unique_ptr<Subprocess>> agents;
   pid_t coordinator_pid = 0;
   std::string coordinator_target;
@@ -277,36 +286,65 @@ absl::StatusOr<Processes> StartProcesses(const RunConfig& run, int index) {
     p.coordinator_pid = absl::GetFlag(FLAGS_coordinator_pid);
   }
   const uint32_t agents = absl::GetFlag(FLAGS_agents);
-  if (agents == 0) {
+  const uint32_t relays = absl::GetFlag(FLAGS_relays);
+  if (agents == 0 && relays == 0) {
     p.rank_targets = absl::StrSplit(p.coordinator_target, ',', absl::SkipWhitespace());
     return p;
   }
   const std::string agent_binary = absl::GetFlag(FLAGS_agent_binary);
   if (agent_binary.empty() || access(agent_binary.c_str(), X_OK) != 0) {
     return absl::FailedPreconditionError(
-        absl::StrCat("--agents=", agents, " needs --agent_binary naming an executable (got '",
-                     agent_binary, "')"));
+        absl::StrCat("--agents=", agents, " --relays=", relays,
+                     " need --agent_binary naming an executable (got '", agent_binary, "')"));
   }
-  for (uint32_t i = 0; i < agents; ++i) {
-    const std::string port_file = TempPath(absl::StrCat("agent-", index, "-", i, ".port"));
+  // One psync-agent process given `target`, on `cpus`; its address.
+  auto start_agent =
+      [&](const std::string& what, uint32_t i, const std::string& target, const std::string& args,
+          const std::string& cpus,
+          std::vector<std::unique_ptr<Subprocess>>* into) -> absl::StatusOr<std::string> {
+    const std::string port_file = TempPath(absl::StrCat(what, "-", index, "-", i, ".port"));
     std::remove(port_file.c_str());
     std::vector<std::string> argv = {agent_binary};
-    for (const std::string& a : SplitArgs(absl::GetFlag(FLAGS_agent_args))) {
-      argv.push_back(absl::StrReplaceAll(a, {{"{coordinator}", p.coordinator_target},
-                                             {"{port_file}", port_file},
-                                             {"{index}", absl::StrCat(i)}}));
+    for (const std::string& a : SplitArgs(args)) {
+      argv.push_back(absl::StrReplaceAll(
+          a,
+          {{"{coordinator}", target}, {"{port_file}", port_file}, {"{index}", absl::StrCat(i)}}));
     }
-    auto child = Subprocess::Start(OnCpus(absl::GetFlag(FLAGS_agent_taskset), std::move(argv)),
-                                   TempPath(absl::StrCat("agent-", index, "-", i, ".log")));
+    auto child = Subprocess::Start(OnCpus(cpus, std::move(argv)),
+                                   TempPath(absl::StrCat(what, "-", index, "-", i, ".log")));
     if (!child.ok()) return child.status();
     auto port = WaitForPortFile(port_file, child->get(), absl::Seconds(30));
     std::remove(port_file.c_str());
     if (!port.ok()) {
       return absl::Status(port.status().code(),
-                          absl::StrCat("agent ", i, ": ", port.status().message()));
+                          absl::StrCat(what, " ", i, ": ", port.status().message()));
     }
-    p.agents.push_back(std::move(*child));
-    p.rank_targets.push_back(absl::StrCat("127.0.0.1:", *port));
+    into->push_back(std::move(*child));
+    return absl::StrCat("127.0.0.1:", *port);
+  };
+  if (relays > 0 && p.coordinator_target.find(',') != std::string::npos) {
+    return absl::InvalidArgumentError("--relays needs a single coordinator, not replicas");
+  }
+  std::vector<std::string> upstreams = {p.coordinator_target};
+  if (relays > 0) upstreams.clear();
+  for (uint32_t i = 0; i < relays; ++i) {
+    auto address =
+        start_agent("relay", i, p.coordinator_target,
+                    "--target={coordinator} --listen=127.0.0.1:0 --port_file={port_file}",
+                    absl::GetFlag(FLAGS_relay_taskset), &p.relays);
+    if (!address.ok()) return address.status();
+    upstreams.push_back(*address);
+  }
+  if (agents == 0) {
+    p.rank_targets = upstreams;  // simulated nodes go to the relays
+    return p;
+  }
+  for (uint32_t i = 0; i < agents; ++i) {
+    auto address =
+        start_agent("agent", i, upstreams[i % upstreams.size()], absl::GetFlag(FLAGS_agent_args),
+                    absl::GetFlag(FLAGS_agent_taskset), &p.agents);
+    if (!address.ok()) return address.status();
+    p.rank_targets.push_back(*address);
   }
   return p;
 }
@@ -350,6 +388,7 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
   absl::SleepFor(absl::Milliseconds(200));  // let the coordinator settle before the idle sample
   const CpuMem idle = Sample(cpid);
   const CpuMem agents_idle = SampleAll(procs->agents);
+  const CpuMem relays_idle = SampleAll(procs->relays);
 
   const bool throughput = absl::GetFlag(FLAGS_throughput);
   DriverOptions o;
@@ -370,7 +409,7 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
   o.join_concurrency = absl::GetFlag(FLAGS_join_concurrency);
   o.timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_s));
   o.seed = absl::GetFlag(FLAGS_seed);
-  if (o.targets.size() > 1 && procs->agents.empty()) {
+  if (o.targets.size() > 1 && procs->agents.empty() && procs->relays.empty()) {
     // Coordinator replicas: every rank goes to the job's owner.
     absl::StatusOr<std::string> owner =
         FindOwner(o.targets,
@@ -391,14 +430,22 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
     watch = std::move(*started);
   }
   CpuMem start, end, agents_start, agents_end, self_start, self_end;
+  std::vector<CpuMem> relays_start, relays_end;  // per relay
+  auto sample_each = [](const std::vector<std::unique_ptr<Subprocess>>& procs) {
+    std::vector<CpuMem> each;
+    for (const auto& p : procs) each.push_back(Sample(p->pid()));
+    return each;
+  };
   o.on_measure_start = [&] {
     start = Sample(cpid);
     agents_start = SampleAll(procs->agents);
+    relays_start = sample_each(procs->relays);
     self_start = Sample(getpid());
   };
   o.on_measure_end = [&] {
     end = Sample(cpid);
     agents_end = SampleAll(procs->agents);
+    relays_end = sample_each(procs->relays);
     self_end = Sample(getpid());
   };
   const auto load = LoadAverage();
@@ -406,7 +453,7 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
   absl::StatusOr<DriverResult> r;
   if (ranks_per_node > 0) {
     NodeOptions n;
-    n.target = o.targets.front();
+    n.targets = o.targets;
     n.workload = {o.job_id, o.ranks, o.optimizers, o.chunks, o.group_size, o.seed};
     n.ranks_per_node = ranks_per_node;
     n.warmup_steps = o.warmup_steps;
@@ -426,6 +473,7 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
   }
   if (watch != nullptr && r.ok()) watch->Stop(r->releases_expected, absl::Seconds(10));
   for (auto& a : procs->agents) a->Stop();
+  for (auto& a : procs->relays) a->Stop();
   if (procs->coordinator) procs->coordinator->Stop();
   if (!r.ok()) return r.status();
 
@@ -441,6 +489,7 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
   std::string system = absl::GetFlag(FLAGS_label);
   if (system.empty()) {
     system = ranks_per_node > 0 ? "psync+nodes" : procs->agents.empty() ? "psync" : "psync+agents";
+    if (!procs->relays.empty()) system += "+relays";
   }
   std::string json = absl::StrCat(
       "{\"system\":\"", system, "\",\"mode\":\"", throughput ? "throughput" : "latency", "\"",
@@ -487,6 +536,24 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
                                agents_cpu, measured > 0 ? agents_cpu / measured : 0,
                                checkins > 0 ? agents_cpu / checkins * 1e6 : 0, Mib(agents_idle.rss),
                                Mib(agents_end.rss), Mib(agents_end.hwm)));
+  }
+  if (!procs->relays.empty()) {
+    // Every relay's own share: the tier's target is each process within one core.
+    double total = 0, max_fraction = 0, max_hwm = 0;
+    for (size_t i = 0; i < relays_end.size() && i < relays_start.size(); ++i) {
+      const double cpu = relays_end[i].cpu_seconds - relays_start[i].cpu_seconds;
+      total += cpu;
+      if (measured > 0) max_fraction = std::max(max_fraction, cpu / measured);
+      max_hwm = std::max(max_hwm, Mib(relays_end[i].hwm));
+    }
+    absl::StrAppend(
+        &json,
+        absl::StrFormat(",\"relays\":{\"count\":%d,\"cpu_s\":%.3f,\"cpu_fraction\":%.4f,"
+                        "\"cpu_fraction_max\":%.4f,\"cpu_s_per_1m_checkins\":%.3f,"
+                        "\"rss_idle_mib\":%.2f,\"hwm_mib_max\":%.2f}",
+                        static_cast<int>(procs->relays.size()), total,
+                        measured > 0 ? total / measured : 0, max_fraction,
+                        checkins > 0 ? total / checkins * 1e6 : 0, Mib(relays_idle.rss), max_hwm));
   }
   if (watch != nullptr) absl::StrAppend(&json, ",\"hops\":", watch->Split(r->release_times).Json());
   absl::StrAppend(&json, absl::StrFormat(",\"bench_cpu_s\":%.3f",

@@ -34,8 +34,8 @@ class RelayTest : public ::testing::Test {
   }
 
   // kWorld ranks of `job`, rank r behind node agent r / kRanksPerAgent.
-  void ConnectAll(const std::string& job, const std::vector<agent::Agent*>& agents,
-                  uint32_t world, uint32_t chunks) {
+  void ConnectAll(const std::string& job, const std::vector<agent::Agent*>& agents, uint32_t world,
+                  uint32_t chunks) {
     for (uint32_t r = 0; r < world; ++r) {
       plans_.push_back(MakeJoin(job, world, r, chunks, /*expert_chunks=*/{1}, 2));
       ranks_.push_back(ConnectRank(agents[r * agents.size() / world]->local_target(), plans_[r]));
@@ -113,8 +113,7 @@ TEST_F(RelayTest, RanksBehindTwoAgentsBehindARelayGetEveryDirectiveExactlyOnce) 
   EXPECT_EQ(s.notices_unrouted, 0u);
   EXPECT_EQ(s.relay_notices, 2 * s.notices_received);
   // What the node agents sent, the relay carried.
-  EXPECT_EQ(s.relayed_batches,
-            node_a->stats().upstream_batches + node_b->stats().upstream_batches);
+  EXPECT_EQ(s.relayed_batches, node_a->stats().upstream_batches + node_b->stats().upstream_batches);
 }
 
 // One raw AgentSession to the relay, as a node agent speaks it.
