@@ -75,6 +75,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
     relay.channel = router.channel_factory(router.targets.front());
     relay.target = router.targets.front();
     relay.backoff = o.backoff;
+    relay.max_batch_bytes = o.max_batch_bytes;
     agent->relay_ = std::make_unique<RelayHub>(std::move(relay), &agent->counters_);
   }
   agent->router_ = std::make_unique<Router>(std::move(router), &agent->counters_);

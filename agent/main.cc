@@ -75,8 +75,9 @@ int main(int argc, char** argv) {
             << s.rotations << " rotations, " << s.replicas_lost << " replicas lost\n";
   if (s.relayed_attaches > 0) {
     std::cerr << "psync-agent: relayed " << s.relayed_attaches << " attaches and "
-              << s.relayed_batches << " batches of other agents (" << s.relay_refused
-              << " messages refused), " << s.relay_notices << " notice entries down to them\n";
+              << s.relayed_batches << " batches of other agents (" << s.relay_merged_batches
+              << " merged into another's, " << s.relay_refused << " messages refused), "
+              << s.relay_notices << " notice entries down to them\n";
   }
   return 0;
 }

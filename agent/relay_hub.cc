@@ -5,8 +5,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "agent/batch_subset.h"
+#include "agent/batch_parts.h"
 #include "serve/agent_down_queue.h"
+#include "wire/agent_batch_shape.h"
+#include "wire/limits.h"
 #include "wire/wire_status.h"
 
 namespace psync::agent {
@@ -126,13 +128,15 @@ bool RelayHub::ReceiveBatch(const std::shared_ptr<RelayedAgent>& agent, const v1
   const Downstream& d = downstream_.at(agent.get());
   Queued q;
   q.kind = Queued::Kind::kBatch;
-  q.agent = agent;
-  q.downstream_id = up.request_id();
+  q.part.agent = agent;
+  q.part.downstream_id = up.request_id();
+  q.part.lazy = up.lazy_ack();
+  // A malformed batch goes up alone and whole: the coordinator refuses it, naming the field.
+  q.mergeable = wire::CheckAgentBatchShape(batch).ok();
   // Only ranks attached through this agent's stream may send through it (as on the coordinator).
-  // A malformed batch goes up whole: the coordinator refuses it, naming the field.
   std::vector<bool> keep(batch.ranks_size(), true);
   RankKey key(batch.job_id(), 0);
-  for (int i = 0; i < batch.ranks_size(); ++i) {
+  for (int i = 0; q.mergeable && i < batch.ranks_size(); ++i) {
     key.second = batch.ranks(i);
     if (d.by_rank.contains(key)) continue;
     keep[i] = false;
@@ -142,20 +146,21 @@ bool RelayHub::ReceiveBatch(const std::shared_ptr<RelayedAgent>& agent, const v1
         absl::FailedPreconditionError(absl::StrCat("rank ", key.second, " of job '", batch.job_id(),
                                                    "' is not attached on this agent session")),
         &refused);
-    q.refused.push_back(std::move(refused));
+    q.part.refused.push_back(std::move(refused));
   }
-  counters_->relay_refused.fetch_add(q.refused.size());
-  if (!q.refused.empty() && IndicesInRange(batch)) {
-    if (q.refused.size() == static_cast<size_t>(batch.ranks_size())) {
-      for (v1::MessageStatus& r : q.refused) *answer_now->add_rejected() = std::move(r);
-      return false;
-    }
-    *q.up.mutable_batch() = KeepMessages(batch, keep, &q.index_of);
-    q.up.set_lazy_ack(false);  // a refusal is always answered at once
+  counters_->relay_refused.fetch_add(q.part.refused.size());
+  if (q.part.refused.size() == static_cast<size_t>(batch.ranks_size()) && !q.part.refused.empty()) {
+    for (v1::MessageStatus& r : q.part.refused) *answer_now->add_rejected() = std::move(r);
+    return false;
+  }
+  if (q.part.refused.empty()) {
+    *q.up.mutable_batch() = batch;
   } else {
-    q.refused.clear();
-    q.up = up;
+    *q.up.mutable_batch() = KeepMessages(batch, keep, &q.part.index_of);
+    q.part.lazy = false;  // a refusal is always answered at once
   }
+  q.part.count = static_cast<uint32_t>(q.up.batch().ranks_size());
+  q.bytes = q.up.batch().ByteSizeLong();
   counters_->relayed_batches.fetch_add(1);
   queue_.push_back(std::move(q));
   return true;
@@ -208,45 +213,84 @@ v1::AgentUp RelayHub::AttachUpLocked(uint64_t handle, Attachment& a) {
   return up;
 }
 
+void RelayHub::SendBatchLocked(std::vector<Queued>* run) {
+  if (run->empty()) return;
+  const uint64_t id = next_request_id_++;
+  AwaitingAck p;
+  p.kind = Queued::Kind::kBatch;
+  p.lazy = true;
+  v1::AgentUp up;
+  up.set_request_id(id);
+  if (run->size() == 1) {
+    Queued& q = run->front();
+    p.lazy = q.part.lazy;
+    p.parts.push_back(std::move(q.part));
+    *up.mutable_batch() = std::move(*q.up.mutable_batch());
+  } else {
+    for (Queued& q : *run) {
+      AppendBatch(std::move(*q.up.mutable_batch()), up.mutable_batch());
+      p.lazy = p.lazy && q.part.lazy;
+      p.parts.push_back(std::move(q.part));
+    }
+    counters_->relay_merged_batches.fetch_add(run->size() - 1);
+  }
+  up.set_lazy_ack(p.lazy);
+  awaiting_ack_.emplace(id, std::move(p));
+  stream_->Send(id, std::move(up), Delivery::kTracked);
+  run->clear();
+}
+
 absl::Time RelayHub::Produce(absl::Time /*now*/) {
   absl::MutexLock lock(&mu_);
+  std::vector<Queued> run;  // mergeable batches of one job and generation
+  size_t run_messages = 0;
+  size_t run_bytes = 0;
   while (!queue_.empty()) {
     Queued q = std::move(queue_.front());
     queue_.pop_front();
-    switch (q.kind) {
-      case Queued::Kind::kAttach: {
-        auto it = attachments_.find(q.handle);
-        if (it == attachments_.end() || it->second.upstream_id != 0) break;  // detached meanwhile
-        v1::AgentUp up = AttachUpLocked(q.handle, it->second);
-        const uint64_t id = up.request_id();
-        stream_->Send(id, std::move(up), Delivery::kOnce);
-        break;
+    if (q.kind == Queued::Kind::kBatch) {
+      if (!run.empty()) {
+        const v1::AgentBatch& first = run.front().up.batch();
+        const v1::AgentBatch& next = q.up.batch();
+        if (!q.mergeable || first.job_id() != next.job_id() ||
+            first.generation() != next.generation() ||
+            run_messages + q.part.count > wire::kMaxAgentBatchMessages ||
+            run_bytes + q.bytes > options_.max_batch_bytes) {
+          SendBatchLocked(&run);
+          run_messages = 0;
+          run_bytes = 0;
+        }
       }
-      case Queued::Kind::kDetach: {
-        const uint64_t id = next_request_id_++;
-        AwaitingAck p;
-        p.kind = Queued::Kind::kDetach;
-        awaiting_ack_.emplace(id, std::move(p));
-        q.up.set_request_id(id);
-        stream_->Send(id, std::move(q.up), Delivery::kOnce);
-        break;
+      const bool mergeable = q.mergeable;
+      run_messages += q.part.count;
+      run_bytes += q.bytes;
+      run.push_back(std::move(q));
+      if (!mergeable) {
+        SendBatchLocked(&run);
+        run_messages = 0;
+        run_bytes = 0;
       }
-      case Queued::Kind::kBatch: {
-        const uint64_t id = next_request_id_++;
-        AwaitingAck p;
-        p.kind = Queued::Kind::kBatch;
-        p.lazy = q.up.lazy_ack();
-        p.agent = std::move(q.agent);
-        p.downstream_id = q.downstream_id;
-        p.index_of = std::move(q.index_of);
-        p.refused = std::move(q.refused);
-        awaiting_ack_.emplace(id, std::move(p));
-        q.up.set_request_id(id);
-        stream_->Send(id, std::move(q.up), Delivery::kTracked);
-        break;
-      }
+      continue;
     }
+    SendBatchLocked(&run);  // in order with the attaches and detaches around it
+    run_messages = 0;
+    run_bytes = 0;
+    if (q.kind == Queued::Kind::kAttach) {
+      auto it = attachments_.find(q.handle);
+      if (it == attachments_.end() || it->second.upstream_id != 0) continue;  // detached meanwhile
+      v1::AgentUp up = AttachUpLocked(q.handle, it->second);
+      const uint64_t id = up.request_id();
+      stream_->Send(id, std::move(up), Delivery::kOnce);
+      continue;
+    }
+    const uint64_t id = next_request_id_++;
+    AwaitingAck p;
+    p.kind = Queued::Kind::kDetach;
+    awaiting_ack_.emplace(id, std::move(p));
+    q.up.set_request_id(id);
+    stream_->Send(id, std::move(q.up), Delivery::kOnce);
   }
+  SendBatchLocked(&run);
   return absl::InfiniteFuture();  // until the next Wake()
 }
 
@@ -317,6 +361,45 @@ RelayHub::AgentShare& RelayHub::ShareFor(absl::flat_hash_map<RelayedAgent*, Agen
   return it->second;
 }
 
+void RelayHub::AnswerPartsLocked(const AwaitingAck& batch, const v1::AgentAck* ack,
+                                 absl::flat_hash_map<RelayedAgent*, AgentShare>* deliveries,
+                                 std::vector<RelayedAgent*>* order) {
+  std::vector<std::vector<v1::MessageStatus>> rejected(batch.parts.size());
+  if (ack != nullptr) {
+    std::vector<uint32_t> counts;
+    counts.reserve(batch.parts.size());
+    for (const Queued::Part& part : batch.parts) counts.push_back(part.count);
+    rejected = SplitRejected(*ack, counts);
+  }
+  for (size_t k = 0; k < batch.parts.size(); ++k) {
+    const Queued::Part& part = batch.parts[k];
+    std::shared_ptr<RelayedAgent> agent = part.agent.lock();
+    if (agent == nullptr) continue;
+    AgentShare& share = ShareFor(deliveries, order, agent);
+    v1::AgentAck answer;
+    answer.set_request_id(part.downstream_id);
+    if (ack == nullptr) {  // lazy, accepted whole
+      share.answers.emplace_back(true, std::move(answer));
+      continue;
+    }
+    // A batch refused whole (it cannot be for a part's shape: that was checked before merging).
+    answer.set_code(ack->code());
+    answer.set_message(ack->message());
+    for (const v1::MessageStatus& r : part.refused) *answer.add_rejected() = r;
+    for (v1::MessageStatus& r : rejected[k]) {
+      if (!part.index_of.empty() && r.index() < part.index_of.size()) {
+        r.set_index(part.index_of[r.index()]);  // the agent's own numbering
+      }
+      *answer.add_rejected() = std::move(r);
+    }
+    std::sort(answer.mutable_rejected()->begin(), answer.mutable_rejected()->end(),
+              [](const v1::MessageStatus& a, const v1::MessageStatus& b) {
+                return a.index() < b.index();
+              });
+    share.answers.emplace_back(false, std::move(answer));
+  }
+}
+
 void RelayHub::OnRead(const v1::AgentDown& down) {
   absl::flat_hash_map<RelayedAgent*, AgentShare> deliveries;
   std::vector<RelayedAgent*> order;
@@ -380,28 +463,7 @@ void RelayHub::OnRead(const v1::AgentDown& down) {
         continue;
       }
       stream_->Acknowledge(request_id);
-      std::shared_ptr<RelayedAgent> agent = p.agent.lock();
-      if (agent == nullptr) continue;
-      AgentShare& delivery = ShareFor(&deliveries, &order, agent);
-      if (ack == nullptr) {  // lazy, accepted whole
-        v1::AgentAck answer;
-        answer.set_request_id(p.downstream_id);
-        delivery.answers.emplace_back(true, std::move(answer));
-        continue;
-      }
-      v1::AgentAck answer;
-      answer.set_request_id(p.downstream_id);
-      answer.set_code(ack->code());
-      answer.set_message(ack->message());
-      for (v1::MessageStatus& r : p.refused) *answer.add_rejected() = std::move(r);
-      for (const v1::MessageStatus& r : ack->rejected()) {
-        v1::MessageStatus* mapped = answer.add_rejected();
-        *mapped = r;
-        if (!p.index_of.empty() && r.index() < p.index_of.size()) {
-          mapped->set_index(p.index_of[r.index()]);
-        }
-      }
-      delivery.answers.emplace_back(false, std::move(answer));
+      AnswerPartsLocked(p, ack, &deliveries, &order);
     }
     // Notices: each agent gets its ranks' share of every entry.
     absl::flat_hash_map<RelayedAgent*, std::vector<uint32_t>> ranks_of;

@@ -10,11 +10,16 @@
 //    of it is the newest.
 //  * detach: forwarded (naming the hub's attach), answered at once; a detach of an attach the hub
 //    does not know (never attached, or already superseded or refused) changes nothing.
-//  * batch: forwarded whole, lazy_ack kept. A message of a rank not attached through that
-//    downstream stream is refused by the relay with the coordinator's FAILED_PRECONDITION and
-//    left out (agent/batch_subset.h); the rest goes up. The coordinator's AgentAck comes back
-//    with the message indices of the agent's batch; a lazy batch accepted whole is answered by
-//    acked_through as the coordinator does (serve/agent_down_queue.h).
+//  * batch: a message of a rank not attached through that downstream stream is refused by the
+//    relay with the coordinator's FAILED_PRECONDITION and left out (agent/batch_parts.h); the
+//    rest goes up. Well-formed batches (wire/agent_batch_shape.h, the coordinator's own check) of
+//    the same job and generation queued together go up as ONE AgentBatch, their messages
+//    concatenated (at most kMaxAgentBatchMessages and max_batch_bytes), lazy when every part is;
+//    a malformed one goes up alone, for the coordinator to refuse naming the field. The
+//    coordinator's answer comes back split by part, with the message indices of each agent's own
+//    batch; a part accepted whole whose agent sent it lazily is answered by acked_through, as the
+//    coordinator does (serve/agent_down_queue.h), or by an AgentAck when its merged batch was not
+//    lazy.
 //  * anything else: INVALID_ARGUMENT, as the coordinator answers it.
 // Down: the coordinator's answers (in request order), then its notices, split by downstream agent
 // (one AgentNotice per agent for what was one for the relay), then its closures
@@ -64,6 +69,8 @@ struct RelayHubOptions {
   // The coordinator's address, for messages.
   std::string target;
   BackoffOptions backoff;
+  // A merged AgentBatch's bound (the coordinator accepts 1 MiB messages by default).
+  size_t max_batch_bytes = 512 << 10;
 };
 
 class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
@@ -108,22 +115,27 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   struct Queued {
     enum class Kind { kAttach, kDetach, kBatch };
     Kind kind = Kind::kBatch;
-    uint64_t handle = 0;  // kAttach
-    v1::AgentUp up;       // kDetach, kBatch (request id set when written)
+    uint64_t handle = 0;     // kAttach
+    v1::AgentUp up;          // kDetach, kBatch (request id set when written)
+    bool mergeable = false;  // kBatch: well formed, may share an AgentBatch with others
+    size_t bytes = 0;        // kBatch: the batch's size
     // kBatch: whose it is.
-    std::weak_ptr<RelayedAgent> agent;
-    uint64_t downstream_id = 0;
-    std::vector<uint32_t> index_of;  // message i up is message index_of[i] of the agent's batch
-    std::vector<v1::MessageStatus> refused;  // the agent's messages the relay refused
+    struct Part {
+      std::weak_ptr<RelayedAgent> agent;
+      uint64_t downstream_id = 0;
+      bool lazy = false;   // the agent sent it with lazy_ack
+      uint32_t count = 0;  // its messages there
+      // Message i of it up is message index_of[i] of the agent's batch; empty: the same.
+      std::vector<uint32_t> index_of;
+      std::vector<v1::MessageStatus> refused;  // the agent's messages the relay refused
+    };
+    Part part;
   };
   // A written AgentUp waiting for its AgentAck.
   struct AwaitingAck {
     Queued::Kind kind = Queued::Kind::kBatch;
     bool lazy = false;
-    std::weak_ptr<RelayedAgent> agent;
-    uint64_t downstream_id = 0;
-    std::vector<uint32_t> index_of;  // empty: the identity
-    std::vector<v1::MessageStatus> refused;
+    std::vector<Queued::Part> parts;  // kBatch, in the order their messages went up
   };
   // What goes down to one agent from one upstream message, in order.
   struct AgentShare {
@@ -153,6 +165,13 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   // Forgets an attachment; queues its upstream detach when it was written.
   void ForgetLocked(uint64_t handle, bool detach_upstream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::AgentUp AttachUpLocked(uint64_t handle, Attachment& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes `run` (queued batches, mergeable ones of one job and generation, or one batch) as one
+  // AgentBatch.
+  void SendBatchLocked(std::vector<Queued>* run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The answers of the parts of one batch answered by `ack` (null: acked_through, accepted whole).
+  void AnswerPartsLocked(const AwaitingAck& batch, const v1::AgentAck* ack,
+                         absl::flat_hash_map<RelayedAgent*, AgentShare>* deliveries,
+                         std::vector<RelayedAgent*>* order) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Where `agent`'s share of the upstream message being handled goes.
   static AgentShare& ShareFor(absl::flat_hash_map<RelayedAgent*, AgentShare>* deliveries,
                               std::vector<RelayedAgent*>* order,

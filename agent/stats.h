@@ -44,6 +44,7 @@ struct AgentStats {
   uint64_t relayed_agents = 0;
   uint64_t relayed_attaches = 0;
   uint64_t relayed_batches = 0;
+  uint64_t relay_merged_batches = 0;  // of those, how many went up inside another's AgentBatch
   uint64_t relay_refused = 0;
   uint64_t relay_notices = 0;
 };
@@ -72,6 +73,7 @@ class AgentCounters {
   std::atomic<uint64_t> relayed_agents{0};
   std::atomic<uint64_t> relayed_attaches{0};
   std::atomic<uint64_t> relayed_batches{0};
+  std::atomic<uint64_t> relay_merged_batches{0};
   std::atomic<uint64_t> relay_refused{0};
   std::atomic<uint64_t> relay_notices{0};
 
@@ -99,6 +101,7 @@ class AgentCounters {
     s.relayed_agents = relayed_agents.load();
     s.relayed_attaches = relayed_attaches.load();
     s.relayed_batches = relayed_batches.load();
+    s.relay_merged_batches = relay_merged_batches.load();
     s.relay_refused = relay_refused.load();
     s.relay_notices = relay_notices.load();
     return s;

@@ -2,9 +2,10 @@
 // the core's types and in the agent's order. Pure; thread-compatible (one ExpandedBatch per
 // caller).
 //
-// Only the batch's shape is checked here (indices in range, each message of one kind); what the
-// messages say is for the tracker to judge, rank by rank. A malformed batch is INVALID_ARGUMENT
-// naming the field (e.g. "batch.staged[2].messages[1]: 9 is out of range [0, 8)").
+// Only the batch's shape is checked here (wire/agent_batch_shape.h, the check a relaying agent
+// applies too); what the messages say is for the tracker to judge, rank by rank. A malformed batch
+// is INVALID_ARGUMENT naming the field (e.g. "batch.staged[2].messages[1]: 9 is out of range
+// [0, 8)").
 #ifndef PSYNC_SERVER_RPC_AGENT_BATCH_H_
 #define PSYNC_SERVER_RPC_AGENT_BATCH_H_
 

@@ -1,5 +1,7 @@
 // MergeMessages against the coordinator's ExpandAgentBatch: merging shares check-ins between
-// ranks, and expanding restores every message exactly (kind, rank, items and their order).
+// ranks, and expanding restores every message exactly (kind, rank, items and their order). The
+// same for a relay's concatenation of several agents' batches (agent/batch_parts.h), and its
+// split of the coordinator's answer.
 #include "agent/merge.h"
 
 #include <optional>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "agent/batch_parts.h"
 #include "gtest/gtest.h"
 #include "server/rpc/agent_batch.h"
 
@@ -179,6 +182,82 @@ TEST(MergeTest, AReusedExpansionHoldsOnlyTheLatestBatch) {
   EXPECT_EQ(server::ExpandAgentBatch(malformed, &expanded).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(expanded.messages.empty());
+}
+
+// What an expanded message is, in one line: rank, kind and content.
+std::string Describe(const server::RankMessage& m) {
+  std::string out = absl::StrCat(m.rank, ":");
+  switch (m.kind) {
+    case server::RankMessage::Kind::kSkip:
+      return absl::StrCat(out, "skip ", m.skip_step, " ", m.skip_reason);
+    case server::RankMessage::Kind::kSyncDone:
+      return absl::StrCat(out, "sync_done ", m.sync_done.size());
+    case server::RankMessage::Kind::kLeave:
+      return absl::StrCat(out, "leave ", m.leave_finished);
+    case server::RankMessage::Kind::kStaged:
+      break;
+  }
+  for (const std::string& item : ItemsOf(m)) absl::StrAppend(&out, " ", item);
+  return out;
+}
+
+std::vector<std::string> Expanded(const v1::AgentBatch& batch) {
+  server::ExpandedBatch expanded;
+  const absl::Status s = server::ExpandAgentBatch(batch, &expanded);
+  EXPECT_TRUE(s.ok()) << s;
+  std::vector<std::string> out;
+  for (const server::RankMessage& m : expanded.messages) out.push_back(Describe(m));
+  return out;
+}
+
+TEST(BatchPartsTest, ConcatenatedBatchesExpandIntoEveryPartsMessagesInOrder) {
+  // Node a: ranks 0-1 check in chunk 0 (one shared entry), then rank 1 chunk 1; node b: rank 8
+  // votes to skip, rank 9 checks in chunk 0 with a checksum, rank 10 sends an empty batch.
+  const v1::SessionUp both = Staged({{4, 0, "dense"}, {4, 1, "expert"}});
+  const v1::SessionUp one = Staged({{4, 0, "dense"}});
+  v1::SessionUp skip;
+  skip.mutable_skip()->set_generation(3);
+  skip.mutable_skip()->set_step(4);
+  skip.mutable_skip()->set_reason("nan");
+  const v1::SessionUp with_checksum = Staged({{4, 0, "dense"}}, 7);
+  const v1::SessionUp empty = Staged({});
+  const v1::AgentBatch a = MergeMessages("job", 3, std::vector<MergeInput>{{0, &one}, {1, &both}});
+  const v1::AgentBatch b = MergeMessages(
+      "job", 3, std::vector<MergeInput>{{8, &skip}, {9, &with_checksum}, {10, &empty}});
+
+  v1::AgentBatch merged;
+  EXPECT_EQ(AppendBatch(a, &merged), 0u);
+  EXPECT_EQ(AppendBatch(b, &merged), 2u);
+  EXPECT_EQ(merged.job_id(), "job");
+  EXPECT_EQ(merged.generation(), 3u);
+  std::vector<std::string> expected = Expanded(a);
+  for (const std::string& m : Expanded(b)) expected.push_back(m);
+  EXPECT_EQ(Expanded(merged), expected);
+  EXPECT_EQ(expected, (std::vector<std::string>{"0: 4/0/dense", "1: 4/0/dense 4/1/expert",
+                                                "8:skip 4 nan", "9: 4/0/dense#7", "10:"}));
+}
+
+TEST(BatchPartsTest, TheAnswerIsSplitByPartInEachPartsNumbering) {
+  v1::AgentAck ack;
+  for (uint32_t index : {1u, 2u, 6u, 9u}) {
+    v1::MessageStatus* r = ack.add_rejected();
+    r->set_index(index);
+    r->set_code(9);
+    r->set_message(absl::StrCat("message ", index));
+  }
+  // Parts of 2, 0, 5 and 1 messages: [0, 2), [2, 2), [2, 7), [7, 8); index 9 is past them all.
+  const std::vector<std::vector<v1::MessageStatus>> parts = SplitRejected(ack, {2, 0, 5, 1});
+  ASSERT_EQ(parts.size(), 4u);
+  ASSERT_EQ(parts[0].size(), 1u);
+  EXPECT_EQ(parts[0][0].index(), 1u);
+  EXPECT_EQ(parts[0][0].message(), "message 1");
+  EXPECT_TRUE(parts[1].empty());
+  ASSERT_EQ(parts[2].size(), 2u);
+  EXPECT_EQ(parts[2][0].index(), 0u);
+  EXPECT_EQ(parts[2][0].message(), "message 2");
+  EXPECT_EQ(parts[2][1].index(), 4u);
+  EXPECT_EQ(parts[2][1].code(), 9);
+  EXPECT_TRUE(parts[3].empty());
 }
 
 }  // namespace

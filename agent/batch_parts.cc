@@ -1,27 +1,10 @@
-#include "agent/batch_subset.h"
+#include "agent/batch_parts.h"
 
+#include <algorithm>
 #include <limits>
+#include <utility>
 
 namespace psync::agent {
-
-bool IndicesInRange(const v1::AgentBatch& batch) {
-  const uint32_t n = static_cast<uint32_t>(batch.ranks_size());
-  for (const v1::MergedStaged& m : batch.staged()) {
-    for (uint32_t index : m.messages()) {
-      if (index >= n) return false;
-    }
-  }
-  for (const v1::IndexedSkip& s : batch.skips()) {
-    if (s.message() >= n) return false;
-  }
-  for (const v1::IndexedSyncDone& d : batch.sync_dones()) {
-    if (d.message() >= n) return false;
-  }
-  for (const v1::IndexedLeave& l : batch.leaves()) {
-    if (l.message() >= n) return false;
-  }
-  return true;
-}
 
 v1::AgentBatch KeepMessages(const v1::AgentBatch& batch, const std::vector<bool>& keep,
                             std::vector<uint32_t>* index_of) {
@@ -68,6 +51,49 @@ v1::AgentBatch KeepMessages(const v1::AgentBatch& batch, const std::vector<bool>
     kept->set_message(renumbered[l.message()]);
   }
   return out;
+}
+
+uint32_t AppendBatch(v1::AgentBatch part, v1::AgentBatch* merged) {
+  const uint32_t offset = static_cast<uint32_t>(merged->ranks_size());
+  if (offset == 0) {
+    merged->set_job_id(part.job_id());
+    merged->set_generation(part.generation());
+  }
+  merged->mutable_ranks()->Add(part.ranks().begin(), part.ranks().end());
+  for (v1::MergedStaged& m : *part.mutable_staged()) {
+    for (uint32_t& index : *m.mutable_messages()) index += offset;
+    *merged->add_staged() = std::move(m);
+  }
+  for (v1::IndexedSkip& skip : *part.mutable_skips()) {
+    skip.set_message(skip.message() + offset);
+    *merged->add_skips() = std::move(skip);
+  }
+  for (v1::IndexedSyncDone& done : *part.mutable_sync_dones()) {
+    done.set_message(done.message() + offset);
+    *merged->add_sync_dones() = std::move(done);
+  }
+  for (v1::IndexedLeave& leave : *part.mutable_leaves()) {
+    leave.set_message(leave.message() + offset);
+    *merged->add_leaves() = std::move(leave);
+  }
+  return offset;
+}
+
+std::vector<std::vector<v1::MessageStatus>> SplitRejected(const v1::AgentAck& ack,
+                                                          const std::vector<uint32_t>& counts) {
+  std::vector<uint32_t> ends;  // exclusive end of each part
+  ends.reserve(counts.size());
+  uint32_t end = 0;
+  for (uint32_t c : counts) ends.push_back(end += c);
+  std::vector<std::vector<v1::MessageStatus>> by_part(counts.size());
+  for (const v1::MessageStatus& r : ack.rejected()) {
+    const size_t k = std::upper_bound(ends.begin(), ends.end(), r.index()) - ends.begin();
+    if (k == ends.size()) continue;
+    v1::MessageStatus local = r;
+    local.set_index(r.index() - (ends[k] - counts[k]));
+    by_part[k].push_back(std::move(local));
+  }
+  return by_part;
 }
 
 }  // namespace psync::agent

@@ -1,4 +1,4 @@
-#include "agent/batch_subset.h"
+#include "agent/batch_parts.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -35,7 +35,7 @@ v1::AgentBatch FourMessages() {
   return batch;
 }
 
-TEST(BatchSubsetTest, KeptMessagesAreRenumberedInOrderWithTheirOwnEntries) {
+TEST(BatchPartsTest, KeptMessagesAreRenumberedInOrderWithTheirOwnEntries) {
   std::vector<uint32_t> index_of;
   const v1::AgentBatch kept = KeepMessages(FourMessages(), {true, false, true, true}, &index_of);
   EXPECT_EQ(kept.job_id(), "job");
@@ -56,7 +56,7 @@ TEST(BatchSubsetTest, KeptMessagesAreRenumberedInOrderWithTheirOwnEntries) {
   EXPECT_EQ(kept.skips(0).reason(), "nan");
 }
 
-TEST(BatchSubsetTest, EntriesLeftWithNoMessageAreDropped) {
+TEST(BatchPartsTest, EntriesLeftWithNoMessageAreDropped) {
   std::vector<uint32_t> index_of;
   const v1::AgentBatch kept = KeepMessages(FourMessages(), {false, false, true, false}, &index_of);
   EXPECT_THAT(kept.ranks(), ElementsAre(12u));
@@ -64,16 +64,6 @@ TEST(BatchSubsetTest, EntriesLeftWithNoMessageAreDropped) {
   EXPECT_EQ(kept.staged_size(), 0);
   ASSERT_EQ(kept.skips_size(), 1);
   EXPECT_EQ(kept.skips(0).message(), 0u);
-}
-
-TEST(BatchSubsetTest, IndicesOutOfRangeAreFound) {
-  EXPECT_TRUE(IndicesInRange(FourMessages()));
-  v1::AgentBatch bad = FourMessages();
-  bad.mutable_staged(1)->add_messages(4);
-  EXPECT_FALSE(IndicesInRange(bad));
-  bad = FourMessages();
-  bad.add_leaves()->set_message(9);
-  EXPECT_FALSE(IndicesInRange(bad));
 }
 
 }  // namespace

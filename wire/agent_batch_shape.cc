@@ -1,0 +1,99 @@
+#include "wire/agent_batch_shape.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "wire/limits.h"
+
+namespace psync::wire {
+namespace {
+
+enum class Seen : uint8_t { kNone, kStaged, kSkip, kSyncDone, kLeave };
+
+const char* SeenName(Seen s) {
+  switch (s) {
+    case Seen::kStaged:
+      return "staged";
+    case Seen::kSkip:
+      return "skips";
+    case Seen::kSyncDone:
+      return "sync_dones";
+    case Seen::kLeave:
+      return "leaves";
+    case Seen::kNone:
+      break;
+  }
+  return "none";
+}
+
+// Checks that message `index` (named by `field`) is in range and may be of kind `kind`.
+absl::Status Claim(const std::string& field, uint32_t index, Seen kind, std::vector<Seen>* seen) {
+  if (index >= seen->size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", index, " is out of range [0, ", seen->size(), ")"));
+  }
+  Seen& s = (*seen)[index];
+  if (s != Seen::kNone && (s != Seen::kStaged || kind != Seen::kStaged)) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": message ", index,
+                                                   " is already named in ", SeenName(s),
+                                                   "; a message has one kind"));
+  }
+  s = kind;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckAgentBatchShape(const v1::AgentBatch& batch) {
+  if (batch.job_id().empty()) {
+    return absl::InvalidArgumentError("batch.job_id must not be empty");
+  }
+  const size_t n = batch.ranks_size();
+  if (n == 0 || n > kMaxAgentBatchMessages) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch.ranks: ", n, " messages; allowed 1..", kMaxAgentBatchMessages));
+  }
+  std::vector<Seen> seen(n, Seen::kNone);
+  for (int g = 0; g < batch.staged_size(); ++g) {
+    const v1::MergedStaged& m = batch.staged(g);
+    if (m.messages_size() == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch.staged[", g, "].messages must not be empty"));
+    }
+    for (int k = 0; k < m.messages_size(); ++k) {
+      const uint32_t index = m.messages(k);
+      if (k > 0 && index <= m.messages(k - 1)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("batch.staged[", g, "].messages[", k, "]: ", index,
+                         " must be above the previous index ", m.messages(k - 1)));
+      }
+      if (index >= n || seen[index] != Seen::kStaged) {
+        const std::string field = absl::StrCat("batch.staged[", g, "].messages[", k, "]");
+        if (absl::Status s = Claim(field, index, Seen::kStaged, &seen); !s.ok()) return s;
+      }
+    }
+  }
+  for (int i = 0; i < batch.skips_size(); ++i) {
+    const std::string field = absl::StrCat("batch.skips[", i, "].message");
+    if (absl::Status s = Claim(field, batch.skips(i).message(), Seen::kSkip, &seen); !s.ok()) {
+      return s;
+    }
+  }
+  for (int i = 0; i < batch.sync_dones_size(); ++i) {
+    const std::string field = absl::StrCat("batch.sync_dones[", i, "].message");
+    if (absl::Status s = Claim(field, batch.sync_dones(i).message(), Seen::kSyncDone, &seen);
+        !s.ok()) {
+      return s;
+    }
+  }
+  for (int i = 0; i < batch.leaves_size(); ++i) {
+    const std::string field = absl::StrCat("batch.leaves[", i, "].message");
+    if (absl::Status s = Claim(field, batch.leaves(i).message(), Seen::kLeave, &seen); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace psync::wire
