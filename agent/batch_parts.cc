@@ -53,6 +53,20 @@ v1::AgentBatch KeepMessages(const v1::AgentBatch& batch, const std::vector<bool>
   return out;
 }
 
+namespace {
+
+// Moves every element of `from` to the end of `to` (heap messages: no copy, no allocation per
+// element).
+template <typename T>
+void MoveAll(google::protobuf::RepeatedPtrField<T>* from,
+             google::protobuf::RepeatedPtrField<T>* to) {
+  std::vector<T*> elements(from->size());
+  from->ExtractSubrange(0, from->size(), elements.data());
+  for (T* e : elements) to->AddAllocated(e);
+}
+
+}  // namespace
+
 uint32_t AppendBatch(v1::AgentBatch part, v1::AgentBatch* merged) {
   const uint32_t offset = static_cast<uint32_t>(merged->ranks_size());
   if (offset == 0) {
@@ -62,20 +76,17 @@ uint32_t AppendBatch(v1::AgentBatch part, v1::AgentBatch* merged) {
   merged->mutable_ranks()->Add(part.ranks().begin(), part.ranks().end());
   for (v1::MergedStaged& m : *part.mutable_staged()) {
     for (uint32_t& index : *m.mutable_messages()) index += offset;
-    *merged->add_staged() = std::move(m);
   }
-  for (v1::IndexedSkip& skip : *part.mutable_skips()) {
-    skip.set_message(skip.message() + offset);
-    *merged->add_skips() = std::move(skip);
-  }
+  for (v1::IndexedSkip& skip : *part.mutable_skips()) skip.set_message(skip.message() + offset);
   for (v1::IndexedSyncDone& done : *part.mutable_sync_dones()) {
     done.set_message(done.message() + offset);
-    *merged->add_sync_dones() = std::move(done);
   }
-  for (v1::IndexedLeave& leave : *part.mutable_leaves()) {
+  for (v1::IndexedLeave& leave : *part.mutable_leaves())
     leave.set_message(leave.message() + offset);
-    *merged->add_leaves() = std::move(leave);
-  }
+  MoveAll(part.mutable_staged(), merged->mutable_staged());
+  MoveAll(part.mutable_skips(), merged->mutable_skips());
+  MoveAll(part.mutable_sync_dones(), merged->mutable_sync_dones());
+  MoveAll(part.mutable_leaves(), merged->mutable_leaves());
   return offset;
 }
 

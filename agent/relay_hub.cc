@@ -61,7 +61,8 @@ void RelayHub::Disconnect(RelayedAgent* agent) {
   stream_->Wake();
 }
 
-void RelayHub::Receive(const std::shared_ptr<RelayedAgent>& agent, const v1::AgentUp& up) {
+void RelayHub::Receive(const std::shared_ptr<RelayedAgent>& agent, v1::AgentUp* received) {
+  const v1::AgentUp& up = *received;
   v1::AgentAck answer;
   answer.set_request_id(up.request_id());
   bool answer_now = false;
@@ -77,7 +78,7 @@ void RelayHub::Receive(const std::shared_ptr<RelayedAgent>& agent, const v1::Age
         answer_now = true;
         break;
       case v1::AgentUp::kBatch:
-        answer_now = !ReceiveBatch(agent, up, &answer);
+        answer_now = !ReceiveBatch(agent, received, &answer);
         break;
       case v1::AgentUp::KIND_NOT_SET:
         wire::SetWireStatus(
@@ -122,8 +123,9 @@ void RelayHub::ReceiveDetach(RelayedAgent* agent, const v1::AgentDetach& detach)
   ForgetLocked(handle, /*detach_upstream=*/true);
 }
 
-bool RelayHub::ReceiveBatch(const std::shared_ptr<RelayedAgent>& agent, const v1::AgentUp& up,
+bool RelayHub::ReceiveBatch(const std::shared_ptr<RelayedAgent>& agent, v1::AgentUp* received,
                             v1::AgentAck* answer_now) {
+  const v1::AgentUp& up = *received;
   const v1::AgentBatch& batch = up.batch();
   const Downstream& d = downstream_.at(agent.get());
   Queued q;
@@ -154,7 +156,7 @@ bool RelayHub::ReceiveBatch(const std::shared_ptr<RelayedAgent>& agent, const v1
     return false;
   }
   if (q.part.refused.empty()) {
-    *q.up.mutable_batch() = batch;
+    q.up.mutable_batch()->Swap(received->mutable_batch());  // no copy
   } else {
     *q.up.mutable_batch() = KeepMessages(batch, keep, &q.part.index_of);
     q.part.lazy = false;  // a refusal is always answered at once

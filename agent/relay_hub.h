@@ -85,8 +85,9 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
 
   // A downstream agent's stream opened (starts the upstream stream on first use).
   void Connect(const std::shared_ptr<RelayedAgent>& agent) ABSL_LOCKS_EXCLUDED(mu_);
-  // One AgentUp read from `agent`'s stream.
-  void Receive(const std::shared_ptr<RelayedAgent>& agent, const v1::AgentUp& up)
+  // One AgentUp read from `agent`'s stream. Its batch may be moved out (*up is reused for the next
+  // read).
+  void Receive(const std::shared_ptr<RelayedAgent>& agent, v1::AgentUp* up)
       ABSL_LOCKS_EXCLUDED(mu_);
   // `agent`'s stream ended: its ranks are detached upstream. Idempotent.
   void Disconnect(RelayedAgent* agent) ABSL_LOCKS_EXCLUDED(mu_);
@@ -160,7 +161,7 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   void ReceiveDetach(RelayedAgent* agent, const v1::AgentDetach& detach)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues the batch up; false when none of its messages may go up: *answer_now is its answer.
-  bool ReceiveBatch(const std::shared_ptr<RelayedAgent>& agent, const v1::AgentUp& up,
+  bool ReceiveBatch(const std::shared_ptr<RelayedAgent>& agent, v1::AgentUp* up,
                     v1::AgentAck* answer_now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forgets an attachment; queues its upstream detach when it was written.
   void ForgetLocked(uint64_t handle, bool detach_upstream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

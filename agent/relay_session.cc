@@ -22,7 +22,7 @@ class RelaySession final : public grpc::ServerBidiReactor<v1::AgentUp, v1::Agent
       agent_->writer().Close(grpc::Status::OK);
       return;
     }
-    hub_->Receive(agent_, up_);
+    hub_->Receive(agent_, &up_);
     StartRead(&up_);
   }
 

@@ -5,12 +5,13 @@
 #     100 ms, sync groups of 8, 10 steps (the scale issue's paced row): direct, and through
 #     RELAYS relays (default 16; each carries RANKS_PACED / 8 / RELAYS node streams);
 #   agents: RANKS_AGENTS ranks (default 1024) behind real psync-agent processes of 8, in a burst
-#     (arrivals within 1 ms, 300 ms steps): direct, and through 4 relays.
+#     (arrivals within 1 ms, 300 ms steps): direct, and through 4 relays (SKIP_AGENTS=1: not run);
+#   with RANKS_BIG set, one paced run of that many ranks through RELAYS_BIG relays (default 32).
 # Appends to OUT_DIR/relays.jsonl and prints the medians: release latency, the coordinator's CPU,
 # the busiest relay's CPU and the load generator's.
 #   bench/relay_runs.sh BIN_DIR [OUT_DIR]
 set -u
-if [ $# -lt 1 ]; then sed -n 2,11p "$0" >&2; exit 2; fi
+if [ $# -lt 1 ]; then sed -n 2,12p "$0" >&2; exit 2; fi
 bin=$(cd "$1" && pwd)
 out=${2:-${OUT:-/tmp}}
 mkdir -p "$out"
@@ -38,6 +39,12 @@ for _ in 1 2; do
   run agents "${agent_flags[@]}"
   run agents+relays "${agent_flags[@]}" --relays=4
 done
+if [ -n "${RANKS_BIG:-}" ]; then
+  # One paced run at a larger size through RELAYS_BIG relays (default 32), nodes as above.
+  big_flags=("${paced_flags[@]}")
+  big_flags[0]=--ranks=$RANKS_BIG
+  run nodes+relays "${big_flags[@]}" --relays="${RELAYS_BIG:-32}" --timeout_s=240
+fi
 python3 - "$out/relays.jsonl" <<'PY'
 import collections, json, statistics, sys
 runs = collections.defaultdict(list)

@@ -174,7 +174,7 @@ class ReconnectingStream {
   void Send(uint64_t id, Up up, Delivery delivery) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     if (delivery == Delivery::kTracked) {
-      tracked_.emplace(id, Tracked{std::move(up), 0});
+      tracked_.emplace(id, Tracked{std::make_shared<const Up>(std::move(up)), 0});
       outgoing_.push_back({id, true, false, Up()});
     } else {
       outgoing_.push_back({id, false, false, std::move(up)});
@@ -191,7 +191,11 @@ class ReconnectingStream {
   // what a resumed stream re-sends).
   void EditTracked(const std::function<void(Up*)>& edit) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    for (auto& [id, t] : tracked_) edit(&t.up);
+    for (auto& [id, t] : tracked_) {
+      auto edited = std::make_shared<Up>(*t.up);
+      edit(edited.get());
+      t.up = std::move(edited);
+    }
   }
   // The current stream's handshake is done: its other writes may flow.
   void Established() ABSL_LOCKS_EXCLUDED(mu_) {
@@ -231,7 +235,9 @@ class ReconnectingStream {
 
  private:
   struct Tracked {
-    Up up;
+    // Shared with a write in progress, so that writing never copies the message; never changed
+    // in place (EditTracked replaces it).
+    std::shared_ptr<const Up> up;
     uint64_t written_epoch = 0;  // 0: not yet written
   };
   struct Outgoing {
@@ -381,7 +387,8 @@ class ReconnectingStream {
   void WriteFront() ABSL_LOCKS_EXCLUDED(mu_, write_mu_) {
     absl::MutexLock write_lock(&write_mu_);
     std::shared_ptr<Stream> stream;
-    Up up;
+    std::shared_ptr<const Up> tracked;  // the tracked message being written, or
+    Up once;                            // the untracked one
     {
       absl::MutexLock lock(&mu_);
       if (!FrontWritableLocked()) return;
@@ -392,12 +399,13 @@ class ReconnectingStream {
         if (it == tracked_.end()) return;  // settled meanwhile
         if (it->second.written_epoch != 0 && it->second.written_epoch != epoch_) ++resent_;
         it->second.written_epoch = epoch_;
-        up = it->second.up;
+        tracked = it->second.up;
       } else {
-        up = std::move(next.up);
+        once = std::move(next.up);
       }
       stream = stream_;
     }
+    const Up& up = tracked != nullptr ? *tracked : once;
     protocol_->OnWrite(up);
     // A failed write means the stream broke; the reader sees it end and opens the next one,
     // where tracked messages are written again.
