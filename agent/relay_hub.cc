@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "agent/answered_requests.h"
 #include "agent/batch_parts.h"
 #include "serve/agent_down_queue.h"
 #include "wire/agent_batch_shape.h"
@@ -413,23 +414,10 @@ void RelayHub::OnRead(const v1::AgentDown& down) {
       answered_once_ = true;
     }
     // The answers, in request order: the AgentAcks, and the lazy batches acked_through covers.
-    absl::flat_hash_map<uint64_t, const v1::AgentAck*> acks;
-    uint64_t last_answered = down.acked_through();
-    for (const v1::AgentAck& ack : down.acks()) {
-      acks.emplace(ack.request_id(), &ack);
-      last_answered = std::max(last_answered, ack.request_id());
-    }
-    for (auto it = awaiting_ack_.begin();
-         it != awaiting_ack_.end() && it->first <= last_answered;) {
-      const uint64_t request_id = it->first;
-      auto found = acks.find(request_id);
-      const v1::AgentAck* ack = found == acks.end() ? nullptr : found->second;
-      if (ack == nullptr && !(it->second.lazy && request_id <= down.acked_through())) {
-        ++it;
-        continue;
-      }
-      AwaitingAck p = std::move(it->second);
-      it = awaiting_ack_.erase(it);
+    for (Answered<AwaitingAck>& settled : TakeAnswered(down, &awaiting_ack_)) {
+      const uint64_t request_id = settled.request_id;
+      AwaitingAck& p = settled.what;
+      const v1::AgentAck* ack = settled.ack;
       if (p.kind == Queued::Kind::kDetach) continue;
       if (p.kind == Queued::Kind::kAttach) {
         auto h = by_upstream_id_.find(request_id);

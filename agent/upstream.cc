@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "agent/answered_requests.h"
 #include "agent/merge.h"
 #include "wire/wire_status.h"
 
@@ -386,23 +387,10 @@ void Upstream::OnRead(const v1::AgentDown& down) {
     }
     // The answers, in request order: the AgentAcks, and the lazy batches acked_through covers
     // (accepted whole).
-    absl::flat_hash_map<uint64_t, const v1::AgentAck*> answered;
-    uint64_t last_answered = down.acked_through();
-    for (const v1::AgentAck& ack : down.acks()) {
-      answered.emplace(ack.request_id(), &ack);
-      last_answered = std::max(last_answered, ack.request_id());
-    }
-    for (auto it = awaiting_ack_.begin();
-         it != awaiting_ack_.end() && it->first <= last_answered;) {
-      const uint64_t request_id = it->first;
-      auto found = answered.find(request_id);
-      const v1::AgentAck* ack = found == answered.end() ? nullptr : found->second;
-      if (ack == nullptr && !(it->second.lazy && request_id <= down.acked_through())) {
-        ++it;
-        continue;
-      }
-      AwaitingAck p = std::move(it->second);
-      it = awaiting_ack_.erase(it);
+    for (Answered<AwaitingAck>& settled : TakeAnswered(down, &awaiting_ack_)) {
+      const uint64_t request_id = settled.request_id;
+      AwaitingAck& p = settled.what;
+      const v1::AgentAck* ack = settled.ack;
       if (p.kind == AwaitingAck::Kind::kBatch) stream_->Acknowledge(request_id);
       const absl::Status status = ack != nullptr ? wire::StatusFromWire(*ack) : absl::OkStatus();
       if (p.kind == AwaitingAck::Kind::kAttach) {
