@@ -1,10 +1,14 @@
 #include "client/client.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <utility>
 
 #include "absl/memory/memory.h"
 #include "absl/random/random.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
@@ -24,6 +28,27 @@ constexpr absl::Duration kCloseGrace = absl::Seconds(1);
 std::string RandomIncarnation() {
   absl::BitGen gen;
   return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
+}
+
+// This host's node name for JoinRequest.node: $PSYNC_NODE (e.g. a Kubernetes pod's spec.nodeName
+// through the downward API), else the host name; a character the coordinator does not take
+// becomes '_', and it is cut at 128 characters.
+std::string NodeName() {
+  std::string name;
+  if (const char* env = std::getenv("PSYNC_NODE"); env != nullptr && *env != '\0') {
+    name = env;
+  } else {
+    char host[256] = {};
+    if (gethostname(host, sizeof(host) - 1) == 0) name = host;
+  }
+  if (name.size() > 128) name.resize(128);
+  for (char& c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) &&
+        absl::string_view("._-:@/").find(c) == absl::string_view::npos) {
+      c = '_';
+    }
+  }
+  return name;
 }
 
 void Complete(std::vector<AckCallback>& calls, const absl::Status& status) {
@@ -54,6 +79,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
     return absl::InvalidArgumentError(absl::StrCat("options.", s.message()));
   }
   if (options.plan.incarnation().empty()) options.plan.set_incarnation(RandomIncarnation());
+  if (options.plan.node().empty()) options.plan.set_node(NodeName());
 
   const absl::Time deadline = absl::Now() + options.call_timeout;
   std::unique_ptr<Client> client = absl::WrapUnique(new Client(std::move(options)));

@@ -121,7 +121,8 @@ struct ClientOptions {
   // channel shared by the simulated ranks of one process).
   std::shared_ptr<grpc::Channel> channel;
   // This rank's part of the plan, sent with every Join. An empty incarnation is replaced by a
-  // random 32-hex-digit id (see Client::incarnation()).
+  // random 32-hex-digit id (see Client::incarnation()); an empty node by $PSYNC_NODE, else the
+  // host name (JoinRequest.node: the status views group ranks by it).
   psync::v1::JoinRequest plan;
   // Per call: the time a blocking call waits for its Ack, the deadline of each Join, the time an
   // attach may wait for its Ack, and the time Connect() has to join and attach (retrying

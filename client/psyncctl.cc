@@ -73,11 +73,17 @@ Commands:
   end-job JOB [--reason TEXT] [--token T]
                                      end the job: its ranks' sessions end, it moves to the
                                      history of finished jobs (state ENDED)
-  status JOB                         job state, per-chunk readiness, counters, audit totals
-  missing JOB [--step S --chunk C]   contributors that have not staged (and ranks that have not
-                                     reported SyncDone), how long the chunk has waited, and its
-                                     stall deadline; without --step: the current step of every
-                                     chunk (--chunk C alone: only that chunk)
+  status JOB [--ranks]               job state, per-chunk readiness (what each chunk waits for,
+                                     grouped: "expert: 480 ranks on 60 nodes"), counters, audit
+                                     totals, the slowest nodes; --ranks: up to four missing
+                                     rank/optimizers per chunk instead, and no node table
+  missing JOB [--ranks] [--step S --chunk C]
+                                     who holds a chunk back, grouped by (chunk, step, what is
+                                     missing): how many ranks on how many nodes, how long the
+                                     chunk has waited, its stall deadline; the longest waiting
+                                     first. --ranks: one row per rank; --step S --chunk C: that
+                                     (step, chunk), one row per rank, and its latest arrivals
+                                     (--ranks: every arrival)
   stragglers JOB [--top K]           the K slowest ranks by rolling lateness (default 10)
   audit JOB [--last N]               the sync audit of recent (step, chunk)s (default: all held)
   watch [JOB] [--kinds a,b] [--count N] [--replay]
@@ -123,8 +129,16 @@ constexpr FlagSpec kFlags[] = {
     {"top", true, "stragglers"}, {"last", true, "audit"},     {"kinds", true, "watch"},
     {"count", true, "watch"},    {"replay", false, "watch"},  {"steps", true, "trace"},
     {"output", true, "trace"},   {"state", true, "jobs"},     {"reason", true, "end-job"},
-    {"token", true, "end-job"},  {"version", false, nullptr},
+    {"token", true, "end-job"},  {"version", false, nullptr}, {"ranks", false, "status,missing"},
 };
+
+// True when flag `spec` applies to `command` (its commands are a comma-separated list).
+bool AppliesTo(const FlagSpec& spec, const std::string& command) {
+  for (absl::string_view c : absl::StrSplit(spec.command, ',')) {
+    if (c == command) return true;
+  }
+  return false;
+}
 
 const FlagSpec* FindFlag(absl::string_view name) {
   for (const FlagSpec& f : kFlags) {
@@ -211,11 +225,11 @@ std::optional<UsageError> Parse(const std::vector<std::string>& argv, Args* args
   }
   for (const auto& [name, value] : args->flags) {
     const FlagSpec* spec = FindFlag(name);
-    if (args->command != spec->command) {
-      return UsageError{
-          absl::StrCat("flag --", name, " does not apply to ",
-                       args->command.empty() ? "no command" : "'" + args->command + "'",
-                       " (it belongs to '", spec->command, "')")};
+    if (!AppliesTo(*spec, args->command)) {
+      return UsageError{absl::StrCat(
+          "flag --", name, " does not apply to ",
+          args->command.empty() ? "no command" : "'" + args->command + "'", " (it belongs to '",
+          absl::StrJoin(absl::StrSplit(spec->command, ','), "' or '"), "')")};
     }
   }
   return std::nullopt;
@@ -297,6 +311,51 @@ void PrintTable(std::ostream& out, const std::vector<std::string>& header,
 }
 
 std::string Who(const v1::Contributor& c) { return absl::StrCat(c.rank(), "/", c.optimizer()); }
+
+// "0-7,9,12-15": at most 6 runs, then "...".
+std::string RunsText(const google::protobuf::RepeatedPtrField<v1::RankRange>& runs,
+                     bool truncated) {
+  constexpr int kRunsShown = 6;
+  std::vector<std::string> parts;
+  for (int i = 0; i < runs.size() && i < kRunsShown; ++i) {
+    const v1::RankRange& r = runs[i];
+    parts.push_back(r.first() == r.last() ? absl::StrCat(r.first())
+                                          : absl::StrCat(r.first(), "-", r.last()));
+  }
+  if (truncated || runs.size() > kRunsShown) parts.push_back("...");
+  return absl::StrJoin(parts, ",");
+}
+
+// "rank 5 (node-0)", "ranks 0-7,9 (node-0, node-1)", "480 ranks on 60 nodes (node-0, node-1,
+// node-2 +57)".
+std::string GroupWho(const v1::MissingGroup& g) {
+  constexpr int kNodesShown = 3;
+  std::vector<std::string> nodes;
+  for (int i = 0; i < g.nodes_size() && i < kNodesShown; ++i) nodes.push_back(g.nodes(i));
+  std::string where = absl::StrJoin(nodes, ", ");
+  if (g.num_nodes() > nodes.size()) absl::StrAppend(&where, " +", g.num_nodes() - nodes.size());
+  if (g.num_ranks() == 1 && g.ranks_size() == 1) {
+    return absl::StrCat("rank ", g.ranks(0).first(), " (", where, ")");
+  }
+  if (g.ranks_size() <= 3 && !g.ranks_truncated()) {
+    return absl::StrCat("ranks ", RunsText(g.ranks(), false), " (", where, ")");
+  }
+  return absl::StrCat(g.num_ranks(), " ranks on ", g.num_nodes(), " nodes (", where, ")");
+}
+
+// The lost ranks, at most 16 then "+N more"; "none".
+std::string LostRanksText(const v1::JobStatus& status) {
+  constexpr int kShown = 16;
+  if (status.lost_ranks().empty()) return "none";
+  std::vector<uint32_t> shown(
+      status.lost_ranks().begin(),
+      status.lost_ranks().begin() + std::min(kShown, status.lost_ranks_size()));
+  std::string text = absl::StrJoin(shown, ",");
+  if (status.lost_ranks_size() > kShown) {
+    absl::StrAppend(&text, " +", status.lost_ranks_size() - kShown, " more");
+  }
+  return text;
+}
 
 // True when a chunk of a JobStatus waits past its stall deadline (for contributors or SyncDone).
 bool Late(const v1::ChunkStatus& c) {
@@ -416,18 +475,8 @@ class Command {
     return kOk;
   }
 
-  int Status(const std::string& job) {
-    v1::JobStatus status;
-    if (auto s = GetJobStatus(job, &status); !s.ok()) {
-      return RpcFailure(err_, "GetJobStatus", target_, s);
-    }
-    bool bad = status.state() == "ABORTED" || status.state() == "DEGRADED" ||
-               status.lost_ranks_size() > 0 || status.counters().violations() > 0;
-    for (const v1::ChunkStatus& c : status.chunks()) bad = bad || Late(c);
-    if (args_.json) {
-      out_ << ToJson(status) << "\n";
-      return bad ? kBad : kOk;
-    }
+  // The job's header lines, then (`nodes`: "" for none) a line about its nodes.
+  void PrintSummary(const v1::JobStatus& status, const std::string& nodes) {
     const v1::JobCounters& k = status.counters();
     const v1::AuditTotals& a = status.audit();
     std::vector<std::vector<std::string>> summary = {
@@ -439,8 +488,7 @@ class Command {
         {"ranks", absl::StrCat(status.ranks_joined(), "/", status.world_size(), " joined, ",
                                status.sessions_connected(), " connected")},
         {"min step", absl::StrCat(status.min_rank_step())},
-        {"lost ranks",
-         status.lost_ranks().empty() ? "none" : absl::StrJoin(status.lost_ranks(), ",")},
+        {"lost ranks", LostRanksText(status)},
         {"counters",
          absl::StrCat("checkins=", k.checkins(), " duplicates=", k.duplicate_checkins(),
                       " releases=", k.releases(), " syncs_done=", k.syncs_done(),
@@ -451,10 +499,73 @@ class Command {
                                a.checksum_mismatches(), " early_syncs=", a.early_syncs(),
                                " repeated_syncs=", a.repeated_syncs(), " resumed=", a.resumed())},
     };
+    if (!nodes.empty()) summary.insert(summary.begin() + 4, {"nodes", nodes});
     for (const auto& row : summary) {
       out_ << absl::StrFormat("%-11s %s\n", row[0], row[1]);
     }
     out_ << "\n";
+  }
+
+  static bool StatusIsBad(const v1::JobStatus& status) {
+    bool bad = status.state() == "ABORTED" || status.state() == "DEGRADED" ||
+               status.lost_ranks_size() > 0 || status.counters().violations() > 0;
+    for (const v1::ChunkStatus& c : status.chunks()) bad = bad || Late(c);
+    return bad;
+  }
+
+  // By default, what each chunk waits for grouped, and the slowest nodes (GetJobOverview);
+  // --ranks or --json: the JobStatus, each chunk's missing contributors one by one.
+  int Status(const std::string& job) {
+    if (args_.json || args_.flags.count("ranks") > 0) return StatusByRank(job);
+    v1::JobOverview overview;
+    if (auto s = GetJobOverview(job, /*node_limit=*/1, &overview); !s.ok()) {
+      return RpcFailure(err_, "GetJobOverview", target_, s);
+    }
+    const v1::JobStatus& status = overview.status();
+    PrintSummary(status, absl::StrCat(overview.num_nodes(), ", ", overview.nodes_holding_back(),
+                                      " holding a chunk back"));
+    std::vector<std::vector<std::string>> rows;
+    for (const v1::ChunkStatus& c : status.chunks()) {
+      std::vector<std::string> waiting_for;
+      for (const v1::MissingGroup& g : overview.missing()) {
+        if (g.chunk() != c.chunk()) continue;
+        waiting_for.push_back(
+            absl::StrCat(g.what() == "sync_done" ? "SyncDone" : g.what(), ": ", GroupWho(g)));
+      }
+      rows.push_back({absl::StrCat(c.chunk()), absl::StrCat(c.step()), c.state(),
+                      absl::StrCat(c.staged_count(), "/", c.staged_count() + c.missing_count()),
+                      c.state() == "IDLE" ? "-" : Micros(c.waiting_micros()),
+                      Micros(c.deadline_micros()), Late(c) ? "LATE" : "",
+                      absl::StrJoin(waiting_for, "; ")});
+    }
+    PrintTable(out_, {"CHUNK", "STEP", "STATE", "STAGED", "WAITING", "DEADLINE", "", "WAITING_FOR"},
+               rows, "rrlrrrll");
+    if (overview.slowest_nodes_size() > 0) {
+      out_ << "\n";
+      std::vector<std::vector<std::string>> slow;
+      for (int i = 0; i < overview.slowest_nodes_size() && i < kSlowestNodesShown; ++i) {
+        const v1::NodeOverview& n = overview.slowest_nodes(i);
+        slow.push_back({n.node(), RunsText(n.ranks(), false), absl::StrCat(n.slowest_rank()),
+                        Seconds(n.straggler_score_seconds()),
+                        absl::StrCat(n.missing() + n.sync_pending())});
+      }
+      PrintTable(out_, {"SLOWEST_NODE", "RANKS", "SLOWEST_RANK", "SCORE", "HOLDING_BACK"}, slow,
+                 "llrrr");
+    }
+    return StatusIsBad(status) ? kBad : kOk;
+  }
+
+  int StatusByRank(const std::string& job) {
+    v1::JobStatus status;
+    if (auto s = GetJobStatus(job, &status); !s.ok()) {
+      return RpcFailure(err_, "GetJobStatus", target_, s);
+    }
+    const bool bad = StatusIsBad(status);
+    if (args_.json) {
+      out_ << ToJson(status) << "\n";
+      return bad ? kBad : kOk;
+    }
+    PrintSummary(status, "");
     std::vector<std::vector<std::string>> rows;
     for (const v1::ChunkStatus& c : status.chunks()) {
       std::vector<std::string> missing;
@@ -482,6 +593,9 @@ class Command {
     if (auto e = FlagUint(args_, "step", &step, &has_step)) return Usage(e->message);
     if (auto e = FlagUint(args_, "chunk", &chunk, &has_chunk)) return Usage(e->message);
     if (has_step && !has_chunk) return Usage("--step needs --chunk");
+    if (!has_step && args_.flags.count("ranks") == 0) {
+      return MissingGrouped(job, has_chunk, static_cast<uint32_t>(chunk));
+    }
 
     std::vector<v1::ChunkStatus> chunks;
     if (has_step) {
@@ -578,11 +692,65 @@ class Command {
         return std::make_tuple(a.first, a.second->rank(), a.second->optimizer()) <
                std::make_tuple(b.first, b.second->rank(), b.second->optimizer());
       });
+      // Without --ranks, only the latest arrivals: where a chunk's wait went.
+      const size_t skipped = args_.flags.count("ranks") > 0 || staged.size() <= kLatestArrivals
+                                 ? 0
+                                 : staged.size() - kLatestArrivals;
+      if (skipped > 0) {
+        out_ << skipped << " earlier arrivals not shown (--ranks shows every one)\n";
+      }
       std::vector<std::vector<std::string>> table;
-      for (const auto& [after, who] : staged) {
-        table.push_back({absl::StrCat(who->rank()), who->optimizer(), "+" + Micros(after)});
+      for (size_t i = skipped; i < staged.size(); ++i) {
+        table.push_back({absl::StrCat(staged[i].second->rank()), staged[i].second->optimizer(),
+                         "+" + Micros(staged[i].first)});
       }
       PrintTable(out_, {"STAGED_RANK", "OPTIMIZER", "AFTER_FIRST"}, table, "rlr");
+    }
+    return bad ? kBad : kOk;
+  }
+
+  // Who holds each chunk back, one row per (chunk, step, what) (GetJobOverview's missing
+  // groups), the longest waiting first; `only_chunk`: that chunk's rows only.
+  int MissingGrouped(const std::string& job, bool has_chunk, uint32_t only_chunk) {
+    v1::JobOverview overview;
+    if (auto s = GetJobOverview(job, /*node_limit=*/1, &overview); !s.ok()) {
+      return RpcFailure(err_, "GetJobOverview", target_, s);
+    }
+    if (has_chunk && only_chunk >= overview.status().chunks_size()) {
+      return Usage(absl::StrCat("--chunk ", only_chunk, " out of range [0, ",
+                                overview.status().chunks_size(), ")"));
+    }
+    std::vector<const v1::MissingGroup*> groups;
+    bool bad = false;
+    for (const v1::MissingGroup& g : overview.missing()) {
+      if (has_chunk && g.chunk() != only_chunk) continue;
+      groups.push_back(&g);
+      bad = bad || g.late();
+    }
+    if (args_.json) {
+      std::vector<std::string> parts;
+      for (const v1::MissingGroup* g : groups) parts.push_back(ToJson(*g));
+      out_ << "{\"groups\":[" << absl::StrJoin(parts, ",") << "]}\n";
+      return bad ? kBad : kOk;
+    }
+    if (groups.empty()) {
+      out_ << "nobody is missing\n";
+      return kOk;
+    }
+    std::vector<std::vector<std::string>> table;
+    for (const v1::MissingGroup* g : groups) {
+      table.push_back({absl::StrCat(g->chunk()), absl::StrCat(g->step()),
+                       g->what() == "sync_done" ? "sync_done" : "stage " + g->what(),
+                       absl::StrCat(g->num_ranks()), absl::StrCat(g->num_nodes()),
+                       Micros(g->waiting_micros()), Micros(g->deadline_micros()),
+                       g->late() ? "LATE" : "", GroupWho(*g)});
+    }
+    PrintTable(out_,
+               {"CHUNK", "STEP", "MISSING", "RANKS", "NODES", "WAITING", "DEADLINE", "", "WHO"},
+               table, "rrlrrrrll");
+    if (overview.missing_groups() > static_cast<uint32_t>(overview.missing_size())) {
+      out_ << "+" << overview.missing_groups() - overview.missing_size()
+           << " more groups (--ranks lists every rank)\n";
     }
     return bad ? kBad : kOk;
   }
@@ -783,6 +951,17 @@ class Command {
     context->set_deadline(absl::ToChronoTime(absl::Now() + args_.timeout));
   }
 
+  grpc::Status GetJobOverview(const std::string& job, uint32_t node_limit,
+                              v1::JobOverview* overview) {
+    v1::GetJobOverviewRequest request;
+    request.set_job_id(job);
+    request.set_node_limit(node_limit);
+    request.set_missing_limit(kMaxMissingGroups);
+    return AtOwner([&](v1::Coordinator::Stub* stub, grpc::ClientContext* context) {
+      return stub->GetJobOverview(context, request, overview);
+    });
+  }
+
   grpc::Status GetJobStatus(const std::string& job, v1::JobStatus* status) {
     v1::GetJobStatusRequest request;
     request.set_job_id(job);
@@ -818,6 +997,9 @@ class Command {
     }
   }
   static constexpr int kMaxRedirects = 2;
+  static constexpr int kSlowestNodesShown = 5;
+  static constexpr size_t kLatestArrivals = 10;
+  static constexpr uint32_t kMaxMissingGroups = 1024;  // GetJobOverviewRequest's largest limit
 
   int Usage(const std::string& message) {
     err_ << "psyncctl " << args_.command << ": " << message << "\n"

@@ -1,5 +1,6 @@
 #include "server/coordinator_metrics.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace psync::server {
@@ -21,8 +22,8 @@ constexpr size_t kMaxOpenChunks = 100000;
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> CoordinatorMetrics::Create(
-    Coordinator* coordinator, metrics::Registry* registry) {
-  std::unique_ptr<CoordinatorMetrics> m(new CoordinatorMetrics(coordinator, registry));
+    Coordinator* coordinator, metrics::Registry* registry, size_t node_series) {
+  std::unique_ptr<CoordinatorMetrics> m(new CoordinatorMetrics(coordinator, registry, node_series));
   if (auto s = m->Register(registry); !s.ok()) return s;
   CoordinatorMetrics* self = m.get();
   registry->AddCollector([self] { self->Collect(); });
@@ -91,6 +92,17 @@ absl::Status CoordinatorMetrics::Register(metrics::Registry* r) {
                                          "Chunks with check-ins waiting for contributors.", job));
   PSYNC_ADD(top_straggler_, r->AddGauge("psync_straggler_top_score_seconds",
                                         "The highest rank straggler score of the job.", job));
+  PSYNC_ADD(missing_, r->AddGauge("psync_missing_contributors",
+                                  "(rank, optimizer) contributors missing from waiting chunks, "
+                                  "summed over the chunks.",
+                                  job));
+  PSYNC_ADD(nodes_missing_,
+            r->AddGauge("psync_nodes_missing",
+                        "Nodes with a contributor missing from a waiting chunk.", job));
+  PSYNC_ADD(node_missing_, r->AddGauge("psync_node_missing_contributors",
+                                       "Missing contributors of the nodes that miss the most "
+                                       "(at most --metrics_node_series nodes per job).",
+                                       {"job", "node"}));
   PSYNC_ADD(lock_wait_, r->AddCounter("psync_coordinator_lock_wait_seconds_total",
                                       "Time calls that change state waited for a lock (every "
                                       "job's, and the one over the set of jobs), summed.",
@@ -267,6 +279,35 @@ void CoordinatorMetrics::Collect() {
     chunks_waiting_->WithLabels(job)->Set(waiting);
     top_straggler_->WithLabels(job)->Set(
         view.stragglers.empty() ? 0 : view.stragglers[0].score_seconds);
+    CollectMissing(view);
+  }
+}
+
+void CoordinatorMetrics::CollectMissing(const JobStatusView& view) {
+  const std::string& job = view.snapshot.job_id;
+  std::vector<uint32_t> per_node(view.nodes.num_nodes(), 0);
+  uint64_t missing = 0;
+  for (const core::ChunkSnapshot& c : view.snapshot.chunks) {
+    if (c.state != "WAITING") continue;
+    for (const core::Contributor& who : c.missing) {
+      ++missing;
+      if (who.rank < view.nodes.node_of_rank.size()) ++per_node[view.nodes.node_of_rank[who.rank]];
+    }
+  }
+  std::vector<uint32_t> nodes;
+  for (uint32_t n = 0; n < per_node.size(); ++n) {
+    if (per_node[n] > 0) nodes.push_back(n);
+  }
+  missing_->WithLabels({job})->Set(static_cast<double>(missing));
+  nodes_missing_->WithLabels({job})->Set(static_cast<double>(nodes.size()));
+  // The nodes missing the most (ties: node order); the series of the nodes that dropped out go.
+  const size_t shown = std::min(nodes.size(), node_series_);
+  std::partial_sort(nodes.begin(), nodes.begin() + shown, nodes.end(), [&](uint32_t a, uint32_t b) {
+    return per_node[a] != per_node[b] ? per_node[a] > per_node[b] : a < b;
+  });
+  node_missing_->EraseWithPrefix({job});
+  for (size_t i = 0; i < shown; ++i) {
+    node_missing_->WithLabels({job, view.nodes.names[nodes[i]]})->Set(per_node[nodes[i]]);
   }
 }
 

@@ -2,11 +2,12 @@
 // (it is an EventSink of the Coordinator) and, for gauges, from job snapshots read at scrape time.
 //
 // Labels are bounded: `job` (the live jobs: a job's series are freed when it ends or is evicted;
-// rejections not attributable to a live job count under job=""), and for violations a fixed
-// `kind`; never a rank or a step. Metric names follow Prometheus conventions (psync_ prefix,
-// _total counters, _seconds histograms).
-// Thread-safe. Does not own the Coordinator or the Registry; must be removed as an event sink
-// (the destructor does it) before either goes away.
+// rejections not attributable to a live job count under job=""), for violations a fixed `kind`,
+// and `node` on psync_node_missing_contributors only, for at most `node_series` nodes per job
+// (those with the most missing contributors at the scrape); never a rank or a step. Metric names
+// follow Prometheus conventions (psync_ prefix, _total counters, _seconds histograms). Thread-safe.
+// Does not own the Coordinator or the Registry; must be removed as an event sink (the destructor
+// does it) before either goes away.
 #ifndef PSYNC_SERVER_COORDINATOR_METRICS_H_
 #define PSYNC_SERVER_COORDINATOR_METRICS_H_
 
@@ -28,21 +29,26 @@ namespace psync::server {
 class CoordinatorMetrics final : public EventSink {
  public:
   static absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> Create(Coordinator* coordinator,
-                                                                    metrics::Registry* registry);
+                                                                    metrics::Registry* registry,
+                                                                    size_t node_series = 10);
   ~CoordinatorMetrics() override;
 
   void OnEvents(const std::vector<core::Event>& events) override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  CoordinatorMetrics(Coordinator* coordinator, metrics::Registry* registry)
-      : coordinator_(coordinator), registry_(registry) {}
+  CoordinatorMetrics(Coordinator* coordinator, metrics::Registry* registry, size_t node_series)
+      : coordinator_(coordinator), registry_(registry), node_series_(node_series) {}
   // The job left the coordinator: its series and open chunks are freed.
   void ForgetJob(const std::string& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Register(metrics::Registry* registry);
   void Collect();
 
+  // The missing-contributor gauges of one job's view.
+  void CollectMissing(const JobStatusView& view);
+
   Coordinator* const coordinator_;
   metrics::Registry* const registry_;
+  const size_t node_series_;
 
   metrics::CounterFamily* checkins_ = nullptr;
   metrics::CounterFamily* duplicates_ = nullptr;
@@ -71,6 +77,9 @@ class CoordinatorMetrics final : public EventSink {
   metrics::GaugeFamily* step_ = nullptr;
   metrics::GaugeFamily* chunks_waiting_ = nullptr;
   metrics::GaugeFamily* top_straggler_ = nullptr;
+  metrics::GaugeFamily* missing_ = nullptr;
+  metrics::GaugeFamily* nodes_missing_ = nullptr;
+  metrics::GaugeFamily* node_missing_ = nullptr;
 
   // (job, generation, step, chunk) of a chunk not yet released; looked up by a view of the job id
   // so that counting a check-in copies no string.

@@ -106,6 +106,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
         absl::StrCat("lazy_ack_delay: ", absl::FormatDuration(options.streams.lazy_ack_delay),
                      " must not be negative (0 acks every message at once)"));
   }
+  if (options.coordinator.node_size < 1) {
+    return absl::InvalidArgumentError("node_size must be at least 1 (got 0)");
+  }
   if (options.coordinator.delivery_threads < 0 ||
       options.coordinator.delivery_threads > kMaxDeliveryThreads) {
     return absl::InvalidArgumentError(
@@ -170,7 +173,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
   s->service_ = std::make_unique<CoordinatorService>(coordinator, s->rendezvous_.get(), streams,
                                                      s->replica_.get());
 
-  auto metrics = CoordinatorMetrics::Create(coordinator, &s->registry_);
+  auto metrics =
+      CoordinatorMetrics::Create(coordinator, &s->registry_, options.metrics_node_series);
   if (!metrics.ok()) return metrics.status();
   s->metrics_ = std::move(*metrics);
   // The conventional start time: alerts see a restart as a change of it (deploy/prometheus).

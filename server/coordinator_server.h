@@ -57,6 +57,8 @@ struct ServerOptions {
   std::string tls_cert_pem;
   std::string tls_key_pem;
   std::string tls_client_ca_pem;
+  // Per job, at most this many psync_node_missing_contributors series (coordinator_metrics.h).
+  uint32_t metrics_node_series = 10;
   // host:port for /metrics, the JSON API and the dashboard (see http_api.h); empty disables it.
   // With tls_cert_pem and tls_key_pem the HTTP side serves HTTPS with the same certificate (client
   // certificates are not asked for there: /api/ is guarded by http_api.token instead).

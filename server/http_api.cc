@@ -15,6 +15,7 @@
 #include "server/metrics/http_handler.h"
 #include "server/owner/job_history.h"
 #include "server/rpc/convert.h"
+#include "server/rpc/job_overview.h"
 
 namespace psync::server {
 namespace {
@@ -61,6 +62,18 @@ absl::Status ParseUint(const http::Request& request, absl::string_view name, uin
     return absl::InvalidArgumentError(
         absl::StrCat("query parameter '", name, "' must be an unsigned integer"));
   }
+  return absl::OkStatus();
+}
+
+// As ParseUint with fallback 0, for a 32-bit field.
+absl::Status ParseUint32(const http::Request& request, absl::string_view name, uint32_t* out) {
+  uint64_t value = 0;
+  if (auto s = ParseUint(request, name, 0, &value); !s.ok()) return s;
+  if (value > UINT32_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("query parameter '", name, "' must be below 2^32"));
+  }
+  *out = static_cast<uint32_t>(value);
   return absl::OkStatus();
 }
 
@@ -144,14 +157,46 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
 
   auto job = [coordinator](const http::Request& request) {
     std::string id;
+    uint64_t list_limit = 0;
     if (auto s = RequireId(request, &id); !s.ok()) return ErrorOf(s);
+    if (auto s = ParseUint(request, "list_limit", 0, &list_limit); !s.ok()) return ErrorOf(s);
     absl::StatusOr<JobStatusView> view = coordinator->GetJobStatus(id);
     if (!view.ok()) return ErrorOf(view.status());
     v1::JobStatus status;
-    JobStatusToProto(*view, &status);
+    JobStatusToProto(*view, &status, list_limit == 0 ? SIZE_MAX : list_limit);
     return JsonOf(status);
   };
   if (auto s = handle_api("/api/job", job); !s.ok()) return s;
+
+  auto overview = [coordinator](const http::Request& request) {
+    v1::GetJobOverviewRequest asked;
+    std::string id;
+    if (auto s = RequireId(request, &id); !s.ok()) return ErrorOf(s);
+    asked.set_job_id(id);
+    uint32_t node_offset = 0;
+    uint32_t node_limit = 0;
+    uint32_t missing_limit = 0;
+    if (auto s = ParseUint32(request, "node_offset", &node_offset); !s.ok()) return ErrorOf(s);
+    if (auto s = ParseUint32(request, "node_limit", &node_limit); !s.ok()) return ErrorOf(s);
+    if (auto s = ParseUint32(request, "missing_limit", &missing_limit); !s.ok()) {
+      return ErrorOf(s);
+    }
+    asked.set_node_offset(node_offset);
+    asked.set_node_limit(node_limit);
+    asked.set_missing_limit(missing_limit);
+    for (absl::string_view node :
+         absl::StrSplit(request.QueryParam("expand"), ',', absl::SkipEmpty())) {
+      asked.add_expand_nodes(std::string(node));
+    }
+    absl::StatusOr<OverviewRequest> wanted = OverviewRequestFromProto(asked);
+    if (!wanted.ok()) return ErrorOf(wanted.status());
+    absl::StatusOr<JobStatusView> view = coordinator->GetJobStatus(id, ViewDetail::kOverview);
+    if (!view.ok()) return ErrorOf(view.status());
+    v1::JobOverview answer;
+    JobOverviewToProto(*view, *wanted, &answer);
+    return JsonOf(answer);
+  };
+  if (auto s = handle_api("/api/overview", overview); !s.ok()) return s;
 
   auto chunk = [coordinator](const http::Request& request) {
     std::string id;

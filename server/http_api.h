@@ -4,7 +4,11 @@
 //   /metrics                          Prometheus text exposition
 //   /api/jobs?states=a,b              ListJobsResponse as JSON: as ListJobs, one line per job id,
 //                                     only the states listed (any case) when `states` is given
-//   /api/job?id=J                     JobStatus
+//   /api/job?id=J&list_limit=N        JobStatus; with list_limit, at most N entries in each
+//                                     chunk's lists (GetJobStatusRequest.list_limit)
+//   /api/overview?id=J&node_offset=O&node_limit=L&missing_limit=M&expand=A,B
+//                                     JobOverview, as GetJobOverview (expand: expand_nodes,
+//                                     comma separated)
 //   /api/chunk?id=J&step=S&chunk=C    ChunkStatus
 //   /api/audit?id=J                   GetAuditResponse
 //   /api/events?job=J&since=N&kinds=a,b&limit=L

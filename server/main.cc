@@ -70,6 +70,13 @@ ABSL_FLAG(int, delivery_threads, -1,
           "threads, besides the one delivering, that start the writes of a release to many "
           "streams (16 or more per thread), so that they run on several cores; 0: one thread; "
           "-1: one fewer than the CPUs the pools are sized for (--cpus), at most 3");
+ABSL_FLAG(uint32_t, node_size, 8,
+          "the status views (GetJobOverview, dashboard, psyncctl, per-node metrics) group ranks "
+          "by the node each named when it joined; ranks that named none, in blocks of this many "
+          "consecutive ranks");
+ABSL_FLAG(uint32_t, metrics_node_series, 10,
+          "per job, at most this many psync_node_missing_contributors series: the nodes with the "
+          "most missing contributors (0: none)");
 ABSL_FLAG(uint32_t, max_jobs, 1024, "live jobs held at once (ended and evicted jobs do not count)");
 ABSL_FLAG(absl::Duration, job_idle_ttl, absl::Minutes(15),
           "a job with no attached session and no message for this long is evicted");
@@ -159,7 +166,7 @@ int main(int argc, char** argv) {
         "max_receive_message_bytes", "heap_release_interval"}},
       {"HTTP side (metrics, JSON API, dashboard)",
        {"http_listen", "http_port_file", "http_token_file", "metrics_require_token", "http_threads",
-        "http_idle_timeout", "http_io_timeout"}},
+        "http_idle_timeout", "http_io_timeout", "node_size", "metrics_node_series"}},
       {"Security", {"tls_cert", "tls_key", "tls_client_ca", "job_tokens_file"}},
       {"Jobs and their bounds",
        {"max_jobs", "max_world_size", "max_chunks", "max_sessions", "history_steps", "job_idle_ttl",
@@ -221,6 +228,8 @@ int main(int argc, char** argv) {
   options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
   options.coordinator.tracker.history_steps = absl::GetFlag(FLAGS_history_steps);
   options.coordinator.delivery_threads = absl::GetFlag(FLAGS_delivery_threads);
+  options.coordinator.node_size = absl::GetFlag(FLAGS_node_size);
+  options.metrics_node_series = absl::GetFlag(FLAGS_metrics_node_series);
   if (options.coordinator.delivery_threads < 0) {
     options.coordinator.delivery_threads = std::min(3, cpu_budget.cpus - 1);
   }

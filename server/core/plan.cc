@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <memory>
 #include <set>
+#include <string_view>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -19,6 +21,23 @@ absl::Status OverLimit(absl::string_view field, uint32_t value, absl::string_vie
                        uint32_t max) {
   return absl::ResourceExhaustedError(
       absl::StrCat(field, " ", value, " exceeds this coordinator's ", limit, "=", max));
+}
+
+absl::Status CheckNodeName(const std::string& node) {
+  if (node.size() > kMaxNodeName) {
+    return Invalid("node", absl::StrCat("must be at most ", kMaxNodeName, " characters (got ",
+                                        node.size(), ")"));
+  }
+  for (size_t i = 0; i < node.size(); ++i) {
+    const char c = node[i];
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) &&
+        std::string_view("._-:@/").find(c) == std::string_view::npos) {
+      return Invalid("node", absl::StrCat("character ", i,
+                                          " is not a letter, a digit or one of "
+                                          "\"._-:@/\""));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckLength(absl::string_view field, const std::string& value, size_t max) {
@@ -64,6 +83,7 @@ absl::Status ValidateRankPlan(const RankPlan& plan, const PlanLimits& limits) {
   if (auto s = CheckLength("incarnation", plan.incarnation, limits.max_id_length); !s.ok()) {
     return s;
   }
+  if (auto s = CheckNodeName(plan.node); !s.ok()) return s;
   if (plan.chunks.empty()) {
     return Invalid("chunks", "must list at least one chunk the rank takes part in");
   }

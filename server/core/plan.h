@@ -27,6 +27,8 @@ namespace psync::core {
 // this coordinator's limits say.
 inline constexpr uint32_t kMaxWorldSize = 1 << 20;
 inline constexpr uint32_t kMaxChunks = 4096;
+// RankPlan.node: at most this many characters, each a letter, a digit or one of "._-:@/".
+inline constexpr size_t kMaxNodeName = 128;
 // The longest ResumeState::skip_reason (as SkipStep's reason, TrackerOptions::max_reason_length).
 inline constexpr size_t kMaxResumeSkipReason = 256;
 // The most ResumeState::skipped_steps a resume may list.

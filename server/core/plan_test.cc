@@ -84,6 +84,12 @@ TEST(ValidateRankPlanTest, AcceptsValidPlans) {
   at_limits.chunks = {Part(3, {"dense6", "expert"}, {Group("dp", {7}), Group("edp777", {7, 0})})};
   EXPECT_TRUE(ValidateRankPlan(at_limits, limits).ok()) << ValidateRankPlan(at_limits, limits);
 
+  RankPlan named = ValidPlan();
+  named.node = std::string(127, 'n') + "/";  // 128 characters, each allowed
+  EXPECT_TRUE(ValidateRankPlan(named, limits).ok());
+  named.node = "gke-a100.pool-1_x:7@z";
+  EXPECT_TRUE(ValidateRankPlan(named, limits).ok());
+
   RankPlan single = Plan(0, 1, 1, {Part(0, {"dense"}, {Group("dp", {0})})});
   EXPECT_TRUE(ValidateRankPlan(single, limits).ok());
 }
@@ -108,6 +114,10 @@ TEST(ValidateRankPlanTest, RejectsEachFieldWithInvalidArgumentNamingIt) {
        "must be 1..10 characters"},
       {"long incarnation", [](RankPlan& p) { p.incarnation = std::string(11, 'i'); }, "incarnation",
        "(got 11)"},
+      {"long node", [](RankPlan& p) { p.node = std::string(129, 'n'); }, "node",
+       "must be at most 128 characters (got 129)"},
+      {"node with a space", [](RankPlan& p) { p.node = "gpu 7"; }, "node",
+       "character 3 is not a letter, a digit or one of \"._-:@/\""},
       {"chunk out of range", [](RankPlan& p) { p.chunks[1].chunk = 2; }, "chunks[1].chunk",
        "2 out of range [0, 2)"},
       {"chunk listed twice", [](RankPlan& p) { p.chunks[1].chunk = 0; }, "chunks[1].chunk",

@@ -84,6 +84,7 @@ struct RankPlan {
   std::vector<ChunkPart> chunks;
   std::string token;  // checked by the owner, not the core
   std::optional<ResumeState> resume;
+  std::string node;  // where the rank runs, for the status views only (empty: not said)
 };
 
 struct StagedItem {

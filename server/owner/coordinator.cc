@@ -78,7 +78,14 @@ absl::StatusOr<core::JoinResult> Coordinator::Join(const core::RankPlan& plan) {
         const uint64_t generation_before = job.tracker->generation();
         result = job.tracker->Join(plan, now, &decisions, NewSecret());
         job.Record(decisions, &out);
-        if (result.ok()) job.TrackDetached(plan.rank, generation_before, now);
+        if (result.ok()) {
+          job.TrackDetached(plan.rank, generation_before, now);
+          if (plan.node.empty()) {
+            job.nodes.erase(plan.rank);
+          } else {
+            job.nodes[plan.rank] = plan.node;
+          }
+        }
         if (!result.ok()) {
           job.RecordRejection(result.status(), now, &out);
           first_join_failed = job.tracker->generation() == 0;
@@ -306,7 +313,7 @@ void Coordinator::FinishJob(JobMap::iterator it, JobEndKind kind, const std::str
   core::Event e;
   {
     absl::MutexLock job_lock(&job.mu);
-    finished.view = job.View(now);
+    finished.view = job.View(now, options_.node_size);
     finished.view.end = {kind, reason, now};
     {
       absl::MutexLock observer_lock(&job.observer_mu);

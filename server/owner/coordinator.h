@@ -89,6 +89,9 @@ struct CoordinatorOptions {
   // names many streams (a release to every rank or node): each takes a share of the streams
   // (fan_out.h). 0: the delivering thread writes them all, one after the other.
   int delivery_threads = 3;
+  // Ranks that named no node (JoinRequest.node) are shown in blocks of this many consecutive
+  // ranks, one node each (observe::LayOutNodes).
+  uint32_t node_size = observe::kDefaultNodeSize;
 };
 
 // Where a coordinator's time goes, since it started: its locks (every call that changes state takes
@@ -150,7 +153,9 @@ class Coordinator {
                                        absl::Span<const RankMessage> messages)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  absl::StatusOr<JobStatusView> GetJobStatus(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<JobStatusView> GetJobStatus(const std::string& job_id,
+                                             ViewDetail detail = ViewDetail::kStatus)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // OK when `generation` is the job's current one; NOT_FOUND / FAILED_PRECONDITION otherwise.
   // With job tokens configured, (rank, session_id) must also be a joined rank's session
   // (PERMISSION_DENIED otherwise).

@@ -13,13 +13,14 @@ Job* Coordinator::FindJob(const std::string& job_id) const {
   return it == jobs_.end() ? nullptr : it->second.get();
 }
 
-absl::StatusOr<JobStatusView> Coordinator::GetJobStatus(const std::string& job_id) {
+absl::StatusOr<JobStatusView> Coordinator::GetJobStatus(const std::string& job_id,
+                                                        ViewDetail detail) {
   absl::ReaderMutexLock lock(&mu_);
   Job* job = FindJob(job_id);
   if (absl::Status fenced = FenceRead(job_id, job); !fenced.ok()) return fenced;
   if (job != nullptr) {
     absl::MutexLock job_lock(&job->mu);
-    return job->View(clock_->Now());
+    return job->View(clock_->Now(), options_.node_size, detail);
   }
   if (const FinishedJob* finished = history_.Find(job_id); finished != nullptr) {
     return finished->view;
@@ -111,7 +112,7 @@ std::vector<JobStatusView> Coordinator::ListJobs(absl::Span<const std::string> s
   std::vector<JobStatusView> out;
   for (const auto& [id, job] : jobs_) {
     absl::MutexLock job_lock(&job->mu);
-    JobStatusView view = job->View(now);
+    JobStatusView view = job->View(now, options_.node_size);
     if (wanted(view)) out.push_back(std::move(view));
   }
   std::sort(out.begin(), out.end(), [](const JobStatusView& a, const JobStatusView& b) {

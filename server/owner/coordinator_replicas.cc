@@ -64,7 +64,7 @@ absl::Status Coordinator::FenceRead(const std::string& job_id, Job* job) const {
   JobStatusView last;
   {
     absl::MutexLock job_lock(&job->mu);
-    last = job->View(clock_->Now());
+    last = job->View(clock_->Now(), options_.node_size);
   }
   const std::optional<wire::Redirect> redirect = wire::RedirectOf(refused);
   return wire::NotServedHere(

@@ -242,14 +242,19 @@ size_t Job::CloseSessions(const absl::Status& status, Effects* effects) {
   return attached;
 }
 
-JobStatusView Job::View(absl::Time now) const {
+JobStatusView Job::View(absl::Time now, uint32_t node_size, ViewDetail detail) const {
   JobStatusView view;
   view.snapshot = tracker->Snapshot(now);
+  view.nodes = observe::LayOutNodes(view.snapshot.world_size, node_size, [&](core::RankId rank) {
+    auto it = nodes.find(rank);
+    return it == nodes.end() ? absl::string_view() : absl::string_view(it->second);
+  });
   view.counters = counters;
   view.sessions_connected = static_cast<uint32_t>(sessions.size());
   absl::MutexLock observer_lock(&observer_mu);
   view.stalls = observer.stalls();
   view.stragglers = observer.TopStragglers(10);
+  if (detail == ViewDetail::kOverview) view.rank_scores = observer.TopStragglers(SIZE_MAX);
   for (core::ChunkId c = 0; c < view.snapshot.num_chunks; ++c) {
     view.deadlines.push_back(observer.Deadline(c));
   }

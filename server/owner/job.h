@@ -100,9 +100,11 @@ class Job {
   size_t CloseSessions(const absl::Status& status, Effects* effects)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
-  // What GetJobStatus reports.
-  JobStatusView View(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu)
-      ABSL_LOCKS_EXCLUDED(observer_mu);
+  // What GetJobStatus reports; kOverview adds every rank's straggler score (rank_scores).
+  // `node_size`: ranks per block of ranks that named no node (observe::LayOutNodes).
+  JobStatusView View(absl::Time now, uint32_t node_size,
+                     ViewDetail detail = ViewDetail::kStatus) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) ABSL_LOCKS_EXCLUDED(observer_mu);
 
   mutable absl::Mutex mu;
   LockTimes lock_times;  // of mu, by the messages that change the job's state
@@ -114,6 +116,9 @@ class Job {
   // Joined ranks of the current generation without a Session, and since when.
   absl::flat_hash_map<core::RankId, absl::Time> detached_since ABSL_GUARDED_BY(mu);
   absl::flat_hash_set<core::RankId> lost ABSL_GUARDED_BY(mu);
+  // The node each rank named when it last joined (JoinRequest.node); ranks that named none are
+  // not listed.
+  absl::flat_hash_map<core::RankId, std::string> nodes ABSL_GUARDED_BY(mu);
   // Ranks of the current generation that left finished.
   absl::flat_hash_set<core::RankId> finished ABSL_GUARDED_BY(mu);
   // The last message, join, attach or detach; with no session, idle since then.

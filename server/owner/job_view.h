@@ -12,6 +12,7 @@
 #include "server/core/job_tracker.h"
 #include "server/core/types.h"
 #include "server/observe/job_observer.h"
+#include "server/observe/node_layout.h"
 
 namespace psync::server {
 
@@ -47,6 +48,9 @@ struct JobStatusView {
   std::vector<absl::Duration> deadlines;            // per chunk
   observe::AuditTotals audit;
   std::vector<core::RankId> lost_ranks;  // sorted; non-empty makes a running job DEGRADED
+  observe::NodeLayout nodes;             // which node each rank runs on
+  // ViewDetail::kOverview only: every scored rank's straggler score, highest first.
+  std::vector<observe::StragglerScore> rank_scores;
   JobEnd end;
   // The job's lock, taken by its check-ins, SyncDones and node batches: how long they held it and
   // waited for it, and how many times it was taken (Coordinator::load_times has the totals).
@@ -54,6 +58,9 @@ struct JobStatusView {
   absl::Duration lock_wait;
   uint64_t lock_acquisitions = 0;
 };
+
+// How much a job's view holds: the status, or also what the overview needs.
+enum class ViewDetail { kStatus, kOverview };
 
 // The job's state as the API names it: FORMING, RUNNING, DEGRADED (running with a lost rank),
 // ABORTED, or for a job that left the coordinator ENDED / EVICTED.

@@ -17,6 +17,7 @@ core::RankPlan RankPlanFromProto(const v1::JoinRequest& request) {
   plan.first_step = request.first_step();
   plan.incarnation = request.incarnation();
   plan.token = request.token();
+  plan.node = request.node();
   if (request.has_resume()) {
     core::ResumeState resume;
     resume.generation = request.resume().generation();
@@ -123,7 +124,7 @@ v1::SessionDown NoticeToProto(const core::Notice& notice) {
   return down;
 }
 
-void JobStatusToProto(const JobStatusView& view, v1::JobStatus* out) {
+void JobStatusToProto(const JobStatusView& view, v1::JobStatus* out, size_t list_limit) {
   const core::JobSnapshot& s = view.snapshot;
   out->set_job_id(s.job_id);
   out->set_generation(s.generation);
@@ -138,7 +139,7 @@ void JobStatusToProto(const JobStatusView& view, v1::JobStatus* out) {
   for (size_t i = 0; i < s.chunks.size(); ++i) {
     ChunkStatusToProto(s.chunks[i],
                        i < view.deadlines.size() ? view.deadlines[i] : absl::ZeroDuration(),
-                       out->add_chunks());
+                       out->add_chunks(), list_limit);
   }
   for (const observe::StragglerScore& score : view.stragglers) {
     v1::StragglerScore* p = out->add_stragglers();
@@ -163,16 +164,26 @@ void JobStatusToProto(const JobStatusView& view, v1::JobStatus* out) {
   k->set_stalls(view.stalls);
 }
 
-void ChunkStatusToProto(const core::ChunkSnapshot& c, absl::Duration deadline, v1::ChunkStatus* p) {
+void ChunkStatusToProto(const core::ChunkSnapshot& c, absl::Duration deadline, v1::ChunkStatus* p,
+                        size_t list_limit) {
   p->set_chunk(c.chunk);
   p->set_step(c.step);
   p->set_state(c.state);
-  for (const auto& who : c.staged) ContributorToProto(who, p->add_staged());
-  for (const auto& who : c.missing) ContributorToProto(who, p->add_missing());
+  const size_t staged = std::min(c.staged.size(), list_limit);
+  for (size_t i = 0; i < staged; ++i) ContributorToProto(c.staged[i], p->add_staged());
+  const size_t missing = std::min(c.missing.size(), list_limit);
+  for (size_t i = 0; i < missing; ++i) ContributorToProto(c.missing[i], p->add_missing());
   p->set_waiting_micros(absl::ToInt64Microseconds(c.waiting));
-  for (core::RankId r : c.sync_pending) p->add_sync_pending_ranks(r);
+  const size_t pending = std::min(c.sync_pending.size(), list_limit);
+  for (size_t i = 0; i < pending; ++i) p->add_sync_pending_ranks(c.sync_pending[i]);
   p->set_deadline_micros(absl::ToInt64Microseconds(deadline));
-  for (absl::Duration d : c.staged_after) p->add_staged_after_micros(absl::ToInt64Microseconds(d));
+  const size_t after = std::min(c.staged_after.size(), list_limit);
+  for (size_t i = 0; i < after; ++i) {
+    p->add_staged_after_micros(absl::ToInt64Microseconds(c.staged_after[i]));
+  }
+  p->set_staged_count(static_cast<uint32_t>(c.staged.size()));
+  p->set_missing_count(static_cast<uint32_t>(c.missing.size()));
+  p->set_sync_pending_count(static_cast<uint32_t>(c.sync_pending.size()));
 }
 
 void AuditToProto(const std::vector<observe::SyncAudit>& records,

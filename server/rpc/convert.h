@@ -3,6 +3,7 @@
 #ifndef PSYNC_SERVER_RPC_CONVERT_H_
 #define PSYNC_SERVER_RPC_CONVERT_H_
 
+#include <cstdint>
 #include <vector>
 
 #include "proto/psync/v1/coordinator.pb.h"
@@ -19,10 +20,12 @@ std::vector<core::StagedItem> StagedFromProto(const v1::StagedBatch& batch);
 std::vector<core::SyncDoneItem> SyncDoneFromProto(const v1::SyncDoneBatch& batch);
 
 v1::SessionDown NoticeToProto(const core::Notice& notice);
-void JobStatusToProto(const JobStatusView& view, v1::JobStatus* out);
+// `list_limit`: at most this many entries in each chunk's staged, missing, sync_pending_ranks
+// (and staged_after_micros) lists; the *_count fields say how many there are.
+void JobStatusToProto(const JobStatusView& view, v1::JobStatus* out, size_t list_limit = SIZE_MAX);
 void JobSummaryToProto(const JobStatusView& view, v1::JobSummary* out);
 void ChunkStatusToProto(const core::ChunkSnapshot& chunk, absl::Duration deadline,
-                        v1::ChunkStatus* out);
+                        v1::ChunkStatus* out, size_t list_limit = SIZE_MAX);
 // `earlier_owners`: the records Coordinator::Audit returns (server/ha/owner_audit.h).
 void AuditToProto(const std::vector<observe::SyncAudit>& records,
                   const observe::AuditTotals& totals,

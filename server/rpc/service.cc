@@ -11,6 +11,7 @@
 #include "server/rpc/agent_stream.h"
 #include "server/rpc/convert.h"
 #include "server/rpc/event_stream.h"
+#include "server/rpc/job_overview.h"
 #include "server/rpc/session_stream.h"
 #include "wire/session_up_frame.h"
 
@@ -66,7 +67,30 @@ grpc::ServerUnaryReactor* CoordinatorService::GetJobStatus(grpc::CallbackServerC
     return reactor;
   }
   absl::StatusOr<JobStatusView> view = coordinator_->GetJobStatus(request->job_id());
-  if (view.ok()) JobStatusToProto(*view, response);
+  if (view.ok()) {
+    JobStatusToProto(*view, response,
+                     request->list_limit() == 0 ? SIZE_MAX : request->list_limit());
+  }
+  reactor->Finish(wire::ToGrpcStatus(view.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::GetJobOverview(
+    grpc::CallbackServerContext* context, const v1::GetJobOverviewRequest* request,
+    v1::JobOverview* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (request->job_id().empty()) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id must not be empty"));
+    return reactor;
+  }
+  absl::StatusOr<OverviewRequest> wanted = OverviewRequestFromProto(*request);
+  if (!wanted.ok()) {
+    reactor->Finish(wire::ToGrpcStatus(wanted.status()));
+    return reactor;
+  }
+  absl::StatusOr<JobStatusView> view =
+      coordinator_->GetJobStatus(request->job_id(), ViewDetail::kOverview);
+  if (view.ok()) JobOverviewToProto(*view, *wanted, response);
   reactor->Finish(wire::ToGrpcStatus(view.status()));
   return reactor;
 }

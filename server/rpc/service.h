@@ -33,6 +33,9 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   grpc::ServerUnaryReactor* GetJobStatus(grpc::CallbackServerContext* context,
                                          const v1::GetJobStatusRequest* request,
                                          v1::JobStatus* response) override;
+  grpc::ServerUnaryReactor* GetJobOverview(grpc::CallbackServerContext* context,
+                                           const v1::GetJobOverviewRequest* request,
+                                           v1::JobOverview* response) override;
   grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
                                      const v1::ListJobsRequest* request,
                                      v1::ListJobsResponse* response) override;

@@ -108,8 +108,17 @@ TEST_F(PsyncctlTest, MissingNamesTheHeldBackRankAndExitsOneOncePastTheDeadline) 
   EXPECT_EQ(late.code, 1) << late.err;
   const std::vector<std::string> lines = absl::StrSplit(late.out, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 2u) << late.out;
-  EXPECT_THAT(lines[0], ContainsRegex("^CHUNK +STEP +RANK +MISSING +WAITING +DEADLINE$"));
-  EXPECT_THAT(lines[1], ContainsRegex("^    1 +2 +2 +stage expert +5\\.05s +1\\.00s +LATE$"));
+  EXPECT_THAT(lines[0],
+              ContainsRegex("^CHUNK +STEP +MISSING +RANKS +NODES +WAITING +DEADLINE +WHO$"));
+  EXPECT_THAT(lines[1], ContainsRegex("^    1 +2 +stage expert +1 +1 +5\\.05s +1\\.00s +LATE +"
+                                      "rank 2 \\(ranks 0-3\\)$"));
+  // One row per rank with --ranks.
+  Result by_rank = Run({"missing", "train", "--ranks"});
+  EXPECT_EQ(by_rank.code, 1) << by_rank.err;
+  const std::vector<std::string> rank_lines = absl::StrSplit(by_rank.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(rank_lines.size(), 2u) << by_rank.out;
+  EXPECT_THAT(rank_lines[0], ContainsRegex("^CHUNK +STEP +RANK +MISSING +WAITING +DEADLINE$"));
+  EXPECT_THAT(rank_lines[1], ContainsRegex("^    1 +2 +2 +stage expert +5\\.05s +1\\.00s +LATE$"));
 
   // One chunk, by step.
   Result one = Run({"missing", "train", "--step", "2", "--chunk", "1"});
@@ -128,11 +137,16 @@ TEST_F(PsyncctlTest, MissingListsRanksWithoutSyncDone) {
     ASSERT_TRUE(job_->SyncChunk(0, c, /*skip_rank=*/c == 2 ? 3 : -1).ok());
   }
   clock_.Advance(absl::Milliseconds(1500));
-  Result r = Run({"missing", "train"});
+  Result r = Run({"missing", "train", "--ranks"});
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_EQ(r.out,
             "CHUNK  STEP  RANK  MISSING    WAITING  DEADLINE\n"
             "    2     0     3  sync_done    1.50s     1.00s  LATE\n");
+  Result grouped = Run({"missing", "train"});
+  EXPECT_EQ(grouped.code, 1) << grouped.err;
+  EXPECT_EQ(grouped.out,
+            "CHUNK  STEP  MISSING    RANKS  NODES  WAITING  DEADLINE        WHO\n"
+            "    2     0  sync_done      1      1    1.50s     1.00s  LATE  rank 3 (ranks 0-3)\n");
 }
 
 TEST_F(PsyncctlTest, MissingJsonIsTheChunkStatus) {
@@ -161,7 +175,16 @@ TEST_F(PsyncctlTest, StatusTableAndJson) {
   Result table = Run({"status", "train"});
   EXPECT_EQ(table.code, 0) << table.err;
   EXPECT_THAT(table.out, HasSubstr("state       RUNNING"));
-  EXPECT_THAT(table.out, ContainsRegex("\n +1 +1 +WAITING +7/8 +0us +1\\.00s +2/expert\n"));
+  EXPECT_THAT(table.out, HasSubstr("nodes       1, 1 holding a chunk back\n"));
+  EXPECT_THAT(table.out, ContainsRegex("\n +1 +1 +WAITING +7/8 +0us +1\\.00s +"
+                                       "expert: rank 2 \\(ranks 0-3\\)\n"));
+  // Rank 3 staged every chunk 20 ms after the others in step 0: the slowest node's slowest rank.
+  EXPECT_THAT(table.out, ContainsRegex("\nSLOWEST_NODE +RANKS +SLOWEST_RANK +SCORE +HOLDING_BACK\n"
+                                       "ranks 0-3 +0-3 +3 +[0-9.]+ms +1\n$"));
+  Result by_rank = Run({"status", "train", "--ranks"});
+  EXPECT_EQ(by_rank.code, 0) << by_rank.err;
+  EXPECT_THAT(by_rank.out, ContainsRegex("\n +1 +1 +WAITING +7/8 +0us +1\\.00s +2/expert\n"));
+  EXPECT_THAT(by_rank.out, Not(HasSubstr("SLOWEST_NODE")));
 
   clock_.Advance(absl::Seconds(2));
   Result json = Run({"status", "train", "--json"});
@@ -170,6 +193,58 @@ TEST_F(PsyncctlTest, StatusTableAndJson) {
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json.out, &status).ok()) << json.out;
   EXPECT_EQ(status.job_id(), "train");
   EXPECT_EQ(status.chunks(1).missing(0).rank(), 2u);
+}
+
+// 64 ranks on 8 named nodes: the expert optimizers of nodes 2-4 (24 ranks) and rank 61's dense
+// optimizer hold chunk 1 back. By default each is one line; --ranks lists 25.
+TEST_F(PsyncctlTest, MissingAndStatusGroupRanksByNode) {
+  SimJobOptions options;
+  options.job_id = "big";
+  options.world_size = 64;
+  options.ranks_per_node = 8;
+  auto big = SimJob::Start(server_->target(), options);
+  ASSERT_TRUE(big.ok()) << big.status();
+  std::set<Holdback> held = {{61, 1, "dense"}};
+  for (uint32_t r = 16; r < 40; ++r) held.insert({r, 1, "expert"});
+  ASSERT_TRUE((*big)->StageStep(0, held).ok());
+  for (uint32_t c : {0, 2, 3}) ASSERT_TRUE((*big)->SyncChunk(0, c).ok());
+  clock_.Advance(absl::Seconds(2));
+
+  Result grouped = Run({"missing", "big"});
+  EXPECT_EQ(grouped.code, 1) << grouped.err;
+  EXPECT_EQ(grouped.out,
+            "CHUNK  STEP  MISSING       RANKS  NODES  WAITING  DEADLINE        WHO\n"
+            "    1     0  stage dense       1      1    2.00s     1.00s  LATE  rank 61 (node-7)\n"
+            "    1     0  stage expert     24      3    2.00s     1.00s  LATE  "
+            "ranks 16-39 (node-2, node-3, node-4)\n");
+  Result by_rank = Run({"missing", "big", "--ranks"});
+  EXPECT_EQ(by_rank.code, 1);
+  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(by_rank.out, '\n', absl::SkipEmpty())).size(),
+            1u + 25u);
+
+  Result json = Run({"--json", "missing", "big"});
+  EXPECT_EQ(json.code, 1);
+  google::protobuf::Struct parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json.out, &parsed).ok()) << json.out;
+  const auto& groups = parsed.fields().at("groups").list_value();
+  ASSERT_EQ(groups.values_size(), 2);
+  v1::MissingGroup expert;
+  std::string expert_json;
+  ASSERT_TRUE(google::protobuf::util::MessageToJsonString(groups.values(1), &expert_json).ok());
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(expert_json, &expert).ok());
+  EXPECT_EQ(expert.what(), "expert");
+  EXPECT_EQ(expert.num_ranks(), 24u);
+  EXPECT_EQ(expert.num_nodes(), 3u);
+  ASSERT_EQ(expert.ranks_size(), 1);
+  EXPECT_EQ(expert.ranks(0).first(), 16u);
+  EXPECT_EQ(expert.ranks(0).last(), 39u);
+
+  Result status = Run({"status", "big"});
+  EXPECT_EQ(status.code, 1);
+  EXPECT_THAT(status.out, HasSubstr("nodes       8, 4 holding a chunk back\n"));
+  EXPECT_THAT(status.out, ContainsRegex("\n +1 +0 +WAITING +103/128 +2\\.00s +1\\.00s +LATE +"
+                                        "dense: rank 61 \\(node-7\\); expert: ranks 16-39 "
+                                        "\\(node-2, node-3, node-4\\)\n"));
 }
 
 TEST_F(PsyncctlTest, StatusOfADegradedJobExitsOne) {
@@ -392,7 +467,10 @@ TEST_F(PsyncctlTest, UsageErrorsAndRpcFailuresExitTwo) {
       {{"trace", "train", "--steps", "1-3", "-o", "x"}, "--steps must be A:B"},
       {{"trace", "train", "--steps", "1:3"}, "trace needs -o FILE"},
       {{"watch", "--count", "0"}, "--count must be at least 1"},
-      {{"status", "nope"}, "GetJobStatus to 127.0.0.1:"},
+      {{"status", "nope"}, "GetJobOverview to 127.0.0.1:"},
+      {{"status", "nope", "--ranks"}, "GetJobStatus to 127.0.0.1:"},
+      {{"stragglers", "train", "--ranks"},
+       "flag --ranks does not apply to 'stragglers' (it belongs to 'status' or 'missing')"},
       {{"status", "nope"}, "failed: NOT_FOUND: "},
       {{"--timeout", "0", "jobs"}, "--timeout must be a positive number"},
   };

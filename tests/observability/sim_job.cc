@@ -31,9 +31,10 @@ absl::StatusOr<std::unique_ptr<SimJob>> SimJob::Start(const std::string& target,
   for (uint32_t r = 0; r < o.world_size; ++r) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-    grpc::Status s = job->stub_->Join(
-        &context, MakeJoin(o.job_id, o.world_size, r, o.num_chunks, o.expert_chunks, o.experts),
-        &joined[r]);
+    v1::JoinRequest request =
+        MakeJoin(o.job_id, o.world_size, r, o.num_chunks, o.expert_chunks, o.experts);
+    if (o.ranks_per_node > 0) request.set_node(absl::StrCat("node-", r / o.ranks_per_node));
+    grpc::Status s = job->stub_->Join(&context, request, &joined[r]);
     if (!s.ok()) return FromGrpc(s, absl::StrCat("Join rank ", r));
   }
   job->generation_ = joined.back().generation();

@@ -27,6 +27,8 @@ struct SimJobOptions {
   uint32_t num_chunks = 4;
   std::vector<uint32_t> expert_chunks = {1, 3};
   uint32_t experts = 2;
+  // > 0: rank r joins on node "node-<r / ranks_per_node>" (JoinRequest.node); 0: names none.
+  uint32_t ranks_per_node = 0;
 };
 
 // One check-in that is held back: (rank, chunk, optimizer).
