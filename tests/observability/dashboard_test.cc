@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -199,7 +200,14 @@ std::vector<std::map<std::string, std::string>> Elements(const std::string& dom,
   return out;
 }
 
-// The heatmap: (rank, chunk) -> state.
+// The node map: node -> its tile's attributes.
+std::map<std::string, std::map<std::string, std::string>> Tiles(const std::string& dom) {
+  std::map<std::string, std::map<std::string, std::string>> tiles;
+  for (auto& e : Elements(dom, "div", "class=\"node\"")) tiles[e["data-node"]] = e;
+  return tiles;
+}
+
+// The expanded node's ranks: (rank, chunk) -> state.
 std::map<std::pair<int, int>, std::string> Cells(const std::string& dom) {
   std::map<std::pair<int, int>, std::string> cells;
   for (auto& e : Elements(dom, "td", "class=\"cell\"")) {
@@ -264,12 +272,15 @@ class DashboardTest : public ::testing::Test {
     options.num_chunks = 6;
     options.expert_chunks = {1, 3, 5};
     options.experts = 2;
+    options.ranks_per_node = 4;  // "node-0": ranks 0-3, "node-1": ranks 4-7
     auto job = SimJob::Start(absl::StrCat("127.0.0.1:", grpc_port), options);
     ASSERT_TRUE(job.ok()) << job.status();
     job_ = std::move(*job);
   }
 
-  std::string Url() const { return absl::StrCat("http://127.0.0.1:", http_port_, "/?job=train"); }
+  std::string Url(const std::string& extra = "") const {
+    return absl::StrCat("http://127.0.0.1:", http_port_, "/?job=train", extra);
+  }
 
   // Waits (up to 20 s) until the coordinator has recorded a stall of (step, chunk) of the job,
   // reading /api/events page by page; returns whether it did.
@@ -335,16 +346,27 @@ TEST_F(DashboardTest, ShowsTheHeldBackRankAsMissingThenTheNextStep) {
   // The page is read once chunk 3 has waited past its stall deadline (the stall is recorded).
   ASSERT_TRUE(WaitForStall(8, 3)) << ReadFile(TempDir() + "/coordinator.log");
 
-  const std::string dom = chromium_->DumpDom(Url());
-  ASSERT_THAT(dom, HasSubstr("id=\"heatmap\"")) << ReadFile(TempDir() + "/chromium.log");
+  // Node 1 (ranks 4-7) is drilled into: its ranks' cells are on the page.
+  const std::string dom = chromium_->DumpDom(Url("&node=node-1"));
+  ASSERT_THAT(dom, HasSubstr("id=\"node-map\"")) << ReadFile(TempDir() + "/chromium.log");
   EXPECT_THAT(Attr(dom, "body", "data-renders", "data-connection"), "live") << dom;
   int renders = 0;
   ASSERT_TRUE(absl::SimpleAtoi(Attr(dom, "body", "data-renders", "data-renders"), &renders));
   EXPECT_THAT(renders, Ge(2));
 
+  // The node map: one tile per node, with its worst state per chunk.
+  auto tiles = Tiles(dom);
+  ASSERT_EQ(tiles.size(), 2u) << dom;
+  EXPECT_EQ(tiles["node-0"]["data-chunks"], "IIISDI");
+  EXPECT_EQ(tiles["node-0"]["data-state"], "staged");
+  EXPECT_EQ(tiles["node-0"]["data-missing"], "0");
+  EXPECT_EQ(tiles["node-1"]["data-chunks"], "IIIMYI");
+  EXPECT_EQ(tiles["node-1"]["data-state"], "missing");
+  EXPECT_EQ(tiles["node-1"]["data-missing"], "1");
+
   const auto cells = Cells(dom);
-  ASSERT_EQ(cells.size(), 48u) << dom;
-  for (int r = 0; r < 8; ++r) {
+  ASSERT_EQ(cells.size(), 24u) << dom;
+  for (int r = 4; r < 8; ++r) {
     EXPECT_EQ(cells.at({r, 3}), r == 5 ? "missing" : "staged") << "rank " << r;
     EXPECT_EQ(cells.at({r, 4}), r == 6 ? "syncing" : "synced") << "rank " << r;
     for (int c : {0, 1, 2, 5}) EXPECT_EQ(cells.at({r, c}), "idle") << r << "," << c;
@@ -352,20 +374,31 @@ TEST_F(DashboardTest, ShowsTheHeldBackRankAsMissingThenTheNextStep) {
   EXPECT_EQ(ChunkSteps(dom), (std::map<int, std::string>{
                                  {0, "9"}, {1, "9"}, {2, "9"}, {3, "8"}, {4, "8"}, {5, "9"}}));
 
-  // Missing now: rank 5's expert check-in (past the deadline) and rank 6's SyncDone.
-  auto missing = Elements(dom, "tr", "data-missing=");
+  // Missing now, grouped, the longest waiting first: chunk 3's expert optimizer of one rank (past
+  // the deadline), then chunk 4's SyncDone of one rank; the oldest waiter is rank 5.
+  auto missing = Elements(dom, "tr", "data-what=");
   ASSERT_EQ(missing.size(), 2u) << dom;
-  EXPECT_EQ(missing[0]["data-rank"], "5");
   EXPECT_EQ(missing[0]["data-chunk"], "3");
-  EXPECT_EQ(missing[0]["data-optimizer"], "expert");
-  EXPECT_EQ(missing[0]["data-missing"], "stage expert");
+  EXPECT_EQ(missing[0]["data-step"], "8");
+  EXPECT_EQ(missing[0]["data-what"], "expert");
+  EXPECT_EQ(missing[0]["data-ranks"], "1");
+  EXPECT_EQ(missing[0]["data-nodes"], "1");
   EXPECT_EQ(missing[0]["data-late"], "true");
-  EXPECT_EQ(missing[1]["data-rank"], "6");
   EXPECT_EQ(missing[1]["data-chunk"], "4");
-  EXPECT_EQ(missing[1]["data-missing"], "sync_done");
+  EXPECT_EQ(missing[1]["data-what"], "sync_done");
+  EXPECT_EQ(Attr(dom, "p", "id=\"oldest-waiter\"", "data-rank"), "5") << dom;
+
+  // The slowest node holds rank 7.
+  auto slow_nodes = Elements(dom, "tr", "data-score=");
+  ASSERT_FALSE(slow_nodes.empty()) << dom;
+  EXPECT_EQ(slow_nodes[0]["data-node"], "node-1");
+  EXPECT_EQ(slow_nodes[0]["data-position"], "1");
 
   // Stragglers: rank 7 first.
-  auto stragglers = Elements(dom, "tr", "data-position=");
+  auto stragglers = Elements(dom, "tr", "data-rank=\"");
+  stragglers.erase(std::remove_if(stragglers.begin(), stragglers.end(),
+                                  [](auto& e) { return e.count("data-position") == 0; }),
+                   stragglers.end());
   ASSERT_FALSE(stragglers.empty()) << dom;
   EXPECT_EQ(stragglers[0]["data-rank"], "7");
   EXPECT_EQ(stragglers[0]["data-position"], "1");
@@ -395,7 +428,7 @@ TEST_F(DashboardTest, ShowsTheHeldBackRankAsMissingThenTheNextStep) {
   // A screenshot of the populated page.
   const char* outputs = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR");
   const std::string png = absl::StrCat(outputs != nullptr ? outputs : TempDir(), "/dashboard.png");
-  chromium_->Screenshot(Url(), png);
+  chromium_->Screenshot(Url("&node=node-1"), png);
   const std::string image = ReadFile(png);
   ASSERT_GT(image.size(), 1000u) << ReadFile(TempDir() + "/chromium.log");
   EXPECT_EQ(image.substr(0, 8), "\x89PNG\r\n\x1a\n");
@@ -409,14 +442,15 @@ TEST_F(DashboardTest, ShowsTheHeldBackRankAsMissingThenTheNextStep) {
   ASSERT_TRUE(job_->session(6)->SyncDone(job_->generation(), 8, 4).ok());
   absl::Status synced = job_->SyncChunk(8, 3);
   ASSERT_TRUE(synced.ok()) << synced;
-  const std::string next = chromium_->DumpDom(Url());
+  const std::string next = chromium_->DumpDom(Url("&node=node-1"));
   EXPECT_EQ(ChunkSteps(next), (std::map<int, std::string>{
                                   {0, "9"}, {1, "9"}, {2, "9"}, {3, "9"}, {4, "9"}, {5, "9"}}));
   for (const auto& [cell, state] : Cells(next)) {
     EXPECT_EQ(state, "idle") << cell.first << "," << cell.second;
   }
   EXPECT_EQ(Attr(next, "dd", "id=\"min-step\"", "data-value"), "9");
-  EXPECT_TRUE(Elements(next, "tr", "data-missing=").empty());
+  EXPECT_TRUE(Elements(next, "tr", "data-what=").empty());
+  for (const auto& [node, tile] : Tiles(next)) EXPECT_EQ(tile.at("data-state"), "idle") << node;
 }
 
 }  // namespace

@@ -1,7 +1,12 @@
 // psync dashboard: polls the coordinator's JSON API and renders one job.
 //
-//   /api/jobs                 the job list (the selector); ?job=J in the page URL picks one
-//   /api/job?id=J             every 500 ms: heatmap, missing list, stragglers, counters
+//   /api/jobs                 every 5 s: the job list (the selector); ?job=J in the page URL picks one
+//   /api/overview?id=J&node_limit=4096&missing_limit=32[&node_offset=O][&expand=NODE]
+//                             every 1 s: the job aggregated per node (JobOverview): the status
+//                             header, counters and stragglers (overview.status, whose chunks carry
+//                             only the *_count fields), the per-chunk header, the node map, the
+//                             grouped "Missing now", the slowest nodes, and the ranks of the node
+//                             drilled into (expand: a tile clicked, or &node=NODE in the page URL)
 //   /api/audit?id=J           every 2 s: release wait and sync time per step (chart)
 //   /api/events?job=J&since=N every 1 s: violations, stalls, lost ranks, aborts (kept client-side)
 //   /api/replicas             every 2 s: the coordinator replicas and which one owns the job (the
@@ -12,12 +17,19 @@
 // "Authorization: Bearer T".
 //
 // Numbers of type (u)int64 arrive as JSON strings (proto3 JSON); num() reads both forms.
-// Elements carry data attributes (data-rank, data-chunk, data-state, data-step, ...) that the
-// dashboard test asserts on. Text from the server is only ever set with textContent.
+// Elements carry data attributes (data-node, data-rank, data-chunk, data-state, data-step, ...)
+// that the dashboard test asserts on. Text from the server is only ever set with textContent.
+//
+// The node map holds one tile per node (thousands at 16k+ ranks): the tiles are built once per
+// node list and then only their changed attributes are written, never re-rendered per poll.
 'use strict';
 
 (function () {
-  const JOB_POLL_MS = 500;
+  const OVERVIEW_POLL_MS = 1000;
+  const NODE_LIMIT = 4096;     // the most GetJobOverview pages at once
+  const MISSING_LIMIT = 32;    // missing groups asked for
+  const RUNS_SHOWN = 6;        // rank runs written out in a missing group's row
+  const NODES_SHOWN = 4;       // node names written out in a missing group's row
   const AUDIT_POLL_MS = 2000;
   const EVENTS_POLL_MS = 1000;
   const MAX_EVENTS_SHOWN = 200;
@@ -25,11 +37,20 @@
   // Events listed under "Violations and stalls".
   const PROBLEM_KINDS = new Set(['violation', 'stall', 'rank_lost', 'abort']);
 
+  const query = new URLSearchParams(window.location.search);
   const state = {
-    job: new URLSearchParams(window.location.search).get('job') || '',
+    job: query.get('job') || '',
+    expand: query.get('node') || '',  // the node drilled into ('' for none)
+    autoExpanded: false,   // expand was picked by the page (a job of one node), not the user
+    autoDismissed: false,  // the user closed the automatic drill-down: do not reopen it
+    nodeOffset: 0,         // the page of nodes shown (jobs of more than NODE_LIMIT nodes)
     eventsNext: 0,
     problems: [],  // violation and stall events, oldest first
     renders: 0,
+    pollSeq: 0,      // overview requests sent
+    renderedSeq: 0,  // the newest overview request rendered (older answers are dropped)
+    tiles: [],       // the node map's tiles, in node order (#node-map's children)
+    hovered: null,   // the tile under the pointer
   };
 
   const $ = (id) => document.getElementById(id);
@@ -100,67 +121,319 @@
 
   function selectJob(id) {
     if (id === state.job) return;
+    const first = !state.job;  // the page opened without ?job=: keep its &node=
     state.job = id;
     state.eventsNext = 0;
     state.problems = [];
+    state.nodeOffset = 0;
+    state.autoExpanded = false;
+    state.autoDismissed = false;
+    if (!first) state.expand = '';  // node names belong to a job
     document.body.dataset.job = id;
     const url = new URL(window.location.href);
     url.searchParams.set('job', id);
+    if (!state.expand) url.searchParams.delete('node');
     window.history.replaceState(null, '', url.toString());
     renderProblems();
-    for (const poll of [pollJob, pollAudit, pollEvents]) {
+    renderNodeDetail(null);
+    for (const poll of [pollOverview, pollAudit, pollEvents]) {
       poll().catch((err) => setConnection(false, String(err.message || err)));
     }
   }
 
-  // ---- job status: heatmap, missing, stragglers, counters ---------------------------------
+  // ---- job overview: chunk header, node map, drill-down, missing groups, slowest nodes ------
 
-  // The state of (rank, chunk) in the chunk's current step.
-  function cellState(chunk, rank) {
-    const pending = list(chunk.sync_pending_ranks).map(num);
-    switch (chunk.state) {
-      case 'WAITING': {
-        if (list(chunk.missing).some((c) => num(c.rank) === rank)) return 'missing';
-        if (list(chunk.staged).some((c) => num(c.rank) === rank)) return 'staged';
-        return 'idle';
-      }
-      case 'RELEASED':
-        return pending.includes(rank) ? 'syncing' : 'synced';
-      default:
-        return 'idle';
-    }
+  // The letters of NodeOverview.chunk_states / RankOverview.chunk_states, worst first.
+  const LETTERS = { M: 'missing', Y: 'syncing', S: 'staged', D: 'synced', I: 'idle' };
+  const WORST_FIRST = ['M', 'Y', 'S', 'D', 'I'];
+  const SEVERITY = { M: 5, Y: 4, S: 3, D: 2, I: 1 };
+
+  function stateOf(letter) {
+    return LETTERS[letter] || 'idle';
   }
 
-  function cellTitle(chunk, rank, cell) {
-    const mine = (who) => list(who).filter((c) => num(c.rank) === rank).map((c) => c.optimizer);
-    let text = 'rank ' + rank + ' \u00b7 chunk ' + num(chunk.chunk) + ' \u00b7 step ' +
-        num(chunk.step) + ': ' + cell;
-    const missing = mine(chunk.missing);
-    const staged = mine(chunk.staged);
-    if (missing.length) text += '; missing ' + missing.join(', ');
-    if (staged.length) text += '; staged ' + staged.join(', ');
-    if (chunk.state === 'WAITING') text += '; waiting ' + formatMicros(chunk.waiting_micros);
+  // The worst letter of a chunk_states string ('I' when empty).
+  function worstLetter(letters) {
+    let worst = 'I';
+    let severity = 1;
+    for (let i = 0; i < letters.length; i++) {
+      const s = SEVERITY[letters[i]] || 0;
+      if (s > severity) {
+        severity = s;
+        worst = letters[i];
+        if (s === 5) break;
+      }
+    }
+    return worst;
+  }
+
+  // Runs of consecutive ranks ([{first, last}, ...]) as "0-7, 9, 12-15"; at most `limit` runs,
+  // then "…" (also when the server truncated the list).
+  function formatRuns(runs, limit, truncated) {
+    const parts = [];
+    const all = list(runs);
+    for (const r of all.slice(0, limit || all.length)) {
+      const first = num(r.first);
+      const last = num(r.last);
+      parts.push(first === last ? String(first) : first + '-' + last);
+    }
+    let text = parts.join(', ');
+    if ((limit && all.length > limit) || truncated) text += (text ? ', ' : '') + '\u2026';
     return text;
   }
 
-  function renderHeatmap(job) {
-    const table = $('heatmap');
-    const world = num(job.world_size);
+  function chunkList(chunks) {
+    // Chunk indexes as "c0-2, c7".
+    const parts = [];
+    for (let i = 0; i < chunks.length; i++) {
+      let j = i;
+      while (j + 1 < chunks.length && chunks[j + 1] === chunks[j] + 1) j++;
+      parts.push(j > i ? 'c' + chunks[i] + '-' + chunks[j] : 'c' + chunks[i]);
+      i = j;
+    }
+    return parts.join(', ');
+  }
+
+  // The tooltip of a node tile: the node, its ranks, its chunks by state, what it holds back.
+  function nodeTitle(n) {
+    const letters = n.chunk_states || '';
+    const ranksText = 'ranks ' + formatRuns(n.ranks);
+    const lines = [(n.node === ranksText ? n.node : n.node + ' \u00b7 ' + ranksText) + ' (' +
+                   num(n.num_ranks) + ' rank' + (num(n.num_ranks) === 1 ? '' : 's') + ')'];
+    const chunksOf = { M: [], Y: [], S: [], D: [], I: [] };
+    for (let c = 0; c < letters.length; c++) (chunksOf[letters[c]] || chunksOf.I).push(c);
+    const byState = [];
+    for (const letter of WORST_FIRST) {
+      if (chunksOf[letter].length) byState.push(stateOf(letter) + ' ' + chunkList(chunksOf[letter]));
+    }
+    if (byState.length) lines.push(byState.join(' \u00b7 '));
+    const held = [];
+    if (num(n.missing)) held.push('missing ' + num(n.missing) + ' check-in' +
+                                  (num(n.missing) === 1 ? '' : 's'));
+    if (num(n.sync_pending)) held.push(num(n.sync_pending) + ' SyncDone pending');
+    if (num(n.waiting_micros)) held.push('waiting ' + formatMicros(n.waiting_micros));
+    lines.push(held.length ? held.join(' \u00b7 ') : 'holds nothing back');
+    if (num(n.lost_ranks)) lines.push(num(n.lost_ranks) + ' lost rank' +
+                                      (num(n.lost_ranks) === 1 ? '' : 's'));
+    if (num(n.straggler_score_seconds) > 0) {
+      lines.push('slowest rank ' + num(n.slowest_rank) + ' (straggler score ' +
+                 formatSeconds(n.straggler_score_seconds) + ')');
+    }
+    return lines.join('\n');
+  }
+
+  // Per chunk: step, state, staged / expected, who holds it back, waiting.
+  function renderChunks(job) {
+    const table = $('chunks');
     const chunks = list(job.chunks);
     const head = table.tHead.rows[0];
+    const rows = {};
+    for (const tr of table.tBodies[0].rows) rows[tr.dataset.row] = tr;
+    if (num(table.dataset.numChunks) !== chunks.length) {
+      while (head.cells.length > 1) head.deleteCell(1);
+      for (const tr of Object.values(rows)) while (tr.cells.length > 1) tr.deleteCell(1);
+      chunks.forEach((c, i) => {
+        head.appendChild(el('th', { 'data-chunk': i, class: 'chunk-head' }));
+        for (const [name, tr] of Object.entries(rows)) {
+          tr.appendChild(el('td', { 'data-chunk': i, 'data-row': name }));
+        }
+      });
+      table.dataset.numChunks = chunks.length;
+    }
+    chunks.forEach((chunk, i) => {
+      const th = head.cells[i + 1];
+      const step = num(chunk.step);
+      const st = (chunk.state || 'IDLE').toLowerCase();
+      const staged = num(chunk.staged_count);
+      const expected = staged + num(chunk.missing_count);
+      const waiting = num(chunk.waiting_micros);
+      const deadline = num(chunk.deadline_micros);
+      const late = st !== 'idle' && deadline > 0 && waiting > deadline;
+      th.textContent = 'c' + i + ' \u00b7 s' + step;
+      th.dataset.step = step;
+      th.dataset.state = st;
+      th.dataset.staged = staged;
+      th.dataset.expected = expected;
+      th.dataset.syncPending = num(chunk.sync_pending_count);
+      th.dataset.late = late ? 'true' : 'false';
+      th.title = 'chunk ' + i + ', step ' + step + ': ' + (chunk.state || 'IDLE') + '; staged ' +
+          staged + ' of ' + expected + ' check-ins' +
+          (st === 'released' ? '; ' + num(chunk.sync_pending_count) + ' SyncDone pending' : '') +
+          (st !== 'idle' ? '; waiting ' + formatMicros(waiting) + ' (deadline ' +
+                           formatMicros(deadline) + ')' : '');
+      const cell = (name) => rows[name].cells[i + 1];
+      cell('state').textContent = st;
+      cell('state').dataset.state = st;
+      cell('staged').textContent = expected > 0 ? staged + '/' + expected : '-';
+      let held = '';
+      if (st === 'waiting') held = num(chunk.missing_count) + ' missing';
+      else if (st === 'released') held = num(chunk.sync_pending_count) + ' SyncDone';
+      cell('held').textContent = held;
+      cell('held').dataset.state = st;
+      cell('waiting').textContent = st === 'idle' ? '' : formatMicros(waiting);
+      cell('waiting').classList.toggle('late', late);
+    });
+  }
+
+  // The node map: one tile per node, built once per node list, then updated in place.
+  function renderNodeMap(overview) {
+    const map = $('node-map');
+    const nodes = list(overview.nodes);
+    const tiles = state.tiles;
+    // New tiles get their attributes before they join the document (one insertion, one style
+    // pass), then the map grows or shrinks to the node count; tiles keep their place.
+    let fragment = null;
+    if (tiles.length < nodes.length) {
+      fragment = document.createDocumentFragment();
+      for (let i = tiles.length; i < nodes.length; i++) {
+        const tile = document.createElement('div');
+        tile.className = 'node';
+        fragment.appendChild(tile);
+        tiles.push(tile);
+      }
+    } else if (tiles.length > nodes.length) {
+      for (const tile of tiles.splice(nodes.length)) tile.remove();
+    }
+    if (fragment !== null || num(map.dataset.shown) !== nodes.length) {
+      // Larger tiles when there are few of them.
+      map.dataset.density = nodes.length <= 64 ? 'large' : nodes.length <= 512 ? 'medium' : 'small';
+    }
+    const counts = { missing: 0, syncing: 0, staged: 0, synced: 0, idle: 0, lost: 0 };
+    for (let i = 0; i < nodes.length; i++) {
+      const n = nodes[i];
+      const tile = tiles[i];
+      const name = n.node || '';
+      const letters = n.chunk_states || '';
+      const st = stateOf(worstLetter(letters));
+      const lost = num(n.lost_ranks);
+      counts[st] += 1;
+      if (lost > 0) counts.lost += 1;
+      // Everything the tile shows, as one string: attributes and title are written only when it
+      // changes (the waiting time of the few nodes that hold a chunk back, mostly).
+      const runs = list(n.ranks);
+      const key = name + '|' + letters + '|' + num(n.missing) + '|' + num(n.sync_pending) + '|' +
+          lost + '|' + n.waiting_micros + '|' + n.straggler_score_seconds + '|' + n.slowest_rank +
+          '|' + num(n.num_ranks) + '|' + runs.length + '|' +
+          (runs.length ? num(runs[0].first) + '-' + num(runs[runs.length - 1].last) : '');
+      tile._node = n;
+      if (tile._key === key) continue;
+      tile._key = key;
+      const d = tile.dataset;
+      if (d.node !== name) d.node = name;
+      if (d.state !== st) d.state = st;
+      if (d.chunks !== letters) d.chunks = letters;
+      if (d.missing !== String(num(n.missing))) d.missing = num(n.missing);
+      if (d.lost !== String(lost)) d.lost = lost;
+      // The tooltip is written when the pointer reaches the tile (thousands of titles would
+      // cost the first render tens of ms); the tile under the pointer gets its new one now.
+      if (tile === state.hovered) setTileTitle(tile);
+    }
+    if (fragment !== null) map.appendChild(fragment);
+    markSelected();
+    for (const span of $('node-legend').querySelectorAll(':scope > [data-state]')) {
+      const st = span.dataset.state;
+      if (!(st in counts)) continue;
+      span.dataset.count = counts[st];
+      span.querySelector('.count').textContent = counts[st];
+    }
+    const total = num(overview.num_nodes);
+    const offset = num(overview.node_offset);
+    map.dataset.numNodes = total;
+    map.dataset.shown = nodes.length;
+    map.dataset.offset = offset;
+    const paged = offset > 0 || offset + nodes.length < total;
+    $('node-page').hidden = !paged;
+    if (paged) {
+      $('node-page-text').textContent = 'nodes ' + (nodes.length ? offset + 1 : offset) + '\u2013' +
+          (offset + nodes.length) + ' of ' + total;
+      $('node-prev').disabled = offset === 0;
+      $('node-next').disabled = offset + nodes.length >= total;
+    }
+  }
+
+  function setTileTitle(tile) {
+    if (tile._node && tile._titleKey !== tile._key) {
+      tile.title = nodeTitle(tile._node);
+      tile._titleKey = tile._key;
+    }
+  }
+
+  function markSelected() {
+    const map = $('node-map');
+    const previous = map.querySelector('.node[data-selected="true"]');
+    if (previous && previous.dataset.node === state.expand) return;
+    if (previous) delete previous.dataset.selected;
+    if (!state.expand) return;
+    for (const tile of state.tiles) {
+      if (tile.dataset.node === state.expand) {
+        tile.dataset.selected = 'true';
+        break;
+      }
+    }
+  }
+
+  // Opens (or, with '', closes) the drill-down into one node, and polls at once.
+  function expandNode(name, fromUser) {
+    if (fromUser !== false) {
+      if (!name && state.autoExpanded) state.autoDismissed = true;
+      state.autoExpanded = false;
+      const url = new URL(window.location.href);
+      if (name) url.searchParams.set('node', name); else url.searchParams.delete('node');
+      window.history.replaceState(null, '', url.toString());
+    }
+    state.expand = name;
+    markSelected();
+    renderNodeDetail(null);
+    pollOverview().catch((err) => setConnection(false, String(err.message || err)));
+  }
+
+  // The cell look of the old heatmap, for the ranks of the node drilled into.
+  function renderNodeDetail(overview) {
+    const box = $('node-detail');
+    const name = state.expand;
+    box.hidden = !name;
+    box.dataset.node = name;
+    if (!name) return;
+    $('node-detail-title').textContent = name;
+    const table = $('node-ranks');
+    if (overview === null) {
+      // Asked for; the answer is on its way.
+      if (table.dataset.node !== name) {
+        table.tBodies[0].replaceChildren();
+        table.dataset.node = name;
+        table.dataset.numRanks = 0;
+      }
+      return;
+    }
+    const ranks = list(overview.expanded).filter((r) => r.node === name);
+    const chunks = list((overview.status || {}).chunks);
+    const node = list(overview.nodes).concat(list(overview.slowest_nodes))
+        .find((n) => n.node === name);
+    if (node) {
+      const ranksText = 'ranks ' + formatRuns(node.ranks);
+      $('node-detail-title').textContent = (name === ranksText ? name : name + ' \u00b7 ' + ranksText) +
+          ' (' + num(node.num_ranks) + ' rank' + (num(node.num_ranks) === 1 ? '' : 's') + ')';
+    }
+    const empty = $('node-detail-empty');
+    empty.hidden = ranks.length > 0;
+    empty.textContent = ranks.length ? '' : 'The job has no node named "' + name + '".';
+    const head = table.tHead.rows[0];
     const body = table.tBodies[0];
-    if (num(table.dataset.worldSize) !== world || num(table.dataset.numChunks) !== chunks.length) {
+    const shape = name + '|' + chunks.length + '|' + ranks.map((r) => num(r.rank)).join(',');
+    if (table._shape !== shape) {
+      table._shape = shape;
       while (head.cells.length > 1) head.deleteCell(1);
       chunks.forEach((c, i) => head.appendChild(el('th', { 'data-chunk': i, class: 'chunk-head' })));
-      body.replaceChildren();
-      for (let r = 0; r < world; r++) {
-        const row = el('tr', { 'data-rank': r });
-        row.appendChild(el('th', { class: 'rank-head', scope: 'row' }, r));
+      body.replaceChildren(...ranks.map((r) => {
+        const rank = num(r.rank);
+        const row = el('tr', { 'data-rank': rank });
+        row.appendChild(el('th', { class: 'rank-head', scope: 'row' }, rank));
         chunks.forEach((c, i) => row.appendChild(
-            el('td', { class: 'cell', 'data-rank': r, 'data-chunk': i, 'data-state': 'idle' })));
-        body.appendChild(row);
-      }
-      table.dataset.worldSize = world;
+            el('td', { class: 'cell', 'data-rank': rank, 'data-chunk': i, 'data-state': 'idle' })));
+        return row;
+      }));
+      table.dataset.node = name;
+      table.dataset.numRanks = ranks.length;
       table.dataset.numChunks = chunks.length;
     }
     chunks.forEach((chunk, i) => {
@@ -171,56 +444,121 @@
       th.dataset.state = (chunk.state || 'IDLE').toLowerCase();
       th.title = 'chunk ' + i + ', step ' + step + ': ' + (chunk.state || 'IDLE');
     });
-    const lost = new Set(list(job.lost_ranks).map(num));
-    for (let r = 0; r < world; r++) {
-      const row = body.rows[r];
-      const isLost = lost.has(r);
-      if ((row.dataset.lost === 'true') !== isLost) row.dataset.lost = isLost ? 'true' : 'false';
-      const cells = row.cells;
+    ranks.forEach((r, k) => {
+      const row = body.rows[k];
+      const rank = num(r.rank);
+      const lost = r.lost === true;
+      if ((row.dataset.lost === 'true') !== lost) row.dataset.lost = lost ? 'true' : 'false';
+      const missing = list(r.missing);
+      row.cells[0].title = 'rank ' + rank + (lost ? ' (lost)' : '') +
+          (missing.length ? ': missing ' + missing.join(', ') : '');
+      const letters = r.chunk_states || '';
       chunks.forEach((chunk, i) => {
-        const td = cells[i + 1];
-        const s = cellState(chunk, r);
-        if (td.dataset.state !== s) td.dataset.state = s;
+        const td = row.cells[i + 1];
+        const st = stateOf(letters[i]);
+        if (td.dataset.state !== st) td.dataset.state = st;
         td.dataset.step = num(chunk.step);
-        td.title = cellTitle(chunk, r, s);
+        const mine = missing.filter((m) => m.startsWith('c' + i + ':'));
+        let text = 'rank ' + rank + ' \u00b7 chunk ' + i + ' \u00b7 step ' + num(chunk.step) + ': ' + st;
+        if (mine.length) text += '; missing ' + mine.join(', ');
+        if (st === 'missing' || st === 'syncing') {
+          text += '; waiting ' + formatMicros(chunk.waiting_micros);
+        }
+        td.title = text;
       });
-    }
+    });
   }
 
-  // Who the oldest unfinished step of each chunk waits for: contributors that have not staged
-  // (WAITING chunks) and members that have not reported SyncDone (RELEASED chunks).
-  function renderMissing(job) {
-    const rows = [];
-    for (const chunk of list(job.chunks)) {
-      const base = { chunk: num(chunk.chunk), step: num(chunk.step),
-                     waiting: num(chunk.waiting_micros), deadline: num(chunk.deadline_micros) };
-      if (chunk.state === 'WAITING') {
-        for (const who of list(chunk.missing)) {
-          rows.push(Object.assign({ rank: num(who.rank), optimizer: who.optimizer || '',
-                                    missing: 'stage ' + (who.optimizer || '') }, base));
-        }
-      } else if (chunk.state === 'RELEASED') {
-        for (const rank of list(chunk.sync_pending_ranks)) {
-          rows.push(Object.assign({ rank: num(rank), optimizer: '', missing: 'sync_done' }, base));
-        }
-      }
-    }
-    rows.sort((a, b) => a.chunk - b.chunk || a.rank - b.rank || a.missing.localeCompare(b.missing));
+  function describeWhat(what) {
+    return what === 'sync_done' ? 'SyncDone' : what;
+  }
+
+  // Missing now, one row per MissingGroup (the server's order: longest waiting first).
+  function renderMissing(overview) {
+    const groups = list(overview.missing);
+    const total = Math.max(num(overview.missing_groups), groups.length);
     const body = $('missing').tBodies[0];
-    body.replaceChildren(...rows.map((m) => {
-      const late = m.deadline > 0 && m.waiting > m.deadline;
-      const attrs = { 'data-rank': m.rank, 'data-chunk': m.chunk, 'data-step': m.step,
-                      'data-missing': m.missing, 'data-late': late ? 'true' : 'false' };
-      if (m.optimizer) attrs['data-optimizer'] = m.optimizer;
-      const tr = el('tr', attrs);
-      tr.append(el('td', {}, m.chunk), el('td', {}, m.step), el('td', {}, m.rank),
-                el('td', {}, m.missing),
-                el('td', { class: late ? 'late' : '' }, formatMicros(m.waiting)),
-                el('td', {}, formatMicros(m.deadline)));
+    body.replaceChildren(...groups.map((g) => {
+      const chunk = num(g.chunk);
+      const step = num(g.step);
+      const ranks = num(g.num_ranks);
+      const nodes = list(g.nodes);
+      const numNodes = num(g.num_nodes);
+      const late = g.late === true;
+      const tr = el('tr', { 'data-chunk': chunk, 'data-step': step, 'data-what': g.what || '',
+                            'data-ranks': ranks, 'data-nodes': numNodes,
+                            'data-late': late ? 'true' : 'false' });
+      if (nodes.length) tr.dataset.node = nodes[0];
+      const who = el('td', { class: 'who' });
+      who.append(el('div', { class: 'ranks' }, ranks + ' rank' + (ranks === 1 ? '' : 's') + ': ' +
+                    formatRuns(g.ranks, RUNS_SHOWN, g.ranks_truncated === true)));
+      let where = 'on ' + numNodes + ' node' + (numNodes === 1 ? '' : 's') + ': ' +
+          nodes.slice(0, NODES_SHOWN).join(', ');
+      if (numNodes > NODES_SHOWN) where += ' \u2026 +' + (numNodes - NODES_SHOWN) + ' more';
+      who.append(el('div', { class: 'nodes muted' }, where));
+      const waiting = el('td', { class: late ? 'late' : '' }, formatMicros(g.waiting_micros));
+      if (late) waiting.append(el('span', { class: 'late-badge' }, 'LATE'));
+      tr.append(el('td', {}, chunk), el('td', {}, step),
+                el('td', { class: 'what' }, describeWhat(g.what || '')), who, waiting);
+      tr.title = 'chunk ' + chunk + ' \u00b7 step ' + step + ' \u00b7 ' +
+          (g.what === 'sync_done' ? 'no SyncDone' : 'not staged: ' + (g.what || '')) + '\nranks ' +
+          formatRuns(g.ranks, 0, g.ranks_truncated === true) + '\nnodes ' + nodes.join(', ') +
+          (numNodes > nodes.length ? ' \u2026 (' + numNodes + ' in all)' : '') + '\nwaiting ' +
+          formatMicros(g.waiting_micros) + ', deadline ' + formatMicros(g.deadline_micros);
       return tr;
     }));
-    $('missing').dataset.count = rows.length;
-    $('missing-empty').hidden = rows.length > 0;
+    $('missing').dataset.count = groups.length;
+    $('missing').dataset.groups = total;
+    $('missing-empty').hidden = groups.length > 0;
+    const more = $('missing-more');
+    more.hidden = total <= groups.length;
+    more.textContent = total > groups.length ? '+' + (total - groups.length) + ' more groups' : '';
+
+    // The single oldest waiter: the first group.
+    const oldest = $('oldest-waiter');
+    const g = groups[0];
+    oldest.hidden = g === undefined;
+    if (g === undefined) {
+      oldest.replaceChildren();
+      for (const k of ['rank', 'chunk', 'step', 'what', 'ranks', 'late']) delete oldest.dataset[k];
+      return;
+    }
+    const first = list(g.ranks).length ? num(g.ranks[0].first) : 0;
+    const ranks = num(g.num_ranks);
+    const late = g.late === true;
+    Object.assign(oldest.dataset, { rank: first, chunk: num(g.chunk), step: num(g.step),
+                                    what: g.what || '', ranks: ranks,
+                                    late: late ? 'true' : 'false' });
+    const text = 'rank ' + first + ' ' + describeWhat(g.what || '') +
+        (ranks > 1 ? ' +' + (ranks - 1) + ' more' : '') + ', chunk ' + num(g.chunk) + ' step ' +
+        num(g.step) + ', waiting ' + formatMicros(g.waiting_micros) + (late ? ' (late)' : '');
+    oldest.replaceChildren(el('span', { class: 'label' }, 'Oldest waiter: '),
+                           el('span', { class: 'what' }, text));
+  }
+
+  // The slowest nodes, highest straggler score first.
+  function renderSlowNodes(overview) {
+    const nodes = list(overview.slowest_nodes);
+    const body = $('slow-nodes').tBodies[0];
+    body.replaceChildren(...nodes.map((n, i) => {
+      const tr = el('tr', { 'data-node': n.node || '', 'data-position': i + 1,
+                            'data-score': num(n.straggler_score_seconds),
+                            'data-missing': num(n.missing), 'data-sync-pending': num(n.sync_pending),
+                            'data-state': stateOf(worstLetter(n.chunk_states || '')) });
+      if (n.node === state.expand) tr.dataset.selected = 'true';
+      const parts = [];
+      if (num(n.missing) || !num(n.sync_pending)) parts.push(String(num(n.missing)));
+      if (num(n.sync_pending)) parts.push(num(n.sync_pending) + ' SyncDone');
+      const missing = parts.join(' + ');
+      tr.append(el('td', { class: 'node-name' }, n.node || ''), el('td', {}, num(n.slowest_rank)),
+                el('td', {}, formatSeconds(n.straggler_score_seconds)),
+                el('td', { class: num(n.missing) + num(n.sync_pending) > 0 ? 'late' : '' }, missing),
+                el('td', {}, num(n.waiting_micros) ? formatMicros(n.waiting_micros) : ''));
+      tr.title = nodeTitle(n);
+      return tr;
+    }));
+    $('slow-nodes').dataset.count = nodes.length;
+    $('slow-nodes-empty').hidden = nodes.length > 0;
   }
 
   function renderStragglers(job) {
@@ -274,18 +612,21 @@
     }
   }
 
-  function renderSummary(job) {
+  function renderSummary(job, overview) {
     const badge = $('job-state');
     badge.textContent = job.state || '';
     badge.dataset.state = (job.state || '').toLowerCase();
     $('generation').textContent = num(job.generation);
     $('ranks').textContent = num(job.ranks_joined) + ' / ' + num(job.world_size);
+    $('nodes').textContent = num(overview.num_nodes);
+    $('nodes').dataset.value = num(overview.num_nodes);
     $('sessions').textContent = num(job.sessions_connected);
     $('min-step').textContent = num(job.min_rank_step);
     $('min-step').dataset.value = num(job.min_rank_step);
     $('num-chunks').textContent = num(job.num_chunks);
     const lost = list(job.lost_ranks).map(num).sort((a, b) => a - b);
-    $('lost-ranks').textContent = lost.length ? lost.join(', ') : 'none';
+    $('lost-ranks').textContent = lost.length === 0 ? 'none' : lost.slice(0, 16).join(', ') +
+        (lost.length > 16 ? ' \u2026 (' + lost.length + ')' : '');
     $('lost-ranks').dataset.value = lost.join(',');
     $('lost-ranks').classList.toggle('bad', lost.length > 0);
     const abort = $('abort-reason');
@@ -293,19 +634,54 @@
     abort.textContent = job.abort_reason ? 'aborted: ' + job.abort_reason : '';
   }
 
-  async function pollJob() {
+  function overviewPath() {
+    let path = '/api/overview?id=' + encodeURIComponent(state.job) + '&node_limit=' + NODE_LIMIT +
+        '&missing_limit=' + MISSING_LIMIT;
+    if (state.nodeOffset > 0) path += '&node_offset=' + state.nodeOffset;
+    if (state.expand) path += '&expand=' + encodeURIComponent(state.expand);
+    return path;
+  }
+
+  async function pollOverview() {
     if (!state.job) return;
     const job = state.job;
-    const data = await getJson('/api/job?id=' + encodeURIComponent(job));
-    if (job !== state.job) return;
-    renderSummary(data);
-    renderHeatmap(data);
+    const expand = state.expand;
+    const seq = ++state.pollSeq;
+    const data = await getJson(overviewPath());
+    // Drop an answer to an older question (another job, node, or a later request answered).
+    if (job !== state.job || expand !== state.expand || seq < state.renderedSeq) return;
+    state.renderedSeq = seq;
+    const started = performance.now();
+    const status = data.status || {};
+    renderSummary(status, data);
+    renderChunks(status);
+    renderNodeMap(data);
+    renderNodeDetail(data);
     renderMissing(data);
-    renderStragglers(data);
-    renderCounters(data);
+    renderSlowNodes(data);
+    renderStragglers(status);
+    renderCounters(status);
     state.renders += 1;
-    document.body.dataset.renders = state.renders;
+    const body = document.body.dataset;
+    body.renders = state.renders;
+    // Load to first render, and what the latest render itself took (ms, for the perf check).
+    const now = performance.now();
+    if (state.renders === 1) {
+      body.renderMs = now.toFixed(1);
+      body.firstRenderJsMs = (now - started).toFixed(1);
+      // After style, layout and paint of that first frame.
+      window.requestAnimationFrame(() => window.setTimeout(() => {
+        body.paintMs = performance.now().toFixed(1);
+      }, 0));
+    }
+    body.lastRenderJsMs = (now - started).toFixed(1);
     $('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
+    // A job of one node: show its ranks without a click (unless the user closed them).
+    if (!state.expand && !state.autoDismissed && num(data.num_nodes) === 1 &&
+        list(data.nodes).length === 1) {
+      state.autoExpanded = true;
+      expandNode(data.nodes[0].node || '', false);
+    }
   }
 
   // ---- audit: release wait per step ---------------------------------------------------------
@@ -473,10 +849,34 @@
   }
 
   $('job-select').addEventListener('change', (e) => selectJob(e.target.value));
+  $('node-map').addEventListener('click', (e) => {
+    const tile = e.target.closest('.node');
+    if (tile) expandNode(tile.dataset.node === state.expand ? '' : tile.dataset.node);
+  });
+  $('node-map').addEventListener('mouseover', (e) => {
+    const tile = e.target.closest('.node');
+    state.hovered = tile;
+    if (tile) setTileTitle(tile);
+  });
+  $('node-map').addEventListener('mouseleave', () => { state.hovered = null; });
+  $('node-detail-close').addEventListener('click', () => expandNode(''));
+  for (const id of ['missing', 'slow-nodes']) {
+    $(id).tBodies[0].addEventListener('click', (e) => {
+      const tr = e.target.closest('tr[data-node]');
+      if (tr) expandNode(tr.dataset.node);
+    });
+  }
+  const page = (delta) => {
+    state.nodeOffset = Math.max(0, state.nodeOffset + delta * NODE_LIMIT);
+    pollOverview().catch((err) => setConnection(false, String(err.message || err)));
+  };
+  $('node-prev').addEventListener('click', () => page(-1));
+  $('node-next').addEventListener('click', () => page(1));
   document.body.dataset.job = state.job;
   renderProblems();
+  renderNodeDetail(null);
   loop(refreshJobs, 5000);
-  loop(pollJob, JOB_POLL_MS);
+  loop(pollOverview, OVERVIEW_POLL_MS);
   loop(pollAudit, AUDIT_POLL_MS);
   loop(pollEvents, EVENTS_POLL_MS);
   loop(pollReplicas, 2000);
