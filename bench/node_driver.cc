@@ -52,7 +52,8 @@ class NodeStream final : public grpc::ClientBidiReactor<v1::AgentUp, v1::AgentDo
   void Start(const std::vector<v1::JoinResponse>& joined);
   // Adds the check-ins of `step` for every rank of the node, due from start_ns on. Appends to
   // `completions` the time each chunk's last local check-in of the step is due.
-  void PlanStep(uint64_t step, int64_t start_ns, std::mt19937_64& rng,
+  // `held`: leave out the check-ins NodeOptions::withhold is true for.
+  void PlanStep(uint64_t step, int64_t start_ns, bool held, std::mt19937_64& rng,
                 std::vector<int64_t>* completions) ABSL_LOCKS_EXCLUDED(mu_);
   // Writes what is due at `now` as one AgentBatch; while a write is in flight, remembers to write
   // it as soon as that write is done.
@@ -142,7 +143,10 @@ class NodeDriver {
   absl::Status JoinAll(std::vector<v1::JoinResponse>* joined);
   // Plans `steps` steps from `first`, one every step_period from start_ns, pumping every tick until
   // every (step, chunk) of them reached every rank.
-  absl::Status RunSteps(uint64_t first, uint64_t steps, const char* phase);
+  // `hold_until` (not InfinitePast): the steps are held ones (NodeOptions::withhold), pumped until
+  // then, their releases not waited for.
+  absl::Status RunSteps(uint64_t first, uint64_t steps, const char* phase,
+                        absl::Time hold_until = absl::InfinitePast());
   bool Released(uint64_t step) {
     for (uint32_t c = 0; c < options_.workload.chunks; ++c) {
       if (record(step, c).ranks_released.load() < options_.workload.ranks) return false;
@@ -194,17 +198,24 @@ void NodeStream::Start(const std::vector<v1::JoinResponse>& joined) {
   StartCall();
 }
 
-void NodeStream::PlanStep(uint64_t step, int64_t start_ns, std::mt19937_64& rng,
+void NodeStream::PlanStep(uint64_t step, int64_t start_ns, bool held, std::mt19937_64& rng,
                           std::vector<int64_t>* completions) {
-  const Workload& w = driver_->options().workload;
-  const int64_t spread = absl::ToInt64Nanoseconds(driver_->options().spread);
+  const NodeOptions& o = driver_->options();
+  const Workload& w = o.workload;
+  const int64_t spread = absl::ToInt64Nanoseconds(o.spread);
   std::uniform_int_distribution<int64_t> delay(0, std::max<int64_t>(spread, 0));
+  const uint32_t node = first_rank_ / o.ranks_per_node;
+  const int64_t late =
+      std::find(o.slow_nodes.begin(), o.slow_nodes.end(), node) != o.slow_nodes.end()
+          ? absl::ToInt64Nanoseconds(o.slow_by)
+          : 0;
   std::vector<DueCheckin> planned;
   planned.reserve(static_cast<size_t>(count_) * w.chunks * w.optimizers);
   for (uint32_t i = 0; i < count_; ++i) {
     for (uint32_t c = 0; c < w.chunks; ++c) {
       for (uint32_t k = 0; k < w.optimizers; ++k) {
-        planned.push_back({start_ns + delay(rng), i, c, k});
+        if (held && o.withhold(first_rank_ + i, c, k)) continue;
+        planned.push_back({start_ns + delay(rng) + late, i, c, k});
       }
     }
   }
@@ -409,13 +420,17 @@ void NodeStream::HandleDown(const v1::AgentDown& down, int64_t now) {
         continue;
     }
     const v1::SyncDirective& d = n.notice().directive();
-    if (d.step() >= driver_->options().warmup_steps + driver_->options().steps ||
-        d.chunk() >= w.chunks) {
+    const uint64_t recorded_steps = driver_->options().warmup_steps + driver_->options().steps;
+    // The held step (NodeOptions::withhold) is answered but not recorded.
+    const bool held_step = driver_->options().withhold && d.step() == recorded_steps;
+    if ((d.step() >= recorded_steps && !held_step) || d.chunk() >= w.chunks) {
       driver_->counters.unexpected_directives.fetch_add(n.ranks_size());
       continue;
     }
-    ChunkRecord& r = driver_->record(d.step(), d.chunk());
-    if (!r.NoteSequence(d.sequence())) driver_->counters.sequence_mismatches.fetch_add(1);
+    ChunkRecord* r = held_step ? nullptr : &driver_->record(d.step(), d.chunk());
+    if (r != nullptr && !r->NoteSequence(d.sequence())) {
+      driver_->counters.sequence_mismatches.fetch_add(1);
+    }
     absl::MutexLock lock(&mu_);
     for (uint32_t rank : n.ranks()) {
       driver_->counters.directives.fetch_add(1);
@@ -429,7 +444,7 @@ void NodeStream::HandleDown(const v1::AgentDown& down, int64_t now) {
         continue;
       }
       ++held_[local];
-      r.ranks_released.fetch_add(1);
+      if (r != nullptr) r->ranks_released.fetch_add(1);
       sync_dones_.emplace_back(local, SyncDoneFor(w, rank, d.step(), d.chunk()));
       if (held_[local] == w.chunks) {
         held_[local] = 0;
@@ -438,7 +453,7 @@ void NodeStream::HandleDown(const v1::AgentDown& down, int64_t now) {
         pump = pump || (driver_->options().flush_on_complete && HoldsDueLocked(local, now));
       }
     }
-    r.NoteDirective(now);
+    if (r != nullptr) r->NoteDirective(now);
   }
   if (pump) Pump(now);
   if (!down.closed().empty()) {
@@ -497,7 +512,9 @@ absl::Status NodeDriver::JoinAll(std::vector<v1::JoinResponse>* joined) {
         const uint32_t r = order[i];
         grpc::ClientContext context;
         context.set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
-        grpc::Status s = stub->Join(&context, JoinRequestFor(w, r), &(*joined)[r]);
+        v1::JoinRequest join = JoinRequestFor(w, r);
+        join.set_node(absl::StrCat("node-", r / options_.ranks_per_node));
+        grpc::Status s = stub->Join(&context, join, &(*joined)[r]);
         if (!s.ok()) {
           Fail(absl::Status(static_cast<absl::StatusCode>(s.error_code()),
                             absl::StrCat("Join of rank ", r, ": ", s.error_message())));
@@ -511,7 +528,9 @@ absl::Status NodeDriver::JoinAll(std::vector<v1::JoinResponse>* joined) {
   return failure_;
 }
 
-absl::Status NodeDriver::RunSteps(uint64_t first, uint64_t steps, const char* phase) {
+absl::Status NodeDriver::RunSteps(uint64_t first, uint64_t steps, const char* phase,
+                                  absl::Time hold_until) {
+  const bool held = hold_until != absl::InfinitePast();
   const int64_t period = absl::ToInt64Nanoseconds(options_.step_period);
   const int64_t tick = absl::ToInt64Nanoseconds(options_.tick);
   const int64_t start = NowNs();
@@ -535,7 +554,7 @@ absl::Status NodeDriver::RunSteps(uint64_t first, uint64_t steps, const char* ph
     while (planned < steps && start + static_cast<int64_t>(planned) * period <= now + tick) {
       for (auto& node : nodes_) {
         times.clear();
-        node->PlanStep(first + planned, start + static_cast<int64_t>(planned) * period, rng_,
+        node->PlanStep(first + planned, start + static_cast<int64_t>(planned) * period, held, rng_,
                        &times);
         if (!options_.flush_on_complete) continue;
         for (int64_t t : times) completions.emplace(t, node.get());
@@ -557,12 +576,14 @@ absl::Status NodeDriver::RunSteps(uint64_t first, uint64_t steps, const char* ph
       absl::MutexLock lock(&mu_);
       if (!failure_.ok()) return failure_;
     }
-    if (planned == steps && Released(first + steps - 1)) {
+    if (held) {
+      if (planned == steps && absl::Now() >= hold_until) return absl::OkStatus();
+    } else if (planned == steps && Released(first + steps - 1)) {
       bool all = true;
       for (uint64_t s = first; s < first + steps && all; ++s) all = Released(s);
       if (all) break;
     }
-    if (absl::Now() > deadline) {
+    if (!held && absl::Now() > deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat(phase, " did not finish within ", absl::FormatDuration(options_.timeout)));
     }
@@ -643,6 +664,9 @@ absl::StatusOr<DriverResult> NodeDriver::Run() {
     status = RunSteps(o.warmup_steps, o.steps, "measured steps");
     result.measured_seconds = static_cast<double>(NowNs() - measure_start) * 1e-9;
     if (status.ok() && o.on_measure_end) o.on_measure_end();
+  }
+  if (status.ok() && o.withhold) {
+    status = RunSteps(total_steps_, 1, "held step", absl::Now() + o.hold_open);
   }
   for (auto& node : nodes_) node->Close(/*cancel=*/!status.ok());
   const uint32_t started = static_cast<uint32_t>(nodes_.size());

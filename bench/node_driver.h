@@ -4,7 +4,7 @@
 // nodes while the simulation costs this machine one stream per node instead of one per rank.
 //
 // Every rank joins (Join, `join_concurrency` calls in flight, ranks in a random order as in a real
-// job), its node attaches it (one AgentAttach
+// job, naming its node "node-<n>"), its node attaches it (one AgentAttach
 // per rank). Steps start every `step_period`; each (chunk, optimizer) check-in of a rank is due
 // after a delay uniform in [0, spread] from the step's start, and each is one rank message, as a
 // rank's StagedBatch of one item would be. Every `tick`, and with `flush_on_complete` also when the
@@ -61,6 +61,16 @@ struct NodeOptions {
   absl::Duration timeout = absl::Seconds(120);
   std::function<void()> on_measure_start;
   std::function<void()> on_measure_end;
+  // Nodes whose check-ins are due `slow_by` later than the others' in every step (stragglers).
+  std::vector<uint32_t> slow_nodes;
+  absl::Duration slow_by = absl::ZeroDuration();
+  // When set: after the measured steps, one more step in which the check-ins it is true for are
+  // never sent, so their chunks wait for them (and stall); the streams stay open for `hold_open`,
+  // then the run ends as usual. For looking at the status views of a large job with a few nodes
+  // holding chunks back (psync-bench --hold_nodes). That step is not measured; its releases are
+  // not waited for (its directives are answered with SyncDone as any other).
+  std::function<bool(uint32_t rank, uint32_t chunk, uint32_t optimizer)> withhold;
+  absl::Duration hold_open = absl::ZeroDuration();
 };
 
 // Fills the fields of DriverResult that RunRanks fills; messages_up counts AgentUp messages and

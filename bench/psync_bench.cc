@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -118,6 +119,17 @@ ABSL_FLAG(int64_t, node_tick_us, 1000,
 ABSL_FLAG(bool, node_flush_on_complete, true,
           "with --simulated_nodes: a node also sends at once when a check-in completes a chunk's "
           "step on the node (as psync-agent does), instead of waiting for the next tick");
+ABSL_FLAG(std::vector<std::string>, slow_nodes, {},
+          "with --simulated_nodes: nodes (0, 1, ...) whose check-ins come --slow_by_us later in "
+          "every step (stragglers)");
+ABSL_FLAG(int64_t, slow_by_us, 0, "with --slow_nodes: how much later");
+ABSL_FLAG(std::vector<std::string>, hold_nodes, {},
+          "with --simulated_nodes: after the measured steps, one more step in which these nodes' "
+          "ranks never stage --hold_chunk for optimizer --hold_optimizer, held open for "
+          "--hold_seconds (to look at the dashboard and psyncctl at scale)");
+ABSL_FLAG(uint32_t, hold_chunk, 0, "with --hold_nodes: the chunk they hold back");
+ABSL_FLAG(uint32_t, hold_optimizer, 1, "with --hold_nodes: the optimizer (opt<k>) held back");
+ABSL_FLAG(int64_t, hold_seconds, 60, "with --hold_nodes: how long the held step stays open");
 ABSL_FLAG(std::string, log_dir, "/tmp", "where the coordinator's and agents' logs go");
 ABSL_FLAG(bool, serve_echo, false, "internal: serve the echo floor service (see echo_floor.h)");
 ABSL_FLAG(std::string, echo_port_file, "", "internal: with --serve_echo, where to write the port");
@@ -366,6 +378,20 @@ CpuMem Sample(pid_t pid) {
   return m;
 }
 
+// The node numbers of a --slow_nodes or --hold_nodes list.
+absl::Status NodeIndices(const char* flag, const std::vector<std::string>& items,
+                         std::vector<uint32_t>* out) {
+  for (const std::string& item : items) {
+    uint32_t index = 0;
+    if (!absl::SimpleAtoi(item, &index)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": '", item, "' is not a node number"));
+    }
+    out->push_back(index);
+  }
+  return absl::OkStatus();
+}
+
 CpuMem SampleAll(const std::vector<std::unique_ptr<Subprocess>>& procs) {
   CpuMem total;
   for (const auto& p : procs) {
@@ -467,6 +493,24 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
     n.timeout = o.timeout;
     n.on_measure_start = o.on_measure_start;
     n.on_measure_end = o.on_measure_end;
+    if (auto s = NodeIndices("slow_nodes", absl::GetFlag(FLAGS_slow_nodes), &n.slow_nodes);
+        !s.ok()) {
+      return s;
+    }
+    n.slow_by = absl::Microseconds(absl::GetFlag(FLAGS_slow_by_us));
+    std::vector<uint32_t> held;
+    if (auto s = NodeIndices("hold_nodes", absl::GetFlag(FLAGS_hold_nodes), &held); !s.ok()) {
+      return s;
+    }
+    if (!held.empty()) {
+      const uint32_t chunk = absl::GetFlag(FLAGS_hold_chunk);
+      const uint32_t optimizer = absl::GetFlag(FLAGS_hold_optimizer);
+      n.withhold = [held, chunk, optimizer, ranks_per_node](uint32_t rank, uint32_t c, uint32_t k) {
+        return c == chunk && k == optimizer &&
+               std::find(held.begin(), held.end(), rank / ranks_per_node) != held.end();
+      };
+      n.hold_open = absl::Seconds(absl::GetFlag(FLAGS_hold_seconds));
+    }
     r = RunNodes(n);
   } else {
     r = RunRanks(o);

@@ -259,7 +259,8 @@ void CoordinatorMetrics::ForgetJob(const std::string& job) {
 
 void CoordinatorMetrics::Collect() {
   static const std::vector<std::string> kLiveStates = {"FORMING", "RUNNING", "DEGRADED", "ABORTED"};
-  const std::vector<JobStatusView> jobs = coordinator_->ListJobs(kLiveStates);
+  const std::vector<JobStatusView> jobs =
+      coordinator_->ListJobs(kLiveStates, ViewDetail::kHoldingBack);
   jobs_->Get()->Set(static_cast<double>(jobs.size()));
   // Counters that mirror the coordinator's own totals: each is raised to the total.
   const LoadTimes load = coordinator_->load_times();

@@ -148,7 +148,7 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
       states.push_back(*std::move(state));
     }
     v1::ListJobsResponse response;
-    for (const JobStatusView& view : coordinator->ListJobs(states)) {
+    for (const JobStatusView& view : coordinator->ListJobs(states, ViewDetail::kHoldingBack)) {
       JobSummaryToProto(view, response.add_jobs());
     }
     return JsonOf(response);

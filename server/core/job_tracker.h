@@ -73,6 +73,19 @@ struct ChunkSnapshot {
   std::vector<Contributor> missing;
   absl::Duration waiting;
   std::vector<RankId> sync_pending;
+  // Contributors that staged `step` / have not, whether or not the lists above are filled.
+  uint32_t staged_count = 0;
+  uint32_t missing_count = 0;
+  // SnapshotLists::kHoldingBack only, for a WAITING or RELEASED chunk: the chunk's members
+  // (sorted), the ranks its release goes to.
+  std::vector<RankId> members;
+};
+
+// Which lists a JobSnapshot's chunks carry (for the chunks past `lists_after`).
+enum class SnapshotLists {
+  kAll,          // staged, missing and sync_pending
+  kHoldingBack,  // only who holds a chunk back: missing of a WAITING chunk, sync_pending of a
+                 // RELEASED one, and their members; nothing for an IDLE chunk
 };
 
 struct JobSnapshot {
@@ -138,8 +151,8 @@ class JobTracker {
   // Every chunk's oldest unfinished step, its state and waiting time; the contributor and rank
   // lists (staged, missing, sync_pending) only for chunks waiting longer than `lists_after` (a
   // stall inspector asks for them only past the smallest deadline: building them is O(ranks)).
-  JobSnapshot Snapshot(absl::Time now,
-                       absl::Duration lists_after = -absl::InfiniteDuration()) const;
+  JobSnapshot Snapshot(absl::Time now, absl::Duration lists_after = -absl::InfiniteDuration(),
+                       SnapshotLists lists = SnapshotLists::kAll) const;
 
   // The state of one (step, chunk). INVALID_ARGUMENT for a chunk out of range, OUT_OF_RANGE for a
   // step no longer retained; a step not started yet is IDLE with every contributor missing.

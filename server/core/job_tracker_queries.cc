@@ -48,7 +48,8 @@ bool JobTracker::ChunkFinished(Step step, ChunkId chunk) const {
          cs->second.done.size() == plan_.chunk(chunk).members.size();
 }
 
-JobSnapshot JobTracker::Snapshot(absl::Time now, absl::Duration lists_after) const {
+JobSnapshot JobTracker::Snapshot(absl::Time now, absl::Duration lists_after,
+                                 SnapshotLists lists) const {
   JobSnapshot snap;
   snap.job_id = job_id_.str();
   snap.generation = generation_;
@@ -85,18 +86,31 @@ JobSnapshot JobTracker::Snapshot(absl::Time now, absl::Duration lists_after) con
       chunk.state = "RELEASED";
       chunk.waiting = now - cs->released_at;
     }
-    if (chunk.waiting > lists_after) {
-      info.ForEachContributor([&](const Contributor& who) {
-        if (cs != nullptr && cs->staged.contains(who)) {
-          chunk.staged.push_back(who);
-        } else {
-          chunk.missing.push_back(who);
-        }
-      });
+    const uint32_t contributors = static_cast<uint32_t>(info.num_contributors());
+    chunk.staged_count = cs == nullptr ? 0 : static_cast<uint32_t>(cs->staged.size());
+    chunk.missing_count = contributors - std::min(chunk.staged_count, contributors);
+    const bool all = lists == SnapshotLists::kAll;
+    if (chunk.waiting > lists_after && (all || chunk.state != "IDLE")) {
+      if (all || chunk.state == "WAITING") {
+        info.ForEachContributor([&](const Contributor& who) {
+          if (cs != nullptr && cs->staged.contains(who)) {
+            if (all) chunk.staged.push_back(who);
+          } else {
+            chunk.missing.push_back(who);
+          }
+        });
+      }
       if (chunk.state == "RELEASED") {
         for (RankId m : info.members) {
           if (!cs->done.contains(m)) chunk.sync_pending.push_back(m);
         }
+      }
+      if (!all) chunk.members = info.members;
+      // Where a list is built, the counts are its size.
+      if (all) chunk.staged_count = static_cast<uint32_t>(chunk.staged.size());
+      if (all || chunk.state == "WAITING") {
+        chunk.missing_count = static_cast<uint32_t>(chunk.missing.size());
+        if (!all) chunk.staged_count = contributors - chunk.missing_count;
       }
     }
     snap.chunks.push_back(std::move(chunk));
@@ -124,6 +138,7 @@ absl::StatusOr<ChunkSnapshot> JobTracker::ChunkAt(Step step, ChunkId chunk, absl
     }
     snap.state = "IDLE";
     info.ForEachContributor([&](const Contributor& who) { snap.missing.push_back(who); });
+    snap.missing_count = static_cast<uint32_t>(snap.missing.size());
     return snap;
   }
   if (st->second.skipped) {
@@ -154,6 +169,8 @@ absl::StatusOr<ChunkSnapshot> JobTracker::ChunkAt(Step step, ChunkId chunk, absl
     snap.state = snap.sync_pending.empty() ? "SYNCED" : "RELEASED";
     snap.waiting = now - cs->released_at;
   }
+  snap.staged_count = static_cast<uint32_t>(snap.staged.size());
+  snap.missing_count = static_cast<uint32_t>(snap.missing.size());
   return snap;
 }
 

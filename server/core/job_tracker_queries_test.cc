@@ -126,4 +126,45 @@ TEST(JobTrackerTest, SnapshotShowsMissingContributorsAndWaitingTime) {
 }
 
 }  // namespace
+// kHoldingBack lists only who holds a chunk back (and the members), with the same counts.
+TEST(JobTrackerTest, SnapshotOfWhoHoldsBackLeavesOutStagedListsAndIdleChunks) {
+  Harness h(TwoRankPlans(), TwoRankExpected());
+  h.JoinAll();
+  auto brief = [&] {
+    return h.tracker().Snapshot(h.now(), -absl::InfiniteDuration(), SnapshotLists::kHoldingBack);
+  };
+  JobSnapshot snap = brief();
+  ASSERT_EQ(snap.chunks.size(), 1u);
+  EXPECT_EQ(snap.chunks[0].state, "IDLE");
+  EXPECT_THAT(snap.chunks[0].missing, IsEmpty());
+  EXPECT_THAT(snap.chunks[0].members, IsEmpty());
+  EXPECT_EQ(snap.chunks[0].missing_count, 4u);
+  EXPECT_EQ(snap.chunks[0].staged_count, 0u);
+
+  ASSERT_TRUE(h.Stage(0, {Item(0, 0, "dense")}).ok());
+  ASSERT_TRUE(h.Stage(1, {Item(0, 0, "dense")}).ok());
+  snap = brief();
+  EXPECT_EQ(snap.chunks[0].state, "WAITING");
+  EXPECT_THAT(snap.chunks[0].staged, IsEmpty());
+  EXPECT_THAT(snap.chunks[0].missing,
+              ElementsAre(Contributor{0, "expert"}, Contributor{1, "expert"}));
+  EXPECT_EQ(snap.chunks[0].staged_count, 2u);
+  EXPECT_EQ(snap.chunks[0].missing_count, 2u);
+  EXPECT_THAT(snap.chunks[0].members, ElementsAre(0, 1));
+  const JobSnapshot full = h.tracker().Snapshot(h.now());
+  EXPECT_EQ(full.chunks[0].staged_count, 2u);
+  EXPECT_EQ(full.chunks[0].missing_count, 2u);
+  EXPECT_THAT(full.chunks[0].members, IsEmpty());
+
+  ASSERT_TRUE(h.Stage(0, {Item(0, 0, "expert")}).ok());
+  ASSERT_TRUE(h.Stage(1, {Item(0, 0, "expert")}).ok());
+  ASSERT_TRUE(h.SyncDone(1, {Done(0, 0)}).ok());
+  snap = brief();
+  EXPECT_EQ(snap.chunks[0].state, "RELEASED");
+  EXPECT_THAT(snap.chunks[0].sync_pending, ElementsAre(0));
+  EXPECT_THAT(snap.chunks[0].members, ElementsAre(0, 1));
+  EXPECT_EQ(snap.chunks[0].staged_count, 4u);
+  EXPECT_EQ(snap.chunks[0].missing_count, 0u);
+}
+
 }  // namespace psync::core::testing

@@ -163,7 +163,9 @@ class Coordinator {
                                const std::string& session_id) ABSL_LOCKS_EXCLUDED(mu_);
   // Live jobs sorted by id, then the history of finished jobs, oldest first; only those whose
   // JobStateText is in `states` when it is not empty.
-  std::vector<JobStatusView> ListJobs(absl::Span<const std::string> states = {})
+  // `detail`: of the live jobs' views (job_view.h); finished jobs' are as they were kept.
+  std::vector<JobStatusView> ListJobs(absl::Span<const std::string> states = {},
+                                      ViewDetail detail = ViewDetail::kStatus)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Live jobs held now (what --max_jobs bounds).
   size_t live_jobs() const ABSL_LOCKS_EXCLUDED(mu_);

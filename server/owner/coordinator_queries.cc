@@ -102,7 +102,8 @@ absl::Status Coordinator::CheckGeneration(const std::string& job_id, uint64_t ge
   return absl::OkStatus();
 }
 
-std::vector<JobStatusView> Coordinator::ListJobs(absl::Span<const std::string> states) {
+std::vector<JobStatusView> Coordinator::ListJobs(absl::Span<const std::string> states,
+                                                 ViewDetail detail) {
   auto wanted = [&](const JobStatusView& view) {
     return states.empty() ||
            std::find(states.begin(), states.end(), JobStateText(view)) != states.end();
@@ -112,7 +113,7 @@ std::vector<JobStatusView> Coordinator::ListJobs(absl::Span<const std::string> s
   std::vector<JobStatusView> out;
   for (const auto& [id, job] : jobs_) {
     absl::MutexLock job_lock(&job->mu);
-    JobStatusView view = job->View(now, options_.node_size);
+    JobStatusView view = job->View(now, options_.node_size, detail);
     if (wanted(view)) out.push_back(std::move(view));
   }
   std::sort(out.begin(), out.end(), [](const JobStatusView& a, const JobStatusView& b) {

@@ -244,7 +244,10 @@ size_t Job::CloseSessions(const absl::Status& status, Effects* effects) {
 
 JobStatusView Job::View(absl::Time now, uint32_t node_size, ViewDetail detail) const {
   JobStatusView view;
-  view.snapshot = tracker->Snapshot(now);
+  view.snapshot =
+      tracker->Snapshot(now, -absl::InfiniteDuration(),
+                        detail == ViewDetail::kStatus ? core::SnapshotLists::kAll
+                                                      : core::SnapshotLists::kHoldingBack);
   view.nodes = observe::LayOutNodes(view.snapshot.world_size, node_size, [&](core::RankId rank) {
     auto it = nodes.find(rank);
     return it == nodes.end() ? absl::string_view() : absl::string_view(it->second);

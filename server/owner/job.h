@@ -100,7 +100,7 @@ class Job {
   size_t CloseSessions(const absl::Status& status, Effects* effects)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
-  // What GetJobStatus reports; kOverview adds every rank's straggler score (rank_scores).
+  // What GetJobStatus reports, in as much `detail` (job_view.h).
   // `node_size`: ranks per block of ranks that named no node (observe::LayOutNodes).
   JobStatusView View(absl::Time now, uint32_t node_size,
                      ViewDetail detail = ViewDetail::kStatus) const

@@ -59,8 +59,10 @@ struct JobStatusView {
   uint64_t lock_acquisitions = 0;
 };
 
-// How much a job's view holds: the status, or also what the overview needs.
-enum class ViewDetail { kStatus, kOverview };
+// How much a job's view holds: kStatus every chunk's staged, missing and sync-pending lists;
+// kHoldingBack only who holds a chunk back, and its members (core::SnapshotLists::kHoldingBack);
+// kOverview that and every rank's straggler score.
+enum class ViewDetail { kStatus, kHoldingBack, kOverview };
 
 // The job's state as the API names it: FORMING, RUNNING, DEGRADED (running with a lost rank),
 // ABORTED, or for a job that left the coordinator ENDED / EVICTED.

@@ -181,8 +181,8 @@ void ChunkStatusToProto(const core::ChunkSnapshot& c, absl::Duration deadline, v
   for (size_t i = 0; i < after; ++i) {
     p->add_staged_after_micros(absl::ToInt64Microseconds(c.staged_after[i]));
   }
-  p->set_staged_count(static_cast<uint32_t>(c.staged.size()));
-  p->set_missing_count(static_cast<uint32_t>(c.missing.size()));
+  p->set_staged_count(c.staged_count);
+  p->set_missing_count(c.missing_count);
   p->set_sync_pending_count(static_cast<uint32_t>(c.sync_pending.size()));
 }
 

@@ -62,8 +62,9 @@ Grid BuildGrid(const JobStatusView& view) {
   for (uint32_t c = 0; c < grid.chunks; ++c) {
     const core::ChunkSnapshot& chunk = s.chunks[c];
     if (chunk.state == "WAITING") {
-      for (const core::Contributor& who : chunk.staged) {
-        if (who.rank < s.world_size) Worsen(&grid.cell(who.rank, c), kStaged);
+      // Every member not missing anything waits for the others.
+      for (core::RankId r : chunk.members) {
+        if (r < s.world_size) Worsen(&grid.cell(r, c), kStaged);
       }
       for (const core::Contributor& who : chunk.missing) {
         if (who.rank >= s.world_size) continue;
@@ -71,8 +72,8 @@ Grid BuildGrid(const JobStatusView& view) {
         ++grid.node_missing[node_of(who.rank)];
       }
     } else if (chunk.state == "RELEASED") {
-      for (const core::Contributor& who : chunk.staged) {
-        if (who.rank < s.world_size) Worsen(&grid.cell(who.rank, c), kSynced);
+      for (core::RankId r : chunk.members) {
+        if (r < s.world_size) Worsen(&grid.cell(r, c), kSynced);
       }
       for (core::RankId r : chunk.sync_pending) {
         if (r >= s.world_size) continue;

@@ -4,9 +4,10 @@
 //
 // A rank's cell of a chunk (at the chunk's current step) is, worst first: 'M' missing (one of its
 // optimizers has not staged a WAITING chunk), 'Y' syncing (a RELEASED chunk it has not reported
-// SyncDone for), 'S' staged (a WAITING chunk it staged), 'D' synced (a RELEASED chunk it reported
-// SyncDone for), 'I' idle (an IDLE chunk, or one it has no part in). A node's cell is the worst of
-// its ranks'.
+// SyncDone for), 'S' staged (a WAITING chunk it is a member of and misses nothing of), 'D' synced
+// (a RELEASED chunk it reported SyncDone for), 'I' idle (an IDLE chunk, or one it has no part
+// in). A node's cell is the worst of its ranks'. The view's chunks carry the lists of
+// core::SnapshotLists::kHoldingBack (ViewDetail::kOverview).
 #ifndef PSYNC_SERVER_RPC_JOB_OVERVIEW_H_
 #define PSYNC_SERVER_RPC_JOB_OVERVIEW_H_
 

@@ -33,18 +33,22 @@ JobStatusView Example() {
   waiting.state = "WAITING";
   waiting.waiting = absl::Seconds(2);
   for (core::RankId r = 0; r < 12; ++r) {
+    waiting.members.push_back(r);
     for (const char* optimizer : {"dense", "expert"}) {
       const bool missing = (std::string(optimizer) == "expert" && (r == 5 || r == 9)) ||
                            (std::string(optimizer) == "dense" && r == 6);
-      (missing ? waiting.missing : waiting.staged).push_back(Who(r, optimizer));
+      if (missing) waiting.missing.push_back(Who(r, optimizer));
     }
   }
+  waiting.staged_count = 21;
+  waiting.missing_count = 3;
   core::ChunkSnapshot released;
   released.chunk = 1;
   released.step = 7;
   released.state = "RELEASED";
   released.waiting = absl::Seconds(1);
-  for (core::RankId r = 0; r < 12; ++r) released.staged.push_back(Who(r, "dense"));
+  for (core::RankId r = 0; r < 12; ++r) released.members.push_back(r);
+  released.staged_count = 12;
   released.sync_pending = {2, 3};
   core::ChunkSnapshot idle;
   idle.chunk = 2;
