@@ -20,10 +20,11 @@
 namespace psync::server {
 namespace {
 
-http::Response JsonOf(const google::protobuf::Message& message) {
+// `defaults`: fields at their default value (0, "", false, []) are printed too.
+http::Response JsonOf(const google::protobuf::Message& message, bool defaults = true) {
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
-  options.always_print_primitive_fields = true;
+  options.always_print_primitive_fields = defaults;
   std::string json;
   if (auto s = google::protobuf::util::MessageToJsonString(message, &json, options); !s.ok()) {
     return http::Response::Text(500, std::string(s.message()));
@@ -194,7 +195,9 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
     if (!view.ok()) return ErrorOf(view.status());
     v1::JobOverview answer;
     JobOverviewToProto(*view, *wanted, &answer);
-    return JsonOf(answer);
+    // Without the default values: at 2,048 nodes 341 KB instead of 476 KB, and printed without
+    // building a tree of every field first (docs/observability.md, "At scale").
+    return JsonOf(answer, /*defaults=*/false);
   };
   if (auto s = handle_api("/api/overview", overview); !s.ok()) return s;
 

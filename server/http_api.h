@@ -8,7 +8,8 @@
 //                                     chunk's lists (GetJobStatusRequest.list_limit)
 //   /api/overview?id=J&node_offset=O&node_limit=L&missing_limit=M&expand=A,B
 //                                     JobOverview, as GetJobOverview (expand: expand_nodes,
-//                                     comma separated)
+//                                     comma separated); fields at their default value (0, "",
+//                                     false, empty lists) are left out, as proto3 JSON allows
 //   /api/chunk?id=J&step=S&chunk=C    ChunkStatus
 //   /api/audit?id=J                   GetAuditResponse
 //   /api/events?job=J&since=N&kinds=a,b&limit=L

@@ -74,6 +74,7 @@ class JobObserver {
 
   absl::Duration Deadline(core::ChunkId chunk) const { return deadlines_.Deadline(chunk); }
   std::vector<StragglerScore> TopStragglers(size_t k) const { return stragglers_.Top(k); }
+  std::vector<StragglerScore> StragglersByRank() const { return stragglers_.ByRank(); }
   // Audit records, oldest first.
   std::vector<SyncAudit> Audit() const;
   const AuditTotals& totals() const { return totals_; }

@@ -39,8 +39,18 @@ void StragglerScores::OnRelease(const std::vector<std::pair<core::RankId, absl::
   }
 }
 
+std::vector<StragglerScore> StragglerScores::ByRank() const {
+  std::vector<StragglerScore> all;
+  all.reserve(scores_.size());
+  for (const Entry& e : scores_) {
+    if (e.score.samples > 0) all.push_back(e.score);
+  }
+  return all;
+}
+
 std::vector<StragglerScore> StragglerScores::Top(size_t k) const {
   std::vector<StragglerScore> all;
+  all.reserve(scores_.size());
   for (const Entry& e : scores_) {
     if (e.score.samples > 0) all.push_back(e.score);
   }

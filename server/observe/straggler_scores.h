@@ -37,6 +37,8 @@ class StragglerScores {
   // The k highest scores, highest first (ties by rank).
   std::vector<StragglerScore> Top(size_t k) const;
   std::vector<StragglerScore> All() const { return Top(scores_.size()); }
+  // Every scored rank, by rank (no sorting: for a view of all of them).
+  std::vector<StragglerScore> ByRank() const;
 
  private:
   struct Entry {

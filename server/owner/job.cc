@@ -257,7 +257,7 @@ JobStatusView Job::View(absl::Time now, uint32_t node_size, ViewDetail detail) c
   absl::MutexLock observer_lock(&observer_mu);
   view.stalls = observer.stalls();
   view.stragglers = observer.TopStragglers(10);
-  if (detail == ViewDetail::kOverview) view.rank_scores = observer.TopStragglers(SIZE_MAX);
+  if (detail == ViewDetail::kOverview) view.rank_scores = observer.StragglersByRank();
   for (core::ChunkId c = 0; c < view.snapshot.num_chunks; ++c) {
     view.deadlines.push_back(observer.Deadline(c));
   }

@@ -49,7 +49,7 @@ struct JobStatusView {
   observe::AuditTotals audit;
   std::vector<core::RankId> lost_ranks;  // sorted; non-empty makes a running job DEGRADED
   observe::NodeLayout nodes;             // which node each rank runs on
-  // ViewDetail::kOverview only: every scored rank's straggler score, highest first.
+  // ViewDetail::kOverview only: every scored rank's straggler score, by rank.
   std::vector<observe::StragglerScore> rank_scores;
   JobEnd end;
   // The job's lock, taken by its check-ins, SyncDones and node batches: how long they held it and
