@@ -13,9 +13,13 @@
 //   replicas                          coordinator replicas, each job's owner and epoch
 //                                     (ListReplicas)
 //   end-job JOB [--reason T] [--token T]  ends the job (EndJob)
-//   status JOB                        job state, per-chunk readiness, counters, audit totals
-//   missing JOB [--step S --chunk C]  contributors not staged (and ranks without SyncDone), with
-//                                     how long the chunk has waited and its stall deadline
+//   status JOB [--ranks]              job state, nodes, per-chunk readiness (what each chunk waits
+//                                     for, grouped), counters, audit totals, the slowest nodes
+//                                     (GetJobOverview); --ranks: per rank (GetJobStatus)
+//   missing JOB [--ranks] [--step S --chunk C]
+//                                     who holds a chunk back, grouped by (chunk, step, what) with
+//                                     its ranks and nodes, how long the chunk has waited and its
+//                                     stall deadline; --ranks or --step: one row per rank
 //   stragglers JOB [--top K]          the slowest ranks by rolling lateness
 //   audit JOB [--last N]              the sync audit of recent (step, chunk)s and its totals
 //   watch [JOB] [--kinds a,b] [--count N] [--replay]
@@ -42,7 +46,8 @@
 // as proto3 JSON (field names as in coordinator.proto; 64-bit integers are strings): the message
 // itself for jobs (ListJobsResponse), replicas (ListReplicasResponse), end-job (EndJobResponse),
 // status (JobStatus) and audit (GetAuditResponse);
-// {"chunks": [ChunkStatus, ...]} for missing (the chunks considered); {"stragglers":
+// {"groups": [MissingGroup, ...]} for missing ({"chunks": [ChunkStatus, ...]}, the chunks
+// considered, with --ranks or --step); {"stragglers":
 // [StragglerScore, ...]} for stragglers; one Event object per line for watch;
 // {"path": FILE, "bytes": N} for trace; HealthCheckResponse for health.
 //
