@@ -159,6 +159,16 @@ grpc::ServerUnaryReactor* AgentService::GetJobStatus(grpc::CallbackServerContext
                    });
 }
 
+grpc::ServerUnaryReactor* AgentService::GetJobOverview(grpc::CallbackServerContext* context,
+                                                       const v1::GetJobOverviewRequest* request,
+                                                       v1::JobOverview* response) {
+  return Forwarded(calls_.Enter(), context, router_, request->job_id(), request, response,
+                   [](v1::Coordinator::Stub* stub, grpc::ClientContext* c, const auto* req,
+                      auto* resp, std::function<void(grpc::Status)> done) {
+                     stub->async()->GetJobOverview(c, req, resp, std::move(done));
+                   });
+}
+
 grpc::ServerUnaryReactor* AgentService::ListJobs(grpc::CallbackServerContext* context,
                                                  const v1::ListJobsRequest* request,
                                                  v1::ListJobsResponse* response) {

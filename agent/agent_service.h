@@ -2,7 +2,8 @@
 //
 //  * Session: a LocalSession (agent/local_session.h) per rank, carried by the AgentSession stream
 //    to the replica its job is routed to (agent/router.h, agent/upstream.h).
-//  * Join, GetJobStatus, ListJobs, EndJob, GetChunkStatus, GetAudit, GetTrace, KvSet, KvGet:
+//  * Join, GetJobStatus, GetJobOverview, ListJobs, EndJob, GetChunkStatus, GetAudit, GetTrace,
+//  KvSet, KvGet:
 //    forwarded to the replica the request's job is routed to (ListJobs: that of job id ""), with
 //    the call's deadline and cancellation. A replica's UNAVAILABLE with an OwnerRedirect moves the
 //    job to that owner and the call is sent there again, at most kMaxForwardHops times in all,
@@ -42,6 +43,9 @@ class AgentService final : public v1::Coordinator::CallbackService {
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
                                  const v1::JoinRequest* request,
                                  v1::JoinResponse* response) override;
+  grpc::ServerUnaryReactor* GetJobOverview(grpc::CallbackServerContext* context,
+                                           const v1::GetJobOverviewRequest* request,
+                                           v1::JobOverview* response) override;
   grpc::ServerUnaryReactor* GetJobStatus(grpc::CallbackServerContext* context,
                                          const v1::GetJobStatusRequest* request,
                                          v1::JobStatus* response) override;

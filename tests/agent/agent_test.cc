@@ -490,12 +490,34 @@ TEST_F(AgentTest, ACheckInOfARankWhoseJoinTheAgentDidNotSeeIsNotHeldByTheWindow)
 TEST_F(AgentTest, ForwardsQueriesAndRendezvousAndRefusesWatch) {
   auto node = StartAgent(server_->target());
   ASSERT_NE(node, nullptr);
-  auto rank = ConnectRank(node->local_target(), MakeJoin("queries", 1, 0, 1));
+  v1::JoinRequest join = MakeJoin("queries", 1, 0, 1);
+  join.set_node("gpu-node-7");
+  auto rank = ConnectRank(node->local_target(), join);
   ASSERT_NE(rank, nullptr);
   auto via_agent = v1::Coordinator::NewStub(
       grpc::CreateChannel(node->local_target(), grpc::InsecureChannelCredentials()));
 
   EXPECT_EQ(JobStatus(*via_agent, "queries").ranks_joined(), 1u);
+  {
+    // The rank's node went through the agent's Join; the overview comes back through it too.
+    grpc::ClientContext context;
+    v1::GetJobOverviewRequest request;
+    request.set_job_id("queries");
+    v1::JobOverview overview;
+    ASSERT_TRUE(via_agent->GetJobOverview(&context, request, &overview).ok());
+    ASSERT_EQ(overview.nodes_size(), 1);
+    EXPECT_EQ(overview.nodes(0).node(), "gpu-node-7");
+  }
+  {
+    grpc::ClientContext context;
+    v1::GetJobOverviewRequest request;
+    request.set_job_id("queries");
+    request.set_missing_limit(1025);
+    v1::JobOverview overview;
+    const grpc::Status refused = via_agent->GetJobOverview(&context, request, &overview);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(refused.error_message(), "missing_limit 1025 out of range [0, 1024]");
+  }
   {
     grpc::ClientContext context;
     v1::GetJobStatusRequest request;

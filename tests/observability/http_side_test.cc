@@ -307,6 +307,66 @@ TEST(HttpSideTest, EventsRefuseEveryLimitOutOfRangeNamingTheRange) {
   EXPECT_EQ(JsonNumber(page->body, "next"), end) << page->body;
 }
 
+// /api/overview: the job by node, a page of nodes as asked; every limit out of range is 400 naming
+// it; /api/job's list_limit cuts each chunk's lists and keeps their counts.
+TEST(HttpSideTest, OverviewPagesNodesAndRefusesLimitsOutOfRange) {
+  auto server = StartHttp(ServerOptions());
+  ASSERT_TRUE(server.ok()) << server.status();
+  testing::SimJobOptions options;
+  options.job_id = "wide";
+  options.world_size = 8;
+  options.ranks_per_node = 2;  // node-0 .. node-3
+  auto job = testing::SimJob::Start((*server)->target(), options);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE((*job)->StageStep(0, {{5, 1, "expert"}}).ok());
+  for (uint32_t c : {0, 2, 3}) ASSERT_TRUE((*job)->SyncChunk(0, c).ok());
+
+  absl::StatusOr<http::Response> page =
+      CurlGet(Url(**server, "/api/overview?id=wide&node_offset=1&node_limit=2&expand=node-2"));
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->status, 200) << page->body;
+  v1::JobOverview overview;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(page->body, &overview).ok())
+      << page->body;
+  EXPECT_EQ(overview.num_nodes(), 4u);
+  ASSERT_EQ(overview.nodes_size(), 2);
+  EXPECT_EQ(overview.nodes(0).node(), "node-1");
+  EXPECT_EQ(overview.nodes(1).node(), "node-2");
+  EXPECT_EQ(overview.nodes(1).missing(), 1u);
+  ASSERT_EQ(overview.missing_size(), 1);
+  EXPECT_EQ(overview.missing(0).what(), "expert");
+  EXPECT_THAT(overview.missing(0).nodes(), ElementsAre("node-2"));
+  ASSERT_EQ(overview.expanded_size(), 2);
+  EXPECT_EQ(overview.expanded(1).rank(), 5u);
+  EXPECT_THAT(overview.expanded(1).missing(), ElementsAre("c1:expert"));
+
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"node_limit=4097", "node_limit 4097 out of range [0, 4096]\n"},
+      {"missing_limit=1025", "missing_limit 1025 out of range [0, 1024]\n"},
+      {"node_offset=4294967296", "query parameter 'node_offset' must be below 2^32\n"},
+      {"node_limit=x", "query parameter 'node_limit' must be an unsigned integer\n"},
+      {"expand=a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q", "expand_nodes: 17 names, at most 16\n"},
+  };
+  for (const auto& [query, message] : refused) {
+    absl::StatusOr<http::Response> answer =
+        CurlGet(Url(**server, absl::StrCat("/api/overview?id=wide&", query)));
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(answer->status, 400) << query;
+    EXPECT_EQ(answer->body, message) << query;
+  }
+  absl::StatusOr<http::Response> unknown = CurlGet(Url(**server, "/api/overview?id=nope"));
+  ASSERT_TRUE(unknown.ok()) << unknown.status();
+  EXPECT_EQ(unknown->status, 404);
+
+  absl::StatusOr<http::Response> cut = CurlGet(Url(**server, "/api/job?id=wide&list_limit=3"));
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  v1::JobStatus status;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(cut->body, &status).ok()) << cut->body;
+  EXPECT_EQ(status.chunks(1).staged_size(), 3);
+  EXPECT_EQ(status.chunks(1).staged_count(), 15u);
+  EXPECT_EQ(status.chunks(1).missing_count(), 1u);
+}
+
 // /api/jobs as a summary per line: "job_id STATE".
 std::vector<std::string> ListedJobs(const std::string& json) {
   v1::ListJobsResponse response;
