@@ -248,10 +248,13 @@ JobStatusView Job::View(absl::Time now, uint32_t node_size, ViewDetail detail) c
       tracker->Snapshot(now, -absl::InfiniteDuration(),
                         detail == ViewDetail::kStatus ? core::SnapshotLists::kAll
                                                       : core::SnapshotLists::kHoldingBack);
-  view.nodes = observe::LayOutNodes(view.snapshot.world_size, node_size, [&](core::RankId rank) {
-    auto it = nodes.find(rank);
-    return it == nodes.end() ? absl::string_view() : absl::string_view(it->second);
-  });
+  // Read under mu, which View holds; the lambda cannot say so.
+  const absl::flat_hash_map<core::RankId, std::string>* named = &nodes;
+  view.nodes =
+      observe::LayOutNodes(view.snapshot.world_size, node_size, [named](core::RankId rank) {
+        auto it = named->find(rank);
+        return it == named->end() ? absl::string_view() : absl::string_view(it->second);
+      });
   view.counters = counters;
   view.sessions_connected = static_cast<uint32_t>(sessions.size());
   absl::MutexLock observer_lock(&observer_mu);
