@@ -5,7 +5,8 @@
 //
 //   BM_Step/N/C: one step of N ranks x 2 optimizers x C chunks, one dp group of all N ranks per
 //     chunk: every node's check-ins as node batches (Coordinator::ApplyBatch, 8 x 2 messages of
-//     one item each), then every rank's SyncDones. Reported per check-in.
+//     one item each), then every rank's SyncDones. Reported per check-in, in all and under the
+//     job's lock.
 //   BM_ReleasingBatch/N/idle_ms: the batch carrying a chunk's last check-in only (manual time: the
 //     last check-in applied, the release decided and its notices handed to all N sinks), back to
 //     back (idle_ms 0) or after the coordinator sat idle for idle_ms, as between a paced job's
@@ -134,6 +135,8 @@ class Job {
     }
   }
 
+  // How long the coordinator's locks were held so far (the job's lock, for these messages).
+  absl::Duration lock_held() const { return coordinator_.load_times().lock_held; }
   uint64_t notices() const {
     uint64_t n = 0;
     for (const auto& s : sinks_) n += s->notices;
@@ -167,6 +170,7 @@ class Job {
 void BM_Step(benchmark::State& state) {
   Job job(static_cast<uint32_t>(state.range(0)), static_cast<uint32_t>(state.range(1)));
   core::Step step = 0;
+  const absl::Duration held_before = job.lock_held();
   for (auto _ : state) {
     for (uint32_t c = 0; c < job.chunks(); ++c) {
       const auto& items = job.CheckinItems(step, c);
@@ -182,6 +186,10 @@ void BM_Step(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(checkins), benchmark::Counter::kIsRate);
   state.counters["ns_per_checkin"] = benchmark::Counter(
       static_cast<double>(checkins), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  // The share of it under the job's lock, which one job's check-ins take one at a time: what
+  // bounds how soon a burst of them is decided, however many cores serve it.
+  state.counters["locked_ns_per_checkin"] = benchmark::Counter(
+      absl::ToDoubleNanoseconds(job.lock_held() - held_before) / static_cast<double>(checkins));
   if (job.notices() != step * job.ranks() * job.chunks()) state.SkipWithError("notices lost");
 }
 BENCHMARK(BM_Step)->ArgsProduct({{64, 256, 1024, 4096}, {1, 8}})->Unit(benchmark::kMillisecond);

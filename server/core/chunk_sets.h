@@ -82,14 +82,20 @@ class StagedSet {
   // False (and nothing changes) when `who` is already in.
   bool Insert(const Contributor& who, StagedMark mark) {
     if (std::optional<uint32_t> slot = Slot(who); slot.has_value()) {
-      if (flags_[*slot] & kPresent) return false;
-      by_slot_[*slot] = {absl::ToUnixNanos(mark.at()), mark.checksum().value_or(0)};
-      flags_[*slot] = kPresent | (mark.checksum().has_value() ? kHasChecksum : 0);
-      ++in_slots_;
-      return true;
+      return InsertAtSlot(*slot, mark);
     }
     return keyed_.try_emplace(Key(who.rank, ids_->Intern(who.optimizer)), mark).second;
   }
+  // Insert for a contributor whose slot the caller looked up (ChunkSlots::ContributorSlot of the
+  // slots given to Init, which must not be nullptr). False (and nothing changes) when it is in.
+  bool InsertAtSlot(uint32_t slot, StagedMark mark) {
+    if (flags_[slot] & kPresent) return false;
+    by_slot_[slot] = {absl::ToUnixNanos(mark.at()), mark.checksum().value_or(0)};
+    flags_[slot] = kPresent | (mark.checksum().has_value() ? kHasChecksum : 0);
+    ++in_slots_;
+    return true;
+  }
+  bool PresentAtSlot(uint32_t slot) const { return (flags_[slot] & kPresent) != 0; }
   std::optional<StagedMark> Find(const Contributor& who) const {
     if (std::optional<uint32_t> slot = Slot(who); slot.has_value()) return AtSlot(*slot);
     std::optional<uint32_t> id = ids_ == nullptr ? std::nullopt : ids_->Find(who.optimizer);

@@ -130,6 +130,17 @@ class JobTracker {
 
   absl::Status Stage(RankId rank, uint64_t generation, absl::Span<const StagedItem> items,
                      absl::Time now, Decisions* out);
+  // One check-in of several ranks (a node agent's merged check-in): for each of `ranks` in order,
+  // statuses[i] is what Stage(ranks[i], generation, {item}) returns when called rank after rank,
+  // and the state, notices and events are the same, with one difference: when the group's
+  // check-ins complete the chunk, its release is decided once after the last rank, so the release
+  // event also follows the group's later duplicates and rejections. A rank in the common case
+  // (joined, at item.step, a declared contributor, not staged yet, the step neither skipped nor
+  // voted to skip) costs a slot lookup and an insert, and the group's fresh check-ins join one
+  // record when out->merge_rank_events; any other rank is judged by Stage itself.
+  // `statuses` has ranks.size() entries.
+  void StageMerged(uint64_t generation, const StagedItem& item, absl::Span<const RankId> ranks,
+                   absl::Time now, Decisions* out, absl::Span<absl::Status> statuses);
   absl::Status Skip(RankId rank, uint64_t generation, Step step, absl::string_view reason,
                     absl::Time now, Decisions* out);
   absl::Status SyncDone(RankId rank, uint64_t generation, absl::Span<const SyncDoneItem> items,

@@ -148,7 +148,9 @@ class Coordinator {
   // Applies several ranks' messages of one job (a node agent's merged batch) in order under one
   // lock, each exactly as Stage / Skip / SyncDone of that rank with `generation` would; returns
   // one status per message (one rank's rejected message does not affect another's). Notices are
-  // handed out once, after unlocking. Defined in coordinator_batch.cc.
+  // handed out once, after unlocking. A batch of one-item check-ins only, none repeated, is applied
+  // a group of equal items at a time (checkin_groups.h), with the same answers. Defined in
+  // coordinator_batch.cc.
   std::vector<absl::Status> ApplyBatch(const std::string& job_id, uint64_t generation,
                                        absl::Span<const RankMessage> messages)
       ABSL_LOCKS_EXCLUDED(mu_);

@@ -25,6 +25,8 @@ struct Effects {
   std::vector<std::pair<std::shared_ptr<SessionSink>, std::shared_ptr<const core::Notice>>> notices;
   std::vector<core::Event> events;  // decided, not yet in the log (OrderedDelivery::Commit)
   EventLog::Batch committed;        // the same events, numbered and logged: for the event sinks
+  // The log's oldest batches, dropped by Commit: destroyed with the Effects, after the locks.
+  std::vector<EventLog::Batch> dropped_events;
   // Sessions to close after the notices (a job that ended closes its ranks' sessions).
   std::vector<std::pair<std::shared_ptr<SessionSink>, absl::Status>> closes;
   // Position in the delivery order (OrderedDelivery::Commit gives it); 0: nothing to deliver.

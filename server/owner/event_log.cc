@@ -5,7 +5,7 @@
 
 namespace psync::server {
 
-EventLog::Batch EventLog::Append(std::vector<core::Event> events) {
+EventLog::Batch EventLog::Append(std::vector<core::Event> events, std::vector<Batch>* dropped) {
   if (events.empty()) return nullptr;
   uint64_t index = end_index();
   size_t weight = 0;
@@ -19,10 +19,11 @@ EventLog::Batch EventLog::Append(std::vector<core::Event> events) {
   size_ += batch->size();
   weight_ += weight;
   while (weight_ > capacity_) {
-    const Kept& front = batches_.front();
+    Kept& front = batches_.front();
     size_ -= front.batch->size();
     dropped_ += front.batch->size();
     weight_ -= front.weight;
+    if (dropped != nullptr) dropped->push_back(std::move(front.batch));
     batches_.pop_front();
   }
   return batch;

@@ -29,7 +29,10 @@ class EventLog {
   explicit EventLog(size_t capacity) : capacity_(capacity) {}
 
   // Numbers `events` in order, keeps them and returns them as one shared batch (null when empty).
-  Batch Append(std::vector<core::Event> events);
+  // The oldest batches it drops to stay within capacity are appended to `dropped` when given, so
+  // that the caller destroys them after letting its locks go (a dropped batch is a few thousand
+  // events that left the cache long ago); else they are destroyed here.
+  Batch Append(std::vector<core::Event> events, std::vector<Batch>* dropped = nullptr);
 
   // Index of the oldest event kept, and the index the next event will get.
   uint64_t first_index() const { return dropped_; }

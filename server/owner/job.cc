@@ -79,6 +79,20 @@ absl::Status Job::ApplyMessage(uint64_t generation, const RankMessage& m, absl::
   return s;
 }
 
+void Job::ApplyMergedCheckin(uint64_t generation, const core::StagedItem& item,
+                             absl::Span<const core::RankId> ranks, absl::Time now,
+                             core::Decisions& decisions, Effects* effects,
+                             absl::Span<absl::Status> statuses) {
+  decisions.deliveries.clear();
+  decisions.events.swap(effects->events);
+  tracker->StageMerged(generation, item, ranks, now, &decisions, statuses);
+  decisions.events.swap(effects->events);
+  QueueNotices(decisions.deliveries, effects);
+  for (const absl::Status& s : statuses) {
+    if (!s.ok()) RecordRejection(s, now, effects);
+  }
+}
+
 void Job::ObserveFrom(size_t first_event, const Effects& effects) {
   CountFrom(first_event, effects);
   absl::MutexLock observer_lock(&observer_mu);

@@ -62,6 +62,12 @@ class Job {
   absl::Status ApplyMessage(uint64_t generation, const RankMessage& message, absl::Time now,
                             core::Decisions& decisions, Effects* effects)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // ApplyMessage for a group of one-item check-in messages that carry the same item, one per
+  // rank of `ranks` (core::JobTracker::StageMerged); statuses[i] is the message of ranks[i]'s.
+  void ApplyMergedCheckin(uint64_t generation, const core::StagedItem& item,
+                          absl::Span<const core::RankId> ranks, absl::Time now,
+                          core::Decisions& decisions, Effects* effects,
+                          absl::Span<absl::Status> statuses) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // CountFrom, then ObserveEvents of the same events under the observer's lock.
   void ObserveFrom(size_t first_event, const Effects& effects) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu)
       ABSL_LOCKS_EXCLUDED(observer_mu);

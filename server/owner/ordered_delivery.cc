@@ -24,7 +24,7 @@ void OrderedDelivery::Commit(Effects* effects) {
   std::vector<core::Event>& events = effects->events;
   if (events.capacity() > events.size() + events.size() / 2 + 8) events.shrink_to_fit();
   absl::MutexLock lock(&log_mu_);
-  effects->committed = events_.Append(std::move(effects->events));
+  effects->committed = events_.Append(std::move(effects->events), &effects->dropped_events);
   effects->events.clear();
   if (effects->committed != nullptr || !effects->notices.empty() || !effects->closes.empty()) {
     effects->order = ++last_order_;

@@ -1,0 +1,256 @@
+// JobTracker::StageMerged against its definition: the same check-in of several ranks, applied to
+// one tracker as a group and to another rank by rank with Stage, must give the same statuses,
+// notices, events (as a multiset: the group's release comes after the group) and state. Hand-made
+// cases for each way a rank leaves the common case, then seeded random runs of check-ins,
+// SyncDones and skip votes.
+#include <algorithm>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/core/job_tracker.h"
+#include "server/core/test_util.h"
+
+namespace psync::core::testing {
+namespace {
+
+const absl::Time kStart = absl::FromUnixSeconds(1700000000);
+constexpr uint32_t kWorld = 6;
+
+// 6 ranks, 2 chunks, dp = all ranks. Chunk 0: every rank stages dense and expert. Chunk 1: ranks
+// 0-3 stage dense, rank 4 expert, rank 5 nothing (a member only).
+std::vector<RankPlan> Plans() {
+  std::vector<RankId> all;
+  for (RankId r = 0; r < kWorld; ++r) all.push_back(r);
+  std::vector<RankPlan> plans;
+  for (RankId r = 0; r < kWorld; ++r) {
+    std::vector<std::string> chunk1;
+    if (r < 4) chunk1 = {"dense"};
+    if (r == 4) chunk1 = {"expert"};
+    plans.push_back(Plan(
+        r, kWorld, 2,
+        {Part(0, {"dense", "expert"}, {Group("dp", all)}), Part(1, chunk1, {Group("dp", all)})}));
+  }
+  return plans;
+}
+
+std::string StatusText(const absl::Status& s) {
+  return absl::StrCat(absl::StatusCodeToString(s.code()), ": ", s.message());
+}
+
+std::vector<std::string> SortedOutput(const Decisions& out) {
+  std::vector<std::string> all;
+  for (const Event& e : out.events) all.push_back(absl::StrCat(EventText(e), " | ", e.detail));
+  for (const Delivery& d : out.deliveries) all.push_back(DeliveryText(d));
+  std::sort(all.begin(), all.end());
+  return all;
+}
+
+// Two trackers fed the same inputs: `merged` takes check-in groups through StageMerged, `single`
+// rank by rank through Stage.
+class Twins {
+ public:
+  Twins() : merged_("job", TrackerOptions()), single_("job", TrackerOptions()) {}
+
+  void JoinAll() {
+    for (const RankPlan& plan : Plans()) {
+      Decisions a, b;
+      ASSERT_TRUE(merged_.Join(plan, now_, &a).ok());
+      ASSERT_TRUE(single_.Join(plan, now_, &b).ok());
+    }
+  }
+  uint64_t generation() const { return single_.generation(); }
+  void Tick() { now_ += absl::Milliseconds(1); }
+
+  // The group on both; returns the statuses (equal on both, or the test fails).
+  std::vector<std::string> Stage(const StagedItem& item, const std::vector<RankId>& ranks,
+                                 uint64_t generation) {
+    Decisions a, b;
+    std::vector<absl::Status> grouped(ranks.size());
+    merged_.StageMerged(generation, item, ranks, now_, &a, absl::MakeSpan(grouped));
+    std::vector<std::string> texts;
+    std::vector<std::string> one_by_one;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      texts.push_back(StatusText(grouped[i]));
+      one_by_one.push_back(
+          StatusText(single_.Stage(ranks[i], generation, absl::MakeConstSpan(&item, 1), now_, &b)));
+    }
+    EXPECT_EQ(texts, one_by_one);
+    EXPECT_EQ(SortedOutput(a), SortedOutput(b));
+    releases_ += EventsOf(a, EventKind::kRelease).size();
+    ExpectSameState();
+    return texts;
+  }
+  // Any other input, on both.
+  template <typename Fn>
+  std::string Both(Fn fn) {
+    Decisions a, b;
+    const std::string sa = StatusText(fn(merged_, &a));
+    const std::string sb = StatusText(fn(single_, &b));
+    EXPECT_EQ(sa, sb);
+    EXPECT_EQ(SortedOutput(a), SortedOutput(b));
+    ExpectSameState();
+    return sa;
+  }
+  void ExpectSameState() { EXPECT_EQ(StateText(merged_, now_), StateText(single_, now_)); }
+  absl::Time now() const { return now_; }
+  // Releases decided by groups so far.
+  size_t releases() const { return releases_; }
+  JobTracker& merged() { return merged_; }
+
+ private:
+  absl::Time now_ = kStart;
+  size_t releases_ = 0;
+  JobTracker merged_;
+  JobTracker single_;
+};
+
+const std::string kOk = "OK: ";
+
+TEST(StageMergedTest, CommonCaseReleasesOnceAfterTheGroup) {
+  Twins t;
+  t.JoinAll();
+  const std::vector<RankId> all = {0, 1, 2, 3, 4, 5};
+  EXPECT_THAT(t.Stage(Item(0, 0, "expert"), all, t.generation()), ::testing::Each(kOk));
+  EXPECT_THAT(t.Stage(Item(0, 0, "dense"), {5, 3, 1}, t.generation()), ::testing::Each(kOk));
+  // The group that completes chunk 0 releases it once, after its last rank.
+  Decisions out;
+  std::vector<absl::Status> statuses(3);
+  const std::vector<RankId> rest = {0, 2, 4};
+  t.merged().StageMerged(t.generation(), Item(0, 0, "dense"), rest, t.now(), &out,
+                         absl::MakeSpan(statuses));
+  EXPECT_THAT(EventTexts(out), ::testing::ElementsAre(
+                                   "checkin g1 s0 c0 r0 dense", "checkin g1 s0 c0 r2 dense",
+                                   "checkin g1 s0 c0 r4 dense", "release g1 s0 c0 r4 dense seq1"));
+  EXPECT_EQ(out.deliveries.size(), kWorld);
+}
+
+TEST(StageMergedTest, OneRecordWhenMerging) {
+  Twins t;
+  t.JoinAll();
+  Decisions out;
+  out.merge_rank_events = true;
+  std::vector<absl::Status> statuses(4);
+  const std::vector<RankId> ranks = {0, 1, 2, 3};
+  t.merged().StageMerged(t.generation(), Item(0, 1, "dense"), ranks, t.now(), &out,
+                         absl::MakeSpan(statuses));
+  ASSERT_EQ(out.events.size(), 1u);
+  EXPECT_THAT(out.events[0].ranks, ::testing::ElementsAre(0, 1, 2, 3));
+  EXPECT_FALSE(out.events[0].rank.has_value());
+}
+
+TEST(StageMergedTest, EachWayOutOfTheCommonCaseAnswersAsStage) {
+  Twins t;
+  t.JoinAll();
+  const uint64_t g = t.generation();
+  // A rank repeated in the group: the second is a duplicate. Rank 9 is not in the job.
+  EXPECT_THAT(t.Stage(Item(0, 0, "dense"), {0, 9, 0, 1}, g),
+              ::testing::ElementsAre(kOk, "FAILED_PRECONDITION: rank 9 has not joined generation 1",
+                                     kOk, kOk));
+  // Rank 5 does not declare chunk 1; rank 4 declares expert there, not dense.
+  const std::vector<std::string> undeclared = t.Stage(Item(0, 1, "dense"), {3, 4, 5}, g);
+  EXPECT_EQ(undeclared[0], kOk);
+  EXPECT_THAT(undeclared[1], ::testing::StartsWith("INVALID_ARGUMENT: items[0].optimizer 'dense'"));
+  EXPECT_THAT(undeclared[2], ::testing::StartsWith("INVALID_ARGUMENT: items[0].optimizer 'dense'"));
+  // A conflicting duplicate (another checksum) beside fresh check-ins.
+  t.Stage(Item(0, 0, "expert", 7), {2}, g);
+  const std::vector<std::string> conflict = t.Stage(Item(0, 0, "expert", 8), {1, 2, 3}, g);
+  EXPECT_THAT(conflict, ::testing::ElementsAre(kOk, ::testing::StartsWith("ALREADY_EXISTS"), kOk));
+  // A step not reached, a chunk out of range, another generation.
+  EXPECT_THAT(t.Stage(Item(1, 0, "dense"), {4}, g)[0],
+              ::testing::StartsWith("FAILED_PRECONDITION"));
+  EXPECT_THAT(t.Stage(Item(0, 2, "dense"), {4}, g)[0], ::testing::StartsWith("INVALID_ARGUMENT"));
+  EXPECT_THAT(t.Stage(Item(0, 0, "dense"), {4, 5}, g + 1),
+              ::testing::Each(::testing::StartsWith("FAILED_PRECONDITION")));
+}
+
+TEST(StageMergedTest, SkipVoteBesideTheGroupAbortsAtTheSameRank) {
+  Twins t;
+  t.JoinAll();
+  const uint64_t g = t.generation();
+  EXPECT_EQ(t.Both([&](JobTracker& tr, Decisions* out) {
+    return tr.Skip(3, g, 0, "found_inf", kStart, out);
+  }),
+            kOk);
+  const std::vector<std::string> statuses = t.Stage(Item(0, 0, "dense"), {0, 1}, g);
+  EXPECT_EQ(statuses[0],
+            "ABORTED: skip disagreement at step 0: rank 0 staged while ranks [3] skip it "
+            "(found_inf)");
+  EXPECT_THAT(statuses[1], ::testing::StartsWith("ABORTED: job 'job' generation 1 was aborted"));
+}
+
+TEST(StageMergedTest, BeforeThePlanIsCompleteEveryRankGoesThroughStage) {
+  Twins t;
+  std::vector<RankPlan> plans = Plans();
+  for (RankId r = 0; r < 3; ++r) {
+    t.Both([&](JobTracker& tr, Decisions* out) { return tr.Join(plans[r], kStart, out).status(); });
+  }
+  EXPECT_THAT(t.Stage(Item(0, 0, "dense"), {0, 1, 2}, t.generation()), ::testing::Each(kOk));
+  for (RankId r = 3; r < kWorld; ++r) {
+    t.Both([&](JobTracker& tr, Decisions* out) { return tr.Join(plans[r], kStart, out).status(); });
+  }
+  // The chunk-step began while the plan formed: its marks are keyed, which Stage handles.
+  EXPECT_THAT(t.Stage(Item(0, 0, "dense"), {3, 4, 5, 0}, t.generation()),
+              ::testing::ElementsAre(kOk, kOk, kOk, kOk));
+}
+
+// Seeded random runs: groups of random ranks (repeats and strangers included) with random items,
+// generations and checksums, between SyncDones and skip votes, on both trackers.
+TEST(StageMergedTest, RandomRunsMatchStageRankByRank) {
+  const std::vector<std::string> optimizers = {"dense", "expert", "other"};
+  int accepted = 0;  // check-ins accepted
+  size_t releases = 0;
+  for (uint32_t seed = 1; seed <= 60; ++seed) {
+    std::mt19937 rng(seed);
+    auto pick = [&](uint32_t n) { return static_cast<uint32_t>(rng() % n); };
+    Twins t;
+    t.JoinAll();
+    for (int op = 0; op < 120; ++op) {
+      t.Tick();
+      const uint64_t g = t.generation() + (pick(40) == 0 ? 1 : 0);
+      const uint32_t kind = pick(10);
+      if (kind < 6) {
+        std::vector<RankId> ranks;
+        const uint32_t n = 1 + pick(8);
+        for (uint32_t i = 0; i < n; ++i) ranks.push_back(pick(kWorld + 1));
+        const Step step = t.merged().rank_step(pick(kWorld)) + (pick(6) == 0 ? 1 : 0);
+        std::optional<uint64_t> checksum;
+        if (pick(4) == 0) checksum = pick(2);
+        const std::vector<std::string> statuses =
+            t.Stage(Item(step, pick(3), optimizers[pick(3)], checksum), ranks, g);
+        accepted += std::count(statuses.begin(), statuses.end(), kOk);
+      } else if (kind < 9) {
+        const RankId rank = pick(kWorld);
+        const Step step = t.merged().rank_step(rank);
+        const ChunkId chunk = pick(2);
+        t.Both([&](JobTracker& tr, Decisions* out) {
+          const SyncDoneItem item = Done(step, chunk, {{"dp", 1}});
+          return tr.SyncDone(rank, g, absl::MakeConstSpan(&item, 1), t.now(), out);
+        });
+      } else if (pick(8) == 0) {
+        const RankId rank = pick(kWorld);
+        const Step step = t.merged().rank_step(rank);
+        t.Both([&](JobTracker& tr, Decisions* out) {
+          return tr.Skip(rank, g, step, "found_inf", t.now(), out);
+        });
+      }
+      if (::testing::Test::HasFailure()) {
+        FAIL() << "seed " << seed << " op " << op;
+      }
+    }
+    releases += t.releases();
+  }
+  // The runs did more than refuse.
+  printf("accepted check-ins: %d, releases by a group: %zu\n", accepted, releases);
+  EXPECT_GT(accepted, 1000);
+  EXPECT_GT(releases, 30u);
+}
+
+}  // namespace
+}  // namespace psync::core::testing

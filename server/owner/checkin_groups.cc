@@ -1,0 +1,87 @@
+#include "server/owner/checkin_groups.h"
+
+#include <algorithm>
+
+namespace psync::server {
+namespace {
+
+bool SameCheckin(const core::StagedItem& a, const core::StagedItem& b) {
+  return a.step == b.step && a.chunk == b.chunk && a.optimizer == b.optimizer;
+}
+
+bool SameItem(const core::StagedItem& a, const core::StagedItem& b) {
+  return SameCheckin(a, b) && a.checksum == b.checksum;
+}
+
+}  // namespace
+
+bool CheckinGroups::Build(absl::Span<const RankMessage> messages) {
+  groups_.clear();
+  base_of_.clear();
+  group_of_.clear();
+  keys_.clear();
+  ranks_.clear();
+  messages_.clear();
+  // A node's ranks send the same few items: the group of the message before is tried first, then
+  // the others from the newest, at most kMaxScan of them (beyond, an equal item starts a group of
+  // its own, which is correct, only less merged).
+  constexpr size_t kMaxScan = 64;
+  // More distinct check-ins than a node sends at once: applied message by message, which costs
+  // nothing per group (finding a group's base scans the groups before it).
+  constexpr size_t kMaxGroups = 256;
+  uint32_t last = 0;
+  for (const RankMessage& m : messages) {
+    if (m.kind != RankMessage::Kind::kStaged || m.staged.size() != 1) {
+      groups_.clear();
+      return false;
+    }
+    const core::StagedItem& item = m.staged[0];
+    bool found = !groups_.empty() && SameItem(*groups_[last].item, item);
+    for (size_t k = groups_.size(); !found && k > 0 && groups_.size() - k < kMaxScan; --k) {
+      found = SameItem(*groups_[k - 1].item, item);
+      if (found) last = static_cast<uint32_t>(k - 1);
+    }
+    if (!found) {
+      if (groups_.size() == kMaxGroups) {
+        groups_.clear();
+        return false;
+      }
+      last = static_cast<uint32_t>(groups_.size());
+      uint32_t base = last;  // the same check-in with another checksum shares its base
+      for (uint32_t g = 0; g < groups_.size(); ++g) {
+        if (SameCheckin(*groups_[g].item, item)) {
+          base = base_of_[g];
+          break;
+        }
+      }
+      groups_.push_back({&item, 0, 0});
+      base_of_.push_back(base);
+    }
+    ++groups_[last].end;  // a count for now
+    group_of_.push_back(last);
+    keys_.push_back((static_cast<uint64_t>(base_of_[last]) << 32) | m.rank);
+  }
+  std::sort(keys_.begin(), keys_.end());
+  if (std::adjacent_find(keys_.begin(), keys_.end()) != keys_.end()) {
+    groups_.clear();  // a rank repeats a check-in: its messages' order decides their answers
+    return false;
+  }
+  // Counting sort of the messages by group, keeping their order within a group.
+  uint32_t start = 0;
+  for (Group& g : groups_) {
+    g.begin = start;
+    start += g.end;
+    g.end = g.begin;
+  }
+  ranks_.resize(messages.size());
+  messages_.resize(messages.size());
+  for (uint32_t i = 0; i < messages.size(); ++i) {
+    Group& g = groups_[group_of_[i]];
+    ranks_[g.end] = messages[i].rank;
+    messages_[g.end] = i;
+    ++g.end;
+  }
+  return true;
+}
+
+}  // namespace psync::server

@@ -1,0 +1,54 @@
+// CheckinGroups: a node's batch of one-item check-ins grouped by the item they carry, so that
+// Coordinator::ApplyBatch applies each group at once (core::JobTracker::StageMerged) instead of
+// message by message. A batch is grouped only where the order of its messages cannot change an
+// answer: every message is a StagedBatch of exactly one item, and no (rank, step, chunk,
+// optimizer) is in two of its messages. Such messages read and write disjoint state (each its own
+// rank's mark of one chunk-step), except for the chunk's release, which waits for all of them
+// either way. Anything else (a SyncDone, a skip, a leave, several items, a rank repeating a
+// check-in, more than 256 distinct items) is applied in order, message by message.
+//
+// Thread-compatible. Views the messages given to Build, which must outlive its use.
+#ifndef PSYNC_SERVER_OWNER_CHECKIN_GROUPS_H_
+#define PSYNC_SERVER_OWNER_CHECKIN_GROUPS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "server/core/types.h"
+#include "server/owner/rank_message.h"
+
+namespace psync::server {
+
+class CheckinGroups {
+ public:
+  struct Group {
+    const core::StagedItem* item = nullptr;  // the first message's; the others carry an equal one
+    uint32_t begin = 0;                      // into ranks() and messages()
+    uint32_t end = 0;
+  };
+
+  // Groups `messages`; false (and no groups) when they must be applied message by message.
+  bool Build(absl::Span<const RankMessage> messages);
+
+  const std::vector<Group>& groups() const { return groups_; }
+  // A group's ranks, in the order of their messages, and those messages' indices in the batch.
+  absl::Span<const core::RankId> ranks(const Group& g) const {
+    return absl::MakeConstSpan(ranks_).subspan(g.begin, g.end - g.begin);
+  }
+  absl::Span<const uint32_t> messages(const Group& g) const {
+    return absl::MakeConstSpan(messages_).subspan(g.begin, g.end - g.begin);
+  }
+
+ private:
+  std::vector<Group> groups_;
+  std::vector<uint32_t> base_of_;    // per group: the first group of its (step, chunk, optimizer)
+  std::vector<uint32_t> group_of_;   // per message
+  std::vector<uint64_t> keys_;       // per message: (base << 32) | rank, to find repeats
+  std::vector<core::RankId> ranks_;  // grouped
+  std::vector<uint32_t> messages_;   // grouped
+};
+
+}  // namespace psync::server
+
+#endif  // PSYNC_SERVER_OWNER_CHECKIN_GROUPS_H_

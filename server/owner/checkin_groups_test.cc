@@ -1,0 +1,128 @@
+#include "server/owner/checkin_groups.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace psync::server {
+namespace {
+
+using ::testing::ElementsAre;
+
+core::StagedItem Item(core::Step step, core::ChunkId chunk, std::string optimizer,
+                      std::optional<uint64_t> checksum = std::nullopt) {
+  return {step, chunk, std::move(optimizer), checksum};
+}
+
+// Messages viewing `items` (one item each, or `items_per_message` of them).
+std::vector<RankMessage> Messages(const std::vector<core::RankId>& ranks,
+                                  const std::vector<core::StagedItem>& items) {
+  std::vector<RankMessage> out;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    RankMessage m;
+    m.rank = ranks[i];
+    m.staged = absl::MakeConstSpan(&items[i], 1);
+    out.push_back(m);
+  }
+  return out;
+}
+
+struct Seen {
+  std::string item;
+  std::vector<core::RankId> ranks;
+  std::vector<uint32_t> messages;
+};
+
+std::vector<Seen> Describe(const CheckinGroups& groups) {
+  std::vector<Seen> out;
+  for (const CheckinGroups::Group& g : groups.groups()) {
+    Seen s;
+    s.item = absl::StrCat(g.item->step, "/", g.item->chunk, "/", g.item->optimizer, "/",
+                          g.item->checksum.value_or(0));
+    s.ranks.assign(groups.ranks(g).begin(), groups.ranks(g).end());
+    s.messages.assign(groups.messages(g).begin(), groups.messages(g).end());
+    out.push_back(s);
+  }
+  return out;
+}
+
+TEST(CheckinGroupsTest, GroupsEqualItemsKeepingTheMessagesOrder) {
+  // Two nodes' ranks interleaved, as a relay's concatenation or an agent's arrival order gives.
+  const std::vector<core::StagedItem> items = {Item(3, 0, "dense"), Item(3, 0, "expert"),
+                                               Item(3, 0, "dense"), Item(3, 1, "dense"),
+                                               Item(3, 0, "dense"), Item(3, 0, "expert")};
+  const std::vector<RankMessage> messages = Messages({8, 8, 9, 8, 10, 9}, items);
+  CheckinGroups groups;
+  ASSERT_TRUE(groups.Build(messages));
+  const std::vector<Seen> seen = Describe(groups);
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0].item, "3/0/dense/0");
+  EXPECT_THAT(seen[0].ranks, ElementsAre(8, 9, 10));
+  EXPECT_THAT(seen[0].messages, ElementsAre(0, 2, 4));
+  EXPECT_EQ(seen[1].item, "3/0/expert/0");
+  EXPECT_THAT(seen[1].ranks, ElementsAre(8, 9));
+  EXPECT_THAT(seen[1].messages, ElementsAre(1, 5));
+  EXPECT_EQ(seen[2].item, "3/1/dense/0");
+  EXPECT_THAT(seen[2].messages, ElementsAre(3));
+}
+
+TEST(CheckinGroupsTest, ChecksumsSplitGroups) {
+  const std::vector<core::StagedItem> items = {Item(0, 0, "dense", 5), Item(0, 0, "dense", 6),
+                                               Item(0, 0, "dense", 5)};
+  CheckinGroups groups;
+  ASSERT_TRUE(groups.Build(Messages({0, 1, 2}, items)));
+  const std::vector<Seen> seen = Describe(groups);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_THAT(seen[0].ranks, ElementsAre(0, 2));
+  EXPECT_THAT(seen[1].ranks, ElementsAre(1));
+}
+
+TEST(CheckinGroupsTest, MessageByMessageWhenOrderCouldMatter) {
+  CheckinGroups groups;
+  // A rank repeating a check-in, with the same checksum or another.
+  const std::vector<core::StagedItem> same = {Item(0, 0, "dense"), Item(0, 0, "dense")};
+  EXPECT_FALSE(groups.Build(Messages({4, 4}, same)));
+  EXPECT_TRUE(groups.groups().empty());
+  const std::vector<core::StagedItem> other = {Item(0, 0, "dense", 1), Item(0, 1, "dense"),
+                                               Item(0, 0, "dense", 2)};
+  EXPECT_FALSE(groups.Build(Messages({4, 4, 4}, other)));
+  // The same rank's different check-ins are independent.
+  EXPECT_TRUE(groups.Build(Messages({4, 4}, {Item(0, 0, "dense"), Item(0, 0, "expert")})));
+
+  // A SyncDone, a skip, a leave, or a message of two items.
+  const std::vector<core::StagedItem> two = {Item(0, 0, "dense"), Item(0, 1, "dense")};
+  for (RankMessage::Kind kind :
+       {RankMessage::Kind::kSyncDone, RankMessage::Kind::kSkip, RankMessage::Kind::kLeave}) {
+    std::vector<RankMessage> messages = Messages({1, 2}, two);
+    messages[1].kind = kind;
+    messages[1].staged = {};
+    EXPECT_FALSE(groups.Build(messages));
+  }
+  RankMessage both;
+  both.rank = 1;
+  both.staged = two;
+  EXPECT_FALSE(groups.Build({both}));
+  EXPECT_FALSE(groups.Build({RankMessage{}}));  // an empty StagedBatch (refused by the tracker)
+}
+
+TEST(CheckinGroupsTest, MoreDistinctItemsThanANodeSendsGoOneByOne) {
+  std::vector<core::StagedItem> items;
+  std::vector<core::RankId> ranks;
+  for (uint32_t c = 0; c < 257; ++c) {
+    items.push_back(Item(0, c, "dense"));
+    ranks.push_back(0);
+  }
+  CheckinGroups groups;
+  EXPECT_FALSE(groups.Build(Messages(ranks, items)));
+  items.pop_back();
+  ranks.pop_back();
+  EXPECT_TRUE(groups.Build(Messages(ranks, items)));
+  EXPECT_EQ(groups.groups().size(), 256u);
+}
+
+}  // namespace
+}  // namespace psync::server
