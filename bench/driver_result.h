@@ -19,7 +19,11 @@ struct DriverResult {
   std::vector<int64_t> release_latency_ns;
   std::vector<int64_t> release_first_latency_ns;  // to the first rank or node that got it
   std::vector<ReleaseTimes> release_times;        // the same releases' raw times
-  uint64_t releases_expected = 0;                 // (warmup_steps + steps) * chunks
+  // Simulated nodes, measured steps: how late the load generator's one pumping thread served each
+  // chunk's completing check-in (its due time -> the node's batch built and its write started).
+  // Part of every release latency above; a load generator that falls behind shows here, not psync.
+  std::vector<int64_t> pump_lag_ns;
+  uint64_t releases_expected = 0;  // (warmup_steps + steps) * chunks
   uint64_t releases_complete = 0;  // (step, chunk)s whose directive reached every rank
   uint64_t distinct_sequences = 0;
   uint64_t directives = 0;

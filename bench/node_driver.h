@@ -58,6 +58,9 @@ struct NodeOptions {
   // batch is an asynchronous report.
   bool lazy_acks = false;
   uint32_t join_concurrency = 64;
+  // Threads that build and start the nodes' batches (node n on thread n % pump_threads), so that
+  // the simulation keeps its own schedule: DriverResult::pump_lag_ns says how late it ran.
+  uint32_t pump_threads = 4;
   absl::Duration timeout = absl::Seconds(120);
   std::function<void()> on_measure_start;
   std::function<void()> on_measure_end;

@@ -114,6 +114,9 @@ ABSL_FLAG(std::string, relay_taskset, "", "CPU list (taskset -c) the relays (--r
 ABSL_FLAG(uint32_t, simulated_nodes, 0,
           "ranks per simulated node agent: the benchmark speaks AgentSession for nodes of this "
           "many ranks itself (bench/node_driver.h; needs --step_period_ms, no --agents); 0: off");
+ABSL_FLAG(uint32_t, pump_threads, 4,
+          "With --simulated_nodes: threads that build and start the nodes' batches (the JSON's "
+          "pump_lag says how late they ran against the schedule)");
 ABSL_FLAG(int64_t, node_tick_us, 1000,
           "with --simulated_nodes: how often each node sends what became due (its flush window)");
 ABSL_FLAG(bool, node_flush_on_complete, true,
@@ -490,6 +493,7 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
     n.flush_on_complete = absl::GetFlag(FLAGS_node_flush_on_complete);
     n.lazy_acks = o.lazy_acks;
     n.join_concurrency = o.join_concurrency;
+    n.pump_threads = absl::GetFlag(FLAGS_pump_threads);
     n.timeout = o.timeout;
     n.on_measure_start = o.on_measure_start;
     n.on_measure_end = o.on_measure_end;
@@ -547,10 +551,13 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
       ",\"group_size\":", o.group_size, ",\"agents\":", procs->agents.size(),
       ",\"ranks_per_node\":", ranks_per_node,
       ",\"node_tick_us\":", ranks_per_node > 0 ? absl::GetFlag(FLAGS_node_tick_us) : 0,
+      ",\"pump_threads\":", ranks_per_node > 0 ? absl::GetFlag(FLAGS_pump_threads) : 0,
       ",\"node_flush_on_complete\":",
       ranks_per_node > 0 && absl::GetFlag(FLAGS_node_flush_on_complete) ? "true" : "false",
       ",\"ok\":", ok ? "true" : "false", ",\"release_latency\":", latency.Json(),
       ",\"release_first_latency\":", first_latency.Json(),
+      r->pump_lag_ns.empty() ? ""
+                             : absl::StrCat(",\"pump_lag\":", Summarize(r->pump_lag_ns).Json()),
       ",\"releases_expected\":", r->releases_expected,
       ",\"releases_complete\":", r->releases_complete,
       ",\"distinct_sequences\":", r->distinct_sequences,
