@@ -181,5 +181,34 @@ TEST_F(MergedEventsTest, ARejectionInTheBatchEndsTheRunOfRecords) {
   EXPECT_EQ(coordinator_.GetJobStatus("job")->counters.rejected, 1u);
 }
 
+// A node agent's batch as ranks send it, one item per message, interleaved: decided a group of
+// equal items at a time (checkin_groups.h). Each message keeps its own answer, a refused one
+// included; each group is one record, and the release it completes follows it.
+TEST_F(MergedEventsTest, OneItemCheckInsAreDecidedAGroupAtATime) {
+  const std::vector<core::StagedItem> items = {Item(0, 0, "dense"), Item(0, 1, "dense"),
+                                               Item(0, 9, "dense")};
+  std::vector<RankMessage> batch;
+  for (core::RankId r = 0; r < kRanks; ++r) {
+    for (size_t k : {0, 1}) {
+      RankMessage m;
+      m.rank = r;
+      m.staged = absl::MakeConstSpan(&items[r == 2 && k == 1 ? 2 : k], 1);  // rank 2: no chunk 9
+      batch.push_back(m);
+    }
+  }
+  const std::vector<absl::Status> statuses = coordinator_.ApplyBatch("job", 1, batch);
+  ASSERT_EQ(statuses.size(), 2 * kRanks);
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    if (i == 5) continue;
+    EXPECT_TRUE(statuses[i].ok()) << i << ": " << statuses[i];
+  }
+  EXPECT_EQ(statuses[5].code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(statuses[5].message(), "items[0].chunk 9 out of range [0, 2)");
+  EXPECT_THAT(events_.Lines(), ElementsAre("checkin c0 [0,1,2,3]", "release c0 r3",
+                                           "checkin c1 [0,1,3]", "rejected"));
+  EXPECT_EQ(coordinator_.GetJobStatus("job")->counters.checkins, 7u);
+  EXPECT_EQ(coordinator_.GetJobStatus("job")->counters.rejected, 1u);
+}
+
 }  // namespace
 }  // namespace psync::server

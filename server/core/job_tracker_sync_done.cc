@@ -47,12 +47,12 @@ absl::Status JobTracker::CheckSyncDone(RankId rank, size_t i, const SyncDoneItem
   }
   // Once the plan is complete, the chunk's slots answer for a member of one sync group reporting
   // at most that group's checksum (the common case) without reading the rank's own plan.
-  std::optional<uint32_t> member;
-  if (plan_.complete()) member = plan_.chunk(item.chunk).slots.MemberSlot(rank);
+  std::optional<uint32_t> member_slot;
+  if (plan_.complete()) member_slot = plan_.chunk(item.chunk).slots.MemberSlot(rank);
   const std::string* only_group =
-      member.has_value() ? plan_.chunk(item.chunk).slots.OnlyGroupOf(*member) : nullptr;
+      member_slot.has_value() ? plan_.chunk(item.chunk).slots.OnlyGroupOf(*member_slot) : nullptr;
   const bool checksums_valid =
-      member.has_value() &&
+      member_slot.has_value() &&
       (item.checksums.empty() || (item.checksums.size() == 1 && only_group != nullptr &&
                                   item.checksums[0].group == *only_group));
   const ChunkPart* part = checksums_valid ? nullptr : plan_.part(rank, item.chunk);
