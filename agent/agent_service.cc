@@ -48,7 +48,13 @@ class Forward final : public grpc::ServerUnaryReactor {
     cancelled_ = true;
     if (!contexts_.empty()) contexts_.back()->TryCancel();
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    // gRPC runs OnDone after OnCancel has returned, through atomics in its own (uninstrumented)
+    // code that ThreadSanitizer cannot see; taking mu_, which OnCancel holds while it cancels the
+    // attempt, makes that order visible before the contexts are deleted (CI saw it reported).
+    { absl::MutexLock lock(&mu_); }
+    delete this;
+  }
 
  private:
   void Attempt() {
