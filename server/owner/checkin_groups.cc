@@ -26,8 +26,9 @@ bool CheckinGroups::Build(absl::Span<const RankMessage> messages) {
   // the others from the newest, at most kMaxScan of them (beyond, an equal item starts a group of
   // its own, which is correct, only less merged).
   constexpr size_t kMaxScan = 64;
-  // More distinct check-ins than a node sends at once: applied message by message, which costs
-  // nothing per group (finding a group's base scans the groups before it).
+  // More distinct check-ins than a node sends at once: the batch is applied message by message.
+  // The bound keeps Build linear in the batch (a new group's base is found by scanning the groups
+  // before it).
   constexpr size_t kMaxGroups = 256;
   uint32_t last = 0;
   for (const RankMessage& m : messages) {
