@@ -3,9 +3,12 @@
 // with queries and job lifecycles alongside, still release every (step, chunk) exactly once, to
 // every rank, in order, with one event log in decision order.
 #include <atomic>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -207,6 +210,139 @@ TEST(CoordinatorJobsTest, JobsDrivenAtOnceReleaseEveryChunkOnceInOrder) {
   ASSERT_FALSE(all.empty());
   for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i].index, all[0].index + i);
   EXPECT_EQ(coordinator.ListJobs({"ENDED"}).size(), 20u);
+}
+
+// Waits until `parties` threads called Arrive for the same round (reusable, one round at a time).
+class StepBarrier {
+ public:
+  explicit StepBarrier(int parties) : parties_(parties) {}
+  void Arrive() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    const int round = round_;
+    if (++arrived_ == parties_) {
+      arrived_ = 0;
+      ++round_;
+      all_arrived_.SignalAll();
+      return;
+    }
+    while (round_ == round) all_arrived_.Wait(&mu_);
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::CondVar all_arrived_;
+  const int parties_;
+  int arrived_ ABSL_GUARDED_BY(mu_) = 0;
+  int round_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// One job's nodes, each on its own thread, send their batches at once (check-ins, then, once every
+// chunk is released, SyncDones): every chunk of every step is released once, after all of its
+// check-ins, to every rank, with one sequence number.
+TEST(CoordinatorJobsTest, NodesOfOneJobAtOnceReleaseEveryChunkOnceAfterItsCheckins) {
+  constexpr int kNodes = 8;
+  constexpr uint32_t kRanksPerNode = 4;
+  constexpr uint32_t kRanks = kNodes * kRanksPerNode;
+  constexpr uint32_t kChunks = 3;
+  constexpr core::Step kSteps = 30;
+  serve::FakeClock clock;
+  CoordinatorOptions options;
+  options.delivery_threads = 2;
+  Coordinator coordinator(options, &clock);
+  const std::string job = "nodes";
+  std::vector<std::shared_ptr<RecordingSink>> sinks;
+  for (core::RankId r = 0; r < kRanks; ++r) {
+    absl::StatusOr<core::JoinResult> joined = coordinator.Join(DensePlan(job, r, kRanks, kChunks));
+    ASSERT_TRUE(joined.ok()) << joined.status();
+    sinks.push_back(std::make_shared<RecordingSink>());
+    ASSERT_TRUE(coordinator.Attach(job, r, 1, joined->session_id, sinks[r]).ok());
+  }
+  std::vector<core::ChunkId> chunks;
+  for (core::ChunkId c = 0; c < kChunks; ++c) chunks.push_back(c);
+  StepBarrier barrier(kNodes);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> nodes;
+  for (int n = 0; n < kNodes; ++n) {
+    nodes.emplace_back([&, n] {
+      const core::RankId first = n * kRanksPerNode;
+      for (core::Step step = 0; step < kSteps; ++step) {
+        // Every rank's check-ins, one item a message, as a node agent merges them.
+        std::vector<core::StagedItem> items;
+        for (core::ChunkId c = 0; c < kChunks; ++c) items.push_back(Item(step, c, "dense"));
+        std::vector<RankMessage> checkins;
+        for (core::ChunkId c = 0; c < kChunks; ++c) {
+          for (core::RankId r = first; r < first + kRanksPerNode; ++r) {
+            RankMessage m;
+            m.rank = r;
+            m.kind = RankMessage::Kind::kStaged;
+            m.staged = absl::MakeConstSpan(&items[c], 1);
+            checkins.push_back(m);
+          }
+        }
+        for (const absl::Status& s : coordinator.ApplyBatch(job, 1, checkins)) failures += !s.ok();
+        barrier.Arrive();  // every chunk of the step is released now
+        const std::vector<core::SyncDoneItem> done = DenseDone(step, chunks);
+        std::vector<RankMessage> sync_dones;
+        for (core::RankId r = first; r < first + kRanksPerNode; ++r) {
+          RankMessage m;
+          m.rank = r;
+          m.kind = RankMessage::Kind::kSyncDone;
+          m.sync_done = done;
+          sync_dones.push_back(m);
+        }
+        for (const absl::Status& s : coordinator.ApplyBatch(job, 1, sync_dones)) {
+          failures += !s.ok();
+        }
+        barrier.Arrive();  // every rank is at the next step
+      }
+    });
+  }
+  for (std::thread& t : nodes) t.join();
+  EXPECT_EQ(failures.load(), 0);
+
+  absl::StatusOr<JobStatusView> view = coordinator.GetJobStatus(job);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->counters.releases, kSteps * kChunks);
+  EXPECT_EQ(view->counters.checkins, kSteps * kChunks * kRanks);
+  EXPECT_EQ(view->counters.syncs_done, kSteps * kChunks * kRanks);
+  EXPECT_EQ(view->counters.rejected, 0u);
+  EXPECT_EQ(view->audit.released, kSteps * kChunks);
+  EXPECT_EQ(view->audit.double_releases, 0u);
+  // Each batch took the job's lock once.
+  EXPECT_EQ(view->lock_acquisitions, 2 * kSteps * kNodes);
+  // Every rank gets each (step, chunk) once, steps in order, with the sequence every other rank
+  // got.
+  std::map<std::pair<core::Step, core::ChunkId>, uint64_t> sequence_of;
+  for (core::RankId r = 0; r < kRanks; ++r) {
+    const std::vector<RecordingSink::Directive> got = sinks[r]->directives();
+    ASSERT_EQ(got.size(), kSteps * kChunks) << "rank " << r;
+    std::set<std::pair<core::Step, core::ChunkId>> seen;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].step, i / kChunks) << "rank " << r << " directive " << i;
+      EXPECT_TRUE(seen.insert({got[i].step, got[i].chunk}).second) << "rank " << r;
+      auto [it, inserted] = sequence_of.try_emplace({got[i].step, got[i].chunk}, got[i].sequence);
+      EXPECT_EQ(it->second, got[i].sequence) << "rank " << r << " directive " << i;
+    }
+    EXPECT_EQ(sinks[r]->others(), 0);
+  }
+  // In the event log, each (step, chunk)'s release follows every one of its check-ins.
+  uint64_t next = 0;
+  std::map<std::pair<core::Step, core::ChunkId>, uint32_t> checked_in;
+  std::map<std::pair<core::Step, core::ChunkId>, int> released;
+  for (const core::Event& e : coordinator.EventsSince(0, &next)) {
+    if (e.kind == core::EventKind::kCheckin) {
+      const auto key = std::make_pair(*e.step, *e.chunk);
+      EXPECT_EQ(released[key], 0) << "a check-in of step " << *e.step << " chunk " << *e.chunk
+                                  << " after its release";
+      checked_in[key] += core::RankCount(e);
+    } else if (e.kind == core::EventKind::kRelease) {
+      const auto key = std::make_pair(*e.step, *e.chunk);
+      EXPECT_EQ(checked_in[key], kRanks) << "step " << *e.step << " chunk " << *e.chunk;
+      ++released[key];
+    }
+  }
+  EXPECT_EQ(released.size(), kSteps * kChunks);
+  for (const auto& [key, count] : released) EXPECT_EQ(count, 1);
 }
 
 }  // namespace
