@@ -6,13 +6,16 @@
 # back chunk 0 of optimizer opt1 for HOLD seconds (default 8) while a probe asks the coordinator's
 # HTTP API for the job (/api/job?list_limit=64) once a second through the whole run: how long each
 # answer took, and whether the held step's chunk 0 names exactly the 8 held (rank, opt1).
-# Appends psync-bench's JSON plus "probe" to OUT_DIR/target2.jsonl and prints a summary line per
-# run.
-#   [RANKS=131072] [RELAYS=64] [PERIODS="8000 4000 2000 1000"] bench/target2_runs.sh BIN_DIR [OUT_DIR]
+# PUMP_THREADS: the load generator's pump threads (default 4, psync-bench's own default); HOPS=1
+# also splits each release by hop (--hop_times: the load generator's lag, the way up, the way down
+# to the first and the last node). Appends psync-bench's JSON plus "probe" to OUT_DIR/target2.jsonl
+# and prints a summary line per run.
+#   [RANKS=131072] [RELAYS=64] [PERIODS="8000 4000 2000 1000"] [PUMP_THREADS=4] [HOPS=1] \
+#     bench/target2_runs.sh BIN_DIR [OUT_DIR]
 # BIN_DIR holds psync-bench, psync-coordinator and psync-agent (shared libraries in BIN_DIR/../lib
 # when bundled for another host).
 set -u
-if [ $# -lt 1 ]; then sed -n 2,13p "$0" >&2; exit 2; fi
+if [ $# -lt 1 ]; then sed -n 2,16p "$0" >&2; exit 2; fi
 bin=$(cd "$1" && pwd)
 out=${2:-${OUT:-/tmp}}
 mkdir -p "$out"
@@ -21,6 +24,9 @@ relays=${RELAYS:-64}
 steps=${STEPS:-5}
 hold=${HOLD:-8}
 port=${HTTP_PORT:-17173}
+pump_threads=${PUMP_THREADS:-4}
+hops=()
+if [ "${HOPS:-0}" = 1 ]; then hops=(--hop_times); fi
 probe() {  # asks for the job once a second until killed; one JSON line per answer to $1
   local log=$1 job=""
   while true; do
@@ -57,7 +63,8 @@ for period in ${PERIODS:-8000 4000 2000 1000}; do
     --relays="$relays" --optimizers=2 --chunks=8 --lazy_acks=true --floor=false --json \
     --label="target2 relays=$relays period=$period" --ranks="$ranks" --group_size=8 \
     --steps="$steps" --warmup_steps=1 --step_period_ms="$period" --spread_us=100000 \
-    --simulated_nodes=8 --node_tick_us=20000 --hold_nodes=5 --hold_chunk=0 --hold_optimizer=1 \
+    --simulated_nodes=8 --node_tick_us=20000 --pump_threads="$pump_threads" "${hops[@]}" \
+    --hold_nodes=5 --hold_chunk=0 --hold_optimizer=1 \
     --hold_seconds="$hold" "--coordinator_args=--history_steps=2 --http_listen=127.0.0.1:$port" \
     >"$out/target2-run.json" 2>>"$out/target2.err"
   rc=$?
@@ -88,6 +95,11 @@ r = json.loads(sys.stdin.read())
 if "release_latency" not in r:
     print("rc", r["rc"], "no result", r["probe"]); sys.exit()
 lat, first, c, rl, p = r["release_latency"], r["release_first_latency"], r["coordinator"], r["relays"], r["probe"]
+hops = r.get("hops", {})
+if hops:
+    print("%s hops p50: lag %.1f ms, up %.1f ms, down to the first node %.1f ms, to the last %.1f ms" % (
+          r["system"], r["pump_lag"]["p50_us"] / 1e3, hops["up"]["p50_us"] / 1e3,
+          hops["down_first"]["p50_us"] / 1e3, hops["down_last"]["p50_us"] / 1e3))
 print("%s rc=%d ok=%s last p50/p99 %.1f/%.1f ms first p50 %.1f ms | coordinator %.2f cores %.2f us/checkin HWM %.0f MiB |"
       " relays %.2f cores in all, busiest %.2f, HWM %.0f MiB | generator %.2f cores | join %.1f s |"
       " probe %d/%d answers, max %.3f s, held named in %d (max %.3f s)" % (
