@@ -12,6 +12,9 @@
 //     back (idle_ms 0) or after the coordinator sat idle for idle_ms, as between a paced job's
 //     steps. This is the coordinator's share of the release latency that psync-bench measures end
 //     to end.
+//   BM_Join/N/C: a job formed: each of N ranks joins (Coordinator::Join, its plan validated and
+//     merged into the job's) and attaches, declaring C chunks with one dp group of all N ranks
+//     each, as a data-parallel group of the whole world does. Reported per join.
 //   BM_MemoryWalk/idle_ms: the machine's baseline for the idle variants (no psync code).
 //
 // bazel run -c opt //bench:release_path_bench -- --benchmark_counters_tabular=true
@@ -192,7 +195,9 @@ void BM_Step(benchmark::State& state) {
       absl::ToDoubleNanoseconds(job.lock_held() - held_before) / static_cast<double>(checkins));
   if (job.notices() != step * job.ranks() * job.chunks()) state.SkipWithError("notices lost");
 }
-BENCHMARK(BM_Step)->ArgsProduct({{64, 256, 1024, 4096}, {1, 8}})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Step)
+    ->ArgsProduct({{64, 256, 1024, 4096, 16384}, {1, 8}})
+    ->Unit(benchmark::kMillisecond);
 
 void BM_ReleasingBatch(benchmark::State& state) {
   Job job(static_cast<uint32_t>(state.range(0)), 1);
@@ -217,6 +222,23 @@ BENCHMARK(BM_ReleasingBatch)
     ->ArgsProduct({{64, 256, 1024, 4096, 16384}, {0, 100}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
+
+void BM_Join(benchmark::State& state) {
+  const uint32_t ranks = static_cast<uint32_t>(state.range(0));
+  for (auto _ : state) {
+    auto job = std::make_unique<Job>(ranks, static_cast<uint32_t>(state.range(1)));
+    state.PauseTiming();
+    job.reset();
+    state.ResumeTiming();
+  }
+  state.counters["per_join"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * ranks,
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_Join)
+    ->ArgsProduct({{256, 1024, 4096, 16384}, {8}})
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime();
 
 // The machine's own baseline for the idle variants above: 16,384 dependent loads chasing a random
 // cycle through 1 MiB (the pattern of the coordinator's per-rank lookups), timed right after

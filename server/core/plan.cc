@@ -4,6 +4,7 @@
 #include <memory>
 #include <set>
 #include <string_view>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -53,6 +54,19 @@ std::vector<RankId> Sorted(std::vector<RankId> ranks) {
   return ranks;
 }
 
+// Whether `listed` holds the ranks of `sorted` (sorted, no repeats), in any order; without a copy
+// when `listed` is in order, as clients list members nearly always.
+bool SameMembers(const std::vector<RankId>& sorted, const std::vector<RankId>& listed) {
+  if (std::is_sorted(listed.begin(), listed.end())) return sorted == listed;
+  return sorted == Sorted(listed);
+}
+
+// A group's ranks listed in strictly increasing order: none repeated.
+bool StrictlyIncreasing(const std::vector<RankId>& ranks) {
+  return std::adjacent_find(ranks.begin(), ranks.end(),
+                            [](RankId a, RankId b) { return a >= b; }) == ranks.end();
+}
+
 std::string RankList(const std::vector<RankId>& ranks) {
   return absl::StrCat("[", absl::StrJoin(ranks, ","), "]");
 }
@@ -88,6 +102,10 @@ absl::Status ValidateRankPlan(const RankPlan& plan, const PlanLimits& limits) {
     return Invalid("chunks", "must list at least one chunk the rank takes part in");
   }
   std::set<ChunkId> seen_chunks;
+  // The ranks of the group being checked, one bit per rank of the world (cleared after each group),
+  // for a group not listed in increasing order: a data-parallel group lists every rank of the
+  // world, and each rank's join checks it.
+  std::vector<bool> listed;
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ChunkPart& part = plan.chunks[i];
     const std::string where = absl::StrCat("chunks[", i, "]");
@@ -130,18 +148,27 @@ absl::Status ValidateRankPlan(const RankPlan& plan, const PlanLimits& limits) {
         return Invalid(absl::StrCat(field, ".name"),
                        absl::StrCat("'", group.name, "' is listed twice"));
       }
-      std::set<RankId> seen_ranks;
       bool has_self = false;
-      for (RankId r : group.ranks) {
-        if (r >= plan.world_size) {
-          return Invalid(absl::StrCat(field, ".ranks"),
-                         absl::StrCat("rank ", r, " out of range [0, ", plan.world_size, ")"));
+      if (StrictlyIncreasing(group.ranks) &&
+          (group.ranks.empty() || group.ranks.back() < plan.world_size)) {
+        // The common case, in one pass: in range, none repeated (the loop below names the first
+        // rank that is not).
+        has_self = std::binary_search(group.ranks.begin(), group.ranks.end(), plan.rank);
+      } else {
+        if (listed.empty()) listed.assign(plan.world_size, false);
+        for (RankId r : group.ranks) {
+          if (r >= plan.world_size) {
+            return Invalid(absl::StrCat(field, ".ranks"),
+                           absl::StrCat("rank ", r, " out of range [0, ", plan.world_size, ")"));
+          }
+          if (listed[r]) {
+            return Invalid(absl::StrCat(field, ".ranks"),
+                           absl::StrCat("rank ", r, " is listed twice"));
+          }
+          listed[r] = true;
+          has_self |= (r == plan.rank);
         }
-        if (!seen_ranks.insert(r).second) {
-          return Invalid(absl::StrCat(field, ".ranks"),
-                         absl::StrCat("rank ", r, " is listed twice"));
-        }
-        has_self |= (r == plan.rank);
+        for (RankId r : group.ranks) listed[r] = false;
       }
       if (!has_self) {
         return Invalid(absl::StrCat(field, ".ranks"),
@@ -312,17 +339,16 @@ absl::Status JobPlan::CheckGroups(const RankPlan& plan) const {
   for (const ChunkPart& part : plan.chunks) {
     const ChunkInfo& info = chunks_[part.chunk];
     for (const GroupDecl& group : part.groups) {
-      const std::vector<RankId> ranks = Sorted(group.ranks);
       auto known = info.groups.find(group.name);
       if (known != info.groups.end()) {
-        if (known->second != ranks) {
+        if (!SameMembers(known->second, group.ranks)) {
           return absl::FailedPreconditionError(absl::StrCat(
               "chunk ", part.chunk, " group '", group.name, "' declared by rank ", plan.rank,
-              " as ", RankList(ranks), " but earlier as ", RankList(known->second)));
+              " as ", RankList(Sorted(group.ranks)), " but earlier as ", RankList(known->second)));
         }
         continue;
       }
-      for (RankId other : ranks) {
+      for (RankId other : Sorted(group.ranks)) {
         if (other == plan.rank || rank_plan(other) == nullptr) continue;
         return absl::FailedPreconditionError(absl::StrCat(
             "chunk ", part.chunk, " group '", group.name, "': rank ", plan.rank, " lists rank ",
@@ -389,9 +415,13 @@ absl::Status JobPlan::Merge(const RankPlan& plan) {
   kept->rank = plan.rank;
   kept->num_chunks = plan.num_chunks;
   kept->first_step = plan.first_step;
-  kept->chunks = plan.chunks;
-  for (ChunkPart& part : kept->chunks) {
-    for (GroupDecl& group : part.groups) std::vector<RankId>().swap(group.ranks);
+  kept->chunks.reserve(plan.chunks.size());  // every field of each part but its groups' ranks
+  for (const ChunkPart& part : plan.chunks) {
+    ChunkPart& copy = kept->chunks.emplace_back();
+    copy.chunk = part.chunk;
+    copy.optimizers = part.optimizers;
+    copy.groups.reserve(part.groups.size());
+    for (const GroupDecl& group : part.groups) copy.groups.push_back({group.name, {}});
   }
   ranks_.emplace(plan.rank, std::move(kept));
   for (const ChunkPart& part : plan.chunks) {
@@ -400,8 +430,9 @@ absl::Status JobPlan::Merge(const RankPlan& plan) {
       info.contributors_while_joining.insert(Contributor{plan.rank, opt});
     }
     for (const GroupDecl& group : part.groups) {
-      auto [declared, added] = info.groups.emplace(group.name, Sorted(group.ranks));
-      if (!added) continue;  // declared before with the same members (CheckGroups)
+      // Declared before with the same members (CheckGroups): nothing to add, nothing copied.
+      if (info.groups.count(group.name) > 0) continue;
+      auto declared = info.groups.emplace(group.name, Sorted(group.ranks)).first;
       for (RankId r : declared->second) {
         info.groups_listing[r].push_back(group.name);
         auto at = std::lower_bound(info.members.begin(), info.members.end(), r);

@@ -153,6 +153,16 @@ TEST(ValidateRankPlanTest, RejectsEachFieldWithInvalidArgumentNamingIt) {
          p.chunks[0].groups[1].ranks = {1, 3, 1};
        },
        "chunks[0].groups[1].ranks", "rank 1 is listed twice"},
+      {"group rank listed twice in order",
+       [](RankPlan& p) {
+         p.chunks[1].groups[0].ranks = {0, 1, 1, 2};
+       },
+       "chunks[1].groups[0].ranks", "rank 1 is listed twice"},
+      {"group rank out of range after a repeat-free unsorted start",
+       [](RankPlan& p) {
+         p.chunks[1].groups[0].ranks = {3, 1, 5, 5};
+       },
+       "chunks[1].groups[0].ranks", "rank 5 out of range [0, 4)"},
       {"group without the declaring rank",
        [](RankPlan& p) {
          p.chunks[0].groups[1].ranks = {0, 2};
@@ -311,6 +321,16 @@ TEST(JobPlanTest, MergesContributorsGroupsAndMembers) {
             "edp0=[0,2] edp1=[1,3]\n");
 }
 
+TEST(JobPlanTest, AcceptsAGroupListedInAnotherOrder) {
+  JobPlan plan;
+  ASSERT_TRUE(plan.Merge(MoePlan(0)).ok());
+  RankPlan reversed = MoePlan(1);
+  reversed.chunks[1].groups[0].ranks = {3, 2, 1, 0};
+  const absl::Status merged = plan.Merge(reversed);
+  EXPECT_TRUE(merged.ok()) << merged;
+  EXPECT_EQ(plan.ranks_joined(), 2u);
+}
+
 TEST(JobPlanTest, ChunksWithoutContributorsOrMembershipAreNotSynced) {
   // Chunk 1 is synced by ranks 0 and 1 only; chunk 2 has members but no contributors.
   JobPlan plan;
@@ -351,6 +371,8 @@ TEST(JobPlanTest, RefusesConflictsWithFailedPreconditionAndChangesNothing) {
   first5.first_step = 5;
   RankPlan edp_wider = MoePlan(2);
   edp_wider.chunks[0].groups[1].ranks = {0, 2, 3};
+  RankPlan dp_narrower_unsorted = MoePlan(2);
+  dp_narrower_unsorted.chunks[1].groups[0].ranks = {2, 1, 0};
   // Rank 0 joins with only dp in chunk 0; rank 2 then lists rank 0 in a new group.
   RankPlan r0_dense_only = Plan(0, 4, 3,
                                 {Part(0, {"dense"}, {Group("dp", {0, 1, 2, 3})}),
@@ -382,6 +404,10 @@ TEST(JobPlanTest, RefusesConflictsWithFailedPreconditionAndChangesNothing) {
        {MoePlan(0), MoePlan(1)},
        edp_wider,
        "chunk 0 group 'edp0' declared by rank 2 as [0,2,3] but earlier as [0,2]"},
+      {"group declared with different ranks, out of order",
+       {MoePlan(0), MoePlan(1)},
+       dp_narrower_unsorted,
+       "chunk 1 group 'dp' declared by rank 2 as [0,1,2] but earlier as [0,1,2,3]"},
       {"group lists a member that joined without it",
        {r0_dense_only},
        MoePlan(2),
