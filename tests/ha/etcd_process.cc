@@ -4,7 +4,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <fstream>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -13,20 +16,50 @@
 
 namespace psync::testing {
 
-int FreePort() {
+namespace {
+
+// Binds 127.0.0.1:`port` (0: a port the kernel chooses) and releases it; the port bound, or 0.
+int BindAndRelease(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
   socklen_t len = sizeof(addr);
-  int port = 0;
+  int bound = 0;
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
       getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
+    bound = ntohs(addr.sin_port);
   }
   close(fd);
-  return port;
+  return bound;
+}
+
+// The lowest ephemeral port (net.ipv4.ip_local_port_range), or Linux's default when unreadable.
+int LowestEphemeralPort() {
+  int low = 32768;
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int read_low = 0;
+  if (range >> read_low && read_low > 0) low = read_low;
+  return low;
+}
+
+}  // namespace
+
+int FreePort() {
+  // Below the ephemeral range, from 10000 up (ports lower than that are often services'); chosen
+  // at random so that tests running at once rarely try the same one.
+  constexpr int kLowest = 10000;
+  const int below = LowestEphemeralPort();
+  if (below > kLowest + 100) {
+    std::mt19937 rng(std::random_device{}());
+    std::uniform_int_distribution<int> pick(kLowest, below - 1);
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      if (const int port = BindAndRelease(pick(rng)); port > 0) return port;
+    }
+  }
+  return BindAndRelease(0);
 }
 
 EtcdProcess::EtcdProcess(std::string dir)

@@ -12,8 +12,11 @@
 
 namespace psync::testing {
 
-// A free TCP port on 127.0.0.1 (bound and released: another process may take it meanwhile, which
-// the caller sees as a failure to listen).
+// A free TCP port on 127.0.0.1, below the kernel's range of ephemeral ports where one is free, so
+// that no outgoing connection of the machine is given it before the caller listens on it (a test
+// that listens later, or again after a restart, at an address chosen now). Bound and released:
+// another process choosing ports the same way may still take it, which the caller sees as a
+// failure to listen.
 int FreePort();
 
 class EtcdProcess {
