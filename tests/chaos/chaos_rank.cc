@@ -42,6 +42,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
@@ -64,8 +65,22 @@ ABSL_FLAG(uint64_t, seed, 1, "random seed");
 ABSL_FLAG(int, max_delay_us, 1000, "each check-in waits up to this long");
 ABSL_FLAG(double, duplicate_probability, 0.05, "a check-in is sent twice with this probability");
 ABSL_FLAG(std::string, log, "", "audit log (appended)");
+ABSL_FLAG(std::vector<std::string>, hold_before_steps, {},
+          "steps this rank does not stage until the file <hold_dir>/release.<step> exists (a test "
+          "keeps a job from running past a fault it has not injected yet)");
+ABSL_FLAG(std::string, hold_dir, "", "where --hold_before_steps' release files appear");
 
 namespace {
+
+// Waits until the release file of `step` exists, when --hold_before_steps names it.
+void AwaitRelease(uint64_t step) {
+  for (const std::string& held : absl::GetFlag(FLAGS_hold_before_steps)) {
+    uint64_t s = 0;
+    if (!absl::SimpleAtoi(held, &s) || s != step) continue;
+    const std::string file = absl::StrCat(absl::GetFlag(FLAGS_hold_dir), "/release.", step);
+    while (access(file.c_str(), F_OK) != 0) absl::SleepFor(absl::Milliseconds(10));
+  }
+}
 
 int64_t MonotonicNanos() {
   timespec ts;
@@ -214,6 +229,7 @@ absl::Status RunSegment(const std::vector<std::unique_ptr<psync::v1::Coordinator
   absl::Status status;
   for (uint64_t step = client->next_step(); step < absl::GetFlag(FLAGS_steps) && status.ok();
        ++step) {
+    AwaitRelease(step);
     std::vector<std::pair<uint32_t, std::string>> items;
     for (uint32_t c = 0; c < chunks; ++c) {
       items.emplace_back(c, "dense");

@@ -51,11 +51,20 @@ struct Planned {
 // Each fault fires once its job has completed its step, whatever the other jobs do, a paused
 // owner included: a job slowed by a failover, or a pause of 4 s, must not hold another job's
 // fault back until that job has finished (a job that never saw its fault has no failover to
-// time). Each step leaves its job at least 100 steps to run after it.
+// time). Each step leaves its job at least 100 steps to run after it, and the job's ranks wait
+// kHoldAfter steps past it until the fault has fired: however long injecting the faults before it
+// takes (on one core, seconds), the job cannot finish before its fault.
 const std::vector<Planned> kPlan = {
     {Fault::kKillOwner, 0, 25},   {Fault::kKillOwner, 1, 50},  {Fault::kPauseOwner, 2, 60},
     {Fault::kRestartEtcd, 3, 40}, {Fault::kKillOwner, 3, 100},
 };
+
+constexpr uint64_t kHoldAfter = 5;
+
+// The file whose presence lets `job`'s ranks stage step `step` (chaos_rank --hold_before_steps).
+std::string ReleaseFile(const std::string& dir, int job, uint64_t step) {
+  return absl::StrCat(dir, "/holds/job", job, "/release.", step);
+}
 
 std::string FaultName(Fault f) {
   switch (f) {
@@ -122,13 +131,20 @@ TEST(FailoverTest, OwnersKilledPausedAndEtcdRestartedNeverSyncEarlyOrTwice) {
   std::vector<bool> exited(kJobs * kRanks, false);
   RankReaper reaper(rank_pids, exited);
   for (int j = 0; j < kJobs; ++j) {
+    ASSERT_EQ(std::system(absl::StrCat("mkdir -p ", dir, "/holds/job", j).c_str()), 0);
+    std::vector<std::string> holds;
+    for (const Planned& p : kPlan) {
+      if (p.job == j) holds.push_back(absl::StrCat(p.step + kHoldAfter));
+    }
     for (uint32_t r = 0; r < kRanks; ++r) {
       const std::string log = absl::StrCat(dir, "/job", j, ".rank", r, ".log");
       rank_pids.push_back(
           chaos::Spawn({rank_binary, "--target=" + targets, absl::StrCat("--job=job", j),
                         absl::StrCat("--rank=", r), absl::StrCat("--world_size=", kRanks),
                         absl::StrCat("--chunks=", kChunks), absl::StrCat("--steps=", kSteps),
-                        "--max_delay_us=200", "--keepalive=1s", "--log=" + log},
+                        "--max_delay_us=200", "--keepalive=1s", "--log=" + log,
+                        "--hold_before_steps=" + absl::StrJoin(holds, ","),
+                        absl::StrCat("--hold_dir=", dir, "/holds/job", j)},
                        log + ".stderr"));
       ASSERT_GT(rank_pids.back(), 0) << "could not start " << rank_binary;
       logs[j].push_back(chaos::ProcessLog{r, false, log});
@@ -167,9 +183,14 @@ TEST(FailoverTest, OwnersKilledPausedAndEtcdRestartedNeverSyncEarlyOrTwice) {
       const Planned& p = kPlan[due];
       const std::string job = absl::StrCat("job", p.job);
       Done d{p, 0, ""};
+      // Once the fault is in (before what it broke is started again), the job's ranks may go past
+      // it: their wait is not part of the failover time.
+      const std::string release = ReleaseFile(dir, p.job, p.step + kHoldAfter);
+      const std::string touch = absl::StrCat("touch ", release);
       if (p.fault == Fault::kRestartEtcd) {
         d.at = chaos::MonotonicNanos();
         etcd.Kill();
+        ASSERT_EQ(std::system(touch.c_str()), 0) << release;
         ASSERT_TRUE(etcd.Start().ok());
       } else {
         d.replica = AwaitOwner(replicas, job, 20 * kTtl);
@@ -181,11 +202,13 @@ TEST(FailoverTest, OwnersKilledPausedAndEtcdRestartedNeverSyncEarlyOrTwice) {
         if (p.fault == Fault::kKillOwner) {
           replicas.Kill(victim);  // a paused victim too: kill -9 needs no SIGCONT
           if (victim == paused) paused = -1;
+          ASSERT_EQ(std::system(touch.c_str()), 0) << release;
           ASSERT_TRUE(replicas.Start(victim));
         } else {
           kill(replicas.pid(victim), SIGSTOP);
           paused = victim;
           resume_at = absl::Now() + kPause;
+          ASSERT_EQ(std::system(touch.c_str()), 0) << release;
         }
       }
       done.push_back(d);
