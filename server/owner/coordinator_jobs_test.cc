@@ -108,6 +108,18 @@ class RecordingSink final : public SessionSink {
   int others_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// Joins every rank of a DensePlan job of `ranks` ranks and attaches each to a RecordingSink of its
+// own, appended to `sinks` in rank order.
+void JoinAndAttach(Coordinator& coordinator, const std::string& job, uint32_t ranks,
+                   uint32_t chunks, std::vector<std::shared_ptr<RecordingSink>>* sinks) {
+  for (core::RankId r = 0; r < ranks; ++r) {
+    absl::StatusOr<core::JoinResult> joined = coordinator.Join(DensePlan(job, r, ranks, chunks));
+    ASSERT_TRUE(joined.ok()) << joined.status();
+    sinks->push_back(std::make_shared<RecordingSink>());
+    ASSERT_TRUE(coordinator.Attach(job, r, 1, joined->session_id, sinks->back()).ok());
+  }
+}
+
 // kJobs jobs of kRanks ranks and kChunks chunks, each driven by its own thread for kSteps steps
 // (each rank's check-ins of a step as one node batch, its SyncDones one by one), while another
 // thread queries and reads the event log, and another starts and ends short jobs.
@@ -123,13 +135,7 @@ TEST(CoordinatorJobsTest, JobsDrivenAtOnceReleaseEveryChunkOnceInOrder) {
   std::vector<std::vector<std::shared_ptr<RecordingSink>>> sinks(kJobs);
   for (int j = 0; j < kJobs; ++j) {
     const std::string job = absl::StrCat("job", j);
-    for (core::RankId r = 0; r < kRanks; ++r) {
-      absl::StatusOr<core::JoinResult> joined =
-          coordinator.Join(DensePlan(job, r, kRanks, kChunks));
-      ASSERT_TRUE(joined.ok()) << joined.status();
-      sinks[j].push_back(std::make_shared<RecordingSink>());
-      ASSERT_TRUE(coordinator.Attach(job, r, 1, joined->session_id, sinks[j][r]).ok());
-    }
+    ASSERT_NO_FATAL_FAILURE(JoinAndAttach(coordinator, job, kRanks, kChunks, &sinks[j]));
   }
   std::atomic<int> failures{0};
   std::atomic<bool> done{false};
@@ -251,12 +257,7 @@ TEST(CoordinatorJobsTest, NodesOfOneJobAtOnceReleaseEveryChunkOnceAfterItsChecki
   Coordinator coordinator(options, &clock);
   const std::string job = "nodes";
   std::vector<std::shared_ptr<RecordingSink>> sinks;
-  for (core::RankId r = 0; r < kRanks; ++r) {
-    absl::StatusOr<core::JoinResult> joined = coordinator.Join(DensePlan(job, r, kRanks, kChunks));
-    ASSERT_TRUE(joined.ok()) << joined.status();
-    sinks.push_back(std::make_shared<RecordingSink>());
-    ASSERT_TRUE(coordinator.Attach(job, r, 1, joined->session_id, sinks[r]).ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(JoinAndAttach(coordinator, job, kRanks, kChunks, &sinks));
   std::vector<core::ChunkId> chunks;
   for (core::ChunkId c = 0; c < kChunks; ++c) chunks.push_back(c);
   StepBarrier barrier(kNodes);
