@@ -14,6 +14,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -61,9 +62,14 @@ const std::vector<Planned> kPlan = {
 
 constexpr uint64_t kHoldAfter = 5;
 
-// The file whose presence lets `job`'s ranks stage step `step` (chaos_rank --hold_before_steps).
-std::string ReleaseFile(const std::string& dir, int job, uint64_t step) {
-  return absl::StrCat(dir, "/holds/job", job, "/release.", step);
+// Where `job`'s ranks look for the files that let them past their holds (chaos_rank --hold_dir).
+std::string HoldDir(const std::string& dir, int job) {
+  return absl::StrCat(dir, "/holds/job", job);
+}
+
+// Lets `job`'s ranks stage `step` (chaos_rank --hold_before_steps): creates its release file.
+bool Release(const std::string& dir, int job, uint64_t step) {
+  return std::ofstream(absl::StrCat(HoldDir(dir, job), "/release.", step)).good();
 }
 
 std::string FaultName(Fault f) {
@@ -131,21 +137,20 @@ TEST(FailoverTest, OwnersKilledPausedAndEtcdRestartedNeverSyncEarlyOrTwice) {
   std::vector<bool> exited(kJobs * kRanks, false);
   RankReaper reaper(rank_pids, exited);
   for (int j = 0; j < kJobs; ++j) {
-    ASSERT_EQ(std::system(absl::StrCat("mkdir -p ", dir, "/holds/job", j).c_str()), 0);
+    ASSERT_EQ(std::system(absl::StrCat("mkdir -p ", HoldDir(dir, j)).c_str()), 0);
     std::vector<std::string> holds;
     for (const Planned& p : kPlan) {
       if (p.job == j) holds.push_back(absl::StrCat(p.step + kHoldAfter));
     }
     for (uint32_t r = 0; r < kRanks; ++r) {
       const std::string log = absl::StrCat(dir, "/job", j, ".rank", r, ".log");
-      rank_pids.push_back(
-          chaos::Spawn({rank_binary, "--target=" + targets, absl::StrCat("--job=job", j),
-                        absl::StrCat("--rank=", r), absl::StrCat("--world_size=", kRanks),
-                        absl::StrCat("--chunks=", kChunks), absl::StrCat("--steps=", kSteps),
-                        "--max_delay_us=200", "--keepalive=1s", "--log=" + log,
-                        "--hold_before_steps=" + absl::StrJoin(holds, ","),
-                        absl::StrCat("--hold_dir=", dir, "/holds/job", j)},
-                       log + ".stderr"));
+      rank_pids.push_back(chaos::Spawn(
+          {rank_binary, "--target=" + targets, absl::StrCat("--job=job", j),
+           absl::StrCat("--rank=", r), absl::StrCat("--world_size=", kRanks),
+           absl::StrCat("--chunks=", kChunks), absl::StrCat("--steps=", kSteps),
+           "--max_delay_us=200", "--keepalive=1s", "--log=" + log,
+           "--hold_before_steps=" + absl::StrJoin(holds, ","), "--hold_dir=" + HoldDir(dir, j)},
+          log + ".stderr"));
       ASSERT_GT(rank_pids.back(), 0) << "could not start " << rank_binary;
       logs[j].push_back(chaos::ProcessLog{r, false, log});
     }
@@ -185,12 +190,11 @@ TEST(FailoverTest, OwnersKilledPausedAndEtcdRestartedNeverSyncEarlyOrTwice) {
       Done d{p, 0, ""};
       // Once the fault is in (before what it broke is started again), the job's ranks may go past
       // it: their wait is not part of the failover time.
-      const std::string release = ReleaseFile(dir, p.job, p.step + kHoldAfter);
-      const std::string touch = absl::StrCat("touch ", release);
+      const auto release = [&] { return Release(dir, p.job, p.step + kHoldAfter); };
       if (p.fault == Fault::kRestartEtcd) {
         d.at = chaos::MonotonicNanos();
         etcd.Kill();
-        ASSERT_EQ(std::system(touch.c_str()), 0) << release;
+        ASSERT_TRUE(release());
         ASSERT_TRUE(etcd.Start().ok());
       } else {
         d.replica = AwaitOwner(replicas, job, 20 * kTtl);
@@ -202,13 +206,13 @@ TEST(FailoverTest, OwnersKilledPausedAndEtcdRestartedNeverSyncEarlyOrTwice) {
         if (p.fault == Fault::kKillOwner) {
           replicas.Kill(victim);  // a paused victim too: kill -9 needs no SIGCONT
           if (victim == paused) paused = -1;
-          ASSERT_EQ(std::system(touch.c_str()), 0) << release;
+          ASSERT_TRUE(release());
           ASSERT_TRUE(replicas.Start(victim));
         } else {
           kill(replicas.pid(victim), SIGSTOP);
           paused = victim;
           resume_at = absl::Now() + kPause;
-          ASSERT_EQ(std::system(touch.c_str()), 0) << release;
+          ASSERT_TRUE(release());
         }
       }
       done.push_back(d);

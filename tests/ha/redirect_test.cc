@@ -57,24 +57,16 @@ class RedirectTest : public ::testing::Test {
  protected:
   void SetUp() override {
     for (int i = 0; i < 2; ++i) {
-      // A replica advertises the address it listens on, so its port is chosen before it listens;
-      // another socket of the machine may take that port first (then the listen fails and the
-      // next free port is tried).
-      absl::StatusOr<std::unique_ptr<server::CoordinatorServer>> server;
-      std::string address;
-      for (int attempt = 0; attempt < 20; ++attempt) {
-        address = absl::StrCat("127.0.0.1:", testing::FreePort());
-        server::ServerOptions options;
-        options.listen = address;
-        options.advertise = address;
-        options.etcd_client = &etcd_;
-        options.etcd_poll_interval = absl::Milliseconds(50);
-        options.inspect_interval = absl::ZeroDuration();
-        options.log_stalls = false;
-        options.http_listen = "127.0.0.1:0";
-        server = server::CoordinatorServer::Start(options);
-        if (server.ok() || !absl::StrContains(server.status().message(), "cannot listen")) break;
-      }
+      const std::string address = absl::StrCat("127.0.0.1:", testing::FreePort());
+      server::ServerOptions options;
+      options.listen = address;
+      options.advertise = address;
+      options.etcd_client = &etcd_;
+      options.etcd_poll_interval = absl::Milliseconds(50);
+      options.inspect_interval = absl::ZeroDuration();
+      options.log_stalls = false;
+      options.http_listen = "127.0.0.1:0";
+      auto server = server::CoordinatorServer::Start(options);
       ASSERT_TRUE(server.ok()) << server.status();
       addresses_.push_back(address);
       servers_.push_back(std::move(*server));
