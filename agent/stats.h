@@ -17,6 +17,10 @@ struct AgentStats {
   // coordinator may answer them on a later message.
   uint64_t lazy_batches = 0;
   uint64_t upstream_messages = 0;  // every AgentUp written (attach, detach, batch)
+  // Times the upstream writer was woken to see what is due: by an attach, a detach, a local
+  // message that makes the queue due or starts its window, or the window's end. A message held by
+  // the window behind others does not wake it.
+  uint64_t upstream_writer_wakeups = 0;
   uint64_t merged_checkins = 0;    // MergedStaged entries written (one check-in of several ranks)
   uint64_t notices_received = 0;   // AgentNotice entries received (one notice for several ranks)
   uint64_t notices_delivered = 0;  // notices handed to local Sessions (one per rank)
@@ -57,6 +61,7 @@ class AgentCounters {
   std::atomic<uint64_t> upstream_batches{0};
   std::atomic<uint64_t> lazy_batches{0};
   std::atomic<uint64_t> upstream_messages{0};
+  std::atomic<uint64_t> upstream_writer_wakeups{0};
   std::atomic<uint64_t> merged_checkins{0};
   std::atomic<uint64_t> notices_received{0};
   std::atomic<uint64_t> notices_delivered{0};
@@ -85,6 +90,7 @@ class AgentCounters {
     s.upstream_batches = upstream_batches.load();
     s.lazy_batches = lazy_batches.load();
     s.upstream_messages = upstream_messages.load();
+    s.upstream_writer_wakeups = upstream_writer_wakeups.load();
     s.merged_checkins = merged_checkins.load();
     s.notices_received = notices_received.load();
     s.notices_delivered = notices_delivered.load();

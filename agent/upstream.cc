@@ -79,9 +79,14 @@ void Upstream::Submit(const std::shared_ptr<LocalRank>& link, v1::SessionUp up) 
       q.bytes = up.ByteSizeLong();
       q.up = std::move(up);
       q.at = absl::Now();
+      const absl::Time now = q.at;
       queue_.push_back(std::move(q));
       ++queued_messages_;
-      stream_->Wake();
+      // The writer needs to hear of this message only when it is due now, or when it is the
+      // only one queued (its window is the writer's new deadline). Behind others, the oldest
+      // one's deadline covers it: waking the writer per message would cost a thread switch each.
+      absl::Time deadline;
+      if (queue_.size() == 1 || DueLocked(now, &deadline)) stream_->Wake();
       return;
     }
     // Its Session is ending with UNAVAILABLE: no answer, the client sends it again after it
@@ -234,6 +239,7 @@ void Upstream::BuildLocked() {
 }
 
 absl::Time Upstream::Produce(absl::Time now) {
+  counters_->upstream_writer_wakeups.fetch_add(1);
   absl::MutexLock lock(&mu_);
   absl::Time deadline;
   if (DueLocked(now, &deadline)) {

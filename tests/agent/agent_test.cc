@@ -252,6 +252,54 @@ TEST_F(AgentTest, TheCheckInThatCompletesTheNodesChunkLeavesWithoutWaitingForThe
   EXPECT_EQ(status.counters().releases(), 2u);
 }
 
+TEST_F(AgentTest, MessagesHeldByTheWindowWakeTheWriterOnceNotOncePerMessage) {
+  // A window of an hour and room for 1,024 messages: rank 0's check-ins of 4 chunks complete
+  // none on the node (rank 1 declared them too), so they wait. Only the first wakes the upstream
+  // writer (its window is the writer's deadline); the others queue behind it without a thread
+  // switch each. Rank 1's check-in completes chunk 0 and wakes the writer once more: all 5 leave.
+  auto node = StartHoldingAgent(1024);
+  ASSERT_NE(node, nullptr);
+  constexpr uint32_t kChunks = 4;
+  auto rank0 = ConnectRank(node->local_target(), MakeJoin("wakeups", 2, 0, kChunks));
+  auto rank1 = ConnectRank(node->local_target(), MakeJoin("wakeups", 2, 1, kChunks));
+  ASSERT_NE(rank0, nullptr);
+  ASSERT_NE(rank1, nullptr);
+  const agent::AgentStats attached = node->stats();
+  EXPECT_EQ(attached.upstream_batches, 0u);
+
+  absl::Mutex mu;
+  std::vector<absl::Status> answers;
+  for (uint32_t c = 0; c < kChunks; ++c) {
+    v1::Staged item;
+    item.set_step(0);
+    item.set_chunk(c);
+    item.set_optimizer("dense");
+    rank0->ReportStagedAsync({item}, [&](absl::Status s) {
+      absl::MutexLock lock(&mu);
+      answers.push_back(s);
+    });
+  }
+  ASSERT_TRUE(WaitUntil([&] { return node->stats().local_checkins == kChunks; }));
+  const agent::AgentStats held = node->stats();
+  EXPECT_EQ(held.upstream_batches, 0u);
+  EXPECT_EQ(held.upstream_writer_wakeups - attached.upstream_writer_wakeups, 1u);
+
+  ASSERT_TRUE(rank1->ReportStaged(0, 0, "dense").ok());
+  const agent::AgentStats sent = node->stats();
+  EXPECT_EQ(sent.upstream_writer_wakeups - attached.upstream_writer_wakeups, 2u);
+  EXPECT_EQ(sent.upstream_batches, 1u);
+  EXPECT_EQ(sent.merged_checkins, kChunks);  // chunk 0 of both ranks is one entry
+  ASSERT_TRUE(WaitUntil([&] {
+    absl::MutexLock lock(&mu);
+    return answers.size() == kChunks;
+  }));
+  absl::MutexLock lock(&mu);
+  for (const absl::Status& s : answers) EXPECT_TRUE(s.ok()) << s;
+  const v1::JobStatus status = JobStatus(*coordinator_, "wakeups");
+  EXPECT_EQ(status.counters().checkins(), kChunks + 1);
+  EXPECT_EQ(status.counters().releases(), 1u);
+}
+
 TEST(AgentLazyAckTest, AnAsynchronousCheckInThroughTheAgentIsAnsweredWithTheRelease) {
   // A coordinator whose lazy acks never flush on their own: a lazy batch is answered only by a
   // later message on the agent's stream. Each local message leaves the agent at once.
