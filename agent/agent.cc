@@ -1,20 +1,35 @@
 #include "agent/agent.h"
 
 #include <chrono>
+#include <string>
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/endpoints.h"
 #include "client/reconnecting_stream.h"
 #include "serve/health_status.h"
 #include "serve/rank_server.h"
+#include "server/metrics/http_handler.h"
 #include "wire/limits.h"
 
 namespace psync::agent {
 namespace {
 
 bool IsUnix(const std::string& address) { return absl::StartsWith(address, "unix:"); }
+
+// http_listen's host and port, or INVALID_ARGUMENT naming the field.
+absl::StatusOr<std::pair<std::string, int>> HttpHostPort(const std::string& listen) {
+  const size_t colon = listen.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || !absl::SimpleAtoi(listen.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("http_listen '", listen, "' must be host:port (port 0 to 65535)"));
+  }
+  return std::make_pair(listen.substr(0, colon), port);
+}
 
 }  // namespace
 
@@ -42,6 +57,9 @@ absl::Status ValidateAgentOptions(const AgentOptions& options) {
   if (options.max_receive_message_bytes <= 0) {
     return absl::InvalidArgumentError("max_receive_message_bytes must be > 0");
   }
+  if (!options.http_listen.empty() && !HttpHostPort(options.http_listen).ok()) {
+    return HttpHostPort(options.http_listen).status();
+  }
   return ValidateBackoffOptions(options.backoff);
 }
 
@@ -49,6 +67,22 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   if (absl::Status s = ValidateAgentOptions(options); !s.ok()) return s;
   std::unique_ptr<Agent> agent(new Agent(std::move(options)));
   const AgentOptions& o = agent->options_;
+  // Before anything runs: it points the counters' wait histograms at its families.
+  auto metrics = AgentMetrics::Create(&agent->counters_);
+  if (!metrics.ok()) return metrics.status();
+  agent->metrics_ = std::move(*metrics);
+  if (!o.http_listen.empty()) {
+    const auto [host, port] = *HttpHostPort(o.http_listen);  // validated
+    http::ServerOptions http_options;
+    http_options.num_threads = 2;  // Prometheus, and someone's curl
+    agent->http_ = std::make_unique<http::Server>(http_options);
+    if (auto s =
+            agent->http_->Handle("/metrics", metrics::MetricsHandler(agent->metrics_->registry()));
+        !s.ok()) {
+      return s;
+    }
+    if (auto s = agent->http_->Start(host, port); !s.ok()) return s;
+  }
 
   RouterOptions router;
   if (o.channel != nullptr) {
@@ -117,6 +151,7 @@ void Agent::Drain(absl::Duration grace) {
     if (service_ != nullptr) service_->AwaitCallsDone();
     if (router_ != nullptr) router_->Shutdown();
     if (relay_ != nullptr) relay_->Shutdown();
+    if (http_ != nullptr) http_->Shutdown();
   });
 }
 

@@ -27,9 +27,9 @@
 // Start() binds the listening address and, with one target, starts connecting upstream (in the
 // background, retrying with backoff; with several, a replica's stream opens when a job first goes
 // there); it fails only for bad options (a target list with no target: INVALID_ARGUMENT naming
-// `target`) or an address it cannot bind. Shutdown() stops serving, ends the local Sessions and
-// the upstream streams (the coordinators then detach the agent's ranks); idempotent, also run by
-// the destructor. Thread-safe.
+// `target`) or an address it cannot bind (the ranks' or http_listen's). Shutdown() stops serving,
+// ends the local Sessions and the upstream streams (the coordinators then detach the agent's
+// ranks); idempotent, also run by the destructor. Thread-safe.
 #ifndef PSYNC_AGENT_AGENT_H_
 #define PSYNC_AGENT_AGENT_H_
 
@@ -39,6 +39,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "agent/agent_metrics.h"
 #include "agent/agent_service.h"
 #include "agent/relay_hub.h"
 #include "agent/router.h"
@@ -46,6 +47,7 @@
 #include "client/backoff.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
+#include "server/http/server.h"
 
 namespace psync::agent {
 
@@ -74,9 +76,13 @@ struct AgentOptions {
   absl::Duration keepalive = absl::Seconds(1);
   // Largest message accepted from a local rank.
   int max_receive_message_bytes = 1 << 20;
+  // "host:port" (port 0 picks a free one): serve GET /metrics there (Prometheus text format;
+  // agent/agent_metrics.h). Empty: no HTTP side.
+  std::string http_listen;
 };
 
-// OK or INVALID_ARGUMENT naming the field (a target list with no target names `target`).
+// OK or INVALID_ARGUMENT naming the field (a target list with no target names `target`; an
+// http_listen that is not host:port names `http_listen`).
 absl::Status ValidateAgentOptions(const AgentOptions& options);
 
 class Agent {
@@ -88,6 +94,8 @@ class Agent {
 
   // The bound TCP port (0 when listening on a unix socket).
   int port() const { return port_; }
+  // The bound HTTP port of /metrics (0 without http_listen).
+  int http_port() const { return http_ != nullptr ? http_->port() : 0; }
   // The address a rank on this node connects to: "unix:PATH", or "127.0.0.1:PORT" for a wildcard
   // or loopback listen address (else "HOST:PORT").
   std::string local_target() const;
@@ -109,6 +117,8 @@ class Agent {
 
   const AgentOptions options_;
   AgentCounters counters_;
+  std::unique_ptr<AgentMetrics> metrics_;
+  std::unique_ptr<http::Server> http_;  // with http_listen only
   std::unique_ptr<Router> router_;
   std::unique_ptr<RelayHub> relay_;  // one target (or a fixed channel) only
   std::unique_ptr<AgentService> service_;

@@ -35,7 +35,11 @@ class LocalRank {
   using Reactor = wire::SessionReactor;
 
   // Neither is owned; `counters` must outlive the link.
-  LocalRank(Reactor* reactor, AgentCounters* counters) : counters_(counters), writer_(reactor) {}
+  LocalRank(Reactor* reactor, AgentCounters* counters) : counters_(counters), writer_(reactor) {
+    if (metrics::Histogram* waits = counters->down_wait_ranks; waits != nullptr) {
+      writer_.SetWaitObserver([waits](absl::Duration d) { AgentCounters::Observe(waits, d); });
+    }
+  }
   LocalRank(const LocalRank&) = delete;
   LocalRank& operator=(const LocalRank&) = delete;
 

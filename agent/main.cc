@@ -25,6 +25,10 @@ ABSL_FLAG(absl::Duration, flush_window, absl::Milliseconds(20),
           "never wait (0: none, send when the stream is free)");
 ABSL_FLAG(uint64_t, flush_messages, 1024, "send at once when this many messages are queued");
 ABSL_FLAG(uint64_t, max_batch_messages, 1024, "local messages per merged upstream message");
+ABSL_FLAG(std::string, http_listen, "",
+          "host:port (port 0: any free port) to serve GET /metrics on (Prometheus: the agent's "
+          "counters and how long messages wait in it, both ways); empty: no HTTP side");
+ABSL_FLAG(std::string, http_port_file, "", "if set, written once serving: the bound HTTP port");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(5),
           "on SIGTERM or SIGINT: health turns NOT_SERVING, no new rank call is accepted, and the "
           "ranks' open Sessions get this long to end before they are cancelled");
@@ -34,6 +38,7 @@ int main(int argc, char** argv) {
       {"Serving the node's ranks", {"listen", "port_file", "drain_timeout", "cpus"}},
       {"Upstream (the coordinator)",
        {"target", "flush_window", "flush_messages", "max_batch_messages"}},
+      {"Metrics", {"http_listen", "http_port_file"}},
   };
   psync::serve::ParseDaemonFlags(argc, argv, "psync-agent",
                                  "psync-agent: one coordinator stream for the node's ranks, "
@@ -51,6 +56,7 @@ int main(int argc, char** argv) {
   options.flush_window = absl::GetFlag(FLAGS_flush_window);
   options.flush_messages = absl::GetFlag(FLAGS_flush_messages);
   options.max_batch_messages = absl::GetFlag(FLAGS_max_batch_messages);
+  options.http_listen = absl::GetFlag(FLAGS_http_listen);
   auto agent = psync::agent::Agent::Start(options);
   if (!agent.ok()) {
     std::cerr << "psync-agent: " << agent.status() << "\n";
@@ -58,7 +64,12 @@ int main(int argc, char** argv) {
   }
   std::cerr << "psync-agent: serving ranks at " << (*agent)->local_target() << ", coordinator "
             << options.target << "\n";
+  if ((*agent)->http_port() != 0) {
+    std::cerr << "psync-agent: metrics at http://localhost:" << (*agent)->http_port()
+              << "/metrics\n";
+  }
   psync::serve::WritePortFile(absl::GetFlag(FLAGS_port_file), (*agent)->port());
+  psync::serve::WritePortFile(absl::GetFlag(FLAGS_http_port_file), (*agent)->http_port());
   std::thread stopper([&] {
     const int signal = psync::serve::WaitForStopSignal(stop_signals);
     std::cerr << "psync-agent: stopping on signal " << signal << "\n";

@@ -131,6 +131,7 @@ bool RelayHub::ReceiveBatch(const std::shared_ptr<RelayedAgent>& agent, v1::Agen
   const Downstream& d = downstream_.at(agent.get());
   Queued q;
   q.kind = Queued::Kind::kBatch;
+  q.at = absl::Now();
   q.part.agent = agent;
   q.part.downstream_id = up.request_id();
   q.part.lazy = up.lazy_ack();
@@ -218,6 +219,8 @@ v1::AgentUp RelayHub::AttachUpLocked(uint64_t handle, Attachment& a) {
 
 void RelayHub::SendBatchLocked(std::vector<Queued>* run) {
   if (run->empty()) return;
+  // The queue is in arrival order: the run's first batch waited longest.
+  AgentCounters::Observe(counters_->upstream_wait_agents, absl::Now() - run->front().at);
   const uint64_t id = next_request_id_++;
   AwaitingAck p;
   p.kind = Queued::Kind::kBatch;
@@ -404,6 +407,7 @@ void RelayHub::AnswerPartsLocked(const AwaitingAck& batch, const v1::AgentAck* a
 }
 
 void RelayHub::OnRead(const v1::AgentDown& down) {
+  counters_->upstream_reads.fetch_add(1);
   absl::flat_hash_map<RelayedAgent*, AgentShare> deliveries;
   std::vector<RelayedAgent*> order;
   {

@@ -94,6 +94,8 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
 
   // True while the upstream stream is open (it may still be connecting).
   bool connected() const;
+  // The agent's counters and wait histograms (the relayed agents' writers observe into them).
+  const AgentCounters& counters() const { return *counters_; }
 
  private:
   using RankKey = std::pair<std::string, uint32_t>;
@@ -120,6 +122,7 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
     v1::AgentUp up;          // kDetach, kBatch (request id set when written)
     bool mergeable = false;  // kBatch: well formed, may share an AgentBatch with others
     size_t bytes = 0;        // kBatch: the batch's size
+    absl::Time at;           // kBatch: when it arrived
     // kBatch: whose it is.
     struct Part {
       std::weak_ptr<RelayedAgent> agent;

@@ -11,7 +11,9 @@ namespace {
 class RelaySession final : public grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown> {
  public:
   RelaySession(RelayHub* hub, CallsInFlight::Token call)
-      : call_(std::move(call)), hub_(hub), agent_(std::make_shared<RelayedAgent>(this)) {
+      : call_(std::move(call)),
+        hub_(hub),
+        agent_(std::make_shared<RelayedAgent>(this, hub->counters().down_wait_agents)) {
     hub_->Connect(agent_);
     StartRead(&up_);
   }

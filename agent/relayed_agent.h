@@ -9,6 +9,7 @@
 #ifndef PSYNC_AGENT_RELAYED_AGENT_H_
 #define PSYNC_AGENT_RELAYED_AGENT_H_
 
+#include "agent/stats.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
 #include "serve/agent_down_queue.h"
@@ -20,8 +21,15 @@ class RelayedAgent {
  public:
   using Writer = serve::StreamWriter<v1::AgentUp, v1::AgentDown, serve::AgentDownQueue>;
 
-  // `reactor` is not owned.
-  explicit RelayedAgent(Writer::Reactor* reactor) : writer_(reactor, "node agent") {}
+  // `reactor` is not owned; `down_waits` (may be null) gets each write's queue wait and must
+  // outlive the writer.
+  RelayedAgent(Writer::Reactor* reactor, metrics::Histogram* down_waits)
+      : writer_(reactor, "node agent") {
+    if (down_waits != nullptr) {
+      writer_.SetWaitObserver(
+          [down_waits](absl::Duration d) { AgentCounters::Observe(down_waits, d); });
+    }
+  }
   RelayedAgent(const RelayedAgent&) = delete;
   RelayedAgent& operator=(const RelayedAgent&) = delete;
 

@@ -1,10 +1,14 @@
 // AgentStats: what a node agent counts, to show that merging happens and nothing is lost or
-// repeated. AgentCounters: the live, lock-free counters behind it. Thread-safe.
+// repeated. AgentCounters: the live, lock-free counters behind it, and the wait histograms the
+// agent's metrics own (agent/agent_metrics.h). Thread-safe.
 #ifndef PSYNC_AGENT_STATS_H_
 #define PSYNC_AGENT_STATS_H_
 
 #include <atomic>
 #include <cstdint>
+
+#include "absl/time/time.h"
+#include "server/metrics/metric.h"
 
 namespace psync::agent {
 
@@ -21,6 +25,7 @@ struct AgentStats {
   // message that makes the queue due or starts its window, or the window's end. A message held by
   // the window behind others does not wake it.
   uint64_t upstream_writer_wakeups = 0;
+  uint64_t upstream_reads = 0;     // AgentDown messages read from the streams up
   uint64_t merged_checkins = 0;    // MergedStaged entries written (one check-in of several ranks)
   uint64_t notices_received = 0;   // AgentNotice entries received (one notice for several ranks)
   uint64_t notices_delivered = 0;  // notices handed to local Sessions (one per rank)
@@ -62,6 +67,7 @@ class AgentCounters {
   std::atomic<uint64_t> lazy_batches{0};
   std::atomic<uint64_t> upstream_messages{0};
   std::atomic<uint64_t> upstream_writer_wakeups{0};
+  std::atomic<uint64_t> upstream_reads{0};
   std::atomic<uint64_t> merged_checkins{0};
   std::atomic<uint64_t> notices_received{0};
   std::atomic<uint64_t> notices_delivered{0};
@@ -82,6 +88,18 @@ class AgentCounters {
   std::atomic<uint64_t> relay_refused{0};
   std::atomic<uint64_t> relay_notices{0};
 
+  // How long messages wait in the agent (agent/agent_metrics.h says what each one times). Set
+  // once, before anything is observed, by AgentMetrics::Create; null where no one did (the
+  // agent's parts tested alone), and then nothing is observed.
+  metrics::Histogram* upstream_wait_ranks = nullptr;
+  metrics::Histogram* upstream_wait_agents = nullptr;
+  metrics::Histogram* down_wait_ranks = nullptr;
+  metrics::Histogram* down_wait_agents = nullptr;
+
+  static void Observe(metrics::Histogram* histogram, absl::Duration waited) {
+    if (histogram != nullptr) histogram->Observe(absl::ToDoubleSeconds(waited));
+  }
+
   AgentStats Snapshot() const {
     AgentStats s;
     s.local_sessions = local_sessions.load();
@@ -91,6 +109,7 @@ class AgentCounters {
     s.lazy_batches = lazy_batches.load();
     s.upstream_messages = upstream_messages.load();
     s.upstream_writer_wakeups = upstream_writer_wakeups.load();
+    s.upstream_reads = upstream_reads.load();
     s.merged_checkins = merged_checkins.load();
     s.notices_received = notices_received.load();
     s.notices_delivered = notices_delivered.load();

@@ -173,8 +173,11 @@ void Upstream::BuildLocked() {
   write_now_ = false;       // every queued message leaves now
   std::vector<Queued> run;  // messages of one job and generation
   size_t run_bytes = 0;
+  const absl::Time now = absl::Now();
   auto flush_run = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (run.empty()) return;
+    // The queue is in arrival order: the run's first message waited longest.
+    AgentCounters::Observe(counters_->upstream_wait_ranks, now - run.front().at);
     std::vector<MergeInput> inputs;
     inputs.reserve(run.size());
     AwaitingAck p;
@@ -369,6 +372,7 @@ absl::Status Upstream::OnClosed(const StreamEnd& end, bool* retry) {
 }
 
 void Upstream::OnRead(const v1::AgentDown& down) {
+  counters_->upstream_reads.fetch_add(1);
   // Callbacks collected under the lock, run after it.
   std::vector<std::pair<std::shared_ptr<LocalRank>, absl::Status>> attach_results;
   std::vector<std::pair<std::shared_ptr<LocalRank>, grpc::Status>> closes;

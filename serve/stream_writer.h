@@ -22,6 +22,10 @@
 // the writer asks `arm_timer(after)` to call CheckOverflow() once `after` has passed (AlarmTimer
 // below does it with a grpc::Alarm; tests call CheckOverflow by hand).
 //
+// Queue wait (SetWaitObserver, optional): as each message's write starts, the observer gets how
+// long the oldest content it carries waited since it was queued (a merging queue's message is as
+// old as the Add that opened it). Read from the Clock; costs nothing when no observer is set.
+//
 // Thread-safe: any thread may Add, Cork/Uncork, Close or CheckOverflow; the reactor calls
 // ReadAllowed from its read reaction, WriteDone from OnWriteDone and Detach from OnDone. Never
 // blocks on I/O and holds no lock across StartWrite, Finish or the callbacks. Does not own the
@@ -32,6 +36,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -108,6 +113,11 @@ class StreamWriter {
   // Called once (outside the writer's lock, from CheckOverflow) when the overflow deadline ended
   // the stream. Set before the first read.
   void SetOnOverflow(std::function<void()> on_overflow) { on_overflow_ = std::move(on_overflow); }
+  // Called under the writer's lock (keep it cheap: a histogram's Observe) as each message's write
+  // starts, with its oldest content's wait in the queue. Set before the first Add.
+  void SetWaitObserver(std::function<void(absl::Duration waited)> observe) {
+    observe_wait_ = std::move(observe);
+  }
 
   // Runs add(Queue&) under the lock, then starts a write if one may start. Nothing is added once
   // the writer is closing or detached.
@@ -118,7 +128,13 @@ class StreamWriter {
     {
       absl::MutexLock lock(&mu_);
       if (reactor_ == nullptr || closing_) return;
+      const size_t before = queue_.size();
       add(queue_);
+      if (observe_wait_) {
+        // The messages this Add opened are as old as now.
+        const absl::Time now = clock_->Now();
+        for (size_t n = before; n < queue_.size(); ++n) opened_.push_back(now);
+      }
       start = NextWriteLocked();
       arm = NoteOverBoundLocked();
     }
@@ -177,7 +193,7 @@ class StreamWriter {
       if (reactor_ == nullptr) return;
       writing_ = false;
       if (!ok) {
-        queue_.Clear();
+        ClearQueueLocked();
         if (!closing_) {
           closing_ = true;
           finish_status_ = grpc::Status(grpc::StatusCode::CANCELLED, write_failed_);
@@ -224,7 +240,7 @@ class StreamWriter {
                          absl::FormatDuration(limits_.overflow_deadline),
                          ": the peer does not read what it is sent (--stream_queue_bytes, "
                          "--stream_overflow_deadline); re-attach to get what is pending"));
-        queue_.Clear();
+        ClearQueueLocked();
         closing_ = true;
         finished_ = true;
         read_paused_ = false;
@@ -245,7 +261,7 @@ class StreamWriter {
   void Detach() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     reactor_ = nullptr;
-    queue_.Clear();
+    ClearQueueLocked();
   }
 
   // What the queue holds now (for tests and status pages).
@@ -255,6 +271,11 @@ class StreamWriter {
   }
 
  private:
+  void ClearQueueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    queue_.Clear();
+    opened_.clear();
+  }
+
   bool OverBoundLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return limits_.queue_bytes > 0 && queue_.bytes() > limits_.queue_bytes;
   }
@@ -280,22 +301,30 @@ class StreamWriter {
     if (corks_ > 0 && queue_.size() < 2) return nullptr;
     writing_ = true;
     current_ = queue_.Take();
+    if (observe_wait_ && !opened_.empty()) {
+      observe_wait_(clock_->Now() - opened_.front());
+      opened_.pop_front();
+    }
     return reactor_;
   }
 
-  // Constant after construction (resume_read_ once set, before the first read).
+  // Constant after construction (resume_read_ and observe_wait_ once set, before the first read
+  // and the first Add).
   const StreamLimits limits_;
   RealClock real_clock_;
   Clock* const clock_;
   const ArmTimer arm_timer_;
   std::function<void()> resume_read_;
   std::function<void()> on_overflow_;
+  std::function<void(absl::Duration)> observe_wait_;
 
   // State below is protected by mu_.
   absl::Mutex mu_;
   Reactor* reactor_ ABSL_GUARDED_BY(mu_);
   const std::string write_failed_;
   Queue queue_ ABSL_GUARDED_BY(mu_);
+  // With a wait observer: when each queued message was opened, oldest first.
+  std::deque<absl::Time> opened_ ABSL_GUARDED_BY(mu_);
   int corks_ ABSL_GUARDED_BY(mu_) = 0;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;

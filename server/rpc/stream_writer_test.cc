@@ -313,6 +313,59 @@ TEST(AgentStreamWriterTest, FailedWriteNamesThePeer) {
   EXPECT_THAT(Finishes(stream.finishes), ElementsAre(Finished{1, "write failed: agent gone"}));
 }
 
+// The wait observer: each write reports how long its oldest content waited since it was queued.
+TEST(StreamWriterWaitTest, EachWriteReportsHowLongItsMessageWaitedInTheQueue) {
+  SessionReactor reactor;
+  SessionStream stream(&reactor);
+  serve::FakeClock clock;
+  serve::SessionWriter writer(&reactor, serve::StreamLimits{}, &clock);
+  std::vector<absl::Duration> waits;
+  writer.SetWaitObserver([&](absl::Duration waited) { waits.push_back(waited); });
+
+  writer.Enqueue(Msg(1));  // idle: written at once
+  clock.Advance(absl::Milliseconds(1));
+  writer.Enqueue(Msg(2));
+  clock.Advance(absl::Milliseconds(2));
+  writer.Enqueue(Msg(3));
+  clock.Advance(absl::Milliseconds(7));
+  writer.WriteDone(true);  // 2 starts after 9 ms in the queue
+  clock.Advance(absl::Milliseconds(5));
+  writer.WriteDone(true);  // 3 after 12 ms
+  EXPECT_THAT(Ids(stream.writes), ElementsAre(1, 2, 3));
+  EXPECT_THAT(waits,
+              ElementsAre(absl::ZeroDuration(), absl::Milliseconds(9), absl::Milliseconds(12)));
+  // A failed write drops what is queued, and its times with it.
+  writer.Enqueue(Msg(4));
+  writer.WriteDone(false);
+  writer.WriteDone(true);
+  EXPECT_EQ(waits.size(), 3u);
+}
+
+TEST(StreamWriterWaitTest, AMergedMessageIsAsOldAsTheAddThatOpenedIt) {
+  using Up = v1::AgentUp;
+  using Down = v1::AgentDown;
+  IdleReactor<Up, Down> reactor;
+  FakeStream<Up, Down> stream(&reactor);
+  serve::FakeClock clock;
+  serve::StreamWriter<Up, Down, serve::AgentDownQueue> writer(&reactor, "agent",
+                                                              serve::StreamLimits{}, &clock);
+  std::vector<absl::Duration> waits;
+  writer.SetWaitObserver([&](absl::Duration waited) { waits.push_back(waited); });
+  v1::SessionDown directive;
+  directive.mutable_directive()->set_chunk(2);
+
+  writer.Add([](serve::AgentDownQueue& q) { q.AddAck(v1::AgentAck()); });  // written at once
+  clock.Advance(absl::Milliseconds(1));
+  writer.Add([&](serve::AgentDownQueue& q) { q.AddNotice("job", 0, directive); });
+  clock.Advance(absl::Milliseconds(3));
+  writer.Add([&](serve::AgentDownQueue& q) { q.AddNotice("job", 1, directive); });  // merges
+  clock.Advance(absl::Milliseconds(4));
+  writer.WriteDone(true);
+  ASSERT_EQ(stream.writes.size(), 2u);
+  EXPECT_THAT(stream.writes[1].notices(0).ranks(), ElementsAre(0, 1));
+  EXPECT_THAT(waits, ElementsAre(absl::ZeroDuration(), absl::Milliseconds(7)));
+}
+
 // Flow control. Each Msg() counts QueuedBytes(Msg(1)) bytes; the bound holds two of them.
 class BoundedSessionWriterTest : public ::testing::Test {
  protected:
