@@ -11,8 +11,8 @@ namespace {
 
 // Seconds: 10 us .. 10 s.
 std::vector<double> WaitBuckets() {
-  return {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.02,
-          0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+  return {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01,
+          0.02, 0.025,  0.05, 0.1,  0.25,   0.5,  1,    2.5,    5,    10};
 }
 
 // The counters scraped as psync_agent_<name>_total, with their help.
@@ -78,8 +78,8 @@ absl::StatusOr<std::unique_ptr<AgentMetrics>> AgentMetrics::Create(AgentCounters
 
 absl::Status AgentMetrics::Register() {
   for (const CounterSpec& spec : kCounters) {
-    auto family = registry_.AddCounter(absl::StrCat("psync_agent_", spec.name, "_total"),
-                                       spec.help, {});
+    auto family =
+        registry_.AddCounter(absl::StrCat("psync_agent_", spec.name, "_total"), spec.help, {});
     if (!family.ok()) return family.status();
     mirrored_.push_back({spec.field, (*family)->WithLabels({})});
   }

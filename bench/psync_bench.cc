@@ -30,6 +30,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "bench/agent_waits.h"
 #include "bench/echo_floor.h"
 #include "bench/latency_summary.h"
 #include "bench/node_driver.h"
@@ -111,6 +112,10 @@ ABSL_FLAG(uint32_t, relays, 0,
           "agents (--agents) or simulated nodes (--simulated_nodes) go to them round-robin "
           "instead of to the coordinator; 0: none");
 ABSL_FLAG(std::string, relay_taskset, "", "CPU list (taskset -c) the relays (--relays) run on");
+ABSL_FLAG(bool, agent_metrics, false,
+          "relays and agents serve /metrics on 127.0.0.1 (psync-agent --http_listen); the JSON's "
+          "relay_waits and agent_waits are their wait histograms over the measured steps (how "
+          "long messages waited inside them, both ways; agent/README.md, \"Metrics\")");
 ABSL_FLAG(uint32_t, simulated_nodes, 0,
           "ranks per simulated node agent: the benchmark speaks AgentSession for nodes of this "
           "many ranks itself (bench/node_driver.h; needs --step_period_ms, no --agents); 0: off");
@@ -265,6 +270,9 @@ struct Processes {
   std::unique_ptr<Subprocess> coordinator;
   std::vector<std::unique_ptr<Subprocess>> relays;
   std::vector<std::unique_ptr<Subprocess>> agents;
+  // With --agent_metrics: their /metrics ports.
+  std::vector<int> relay_http_ports;
+  std::vector<int> agent_http_ports;
   pid_t coordinator_pid = 0;
   std::string coordinator_target;
   std::vector<std::string> rank_targets;
@@ -312,18 +320,26 @@ absl::StatusOr<Processes> StartProcesses(const RunConfig& run, int index) {
         absl::StrCat("--agents=", agents, " --relays=", relays,
                      " need --agent_binary naming an executable (got '", agent_binary, "')"));
   }
-  // One psync-agent process given `target`, on `cpus`; its address.
-  auto start_agent =
-      [&](const std::string& what, uint32_t i, const std::string& target, const std::string& args,
-          const std::string& cpus,
-          std::vector<std::unique_ptr<Subprocess>>* into) -> absl::StatusOr<std::string> {
+  const bool agent_metrics = absl::GetFlag(FLAGS_agent_metrics);
+  // One psync-agent process given `target`, on `cpus`; its address (and with --agent_metrics its
+  // /metrics port, appended to `http_ports`).
+  auto start_agent = [&](const std::string& what, uint32_t i, const std::string& target,
+                         const std::string& args, const std::string& cpus,
+                         std::vector<std::unique_ptr<Subprocess>>* into,
+                         std::vector<int>* http_ports) -> absl::StatusOr<std::string> {
     const std::string port_file = TempPath(absl::StrCat(what, "-", index, "-", i, ".port"));
+    const std::string http_port_file = port_file + ".http";
     std::remove(port_file.c_str());
+    std::remove(http_port_file.c_str());
     std::vector<std::string> argv = {agent_binary};
     for (const std::string& a : SplitArgs(args)) {
       argv.push_back(absl::StrReplaceAll(
           a,
           {{"{coordinator}", target}, {"{port_file}", port_file}, {"{index}", absl::StrCat(i)}}));
+    }
+    if (agent_metrics) {
+      argv.push_back("--http_listen=127.0.0.1:0");
+      argv.push_back(absl::StrCat("--http_port_file=", http_port_file));
     }
     auto child = Subprocess::Start(OnCpus(cpus, std::move(argv)),
                                    TempPath(absl::StrCat(what, "-", index, "-", i, ".log")));
@@ -333,6 +349,16 @@ absl::StatusOr<Processes> StartProcesses(const RunConfig& run, int index) {
     if (!port.ok()) {
       return absl::Status(port.status().code(),
                           absl::StrCat(what, " ", i, ": ", port.status().message()));
+    }
+    if (agent_metrics) {
+      auto http_port = WaitForPortFile(http_port_file, child->get(), absl::Seconds(30));
+      std::remove(http_port_file.c_str());
+      if (!http_port.ok()) {
+        return absl::Status(
+            http_port.status().code(),
+            absl::StrCat(what, " ", i, " /metrics: ", http_port.status().message()));
+      }
+      http_ports->push_back(*http_port);
     }
     into->push_back(std::move(*child));
     return absl::StrCat("127.0.0.1:", *port);
@@ -346,7 +372,7 @@ absl::StatusOr<Processes> StartProcesses(const RunConfig& run, int index) {
     auto address =
         start_agent("relay", i, p.coordinator_target,
                     "--target={coordinator} --listen=127.0.0.1:0 --port_file={port_file}",
-                    absl::GetFlag(FLAGS_relay_taskset), &p.relays);
+                    absl::GetFlag(FLAGS_relay_taskset), &p.relays, &p.relay_http_ports);
     if (!address.ok()) return address.status();
     upstreams.push_back(*address);
   }
@@ -357,7 +383,7 @@ absl::StatusOr<Processes> StartProcesses(const RunConfig& run, int index) {
   for (uint32_t i = 0; i < agents; ++i) {
     auto address =
         start_agent("agent", i, upstreams[i % upstreams.size()], absl::GetFlag(FLAGS_agent_args),
-                    absl::GetFlag(FLAGS_agent_taskset), &p.agents);
+                    absl::GetFlag(FLAGS_agent_taskset), &p.agents, &p.agent_http_ports);
     if (!address.ok()) return address.status();
     p.rank_targets.push_back(*address);
   }
@@ -393,6 +419,21 @@ absl::Status NodeIndices(const char* flag, const std::vector<std::string>& items
     out->push_back(index);
   }
   return absl::OkStatus();
+}
+
+// The wait histograms of the agents on `ports`, summed; a scrape that fails is reported on stderr
+// and left out (the run's JSON then says fewer observations, not wrong ones).
+AgentWaits ScrapeAll(const std::vector<int>& ports) {
+  AgentWaits total;
+  for (int port : ports) {
+    absl::StatusOr<AgentWaits> w = ScrapeAgentWaits(port);
+    if (!w.ok()) {
+      std::cerr << "psync-bench: " << w.status() << "\n";
+      continue;
+    }
+    total.Add(*w);
+  }
+  return total;
 }
 
 CpuMem SampleAll(const std::vector<std::unique_ptr<Subprocess>>& procs) {
@@ -460,6 +501,7 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
   }
   CpuMem start, end, agents_start, agents_end, self_start, self_end;
   std::vector<CpuMem> relays_start, relays_end;  // per relay
+  AgentWaits relay_waits, agent_waits;  // --agent_metrics: end minus start of the measured steps
   auto sample_each = [](const std::vector<std::unique_ptr<Subprocess>>& procs) {
     std::vector<CpuMem> each;
     for (const auto& p : procs) each.push_back(Sample(p->pid()));
@@ -470,12 +512,16 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
     agents_start = SampleAll(procs->agents);
     relays_start = sample_each(procs->relays);
     self_start = Sample(getpid());
+    relay_waits.Add(ScrapeAll(procs->relay_http_ports), -1);
+    agent_waits.Add(ScrapeAll(procs->agent_http_ports), -1);
   };
   o.on_measure_end = [&] {
     end = Sample(cpid);
     agents_end = SampleAll(procs->agents);
     relays_end = sample_each(procs->relays);
     self_end = Sample(getpid());
+    relay_waits.Add(ScrapeAll(procs->relay_http_ports));
+    agent_waits.Add(ScrapeAll(procs->agent_http_ports));
   };
   const auto load = LoadAverage();
   const uint32_t ranks_per_node = absl::GetFlag(FLAGS_simulated_nodes);
@@ -607,6 +653,10 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
                         checkins > 0 ? total / checkins * 1e6 : 0, Mib(relays_idle.rss), max_hwm));
   }
   if (watch != nullptr) absl::StrAppend(&json, ",\"hops\":", watch->Split(r->release_times).Json());
+  if (absl::GetFlag(FLAGS_agent_metrics)) {
+    if (!procs->relays.empty()) absl::StrAppend(&json, ",\"relay_waits\":", relay_waits.Json());
+    if (!procs->agents.empty()) absl::StrAppend(&json, ",\"agent_waits\":", agent_waits.Json());
+  }
   absl::StrAppend(&json, absl::StrFormat(",\"bench_cpu_s\":%.3f",
                                          self_end.cpu_seconds - self_start.cpu_seconds));
   if (floor.has_value()) {

@@ -25,7 +25,8 @@ using ::testing::HasSubstr;
 // Every sample of GET /metrics: series (name and labels as rendered) -> value.
 std::map<std::string, double> Scrape(const agent::Agent& agent) {
   std::map<std::string, double> samples;
-  auto got = http::testing::CurlGet(absl::StrCat("http://127.0.0.1:", agent.http_port(), "/metrics"));
+  auto got =
+      http::testing::CurlGet(absl::StrCat("http://127.0.0.1:", agent.http_port(), "/metrics"));
   EXPECT_TRUE(got.ok()) << got.status();
   if (!got.ok()) return samples;
   EXPECT_EQ(got->status, 200);

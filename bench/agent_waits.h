@@ -1,0 +1,46 @@
+// AgentWaits: the wait histograms of psync-agent processes (agent/agent_metrics.h), read from
+// their GET /metrics, summed over processes and differenced over a measured window, in
+// psync-bench's JSON.
+//
+// Scrape() fetches one agent's /metrics over plain HTTP on 127.0.0.1; Parse() reads the text
+// (exposed for tests). A WaitHistogram holds cumulative counts by bucket upper bound (seconds), so
+// its percentiles are bucket bounds: Json() renders {"count":..,"mean_us":..,"p50_le_us":..,
+// "p99_le_us":..} where p50_le_us is the smallest bound at or under which half the observations
+// lie (0 when there are none; -1 when it is the +Inf bucket). Pure except Scrape; thread-compatible.
+#ifndef PSYNC_BENCH_AGENT_WAITS_H_
+#define PSYNC_BENCH_AGENT_WAITS_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace psync::bench {
+
+struct WaitHistogram {
+  std::map<double, uint64_t> cumulative;  // upper bound (s; +Inf included) -> observations <= it
+  double sum_s = 0;
+  uint64_t count = 0;
+
+  void Add(const WaitHistogram& other, int sign = 1);
+  // The smallest bound with at least q (0..1) of the observations at or under it.
+  double QuantileBound(double q) const;
+  std::string Json() const;
+};
+
+struct AgentWaits {
+  WaitHistogram up_from_rank, up_from_agent, down_to_rank, down_to_agent;
+
+  void Add(const AgentWaits& other, int sign = 1);
+  // {"up_from_rank":..,"up_from_agent":..,"down_to_rank":..,"down_to_agent":..}
+  std::string Json() const;
+};
+
+AgentWaits ParseAgentWaits(absl::string_view metrics_text);
+absl::StatusOr<AgentWaits> ScrapeAgentWaits(int http_port);
+
+}  // namespace psync::bench
+
+#endif  // PSYNC_BENCH_AGENT_WAITS_H_

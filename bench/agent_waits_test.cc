@@ -1,0 +1,62 @@
+#include "bench/agent_waits.h"
+
+#include <cmath>
+
+#include "gtest/gtest.h"
+
+namespace psync::bench {
+namespace {
+
+// Two scrapes of one agent, as its /metrics renders them (other families and comments around).
+constexpr char kBefore[] = R"(# HELP psync_agent_local_checkins_total Check-ins.
+psync_agent_local_checkins_total 10
+psync_agent_upstream_wait_seconds_bucket{from="rank",le="0.001"} 2
+psync_agent_upstream_wait_seconds_bucket{from="rank",le="0.02"} 4
+psync_agent_upstream_wait_seconds_bucket{from="rank",le="+Inf"} 4
+psync_agent_upstream_wait_seconds_sum{from="rank"} 0.05
+psync_agent_upstream_wait_seconds_count{from="rank"} 4
+psync_agent_down_wait_seconds_bucket{to="agent",le="0.001"} 0
+psync_agent_down_wait_seconds_bucket{to="agent",le="+Inf"} 0
+psync_agent_down_wait_seconds_sum{to="agent"} 0
+psync_agent_down_wait_seconds_count{to="agent"} 0
+)";
+constexpr char kAfter[] = R"(psync_agent_upstream_wait_seconds_bucket{from="rank",le="0.001"} 3
+psync_agent_upstream_wait_seconds_bucket{from="rank",le="0.02"} 12
+psync_agent_upstream_wait_seconds_bucket{from="rank",le="+Inf"} 14
+psync_agent_upstream_wait_seconds_sum{from="rank"} 1.05
+psync_agent_upstream_wait_seconds_count{from="rank"} 14
+psync_agent_down_wait_seconds_bucket{to="agent",le="0.001"} 5
+psync_agent_down_wait_seconds_bucket{to="agent",le="+Inf"} 5
+psync_agent_down_wait_seconds_sum{to="agent"} 0.002
+psync_agent_down_wait_seconds_count{to="agent"} 5
+)";
+
+TEST(AgentWaitsTest, ParsesTheWaitFamiliesAndIgnoresTheRest) {
+  const AgentWaits w = ParseAgentWaits(kBefore);
+  EXPECT_EQ(w.up_from_rank.count, 4u);
+  EXPECT_DOUBLE_EQ(w.up_from_rank.sum_s, 0.05);
+  EXPECT_EQ(w.up_from_rank.cumulative.size(), 3u);
+  EXPECT_EQ(w.up_from_rank.cumulative.at(0.001), 2u);
+  EXPECT_EQ(w.down_to_agent.count, 0u);
+  EXPECT_EQ(w.up_from_agent.count, 0u);
+  EXPECT_TRUE(w.up_from_agent.cumulative.empty());
+}
+
+TEST(AgentWaitsTest, AWindowIsTheDifferenceAndItsPercentilesAreBucketBounds) {
+  AgentWaits window = ParseAgentWaits(kAfter);
+  window.Add(ParseAgentWaits(kBefore), -1);
+  // 10 observations in the window: 1 at or under 1 ms, 8 more under 20 ms, 1 above.
+  EXPECT_EQ(window.up_from_rank.count, 10u);
+  EXPECT_DOUBLE_EQ(window.up_from_rank.QuantileBound(0.1), 0.001);
+  EXPECT_DOUBLE_EQ(window.up_from_rank.QuantileBound(0.5), 0.02);
+  EXPECT_TRUE(std::isinf(window.up_from_rank.QuantileBound(0.99)));
+  EXPECT_EQ(window.up_from_rank.Json(),
+            "{\"count\":10,\"mean_us\":100000.0,\"p50_le_us\":20000,\"p99_le_us\":-1}");
+  EXPECT_EQ(window.down_to_agent.Json(),
+            "{\"count\":5,\"mean_us\":400.0,\"p50_le_us\":1000,\"p99_le_us\":1000}");
+  EXPECT_EQ(window.down_to_rank.Json(),
+            "{\"count\":0,\"mean_us\":0.0,\"p50_le_us\":0,\"p99_le_us\":0}");
+}
+
+}  // namespace
+}  // namespace psync::bench
