@@ -9,12 +9,6 @@
 namespace psync::agent {
 namespace {
 
-// Seconds: 10 us .. 10 s.
-std::vector<double> WaitBuckets() {
-  return {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01,
-          0.02, 0.025,  0.05, 0.1,  0.25,   0.5,  1,    2.5,    5,    10};
-}
-
 // The counters scraped as psync_agent_<name>_total, with their help.
 struct CounterSpec {
   const char* name;
@@ -96,14 +90,22 @@ absl::Status AgentMetrics::Register() {
       "psync_agent_upstream_wait_seconds",
       "Per AgentBatch handed to the writer of the stream up: how long its oldest message waited "
       "in the agent (from: rank, a local rank's message; agent, a downstream agent's batch).",
-      {"from"}, WaitBuckets());
+      {"from"}, metrics::QueueWaitBuckets());
   if (!up.ok()) return up.status();
   auto down = registry_.AddHistogram(
       "psync_agent_down_wait_seconds",
       "Per message written down: how long its oldest content waited in the stream's queue "
       "before the write started (to: rank, a local Session; agent, a downstream agent).",
-      {"to"}, WaitBuckets());
+      {"to"}, metrics::QueueWaitBuckets());
   if (!down.ok()) return down.status();
+  auto fanout = registry_.AddHistogram(
+      "psync_agent_fanout_seconds",
+      "Per message read from the stream up: the time to hand all of it down (answers and "
+      "notices queued to every local Session or downstream agent it names).",
+      {"to"}, metrics::QueueWaitBuckets());
+  if (!fanout.ok()) return fanout.status();
+  counters_->fanout_ranks = (*fanout)->WithLabels({"rank"});
+  counters_->fanout_agents = (*fanout)->WithLabels({"agent"});
   counters_->upstream_wait_ranks = (*up)->WithLabels({"rank"});
   counters_->upstream_wait_agents = (*up)->WithLabels({"agent"});
   counters_->down_wait_ranks = (*down)->WithLabels({"rank"});

@@ -9,6 +9,8 @@
 //   psync_agent_down_wait_seconds{to}: per message written down, how long its oldest content
 //     (a notice, an answer) waited in that stream's queue before the write started. to="rank": a
 //     local rank's Session; to="agent": a downstream agent's AgentSession.
+//   psync_agent_fanout_seconds{to}: per message read from the stream up, the time to hand all of
+//     it down (to="rank": a node agent's local Sessions; to="agent": a relay's downstream agents).
 //
 // Create registers the families and points `counters`' wait histograms at them; the agent's
 // parts observe through those pointers. Thread-safe; owns its registry; `counters` must outlive

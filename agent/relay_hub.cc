@@ -408,6 +408,7 @@ void RelayHub::AnswerPartsLocked(const AwaitingAck& batch, const v1::AgentAck* a
 
 void RelayHub::OnRead(const v1::AgentDown& down) {
   counters_->upstream_reads.fetch_add(1);
+  AgentCounters::ScopedTimer fanout(counters_->fanout_agents);
   absl::flat_hash_map<RelayedAgent*, AgentShare> deliveries;
   std::vector<RelayedAgent*> order;
   {

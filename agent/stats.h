@@ -95,10 +95,26 @@ class AgentCounters {
   metrics::Histogram* upstream_wait_agents = nullptr;
   metrics::Histogram* down_wait_ranks = nullptr;
   metrics::Histogram* down_wait_agents = nullptr;
+  metrics::Histogram* fanout_ranks = nullptr;
+  metrics::Histogram* fanout_agents = nullptr;
 
   static void Observe(metrics::Histogram* histogram, absl::Duration waited) {
     if (histogram != nullptr) histogram->Observe(absl::ToDoubleSeconds(waited));
   }
+  // Observes into `histogram` (may be null) how long its scope took.
+  class ScopedTimer {
+   public:
+    explicit ScopedTimer(metrics::Histogram* histogram)
+        : histogram_(histogram),
+          start_(histogram != nullptr ? absl::Now() : absl::InfinitePast()) {}
+    ~ScopedTimer() { Observe(histogram_, absl::Now() - start_); }
+    ScopedTimer(const ScopedTimer&) = delete;
+    ScopedTimer& operator=(const ScopedTimer&) = delete;
+
+   private:
+    metrics::Histogram* const histogram_;
+    const absl::Time start_;
+  };
 
   AgentStats Snapshot() const {
     AgentStats s;

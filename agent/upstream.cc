@@ -373,6 +373,7 @@ absl::Status Upstream::OnClosed(const StreamEnd& end, bool* retry) {
 
 void Upstream::OnRead(const v1::AgentDown& down) {
   counters_->upstream_reads.fetch_add(1);
+  AgentCounters::ScopedTimer fanout(counters_->fanout_ranks);
   // Callbacks collected under the lock, run after it.
   std::vector<std::pair<std::shared_ptr<LocalRank>, absl::Status>> attach_results;
   std::vector<std::pair<std::shared_ptr<LocalRank>, grpc::Status>> closes;

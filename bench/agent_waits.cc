@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -24,12 +25,22 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // The histogram a series name and its labels belong to, or null.
 WaitHistogram* Which(AgentWaits* w, absl::string_view family, absl::string_view labels) {
-  if (family == "psync_agent_upstream_wait_seconds") {
-    if (absl::StrContains(labels, "from=\"rank\"")) return &w->up_from_rank;
-    if (absl::StrContains(labels, "from=\"agent\"")) return &w->up_from_agent;
-  } else if (family == "psync_agent_down_wait_seconds") {
-    if (absl::StrContains(labels, "to=\"rank\"")) return &w->down_to_rank;
-    if (absl::StrContains(labels, "to=\"agent\"")) return &w->down_to_agent;
+  struct Known {
+    const char* family;
+    const char* label;  // "" when the family has no label of its own
+    WaitHistogram AgentWaits::*histogram;
+  };
+  static const Known kKnown[] = {
+      {"psync_agent_upstream_wait_seconds", "from=\"rank\"", &AgentWaits::up_from_rank},
+      {"psync_agent_upstream_wait_seconds", "from=\"agent\"", &AgentWaits::up_from_agent},
+      {"psync_agent_fanout_seconds", "to=\"rank\"", &AgentWaits::fanout_to_rank},
+      {"psync_agent_fanout_seconds", "to=\"agent\"", &AgentWaits::fanout_to_agent},
+      {"psync_agent_down_wait_seconds", "to=\"rank\"", &AgentWaits::down_to_rank},
+      {"psync_agent_down_wait_seconds", "to=\"agent\"", &AgentWaits::down_to_agent},
+      {"psync_agent_stream_down_wait_seconds", "", &AgentWaits::coordinator_down},
+  };
+  for (const Known& k : kKnown) {
+    if (family == k.family && absl::StrContains(labels, k.label)) return &(w->*k.histogram);
   }
   return nullptr;
 }
@@ -61,26 +72,29 @@ std::string WaitHistogram::Json() const {
 void AgentWaits::Add(const AgentWaits& other, int sign) {
   up_from_rank.Add(other.up_from_rank, sign);
   up_from_agent.Add(other.up_from_agent, sign);
+  fanout_to_rank.Add(other.fanout_to_rank, sign);
+  fanout_to_agent.Add(other.fanout_to_agent, sign);
   down_to_rank.Add(other.down_to_rank, sign);
   down_to_agent.Add(other.down_to_agent, sign);
+  coordinator_down.Add(other.coordinator_down, sign);
 }
 
 std::string AgentWaits::Json() const {
-  return absl::StrCat("{\"up_from_rank\":", up_from_rank.Json(),
-                      ",\"up_from_agent\":", up_from_agent.Json(),
-                      ",\"down_to_rank\":", down_to_rank.Json(),
-                      ",\"down_to_agent\":", down_to_agent.Json(), "}");
+  return absl::StrCat(
+      "{\"up_from_rank\":", up_from_rank.Json(), ",\"up_from_agent\":", up_from_agent.Json(),
+      ",\"fanout_to_rank\":", fanout_to_rank.Json(),
+      ",\"fanout_to_agent\":", fanout_to_agent.Json(), ",\"down_to_rank\":", down_to_rank.Json(),
+      ",\"down_to_agent\":", down_to_agent.Json(), "}");
 }
 
 AgentWaits ParseAgentWaits(absl::string_view text) {
   AgentWaits w;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     if (line.empty() || line[0] == '#') continue;
-    const size_t brace = line.find('{');
     const size_t space = line.rfind(' ');
-    if (brace == absl::string_view::npos || space == absl::string_view::npos || space < brace) {
-      continue;
-    }
+    if (space == absl::string_view::npos) continue;
+    // name{labels} value, or name value
+    const size_t brace = std::min(line.find('{'), space);
     const absl::string_view name = line.substr(0, brace);
     const absl::string_view labels = line.substr(brace, space - brace);
     double value = 0;

@@ -1,12 +1,14 @@
-// AgentWaits: the wait histograms of psync-agent processes (agent/agent_metrics.h), read from
-// their GET /metrics, summed over processes and differenced over a measured window, in
-// psync-bench's JSON.
+// AgentWaits: the wait histograms of psync-agent processes (agent/agent_metrics.h) and the
+// coordinator's AgentSession queue wait (psync_agent_stream_down_wait_seconds), read from their
+// GET /metrics, summed over processes and differenced over a measured window, in psync-bench's
+// JSON.
 //
 // Scrape() fetches one agent's /metrics over plain HTTP on 127.0.0.1; Parse() reads the text
 // (exposed for tests). A WaitHistogram holds cumulative counts by bucket upper bound (seconds), so
 // its percentiles are bucket bounds: Json() renders {"count":..,"mean_us":..,"p50_le_us":..,
 // "p99_le_us":..} where p50_le_us is the smallest bound at or under which half the observations
-// lie (0 when there are none; -1 when it is the +Inf bucket). Pure except Scrape; thread-compatible.
+// lie (0 when there are none; -1 when it is the +Inf bucket). Pure except Scrape;
+// thread-compatible.
 #ifndef PSYNC_BENCH_AGENT_WAITS_H_
 #define PSYNC_BENCH_AGENT_WAITS_H_
 
@@ -31,10 +33,14 @@ struct WaitHistogram {
 };
 
 struct AgentWaits {
-  WaitHistogram up_from_rank, up_from_agent, down_to_rank, down_to_agent;
+  // psync_agent_upstream_wait_seconds, psync_agent_fanout_seconds and
+  // psync_agent_down_wait_seconds by label; the coordinator's psync_agent_stream_down_wait_seconds.
+  WaitHistogram up_from_rank, up_from_agent, fanout_to_rank, fanout_to_agent, down_to_rank,
+      down_to_agent, coordinator_down;
 
   void Add(const AgentWaits& other, int sign = 1);
-  // {"up_from_rank":..,"up_from_agent":..,"down_to_rank":..,"down_to_agent":..}
+  // The agents' histograms: {"up_from_rank":..,"up_from_agent":..,"fanout_to_rank":..,
+  // "fanout_to_agent":..,"down_to_rank":..,"down_to_agent":..}.
   std::string Json() const;
 };
 

@@ -29,6 +29,14 @@ psync_agent_down_wait_seconds_bucket{to="agent",le="0.001"} 5
 psync_agent_down_wait_seconds_bucket{to="agent",le="+Inf"} 5
 psync_agent_down_wait_seconds_sum{to="agent"} 0.002
 psync_agent_down_wait_seconds_count{to="agent"} 5
+psync_agent_fanout_seconds_bucket{to="agent",le="0.0001"} 2
+psync_agent_fanout_seconds_bucket{to="agent",le="+Inf"} 2
+psync_agent_fanout_seconds_sum{to="agent"} 0.0001
+psync_agent_fanout_seconds_count{to="agent"} 2
+psync_agent_stream_down_wait_seconds_bucket{le="1e-05"} 7
+psync_agent_stream_down_wait_seconds_bucket{le="+Inf"} 8
+psync_agent_stream_down_wait_seconds_sum 0.004
+psync_agent_stream_down_wait_seconds_count 8
 )";
 
 TEST(AgentWaitsTest, ParsesTheWaitFamiliesAndIgnoresTheRest) {
@@ -40,6 +48,16 @@ TEST(AgentWaitsTest, ParsesTheWaitFamiliesAndIgnoresTheRest) {
   EXPECT_EQ(w.down_to_agent.count, 0u);
   EXPECT_EQ(w.up_from_agent.count, 0u);
   EXPECT_TRUE(w.up_from_agent.cumulative.empty());
+}
+
+TEST(AgentWaitsTest, ReadsTheFanOutAndTheCoordinatorsUnlabelledFamily) {
+  const AgentWaits w = ParseAgentWaits(kAfter);
+  EXPECT_EQ(w.fanout_to_agent.count, 2u);
+  EXPECT_EQ(w.fanout_to_rank.count, 0u);
+  EXPECT_EQ(w.coordinator_down.count, 8u);
+  EXPECT_DOUBLE_EQ(w.coordinator_down.sum_s, 0.004);
+  EXPECT_DOUBLE_EQ(w.coordinator_down.QuantileBound(0.5), 1e-5);
+  EXPECT_TRUE(std::isinf(w.coordinator_down.QuantileBound(0.99)));
 }
 
 TEST(AgentWaitsTest, AWindowIsTheDifferenceAndItsPercentilesAreBucketBounds) {

@@ -113,9 +113,10 @@ ABSL_FLAG(uint32_t, relays, 0,
           "instead of to the coordinator; 0: none");
 ABSL_FLAG(std::string, relay_taskset, "", "CPU list (taskset -c) the relays (--relays) run on");
 ABSL_FLAG(bool, agent_metrics, false,
-          "relays and agents serve /metrics on 127.0.0.1 (psync-agent --http_listen); the JSON's "
-          "relay_waits and agent_waits are their wait histograms over the measured steps (how "
-          "long messages waited inside them, both ways; agent/README.md, \"Metrics\")");
+          "relays, agents and the coordinator serve /metrics on 127.0.0.1; the JSON's "
+          "relay_waits and agent_waits are the agents' wait histograms over the measured steps "
+          "(how long messages waited inside them, both ways; agent/README.md, \"Metrics\"), and "
+          "coordinator_agent_stream_down_wait the coordinator's AgentSession queue wait");
 ABSL_FLAG(uint32_t, simulated_nodes, 0,
           "ranks per simulated node agent: the benchmark speaks AgentSession for nodes of this "
           "many ranks itself (bench/node_driver.h; needs --step_period_ms, no --agents); 0: off");
@@ -270,7 +271,8 @@ struct Processes {
   std::unique_ptr<Subprocess> coordinator;
   std::vector<std::unique_ptr<Subprocess>> relays;
   std::vector<std::unique_ptr<Subprocess>> agents;
-  // With --agent_metrics: their /metrics ports.
+  // With --agent_metrics: their /metrics ports (the coordinator's: 0 when not started here).
+  int coordinator_http_port = 0;
   std::vector<int> relay_http_ports;
   std::vector<int> agent_http_ports;
   pid_t coordinator_pid = 0;
@@ -283,12 +285,17 @@ absl::StatusOr<Processes> StartProcesses(const RunConfig& run, int index) {
   const std::string binary = absl::GetFlag(FLAGS_coordinator);
   if (!binary.empty()) {
     const std::string port_file = TempPath(absl::StrCat("coordinator-", index, ".port"));
+    const std::string http_port_file = port_file + ".http";
     std::remove(port_file.c_str());
+    std::remove(http_port_file.c_str());
+    const bool metrics = absl::GetFlag(FLAGS_agent_metrics);
     std::vector<std::string> argv = {
         binary,
         "--listen=127.0.0.1:0",
         absl::StrCat("--port_file=", port_file),
-        "--http_listen=",
+        metrics ? "--http_listen=127.0.0.1:0" : "--http_listen=",
+        metrics ? absl::StrCat("--http_port_file=", http_port_file) : "--http_port_file=",
+        "--http_threads=2",
         absl::StrCat("--max_sessions=", std::max<uint64_t>(65536, 2ull * run.ranks)),
         // A benchmark run has no lost ranks; long leases keep liveness out of the picture.
         "--rank_lease=3600s",
@@ -301,6 +308,12 @@ absl::StatusOr<Processes> StartProcesses(const RunConfig& run, int index) {
     auto port = WaitForPortFile(port_file, child->get(), absl::Seconds(30));
     std::remove(port_file.c_str());
     if (!port.ok()) return port.status();
+    if (metrics) {
+      auto http_port = WaitForPortFile(http_port_file, child->get(), absl::Seconds(30));
+      std::remove(http_port_file.c_str());
+      if (!http_port.ok()) return http_port.status();
+      p.coordinator_http_port = *http_port;
+    }
     p.coordinator_pid = (*child)->pid();
     p.coordinator = std::move(*child);
     p.coordinator_target = absl::StrCat("127.0.0.1:", *port);
@@ -421,8 +434,8 @@ absl::Status NodeIndices(const char* flag, const std::vector<std::string>& items
   return absl::OkStatus();
 }
 
-// The wait histograms of the agents on `ports`, summed; a scrape that fails is reported on stderr
-// and left out (the run's JSON then says fewer observations, not wrong ones).
+// The wait histograms of the agents (or the coordinator) on `ports`, summed; a scrape that fails is
+// reported on stderr and left out (the run's JSON then says fewer observations, not wrong ones).
 AgentWaits ScrapeAll(const std::vector<int>& ports) {
   AgentWaits total;
   for (int port : ports) {
@@ -501,7 +514,10 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
   }
   CpuMem start, end, agents_start, agents_end, self_start, self_end;
   std::vector<CpuMem> relays_start, relays_end;  // per relay
-  AgentWaits relay_waits, agent_waits;  // --agent_metrics: end minus start of the measured steps
+  // --agent_metrics: end minus start of the measured steps.
+  AgentWaits relay_waits, agent_waits, coordinator_waits;
+  std::vector<int> coordinator_http_ports;
+  if (procs->coordinator_http_port != 0) coordinator_http_ports = {procs->coordinator_http_port};
   auto sample_each = [](const std::vector<std::unique_ptr<Subprocess>>& procs) {
     std::vector<CpuMem> each;
     for (const auto& p : procs) each.push_back(Sample(p->pid()));
@@ -514,6 +530,7 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
     self_start = Sample(getpid());
     relay_waits.Add(ScrapeAll(procs->relay_http_ports), -1);
     agent_waits.Add(ScrapeAll(procs->agent_http_ports), -1);
+    coordinator_waits.Add(ScrapeAll(coordinator_http_ports), -1);
   };
   o.on_measure_end = [&] {
     end = Sample(cpid);
@@ -522,6 +539,7 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
     self_end = Sample(getpid());
     relay_waits.Add(ScrapeAll(procs->relay_http_ports));
     agent_waits.Add(ScrapeAll(procs->agent_http_ports));
+    coordinator_waits.Add(ScrapeAll(coordinator_http_ports));
   };
   const auto load = LoadAverage();
   const uint32_t ranks_per_node = absl::GetFlag(FLAGS_simulated_nodes);
@@ -656,6 +674,10 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
   if (absl::GetFlag(FLAGS_agent_metrics)) {
     if (!procs->relays.empty()) absl::StrAppend(&json, ",\"relay_waits\":", relay_waits.Json());
     if (!procs->agents.empty()) absl::StrAppend(&json, ",\"agent_waits\":", agent_waits.Json());
+    if (!coordinator_http_ports.empty()) {
+      absl::StrAppend(&json, ",\"coordinator_agent_stream_down_wait\":",
+                      coordinator_waits.coordinator_down.Json());
+    }
   }
   absl::StrAppend(&json, absl::StrFormat(",\"bench_cpu_s\":%.3f",
                                          self_end.cpu_seconds - self_start.cpu_seconds));

@@ -77,6 +77,10 @@ struct StreamLimits {
   // for a message to carry its answer (session_stream.h, agent_stream.h); zero: every message is
   // acked at once.
   absl::Duration lazy_ack_delay = absl::ZeroDuration();
+  // AgentSession streams: called (under the stream's writer lock: keep it cheap) as each message's
+  // write starts, with how long its oldest content waited in the stream's queue
+  // (StreamWriter::SetWaitObserver); empty: not timed.
+  std::function<void(absl::Duration waited)> agent_down_wait;
 };
 
 // What one queued message counts for against StreamLimits::queue_bytes: its serialized size plus

@@ -170,6 +170,16 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
   s->rendezvous_cleanup_ = std::make_unique<RendezvousCleanup>(coordinator, s->rendezvous_.get());
   serve::StreamLimits streams = options.streams;
   streams.counters = &s->stream_counters_;
+  // What goes down to node agents and relays: how long it waits in their streams' queues.
+  auto agent_down_wait = s->registry_.AddHistogram(
+      "psync_agent_stream_down_wait_seconds",
+      "Per message written down an AgentSession (to a node agent or a relay): how long its oldest "
+      "content (a directive, an answer) waited in the stream's queue before the write started.",
+      {}, metrics::QueueWaitBuckets());
+  if (!agent_down_wait.ok()) return agent_down_wait.status();
+  streams.agent_down_wait = [waits = (*agent_down_wait)->WithLabels({})](absl::Duration d) {
+    waits->Observe(absl::ToDoubleSeconds(d));
+  };
   s->service_ = std::make_unique<CoordinatorService>(coordinator, s->rendezvous_.get(), streams,
                                                      s->replica_.get());
 

@@ -23,6 +23,11 @@ void Counter::Add(double delta) {
 
 void Gauge::Add(double delta) { AtomicAdd(&value_, delta); }
 
+std::vector<double> QueueWaitBuckets() {
+  return {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01,
+          0.02, 0.025,  0.05, 0.1,  0.25,   0.5,  1,    2.5,    5,    10};
+}
+
 Histogram::Histogram(std::vector<double> upper_bounds)
     : upper_bounds_(std::move(upper_bounds)),
       counts_(new std::atomic<uint64_t>[upper_bounds_.size() + 1]) {

@@ -54,6 +54,10 @@ class Gauge {
   std::atomic<double> value_{0.0};
 };
 
+// Bucket bounds for a wait inside one process (a message in a queue, a handover between threads),
+// in seconds: 10 us .. 10 s.
+std::vector<double> QueueWaitBuckets();
+
 // Counts observations in buckets with fixed upper bounds, e.g. the wait from
 // a chunk's first check-in to its sync release, in seconds.
 class Histogram {

@@ -67,7 +67,9 @@ class AgentStreamBatcher final : public NoticeBatcher,
   // Bounded by `limits`; call ArmOverflowTimer once the batcher is owned by a shared_ptr.
   AgentStreamBatcher(Reactor* reactor, const serve::StreamLimits& limits)
       : writer_(reactor, "agent", limits, /*clock=*/nullptr,
-                [this](absl::Duration after) { overflow_timer_(after); }) {}
+                [this](absl::Duration after) { overflow_timer_(after); }) {
+    if (limits.agent_down_wait) writer_.SetWaitObserver(limits.agent_down_wait);
+  }
   void ArmOverflowTimer() {
     overflow_timer_ = serve::AlarmTimer(weak_from_this(),
                                         [](AgentStreamBatcher& b) -> Writer& { return b.writer_; });

@@ -1,7 +1,7 @@
 // psync-agent's /metrics (agent/agent_metrics.h), scraped over HTTP as Prometheus would: the
 // counters equal the agent's own, and each wait histogram counts exactly one observation per
-// message it times, both ways, on a node agent and on a relay; a bad http_listen is refused
-// naming the field.
+// message it times, both ways, on a node agent and on a relay, as does the coordinator's
+// AgentSession queue wait; a bad http_listen is refused naming the field.
 #include <map>
 #include <memory>
 #include <string>
@@ -22,11 +22,10 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Every sample of GET /metrics: series (name and labels as rendered) -> value.
-std::map<std::string, double> Scrape(const agent::Agent& agent) {
+// Every sample of GET /metrics on `http_port`: series (name and labels as rendered) -> value.
+std::map<std::string, double> Scrape(int http_port) {
   std::map<std::string, double> samples;
-  auto got =
-      http::testing::CurlGet(absl::StrCat("http://127.0.0.1:", agent.http_port(), "/metrics"));
+  auto got = http::testing::CurlGet(absl::StrCat("http://127.0.0.1:", http_port, "/metrics"));
   EXPECT_TRUE(got.ok()) << got.status();
   if (!got.ok()) return samples;
   EXPECT_EQ(got->status, 200);
@@ -38,6 +37,9 @@ std::map<std::string, double> Scrape(const agent::Agent& agent) {
     samples[std::string(line.substr(0, space))] = value;
   }
   return samples;
+}
+std::map<std::string, double> Scrape(const agent::Agent& agent) {
+  return Scrape(agent.http_port());
 }
 
 std::unique_ptr<agent::Agent> StartWithMetrics(const std::string& target) {
@@ -51,7 +53,9 @@ std::unique_ptr<agent::Agent> StartWithMetrics(const std::string& target) {
 class AgentMetricsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto server = server::TestServer::Start();
+    server::ServerOptions options;
+    options.http_listen = "127.0.0.1:0";
+    auto server = server::TestServer::Start(std::move(options));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
   }
@@ -102,6 +106,14 @@ TEST_F(AgentMetricsTest, ANodeAgentCountsEveryWaitOnceBothWays) {
   EXPECT_EQ(m.at("psync_agent_down_wait_seconds_count{to=\"rank\"}"),
             2 + s.local_acks + s.notices_delivered);
   EXPECT_EQ(m.at("psync_agent_down_wait_seconds_count{to=\"agent\"}"), 0);
+  EXPECT_EQ(m.at("psync_agent_fanout_seconds_count{to=\"agent\"}"), 0);
+  // Fan-out: one per message read from the coordinator, and the coordinator timed every message
+  // it wrote down the agent's stream (the last may still be on its way when the ranks are done).
+  EXPECT_TRUE(WaitUntil([&] {
+    const double reads = node->stats().upstream_reads;
+    return Scrape(*node).at("psync_agent_fanout_seconds_count{to=\"rank\"}") == reads &&
+           Scrape(server_->http_port()).at("psync_agent_stream_down_wait_seconds_count") == reads;
+  }));
   // A wait is never negative, and every observation is in the +Inf bucket.
   EXPECT_GE(m.at("psync_agent_down_wait_seconds_sum{to=\"rank\"}"), 0);
   EXPECT_EQ(m.at("psync_agent_down_wait_seconds_bucket{to=\"rank\",le=\"+Inf\"}"),
@@ -136,6 +148,14 @@ TEST_F(AgentMetricsTest, ARelayCountsEachBatchItSendsUpAndEachMessageItWritesDow
   EXPECT_EQ(m.at("psync_agent_upstream_wait_seconds_count{from=\"rank\"}"), 0);
   EXPECT_EQ(m.at("psync_agent_down_wait_seconds_count{to=\"rank\"}"), 0);
   EXPECT_GT(m.at("psync_agent_upstream_reads_total"), 0);
+  EXPECT_EQ(m.at("psync_agent_fanout_seconds_count{to=\"rank\"}"), 0);
+  // The relay's fan-out: one per message read from the coordinator, every one of which the
+  // coordinator timed in its queue.
+  EXPECT_TRUE(WaitUntil([&] {
+    const double reads = relay->stats().upstream_reads;
+    return Scrape(*relay).at("psync_agent_fanout_seconds_count{to=\"agent\"}") == reads &&
+           Scrape(server_->http_port()).at("psync_agent_stream_down_wait_seconds_count") == reads;
+  }));
 }
 
 TEST(AgentMetricsOptionsTest, AnHttpListenThatIsNotHostPortIsRefusedNamingTheField) {
