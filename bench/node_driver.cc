@@ -145,7 +145,7 @@ class NodeDriver {
   // every (step, chunk) of them reached every rank.
   // `hold_until` (not InfinitePast): the steps are held ones (NodeOptions::withhold), pumped until
   // then, their releases not waited for.
-  absl::Status RunSteps(uint64_t first, uint64_t steps, const char* phase,
+  absl::Status RunSteps(uint64_t first, uint64_t steps, const char* phase, int64_t start,
                         absl::Time hold_until = absl::InfinitePast());
   // RunSteps' loop for the nodes n with n % shards == shard, on one of its threads; `lags` gets the
   // shard's pump lags (DriverResult::pump_lag_ns).
@@ -153,9 +153,14 @@ class NodeDriver {
                          const char* phase, absl::Time hold_until, std::vector<int64_t>* lags);
   bool Released(uint64_t step) {
     for (uint32_t c = 0; c < options_.workload.chunks; ++c) {
-      if (record(step, c).ranks_released.load() < options_.workload.ranks) return false;
+      if (record(step, c).ranks_released.load() < my_ranks_) return false;
     }
     return true;
+  }
+  // The next phase's start: when every process got to `phase` (NodeOptions::rendezvous).
+  absl::StatusOr<int64_t> Rendezvous(const char* phase) {
+    if (!options_.rendezvous) return NowNs();
+    return options_.rendezvous(phase);
   }
 
   const NodeOptions options_;
@@ -166,6 +171,8 @@ class NodeDriver {
   std::vector<std::unique_ptr<v1::Coordinator::Stub>> stubs_;
   std::vector<std::unique_ptr<NodeStream>> nodes_;
   std::mt19937_64 rng_{options_.workload.seed};
+  std::vector<uint32_t> my_nodes_;  // the nodes this process simulates (NodeOptions::worker)
+  uint32_t my_ranks_ = 0;           // their ranks
 
   absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
@@ -504,16 +511,23 @@ absl::Status NodeDriver::JoinAll(std::vector<v1::JoinResponse>* joined) {
   const Workload& w = options_.workload;
   joined->assign(w.ranks, v1::JoinResponse());
   // Ranks of a real job join in no particular order.
-  std::vector<uint32_t> order(w.ranks);
-  for (uint32_t r = 0; r < w.ranks; ++r) order[r] = r;
+  std::vector<uint32_t> order;
+  order.reserve(my_ranks_);
+  for (uint32_t n : my_nodes_) {
+    const uint32_t first = n * options_.ranks_per_node;
+    for (uint32_t r = first; r < std::min(first + options_.ranks_per_node, w.ranks); ++r) {
+      order.push_back(r);
+    }
+  }
   std::shuffle(order.begin(), order.end(), rng_);
+  const uint32_t count = static_cast<uint32_t>(order.size());
   std::atomic<uint32_t> next{0};
   std::vector<std::thread> threads;
-  const uint32_t workers = std::max<uint32_t>(1, std::min(options_.join_concurrency, w.ranks));
+  const uint32_t workers = std::max<uint32_t>(1, std::min(options_.join_concurrency, count));
   for (uint32_t t = 0; t < workers; ++t) {
     threads.emplace_back([&, t] {
       v1::Coordinator::Stub* stub = stubs_[t % stubs_.size()].get();
-      for (uint32_t i = next.fetch_add(1); i < w.ranks; i = next.fetch_add(1)) {
+      for (uint32_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) {
         const uint32_t r = order[i];
         grpc::ClientContext context;
         context.set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
@@ -608,13 +622,12 @@ absl::Status NodeDriver::PumpShard(size_t shard, size_t shards, int64_t start, u
   return absl::OkStatus();
 }
 
-absl::Status NodeDriver::RunSteps(uint64_t first, uint64_t steps, const char* phase,
+absl::Status NodeDriver::RunSteps(uint64_t first, uint64_t steps, const char* phase, int64_t start,
                                   absl::Time hold_until) {
   // The nodes are pumped by pump_threads threads, node n by thread n % threads, so that the load
   // generator keeps its schedule (one thread fell 200 ms behind at 16,384 ranks).
   const size_t threads =
       std::max<size_t>(1, std::min<size_t>(options_.pump_threads, nodes_.size()));
-  const int64_t start = NowNs();
   std::vector<absl::Status> statuses(threads);
   std::vector<std::vector<int64_t>> lags(threads);
   std::vector<std::thread> pumps;
@@ -659,8 +672,19 @@ absl::StatusOr<DriverResult> NodeDriver::Run() {
   }
   if (o.tick <= absl::ZeroDuration()) return absl::InvalidArgumentError("tick must be positive");
   if (o.steps == 0) return absl::InvalidArgumentError("steps must be positive");
+  if (o.workers == 0 || o.worker >= o.workers) {
+    return absl::InvalidArgumentError("worker must be in [0, workers)");
+  }
+  if (o.workers > 1 && o.withhold) {
+    return absl::InvalidArgumentError("withhold needs a single process (workers 1)");
+  }
   const uint32_t nodes = (w.ranks + o.ranks_per_node - 1) / o.ranks_per_node;
-  for (uint32_t n = 0; n < nodes; ++n) {
+  if (o.workers > nodes) return absl::InvalidArgumentError("workers must be at most the nodes");
+  for (uint32_t n = o.worker; n < nodes; n += o.workers) {
+    my_nodes_.push_back(n);
+    my_ranks_ += std::min(o.ranks_per_node, w.ranks - n * o.ranks_per_node);
+  }
+  for (uint32_t n : my_nodes_) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetInt("psync.bench.node", static_cast<int>(n));
@@ -679,29 +703,41 @@ absl::StatusOr<DriverResult> NodeDriver::Run() {
 
   if (status.ok()) {
     t = absl::Now();
-    for (uint32_t n = 0; n < nodes; ++n) {
-      const uint32_t first = n * o.ranks_per_node;
+    for (size_t i = 0; i < my_nodes_.size(); ++i) {
+      const uint32_t first = my_nodes_[i] * o.ranks_per_node;
       const uint32_t count = std::min(o.ranks_per_node, w.ranks - first);
-      nodes_.push_back(std::make_unique<NodeStream>(this, first, count, stubs_[n].get()));
+      nodes_.push_back(std::make_unique<NodeStream>(this, first, count, stubs_[i].get()));
     }
     for (auto& node : nodes_) node->Start(joined);
     status = Await("attaches", [&] {
       absl::MutexLock lock(&mu_);
-      return attached_ == w.ranks;
+      return attached_ == my_ranks_;
     });
     result.attach_seconds = absl::ToDoubleSeconds(absl::Now() - t);
   }
-  if (status.ok() && o.warmup_steps > 0) status = RunSteps(0, o.warmup_steps, "warmup steps");
+  // Each phase starts when every process got there (at once for a process on its own).
+  absl::StatusOr<int64_t> start = int64_t{0};
+  if (status.ok()) start = Rendezvous("attached");
+  if (!start.ok()) status = start.status();
+  if (status.ok() && o.warmup_steps > 0) {
+    status = RunSteps(0, o.warmup_steps, "warmup steps", *start);
+  }
+  if (status.ok()) start = Rendezvous("warm");
+  if (!start.ok()) status = start.status();
   int64_t measure_start = 0;
   if (status.ok()) {
     if (o.on_measure_start) o.on_measure_start();
     measure_start = NowNs();
-    status = RunSteps(o.warmup_steps, o.steps, "measured steps");
+    status = RunSteps(o.warmup_steps, o.steps, "measured steps", std::max(*start, measure_start));
     result.measured_seconds = static_cast<double>(NowNs() - measure_start) * 1e-9;
+    if (status.ok()) {
+      absl::StatusOr<int64_t> done = Rendezvous("measured");
+      if (!done.ok()) status = done.status();
+    }
     if (status.ok() && o.on_measure_end) o.on_measure_end();
   }
   if (status.ok() && o.withhold) {
-    status = RunSteps(total_steps_, 1, "held step", absl::Now() + o.hold_open);
+    status = RunSteps(total_steps_, 1, "held step", NowNs(), absl::Now() + o.hold_open);
   }
   for (auto& node : nodes_) node->Close(/*cancel=*/!status.ok());
   const uint32_t started = static_cast<uint32_t>(nodes_.size());
@@ -715,7 +751,8 @@ absl::StatusOr<DriverResult> NodeDriver::Run() {
   }
   if (!status.ok()) return status;
 
-  SummarizeRun(records_, w.ranks, o.warmup_steps, counters, &result);
+  if (o.on_records) o.on_records(records_, counters);
+  SummarizeRun(records_, my_ranks_, o.warmup_steps, counters, &result);
   result.pump_lag_ns = std::move(pump_lag_ns_);
   return result;
 }

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -34,6 +35,7 @@
 #include "bench/echo_floor.h"
 #include "bench/latency_summary.h"
 #include "bench/node_driver.h"
+#include "bench/node_processes.h"
 #include "bench/owner_probe.h"
 #include "bench/proc_stats.h"
 #include "bench/rank_driver.h"
@@ -120,6 +122,14 @@ ABSL_FLAG(bool, agent_metrics, false,
 ABSL_FLAG(uint32_t, simulated_nodes, 0,
           "ranks per simulated node agent: the benchmark speaks AgentSession for nodes of this "
           "many ranks itself (bench/node_driver.h; needs --step_period_ms, no --agents); 0: off");
+ABSL_FLAG(uint32_t, node_processes, 1,
+          "with --simulated_nodes: processes the nodes are spread over (child processes of "
+          "psync-bench, node n in process n % N; bench/node_processes.h), so that one process "
+          "does not read every node's stream; not with --hold_nodes");
+ABSL_FLAG(int32_t, node_worker, -1, "internal: this process is node process N of a run");
+ABSL_FLAG(std::string, node_worker_dir, "", "internal: the node processes' meeting folder");
+ABSL_FLAG(std::string, node_worker_job, "", "internal: the run's job id");
+ABSL_FLAG(std::vector<std::string>, node_worker_targets, {}, "internal: where the nodes connect");
 ABSL_FLAG(uint32_t, pump_threads, 4,
           "With --simulated_nodes: threads that build and start the nodes' batches (the JSON's "
           "pump_lag says how late they ran against the schedule)");
@@ -176,6 +186,15 @@ std::string TempPath(const std::string& what) {
 
 // --simulated_nodes runs paced steps of arrivals spread within the period, with no agents.
 absl::Status CheckSimulatedNodeFlags() {
+  const uint32_t processes = absl::GetFlag(FLAGS_node_processes);
+  if (processes == 0) return absl::InvalidArgumentError("--node_processes must be at least 1");
+  if (processes > 1 && absl::GetFlag(FLAGS_simulated_nodes) == 0) {
+    return absl::InvalidArgumentError("--node_processes above 1 needs --simulated_nodes");
+  }
+  if (processes > 1 && !absl::GetFlag(FLAGS_hold_nodes).empty()) {
+    return absl::InvalidArgumentError(
+        "--node_processes above 1 and --hold_nodes exclude each other");
+  }
   if (absl::GetFlag(FLAGS_simulated_nodes) == 0) return absl::OkStatus();
   if (absl::GetFlag(FLAGS_agents) > 0) {
     return absl::InvalidArgumentError("--simulated_nodes and --agents exclude each other");
@@ -460,23 +479,10 @@ CpuMem SampleAll(const std::vector<std::unique_ptr<Subprocess>>& procs) {
   return total;
 }
 
-// One run: start the processes, drive the ranks, sample, stop. Returns the JSON object; *ok is
-// false when a correctness check failed.
-absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
-                                    const std::optional<Floor>& floor, bool print_text,
-                                    bool* ok_out) {
-  auto procs = StartProcesses(run, index);
-  if (!procs.ok()) return procs.status();
-  const pid_t cpid = procs->coordinator_pid;
-  absl::SleepFor(absl::Milliseconds(200));  // let the coordinator settle before the idle sample
-  const CpuMem idle = Sample(cpid);
-  const CpuMem agents_idle = SampleAll(procs->agents);
-  const CpuMem relays_idle = SampleAll(procs->relays);
-
+// A run's workload and pacing from the flags (targets and job id are the caller's).
+DriverOptions DriverOptionsFromFlags(const RunConfig& run) {
   const bool throughput = absl::GetFlag(FLAGS_throughput);
   DriverOptions o;
-  o.targets = procs->rank_targets;
-  o.job_id = absl::StrCat("bench-", getpid(), "-", index, "-", absl::ToUnixMicros(absl::Now()));
   o.ranks = run.ranks;
   o.optimizers = absl::GetFlag(FLAGS_optimizers);
   o.chunks = run.chunks;
@@ -492,6 +498,87 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
   o.join_concurrency = absl::GetFlag(FLAGS_join_concurrency);
   o.timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_s));
   o.seed = absl::GetFlag(FLAGS_seed);
+  return o;
+}
+
+// The simulated nodes' options from the flags, for the run `o` describes (its targets and job);
+// the measure callbacks and the held step are the caller's.
+absl::StatusOr<NodeOptions> NodeOptionsFromFlags(const DriverOptions& o) {
+  NodeOptions n;
+  n.targets = o.targets;
+  n.workload = {o.job_id, o.ranks, o.optimizers, o.chunks, o.group_size, o.seed};
+  n.ranks_per_node = absl::GetFlag(FLAGS_simulated_nodes);
+  n.warmup_steps = o.warmup_steps;
+  n.steps = o.steps;
+  n.spread = o.spread;
+  n.step_period = o.step_period;
+  n.tick = absl::Microseconds(absl::GetFlag(FLAGS_node_tick_us));
+  n.flush_on_complete = absl::GetFlag(FLAGS_node_flush_on_complete);
+  n.lazy_acks = o.lazy_acks;
+  n.join_concurrency = o.join_concurrency;
+  n.pump_threads = absl::GetFlag(FLAGS_pump_threads);
+  n.timeout = o.timeout;
+  if (auto s = NodeIndices("slow_nodes", absl::GetFlag(FLAGS_slow_nodes), &n.slow_nodes); !s.ok()) {
+    return s;
+  }
+  n.slow_by = absl::Microseconds(absl::GetFlag(FLAGS_slow_by_us));
+  return n;
+}
+
+// This process's command line (main() sets it): node processes are started with it.
+std::vector<std::string>& CommandLine() {
+  static auto* argv = new std::vector<std::string>();
+  return *argv;
+}
+
+// A node process (--node_worker): simulates its share of the run's nodes, meets the others and
+// the parent at bench/node_processes.h's points, and writes its result there.
+int RunNodeWorker() {
+  DriverOptions o =
+      DriverOptionsFromFlags(RunConfig{absl::GetFlag(FLAGS_ranks), absl::GetFlag(FLAGS_chunks)});
+  o.targets = absl::GetFlag(FLAGS_node_worker_targets);
+  o.job_id = absl::GetFlag(FLAGS_node_worker_job);
+  absl::StatusOr<NodeOptions> n = NodeOptionsFromFlags(o);
+  const std::string dir = absl::GetFlag(FLAGS_node_worker_dir);
+  const uint32_t worker = static_cast<uint32_t>(absl::GetFlag(FLAGS_node_worker));
+  if (!n.ok()) {
+    std::cerr << "psync-bench node process " << worker << ": " << n.status() << "\n";
+    return 2;
+  }
+  n->worker = worker;
+  n->workers = absl::GetFlag(FLAGS_node_processes);
+  n->rendezvous = WorkerRendezvous(dir, worker, o.timeout);
+  std::string records;
+  n->on_records = [&](ReleaseRecords& r, const DriverCounters& counters) {
+    records = FormatWorkerRecords(r, o.warmup_steps + o.steps, o.chunks, counters);
+  };
+  absl::StatusOr<DriverResult> result = RunNodes(*n);
+  absl::Status written = result.status();
+  if (written.ok()) written = WriteWorkerResult(dir, worker, records, *result);
+  if (!written.ok()) {
+    std::cerr << "psync-bench node process " << worker << ": " << written << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+// One run: start the processes, drive the ranks, sample, stop. Returns the JSON object; *ok is
+// false when a correctness check failed.
+absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
+                                    const std::optional<Floor>& floor, bool print_text,
+                                    bool* ok_out) {
+  auto procs = StartProcesses(run, index);
+  if (!procs.ok()) return procs.status();
+  const pid_t cpid = procs->coordinator_pid;
+  absl::SleepFor(absl::Milliseconds(200));  // let the coordinator settle before the idle sample
+  const CpuMem idle = Sample(cpid);
+  const CpuMem agents_idle = SampleAll(procs->agents);
+  const CpuMem relays_idle = SampleAll(procs->relays);
+
+  const bool throughput = absl::GetFlag(FLAGS_throughput);
+  DriverOptions o = DriverOptionsFromFlags(run);
+  o.targets = procs->rank_targets;
+  o.job_id = absl::StrCat("bench-", getpid(), "-", index, "-", absl::ToUnixMicros(absl::Now()));
   if (o.targets.size() > 1 && procs->agents.empty() && procs->relays.empty()) {
     // Coordinator replicas: every rank goes to the job's owner.
     absl::StatusOr<std::string> owner =
@@ -518,6 +605,13 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
   AgentWaits relay_waits, agent_waits, coordinator_waits;
   std::vector<int> coordinator_http_ports;
   if (procs->coordinator_http_port != 0) coordinator_http_ports = {procs->coordinator_http_port};
+  // The load generator: this process, and its node processes (--node_processes) once started.
+  std::vector<pid_t> node_process_pids;
+  auto sample_self = [&] {
+    CpuMem m = Sample(getpid());
+    for (pid_t pid : node_process_pids) m.cpu_seconds += Sample(pid).cpu_seconds;
+    return m;
+  };
   auto sample_each = [](const std::vector<std::unique_ptr<Subprocess>>& procs) {
     std::vector<CpuMem> each;
     for (const auto& p : procs) each.push_back(Sample(p->pid()));
@@ -527,7 +621,7 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
     start = Sample(cpid);
     agents_start = SampleAll(procs->agents);
     relays_start = sample_each(procs->relays);
-    self_start = Sample(getpid());
+    self_start = sample_self();
     relay_waits.Add(ScrapeAll(procs->relay_http_ports), -1);
     agent_waits.Add(ScrapeAll(procs->agent_http_ports), -1);
     coordinator_waits.Add(ScrapeAll(coordinator_http_ports), -1);
@@ -536,7 +630,7 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
     end = Sample(cpid);
     agents_end = SampleAll(procs->agents);
     relays_end = sample_each(procs->relays);
-    self_end = Sample(getpid());
+    self_end = sample_self();
     relay_waits.Add(ScrapeAll(procs->relay_http_ports));
     agent_waits.Add(ScrapeAll(procs->agent_http_ports));
     coordinator_waits.Add(ScrapeAll(coordinator_http_ports));
@@ -545,27 +639,11 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
   const uint32_t ranks_per_node = absl::GetFlag(FLAGS_simulated_nodes);
   absl::StatusOr<DriverResult> r;
   if (ranks_per_node > 0) {
-    NodeOptions n;
-    n.targets = o.targets;
-    n.workload = {o.job_id, o.ranks, o.optimizers, o.chunks, o.group_size, o.seed};
-    n.ranks_per_node = ranks_per_node;
-    n.warmup_steps = o.warmup_steps;
-    n.steps = o.steps;
-    n.spread = o.spread;
-    n.step_period = o.step_period;
-    n.tick = absl::Microseconds(absl::GetFlag(FLAGS_node_tick_us));
-    n.flush_on_complete = absl::GetFlag(FLAGS_node_flush_on_complete);
-    n.lazy_acks = o.lazy_acks;
-    n.join_concurrency = o.join_concurrency;
-    n.pump_threads = absl::GetFlag(FLAGS_pump_threads);
-    n.timeout = o.timeout;
+    absl::StatusOr<NodeOptions> nodes = NodeOptionsFromFlags(o);
+    if (!nodes.ok()) return nodes.status();
+    NodeOptions& n = *nodes;
     n.on_measure_start = o.on_measure_start;
     n.on_measure_end = o.on_measure_end;
-    if (auto s = NodeIndices("slow_nodes", absl::GetFlag(FLAGS_slow_nodes), &n.slow_nodes);
-        !s.ok()) {
-      return s;
-    }
-    n.slow_by = absl::Microseconds(absl::GetFlag(FLAGS_slow_by_us));
     std::vector<uint32_t> held;
     if (auto s = NodeIndices("hold_nodes", absl::GetFlag(FLAGS_hold_nodes), &held); !s.ok()) {
       return s;
@@ -579,7 +657,28 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
       };
       n.hold_open = absl::Seconds(absl::GetFlag(FLAGS_hold_seconds));
     }
-    r = RunNodes(n);
+    const uint32_t processes = absl::GetFlag(FLAGS_node_processes);
+    if (processes > 1) {
+      NodeProcessOptions p;
+      p.processes = processes;
+      p.dir = TempPath(absl::StrCat("nodes-", index));
+      std::filesystem::remove_all(p.dir);
+      std::filesystem::create_directories(p.dir);
+      p.worker_argv = [&](uint32_t worker) {
+        std::vector<std::string> argv = CommandLine();
+        argv.push_back(absl::StrCat("--ranks=", o.ranks));
+        argv.push_back(absl::StrCat("--chunks=", o.chunks));
+        argv.push_back(absl::StrCat("--node_worker=", worker));
+        argv.push_back(absl::StrCat("--node_worker_dir=", p.dir));
+        argv.push_back(absl::StrCat("--node_worker_job=", o.job_id));
+        argv.push_back(absl::StrCat("--node_worker_targets=", absl::StrJoin(o.targets, ",")));
+        return argv;
+      };
+      p.on_started = [&](const std::vector<pid_t>& pids) { node_process_pids = pids; };
+      r = RunNodeProcesses(n, p);
+    } else {
+      r = RunNodes(n);
+    }
   } else {
     r = RunRanks(o);
   }
@@ -796,5 +895,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   self[n] = '\0';
+  psync::bench::CommandLine().assign(argv, argv + argc);
+  psync::bench::CommandLine()[0] = self;
+  if (absl::GetFlag(FLAGS_node_worker) >= 0) return psync::bench::RunNodeWorker();
   return psync::bench::Main(self);
 }

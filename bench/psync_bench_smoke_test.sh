@@ -60,6 +60,29 @@ expect '"checkins":120,'     # 10 ranks x 2 optimizers x 2 chunks x 3 measured s
 expect '"directives":80,'    # 10 ranks x 2 chunks x 4 steps, warmup included
 expect '"release_latency":{"count":6,'
 
+# The same nodes spread over 2 processes (node n in process n % 2): one job, every release once,
+# the merged counts exact.
+out=$("$bench" --coordinator="$coordinator" --simulated_nodes=4 --ranks=10 --optimizers=2 \
+  --chunks=2 --steps=3 --warmup_steps=1 --step_period_ms=50 --spread_us=5000 --floor=false \
+  --node_processes=2 --json --log_dir="$tmp")
+echo "$out"
+expect '"ok":true'
+expect '"releases_expected":8,'
+expect '"releases_complete":8,'
+expect '"distinct_sequences":8,'
+expect '"duplicate_directives":0,'
+expect '"unexpected_directives":0,'
+expect '"sequence_mismatches":0,'
+expect '"checkins":120,'
+expect '"directives":80,'
+expect '"release_latency":{"count":6,'
+if out=$("$bench" --coordinator="$coordinator" --simulated_nodes=4 --ranks=8 --floor=false \
+    --step_period_ms=50 --node_processes=2 --hold_nodes=0 --json --log_dir="$tmp" 2>&1); then
+  echo "FAIL: --node_processes with --hold_nodes must fail"; exit 1
+fi
+grep -q "node_processes above 1 and --hold_nodes exclude each other" <<<"$out" ||
+  { echo "FAIL: $out"; exit 1; }
+
 # Bad input names the flag and runs nothing.
 if out=$("$bench" --coordinator="$coordinator" --simulated_nodes=4 --ranks=8 --floor=false \
     --json --log_dir="$tmp" 2>&1); then
