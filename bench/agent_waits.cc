@@ -38,6 +38,7 @@ WaitHistogram* Which(AgentWaits* w, absl::string_view family, absl::string_view 
       {"psync_agent_down_wait_seconds", "to=\"rank\"", &AgentWaits::down_to_rank},
       {"psync_agent_down_wait_seconds", "to=\"agent\"", &AgentWaits::down_to_agent},
       {"psync_agent_stream_down_wait_seconds", "", &AgentWaits::coordinator_down},
+      {"psync_decision_delivery_seconds", "", &AgentWaits::coordinator_delivery},
   };
   for (const Known& k : kKnown) {
     if (family == k.family && absl::StrContains(labels, k.label)) return &(w->*k.histogram);
@@ -77,6 +78,7 @@ void AgentWaits::Add(const AgentWaits& other, int sign) {
   down_to_rank.Add(other.down_to_rank, sign);
   down_to_agent.Add(other.down_to_agent, sign);
   coordinator_down.Add(other.coordinator_down, sign);
+  coordinator_delivery.Add(other.coordinator_delivery, sign);
 }
 
 std::string AgentWaits::Json() const {

@@ -37,6 +37,8 @@ struct AgentWaits {
   // psync_agent_down_wait_seconds by label; the coordinator's psync_agent_stream_down_wait_seconds.
   WaitHistogram up_from_rank, up_from_agent, fanout_to_rank, fanout_to_agent, down_to_rank,
       down_to_agent, coordinator_down;
+  // The coordinator's psync_decision_delivery_seconds.
+  WaitHistogram coordinator_delivery;
 
   void Add(const AgentWaits& other, int sign = 1);
   // The agents' histograms: {"up_from_rank":..,"up_from_agent":..,"fanout_to_rank":..,

@@ -37,6 +37,10 @@ psync_agent_stream_down_wait_seconds_bucket{le="1e-05"} 7
 psync_agent_stream_down_wait_seconds_bucket{le="+Inf"} 8
 psync_agent_stream_down_wait_seconds_sum 0.004
 psync_agent_stream_down_wait_seconds_count 8
+psync_decision_delivery_seconds_bucket{le="0.1"} 3
+psync_decision_delivery_seconds_bucket{le="+Inf"} 3
+psync_decision_delivery_seconds_sum 0.15
+psync_decision_delivery_seconds_count 3
 )";
 
 TEST(AgentWaitsTest, ParsesTheWaitFamiliesAndIgnoresTheRest) {
@@ -50,7 +54,7 @@ TEST(AgentWaitsTest, ParsesTheWaitFamiliesAndIgnoresTheRest) {
   EXPECT_TRUE(w.up_from_agent.cumulative.empty());
 }
 
-TEST(AgentWaitsTest, ReadsTheFanOutAndTheCoordinatorsUnlabelledFamily) {
+TEST(AgentWaitsTest, ReadsTheFanOutAndTheCoordinatorsUnlabelledFamilies) {
   const AgentWaits w = ParseAgentWaits(kAfter);
   EXPECT_EQ(w.fanout_to_agent.count, 2u);
   EXPECT_EQ(w.fanout_to_rank.count, 0u);
@@ -58,6 +62,8 @@ TEST(AgentWaitsTest, ReadsTheFanOutAndTheCoordinatorsUnlabelledFamily) {
   EXPECT_DOUBLE_EQ(w.coordinator_down.sum_s, 0.004);
   EXPECT_DOUBLE_EQ(w.coordinator_down.QuantileBound(0.5), 1e-5);
   EXPECT_TRUE(std::isinf(w.coordinator_down.QuantileBound(0.99)));
+  EXPECT_EQ(w.coordinator_delivery.count, 3u);
+  EXPECT_DOUBLE_EQ(w.coordinator_delivery.QuantileBound(0.5), 0.1);
 }
 
 TEST(AgentWaitsTest, AWindowIsTheDifferenceAndItsPercentilesAreBucketBounds) {

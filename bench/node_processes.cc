@@ -83,17 +83,18 @@ absl::StatusOr<WorkerResult> ReadWorkerResult(const std::string& path, size_t re
 
 }  // namespace
 
-std::function<absl::StatusOr<int64_t>(const char* phase)> WorkerRendezvous(
-    const std::string& dir, uint32_t worker, absl::Duration timeout) {
+std::function<absl::StatusOr<int64_t>(const char* phase)> WorkerRendezvous(const std::string& dir,
+                                                                           uint32_t worker,
+                                                                           absl::Duration timeout) {
   return [dir, worker, timeout](const char* phase) -> absl::StatusOr<int64_t> {
     if (absl::Status s = WriteAtomically(PhaseFile(dir, phase, worker), ""); !s.ok()) return s;
     const std::string go = GoFile(dir, phase);
     const absl::Time deadline = absl::Now() + timeout;
     while (!Exists(go)) {
       if (absl::Now() > deadline) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("the other node processes did not reach '", phase, "' within ",
-                         absl::FormatDuration(timeout)));
+        return absl::DeadlineExceededError(absl::StrCat("the other node processes did not reach '",
+                                                        phase, "' within ",
+                                                        absl::FormatDuration(timeout)));
       }
       absl::SleepFor(kPoll);
     }
@@ -108,10 +109,9 @@ std::string FormatWorkerRecords(ReleaseRecords& records, uint64_t steps, uint32_
                                 const DriverCounters& counters) {
   std::ostringstream out;
   out << "counters " << counters.directives.load() << " " << counters.duplicate_directives.load()
-      << " " << counters.unexpected_directives.load() << " "
-      << counters.sequence_mismatches.load() << " " << counters.checkins_measured.load() << " "
-      << counters.messages_up.load() << " " << counters.messages_down.load() << " "
-      << counters.acks.load() << "\n";
+      << " " << counters.unexpected_directives.load() << " " << counters.sequence_mismatches.load()
+      << " " << counters.checkins_measured.load() << " " << counters.messages_up.load() << " "
+      << counters.messages_down.load() << " " << counters.acks.load() << "\n";
   for (uint64_t s = 0; s < steps; ++s) {
     for (uint32_t c = 0; c < chunks; ++c) {
       const ChunkRecord& r = records.at(s, c);
@@ -139,8 +139,8 @@ absl::StatusOr<DriverResult> RunNodeProcesses(const NodeOptions& nodes,
   std::vector<std::unique_ptr<Subprocess>> workers;
   std::vector<pid_t> pids;
   for (uint32_t i = 0; i < n; ++i) {
-    auto child = Subprocess::Start(options.worker_argv(i),
-                                   absl::StrCat(options.dir, "/worker-", i, ".log"));
+    auto child =
+        Subprocess::Start(options.worker_argv(i), absl::StrCat(options.dir, "/worker-", i, ".log"));
     if (!child.ok()) return child.status();
     pids.push_back((*child)->pid());
     workers.push_back(std::move(*child));
@@ -149,9 +149,8 @@ absl::StatusOr<DriverResult> RunNodeProcesses(const NodeOptions& nodes,
   // A worker that ended early: its status, naming its log.
   auto ended = [&](uint32_t i, const char* where) {
     const int status = workers[i]->Stop();
-    return absl::AbortedError(absl::StrCat(
-        "node process ", i, " ended ", where, " (wait status ", status, "; see ", options.dir,
-        "/worker-", i, ".log)"));
+    return absl::AbortedError(absl::StrCat("node process ", i, " ended ", where, " (wait status ",
+                                           status, "; see ", options.dir, "/worker-", i, ".log)"));
   };
 
   int64_t measure_start = 0;
@@ -162,9 +161,9 @@ absl::StatusOr<DriverResult> RunNodeProcesses(const NodeOptions& nodes,
       while (!Exists(PhaseFile(options.dir, phase, i))) {
         if (!workers[i]->Running()) return ended(i, absl::StrCat("before '", phase, "'").c_str());
         if (absl::Now() > deadline) {
-          return absl::DeadlineExceededError(absl::StrCat(
-              "node process ", i, " did not reach '", phase, "' within ",
-              absl::FormatDuration(nodes.timeout)));
+          return absl::DeadlineExceededError(absl::StrCat("node process ", i, " did not reach '",
+                                                          phase, "' within ",
+                                                          absl::FormatDuration(nodes.timeout)));
         }
         absl::SleepFor(kPoll);
       }
@@ -176,8 +175,8 @@ absl::StatusOr<DriverResult> RunNodeProcesses(const NodeOptions& nodes,
       measured_seconds = static_cast<double>(NowNs() - measure_start) * 1e-9;
       if (nodes.on_measure_end) nodes.on_measure_end();
     }
-    if (absl::Status s = WriteAtomically(GoFile(options.dir, phase),
-                                         absl::StrCat(NowNs() + kLeadNs, "\n"));
+    if (absl::Status s =
+            WriteAtomically(GoFile(options.dir, phase), absl::StrCat(NowNs() + kLeadNs, "\n"));
         !s.ok()) {
       return s;
     }
@@ -198,10 +197,14 @@ absl::StatusOr<DriverResult> RunNodeProcesses(const NodeOptions& nodes,
   for (uint32_t i = 0; i < n; ++i) {
     absl::StatusOr<WorkerResult> r = ReadWorkerResult(ResultFile(options.dir, i), steps * w.chunks);
     if (!r.ok()) return r.status();
-    std::atomic<uint64_t>* sums[] = {&counters.directives,         &counters.duplicate_directives,
-                                     &counters.unexpected_directives, &counters.sequence_mismatches,
-                                     &counters.checkins_measured,  &counters.messages_up,
-                                     &counters.messages_down,      &counters.acks};
+    std::atomic<uint64_t>* sums[] = {&counters.directives,
+                                     &counters.duplicate_directives,
+                                     &counters.unexpected_directives,
+                                     &counters.sequence_mismatches,
+                                     &counters.checkins_measured,
+                                     &counters.messages_up,
+                                     &counters.messages_down,
+                                     &counters.acks};
     for (size_t k = 0; k < 8; ++k) sums[k]->fetch_add(r->counters[k]);
     for (uint64_t s = 0; s < steps; ++s) {
       for (uint32_t c = 0; c < w.chunks; ++c) {

@@ -53,8 +53,9 @@ absl::StatusOr<DriverResult> RunNodeProcesses(const NodeOptions& nodes,
 
 // A worker's side: the rendezvous for NodeOptions::rendezvous (waiting at most `timeout` at each
 // meeting point), and its result file.
-std::function<absl::StatusOr<int64_t>(const char* phase)> WorkerRendezvous(
-    const std::string& dir, uint32_t worker, absl::Duration timeout);
+std::function<absl::StatusOr<int64_t>(const char* phase)> WorkerRendezvous(const std::string& dir,
+                                                                           uint32_t worker,
+                                                                           absl::Duration timeout);
 // The records and counters, as NodeOptions::on_records hands them over, in the result file's form.
 std::string FormatWorkerRecords(ReleaseRecords& records, uint64_t steps, uint32_t chunks,
                                 const DriverCounters& counters);

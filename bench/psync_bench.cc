@@ -774,8 +774,10 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
     if (!procs->relays.empty()) absl::StrAppend(&json, ",\"relay_waits\":", relay_waits.Json());
     if (!procs->agents.empty()) absl::StrAppend(&json, ",\"agent_waits\":", agent_waits.Json());
     if (!coordinator_http_ports.empty()) {
-      absl::StrAppend(&json, ",\"coordinator_agent_stream_down_wait\":",
-                      coordinator_waits.coordinator_down.Json());
+      absl::StrAppend(
+          &json,
+          ",\"coordinator_agent_stream_down_wait\":", coordinator_waits.coordinator_down.Json(),
+          ",\"coordinator_decision_delivery\":", coordinator_waits.coordinator_delivery.Json());
     }
   }
   absl::StrAppend(&json, absl::StrFormat(",\"bench_cpu_s\":%.3f",

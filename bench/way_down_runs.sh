@@ -4,8 +4,8 @@
 # (RANKS_PACED ranks over 200 ms of 300 ms steps, default 256; RANKS_BURST ranks in a burst,
 # default 1024), then relays in front of simulated nodes of 8 (RELAY_RUNS, default
 # "16384:16:1000 131072:64:4000 131072:256:4000": ranks, relays, step period in ms). One run
-# each; appends to OUT_DIR/hops-all.jsonl and prints each run's hops: the coordinator's queue, the
-# agents' or relays' fan-out and queues, the way up.
+# each; appends to OUT_DIR/hops-all.jsonl and prints each run's hops: the coordinator's delivery
+# of each decision and its queue, the agents' or relays' fan-out and queues, the way up.
 #   bench/way_down_runs.sh BIN_DIR [OUT_DIR]
 set -u
 if [ $# -lt 1 ]; then sed -n 2,9p "$0" >&2; exit 2; fi
@@ -47,6 +47,7 @@ for line in open(sys.argv[1]):
           "last p50/p99 %.1f/%.1f ms" % (r["release_latency"]["p50_us"] / 1e3, r["release_latency"]["p99_us"] / 1e3),
           "up %.1f ms" % (h["up"]["p50_us"] / 1e3),
           "down first/last %.1f/%.1f ms" % (h["down_first"]["p50_us"] / 1e3, h["down_last"]["p50_us"] / 1e3))
+    print("   coordinator delivery:", s(r["coordinator_decision_delivery"]))
     print("   coordinator queue:", s(r["coordinator_agent_stream_down_wait"]))
     for k in ("up_from_rank", "up_from_agent", "fanout_to_rank", "fanout_to_agent", "down_to_rank", "down_to_agent"):
         if w.get(k, {}).get("count"):

@@ -27,11 +27,18 @@ absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> CoordinatorMetrics::Create(
   if (auto s = m->Register(registry); !s.ok()) return s;
   CoordinatorMetrics* self = m.get();
   registry->AddCollector([self] { self->Collect(); });
+  coordinator->SetDeliveredObserver(
+      [delivered = m->decision_delivery_->WithLabels({})](absl::Duration d) {
+        delivered->Observe(absl::ToDoubleSeconds(d));
+      });
   coordinator->AddEventSink(self, nullptr);
   return m;
 }
 
-CoordinatorMetrics::~CoordinatorMetrics() { coordinator_->RemoveEventSink(this); }
+CoordinatorMetrics::~CoordinatorMetrics() {
+  coordinator_->SetDeliveredObserver(nullptr);
+  coordinator_->RemoveEventSink(this);
+}
 
 absl::Status CoordinatorMetrics::Register(metrics::Registry* r) {
   const std::vector<std::string> job = {"job"};
@@ -126,6 +133,12 @@ absl::Status CoordinatorMetrics::Register(metrics::Registry* r) {
                           "decision at a time in decision order (near 1 s per second: delivery "
                           "is what limits the coordinator).",
                           {}));
+  PSYNC_ADD(decision_delivery_,
+            r->AddHistogram("psync_decision_delivery_seconds",
+                            "Per decision with notices (a release, a skipped step, an abort): "
+                            "from the decision to its last notice queued to its stream (the wait "
+                            "for earlier decisions' delivery, and its own fan-out).",
+                            {}, metrics::QueueWaitBuckets()));
 #undef PSYNC_ADD
   return absl::OkStatus();
 }

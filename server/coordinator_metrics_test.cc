@@ -64,6 +64,35 @@ TEST(CoordinatorMetricsTest, AnEndedJobsSeriesAreFreedAndUnknownJobsShareOneSeri
   EXPECT_THAT(text, HasSubstr("psync_jobs 0\n"));
 }
 
+TEST(CoordinatorMetricsTest, EachDecisionWithNoticesIsTimedToItsStreamsOnce) {
+  serve::FakeClock clock;
+  Coordinator coordinator(CoordinatorOptions(), &clock);
+  metrics::Registry registry;
+  auto created = CoordinatorMetrics::Create(&coordinator, &registry);
+  ASSERT_TRUE(created.ok()) << created.status();
+  testing::CallLog log;
+  std::vector<std::string> session_ids;
+  for (core::RankId r = 0; r < 2; ++r) {
+    absl::StatusOr<core::JoinResult> joined = coordinator.Join(DensePlan("job", r, 2, 2));
+    ASSERT_TRUE(joined.ok()) << joined.status();
+    ASSERT_TRUE(coordinator
+                    .Attach("job", r, 1, joined->session_id,
+                            std::make_shared<testing::FakeSink>(absl::StrCat("r", r), &log))
+                    .ok());
+  }
+  // Check-ins decide nothing to deliver; each chunk's release is one decision with notices.
+  for (core::ChunkId c = 0; c < 2; ++c) {
+    for (core::RankId r = 0; r < 2; ++r) {
+      ASSERT_TRUE(coordinator.Stage("job", r, 1, {Item(0, c, "dense")}).ok());
+    }
+  }
+  const std::string text = registry.Render();
+  EXPECT_THAT(text, HasSubstr("\npsync_decision_delivery_seconds_count 2\n"));
+  EXPECT_THAT(text, HasSubstr("\npsync_decision_delivery_seconds_bucket{le=\"+Inf\"} 2\n"));
+  created->reset();  // the coordinator stops timing into the registry's histogram
+  ASSERT_TRUE(coordinator.SyncDone("job", 0, 1, DenseDone(0, {0})).ok());
+}
+
 core::Event MetricEvent(core::EventKind kind, const std::string& job, core::Step step,
                         core::ChunkId chunk, int ms) {
   core::Event e;

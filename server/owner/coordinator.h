@@ -173,6 +173,11 @@ class Coordinator {
   size_t live_jobs() const ABSL_LOCKS_EXCLUDED(mu_);
   // Totals since construction; see LoadTimes.
   LoadTimes load_times() const ABSL_LOCKS_EXCLUDED(mu_);
+  // See OrderedDelivery::SetDeliveredObserver: per decision with notices, the time from deciding to
+  // its notices queued to their streams. Thread-safe; empty: none.
+  void SetDeliveredObserver(std::function<void(absl::Duration since_decision)> observe) {
+    delivery_.SetDeliveredObserver(std::move(observe));
+  }
 
   // Ends the job: its attached sessions (of ranks that did not leave finished) are closed with
   // FAILED_PRECONDITION, a kJobEnded event records `reason`, and it moves to the history.

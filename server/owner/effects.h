@@ -31,6 +31,8 @@ struct Effects {
   std::vector<std::pair<std::shared_ptr<SessionSink>, absl::Status>> closes;
   // Position in the delivery order (OrderedDelivery::Commit gives it); 0: nothing to deliver.
   uint64_t order = 0;
+  // When it was committed (steady clock, ns), for the delivery time of its notices.
+  int64_t committed_ns = 0;
 
   void AddEvent(core::Event event) { events.push_back(std::move(event)); }
 };

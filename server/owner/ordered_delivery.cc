@@ -29,6 +29,7 @@ void OrderedDelivery::Commit(Effects* effects) {
   if (effects->committed != nullptr || !effects->notices.empty() || !effects->closes.empty()) {
     effects->order = ++last_order_;
   }
+  if (!effects->notices.empty()) effects->committed_ns = SteadyNanos();
 }
 
 void OrderedDelivery::Deliver(Effects& effects) {
@@ -55,7 +56,12 @@ void OrderedDelivery::Deliver(Effects& effects) {
     }
     const int64_t start = SteadyNanos();
     DeliverNow(next);
-    delivering_ns_.fetch_add(SteadyNanos() - start, std::memory_order_relaxed);
+    const int64_t done = SteadyNanos();
+    delivering_ns_.fetch_add(done - start, std::memory_order_relaxed);
+    if (!next.notices.empty()) {
+      absl::MutexLock lock(&sinks_mu_);
+      if (observe_delivered_) observe_delivered_(absl::Nanoseconds(done - next.committed_ns));
+    }
   }
 }
 

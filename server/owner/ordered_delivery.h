@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,16 @@ class OrderedDelivery {
   // Every logged event of `job_id`, oldest first.
   std::vector<core::Event> EventsOf(const std::string& job_id) const ABSL_LOCKS_EXCLUDED(log_mu_);
 
+  // Called on the delivering thread after each Effects with notices was delivered, with the time
+  // since it was committed: how long the decision's notices took to reach their streams' queues
+  // (the wait for earlier decisions' delivery, and its own fan-out). Must be cheap (it runs under
+  // the sinks' lock) and not call back into the owner. Empty: none.
+  void SetDeliveredObserver(std::function<void(absl::Duration since_decision)> observe)
+      ABSL_LOCKS_EXCLUDED(sinks_mu_) {
+    absl::MutexLock lock(&sinks_mu_);
+    observe_delivered_ = std::move(observe);
+  }
+
   // Time spent delivering since construction (one thread at a time delivers).
   absl::Duration delivering() const {
     return absl::Nanoseconds(delivering_ns_.load(std::memory_order_relaxed));
@@ -91,6 +102,7 @@ class OrderedDelivery {
   std::atomic<int64_t> delivering_ns_{0};
   absl::Mutex sinks_mu_ ABSL_ACQUIRED_AFTER(log_mu_, deliver_mu_);
   std::vector<EventSink*> event_sinks_ ABSL_GUARDED_BY(sinks_mu_);
+  std::function<void(absl::Duration)> observe_delivered_ ABSL_GUARDED_BY(sinks_mu_);
 };
 
 }  // namespace psync::server
