@@ -41,41 +41,32 @@ expect '"mode":"throughput"'
 expect '"releases_complete":8,'
 expect '"checkins":96,'
 
-# Simulated node agents: 10 ranks on nodes of 4, 4 and 2, one AgentSession each.
-out=$("$bench" --coordinator="$coordinator" --simulated_nodes=4 --ranks=10 --optimizers=2 \
-  --chunks=2 --steps=3 --warmup_steps=1 --step_period_ms=50 --spread_us=5000 --floor=false \
-  --hop_times --json --log_dir="$tmp")
-echo "$out"
+# Simulated node agents: 10 ranks on nodes of 4, 4 and 2, one AgentSession each; 3 measured steps
+# of 2 chunks after 1 warmup step. Every release exactly once, and the exact counts.
+run_nodes() {
+  out=$("$bench" --coordinator="$coordinator" --simulated_nodes=4 --ranks=10 --optimizers=2 \
+    --chunks=2 --steps=3 --warmup_steps=1 --step_period_ms=50 --spread_us=5000 --floor=false \
+    --json --log_dir="$tmp" "$@")
+  echo "$out"
+  expect '"ok":true'
+  expect '"releases_expected":8,'
+  expect '"releases_complete":8,'
+  expect '"distinct_sequences":8,'
+  expect '"duplicate_directives":0,'
+  expect '"unexpected_directives":0,'
+  expect '"sequence_mismatches":0,'
+  expect '"checkins":120,'  # 10 ranks x 2 optimizers x 2 chunks x 3 measured steps
+  expect '"directives":80,' # 10 ranks x 2 chunks x 4 steps, warmup included
+  expect '"release_latency":{"count":6,'
+}
+run_nodes --hop_times
 expect '"system":"psync+nodes"'
 # Every measured release's decision was read from the coordinator's events and split there.
 expect '"hops":{"matched":6,"up":{"count":6,'
 expect '"ranks_per_node":4,'
-expect '"ok":true'
-expect '"releases_expected":8,'
-expect '"releases_complete":8,'
-expect '"distinct_sequences":8,'
-expect '"duplicate_directives":0,'
-expect '"unexpected_directives":0,'
-expect '"checkins":120,'     # 10 ranks x 2 optimizers x 2 chunks x 3 measured steps
-expect '"directives":80,'    # 10 ranks x 2 chunks x 4 steps, warmup included
-expect '"release_latency":{"count":6,'
-
-# The same nodes spread over 2 processes (node n in process n % 2): one job, every release once,
-# the merged counts exact.
-out=$("$bench" --coordinator="$coordinator" --simulated_nodes=4 --ranks=10 --optimizers=2 \
-  --chunks=2 --steps=3 --warmup_steps=1 --step_period_ms=50 --spread_us=5000 --floor=false \
-  --node_processes=2 --json --log_dir="$tmp")
-echo "$out"
-expect '"ok":true'
-expect '"releases_expected":8,'
-expect '"releases_complete":8,'
-expect '"distinct_sequences":8,'
-expect '"duplicate_directives":0,'
-expect '"unexpected_directives":0,'
-expect '"sequence_mismatches":0,'
-expect '"checkins":120,'
-expect '"directives":80,'
-expect '"release_latency":{"count":6,'
+# The same nodes spread over 2 processes (node n in process n % 2): one job, the merged counts
+# exact.
+run_nodes --node_processes=2
 if out=$("$bench" --coordinator="$coordinator" --simulated_nodes=4 --ranks=8 --floor=false \
     --step_period_ms=50 --node_processes=2 --hold_nodes=0 --json --log_dir="$tmp" 2>&1); then
   echo "FAIL: --node_processes with --hold_nodes must fail"; exit 1
