@@ -135,9 +135,10 @@ absl::Status CoordinatorMetrics::Register(metrics::Registry* r) {
                           {}));
   PSYNC_ADD(decision_delivery_,
             r->AddHistogram("psync_decision_delivery_seconds",
-                            "Per decision with notices (a release, a skipped step, an abort): "
-                            "from the decision to its last notice queued to its stream (the wait "
-                            "for earlier decisions' delivery, and its own fan-out).",
+                            "Per message whose decisions carry notices (a release, several when "
+                            "one batch completes several chunks, a skipped step, an abort): from "
+                            "the decisions to their last notice queued to its stream (the wait "
+                            "for earlier deliveries, and their own fan-out).",
                             {}, metrics::QueueWaitBuckets()));
 #undef PSYNC_ADD
   return absl::OkStatus();

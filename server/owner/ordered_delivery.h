@@ -72,8 +72,9 @@ class OrderedDelivery {
   std::vector<core::Event> EventsOf(const std::string& job_id) const ABSL_LOCKS_EXCLUDED(log_mu_);
 
   // Called on the delivering thread after each Effects with notices was delivered, with the time
-  // since it was committed: how long the decision's notices took to reach their streams' queues
-  // (the wait for earlier decisions' delivery, and its own fan-out). Must be cheap (it runs under
+  // since it was committed: how long its decisions' notices (one message's: a batch that completes
+  // several chunks releases them together) took to reach their streams' queues (the wait for
+  // earlier deliveries, and their own fan-out). Must be cheap (it runs under
   // the sinks' lock) and not call back into the owner. Empty: none.
   void SetDeliveredObserver(std::function<void(absl::Duration since_decision)> observe)
       ABSL_LOCKS_EXCLUDED(sinks_mu_) {
