@@ -10,8 +10,8 @@
 #include "client/endpoints.h"
 #include "client/reconnecting_stream.h"
 #include "serve/health_status.h"
+#include "serve/metrics/http_handler.h"
 #include "serve/rank_server.h"
-#include "server/metrics/http_handler.h"
 #include "wire/limits.h"
 
 namespace psync::agent {

@@ -47,7 +47,7 @@
 #include "client/backoff.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
-#include "server/http/server.h"
+#include "serve/http/server.h"
 
 namespace psync::agent {
 

@@ -22,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/stats.h"
-#include "server/metrics/registry.h"
+#include "serve/metrics/registry.h"
 
 namespace psync::agent {
 

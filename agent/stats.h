@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "absl/time/time.h"
-#include "server/metrics/metric.h"
+#include "serve/metrics/metric.h"
 
 namespace psync::agent {
 

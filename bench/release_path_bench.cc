@@ -30,8 +30,8 @@
 #include "absl/time/clock.h"
 #include "benchmark/benchmark.h"
 #include "serve/clock.h"
+#include "serve/metrics/registry.h"
 #include "server/coordinator_metrics.h"
-#include "server/metrics/registry.h"
 #include "server/owner/coordinator.h"
 
 namespace psync::bench {

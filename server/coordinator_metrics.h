@@ -21,7 +21,7 @@
 #include "absl/hash/hash.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "server/metrics/registry.h"
+#include "serve/metrics/registry.h"
 #include "server/owner/coordinator.h"
 
 namespace psync::server {

@@ -35,18 +35,18 @@
 // (they hold no data; the page sends the token it is given in its URL fragment, #token=...).
 //
 // Routes must be registered before the server starts. Thread-safe; nothing is owned.
-#ifndef PSYNC_SERVER_HTTP_API_H_
-#define PSYNC_SERVER_HTTP_API_H_
+#ifndef PSYNC_SERVE_HTTP_API_H_
+#define PSYNC_SERVE_HTTP_API_H_
 
 #include <cstddef>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "serve/http/server.h"
+#include "serve/http/static_files.h"
+#include "serve/metrics/registry.h"
 #include "server/ha/replica.h"
-#include "server/http/server.h"
-#include "server/http/static_files.h"
-#include "server/metrics/registry.h"
 #include "server/owner/coordinator.h"
 
 namespace psync::server {
@@ -72,4 +72,4 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
 
 }  // namespace psync::server
 
-#endif  // PSYNC_SERVER_HTTP_API_H_
+#endif  // PSYNC_SERVE_HTTP_API_H_

@@ -12,7 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/http/testing/curl_client.h"
+#include "serve/http/testing/curl_client.h"
 #include "server/test_server.h"
 #include "tests/agent/agent_harness.h"
 #include "tests/service/raw_session.h"

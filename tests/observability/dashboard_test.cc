@@ -34,7 +34,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/http/testing/curl_client.h"
+#include "serve/http/testing/curl_client.h"
 #include "tests/observability/sim_job.h"
 
 namespace psync::testing {
