@@ -57,8 +57,10 @@ absl::Status ValidateAgentOptions(const AgentOptions& options) {
   if (options.max_receive_message_bytes <= 0) {
     return absl::InvalidArgumentError("max_receive_message_bytes must be > 0");
   }
-  if (!options.http_listen.empty() && !HttpHostPort(options.http_listen).ok()) {
-    return HttpHostPort(options.http_listen).status();
+  if (!options.http_listen.empty()) {
+    if (auto host_port = HttpHostPort(options.http_listen); !host_port.ok()) {
+      return host_port.status();
+    }
   }
   return ValidateBackoffOptions(options.backoff);
 }

@@ -36,9 +36,7 @@ class LocalRank {
 
   // Neither is owned; `counters` must outlive the link.
   LocalRank(Reactor* reactor, AgentCounters* counters) : counters_(counters), writer_(reactor) {
-    if (metrics::Histogram* waits = counters->down_wait_ranks; waits != nullptr) {
-      writer_.SetWaitObserver([waits](absl::Duration d) { AgentCounters::Observe(waits, d); });
-    }
+    writer_.SetWaitObserver(metrics::SecondsObserver(counters->down_wait_ranks));
   }
   LocalRank(const LocalRank&) = delete;
   LocalRank& operator=(const LocalRank&) = delete;

@@ -25,10 +25,7 @@ class RelayedAgent {
   // outlive the writer.
   RelayedAgent(Writer::Reactor* reactor, metrics::Histogram* down_waits)
       : writer_(reactor, "node agent") {
-    if (down_waits != nullptr) {
-      writer_.SetWaitObserver(
-          [down_waits](absl::Duration d) { AgentCounters::Observe(down_waits, d); });
-    }
+    writer_.SetWaitObserver(metrics::SecondsObserver(down_waits));
   }
   RelayedAgent(const RelayedAgent&) = delete;
   RelayedAgent& operator=(const RelayedAgent&) = delete;

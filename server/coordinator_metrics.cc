@@ -28,9 +28,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> CoordinatorMetrics::Create(
   CoordinatorMetrics* self = m.get();
   registry->AddCollector([self] { self->Collect(); });
   coordinator->SetDeliveredObserver(
-      [delivered = m->decision_delivery_->WithLabels({})](absl::Duration d) {
-        delivered->Observe(absl::ToDoubleSeconds(d));
-      });
+      metrics::SecondsObserver(m->decision_delivery_->WithLabels({})));
   coordinator->AddEventSink(self, nullptr);
   return m;
 }

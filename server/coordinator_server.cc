@@ -177,9 +177,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
       "content (a directive, an answer) waited in the stream's queue before the write started.",
       {}, metrics::QueueWaitBuckets());
   if (!agent_down_wait.ok()) return agent_down_wait.status();
-  streams.agent_down_wait = [waits = (*agent_down_wait)->WithLabels({})](absl::Duration d) {
-    waits->Observe(absl::ToDoubleSeconds(d));
-  };
+  streams.agent_down_wait = metrics::SecondsObserver((*agent_down_wait)->WithLabels({}));
   s->service_ = std::make_unique<CoordinatorService>(coordinator, s->rendezvous_.get(), streams,
                                                      s->replica_.get());
 

@@ -58,4 +58,9 @@ Histogram::Snapshot Histogram::Collect() const {
   return snapshot;
 }
 
+std::function<void(absl::Duration)> SecondsObserver(Histogram* histogram) {
+  if (histogram == nullptr) return nullptr;
+  return [histogram](absl::Duration d) { histogram->Observe(absl::ToDoubleSeconds(d)); };
+}
+
 }  // namespace psync::metrics

@@ -13,8 +13,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
+
+#include "absl/time/time.h"
 
 namespace psync::metrics {
 
@@ -90,6 +93,11 @@ class Histogram {
   const std::unique_ptr<std::atomic<uint64_t>[]> counts_;
   std::atomic<double> sum_{0.0};
 };
+
+// A callback that observes a duration into `histogram` in seconds (for the wait observers of
+// serve/stream_writer.h and the coordinator's delivery); empty when `histogram` is null, so that
+// nothing is timed. The histogram must outlive the callback.
+std::function<void(absl::Duration)> SecondsObserver(Histogram* histogram);
 
 }  // namespace psync::metrics
 

@@ -95,5 +95,17 @@ TEST(MetricConcurrencyTest, ConcurrentUpdatesAreExact) {
   EXPECT_EQ(snapshot.sum, kThreads * kPerThread / 2);
 }
 
+TEST(SecondsObserverTest, ObservesDurationsInSecondsAndIsEmptyWithoutAHistogram) {
+  EXPECT_FALSE(SecondsObserver(nullptr));
+  Histogram histogram({0.001, 0.01});
+  const std::function<void(absl::Duration)> observe = SecondsObserver(&histogram);
+  ASSERT_TRUE(observe);
+  observe(absl::Microseconds(500));
+  observe(absl::Milliseconds(4));
+  const Histogram::Snapshot snapshot = histogram.Collect();
+  EXPECT_EQ(snapshot.cumulative_counts, (std::vector<uint64_t>{1, 2, 2}));
+  EXPECT_DOUBLE_EQ(snapshot.sum, 0.0045);
+}
+
 }  // namespace
 }  // namespace psync::metrics
