@@ -12,6 +12,11 @@
 //     back (idle_ms 0) or after the coordinator sat idle for idle_ms, as between a paced job's
 //     steps. This is the coordinator's share of the release latency that psync-bench measures end
 //     to end.
+//   BM_ReleaseToAgentStreams/N/S: BM_ReleasingBatch/N/0 with N ranks attached S to a stream (8:
+//   node
+//     agents; 2,048: relays of 256 nodes each) whose transports do what an AgentSession's does:
+//     convert the notice once, queue it for its ranks (serve::AgentDownQueue), and on the uncork
+//     take and serialize the message.
 //   BM_Join/N/C: a job formed: each of N ranks joins (Coordinator::Join, its plan validated and
 //     merged into the job's) and attaches, declaring C chunks with one dp group of all N ranks
 //     each, as a data-parallel group of the whole world does. Reported per join.
@@ -29,10 +34,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "benchmark/benchmark.h"
+#include "serve/agent_down_queue.h"
 #include "serve/clock.h"
 #include "serve/metrics/registry.h"
 #include "server/coordinator_metrics.h"
 #include "server/owner/coordinator.h"
+#include "server/rpc/convert.h"
 
 namespace psync::bench {
 namespace {
@@ -44,35 +51,74 @@ constexpr uint32_t kRanksPerNode = 8;
 constexpr char kJob[] = "bench";
 const char* const kOptimizers[] = {"dense", "expert"};
 
-// The transport a node's sinks share, as an agent stream is (the coordinator corks it around a
-// decision's notices); here it writes nothing.
-class NodeBatcher final : public server::NoticeBatcher {
+class CountingSink;
+
+// The transport of the sinks of a node (or a relay): the coordinator corks it around a
+// decision's notices. It counts the notices, and with `queues` does an AgentSession's work (see
+// BM_ReleaseToAgentStreams): it converts each notice once, queues it for its ranks and, on the
+// uncork, takes the messages and serializes them.
+class StreamTransport final : public server::NoticeBatcher {
  public:
+  StreamTransport(std::string job_id, bool queues) : job_id_(std::move(job_id)), queues_(queues) {}
   void Cork() override {}
-  void Uncork() override {}
+  void Uncork() override {
+    while (!queue_.empty()) bytes_ += queue_.Take().SerializeAsString().size();
+  }
+  void SendToEach(absl::Span<server::SessionSink* const> sinks,
+                  const core::Notice& notice) override;
+  // Notices handed out (one per rank), written by one thread at a time.
+  uint64_t notices() const { return notices_; }
+
+ private:
+  void Queue(absl::Span<const core::RankId> ranks, const core::Notice& notice) {
+    notices_ += ranks.size();
+    if (!queues_) return;
+    const v1::SessionDown proto = server::NoticeToProto(notice);
+    queue_.AddNotice(job_id_, ranks, proto, serve::AgentDownQueue::NoticeKey(job_id_, proto));
+  }
+
+  const std::string job_id_;
+  const bool queues_;
+  serve::AgentDownQueue queue_;
+  uint64_t notices_ = 0;
+  uint64_t bytes_ = 0;
 };
 
 class CountingSink final : public server::SessionSink {
  public:
-  explicit CountingSink(server::NoticeBatcher* batcher) : batcher_(batcher) {}
-  void Send(const core::Notice& /*notice*/) override { ++notices; }
+  CountingSink(server::NoticeBatcher* batcher, core::RankId rank)
+      : batcher_(batcher), rank_(rank) {}
+  void Send(const core::Notice& /*notice*/) override { abort(); }  // notices go to the transport
   void Close(const absl::Status& /*status*/) override {}
   server::NoticeBatcher* batcher() override { return batcher_; }
-  uint64_t notices = 0;  // written by the delivering thread only (the benchmark's)
+  core::RankId rank() const { return rank_; }
 
  private:
   server::NoticeBatcher* const batcher_;
+  const core::RankId rank_;
 };
+
+void StreamTransport::SendToEach(absl::Span<server::SessionSink* const> sinks,
+                                 const core::Notice& notice) {
+  std::vector<core::RankId> ranks;
+  for (server::SessionSink* s : sinks) ranks.push_back(static_cast<CountingSink*>(s)->rank());
+  Queue(ranks, notice);
+}
 
 // A joined, attached job of `ranks` ranks in `chunks` chunks, and the messages of its steps.
 class Job {
  public:
-  Job(uint32_t ranks, uint32_t chunks)
+  // `ranks_per_stream` ranks share a transport; `queues`: the transports do an AgentSession's
+  // work (StreamTransport).
+  Job(uint32_t ranks, uint32_t chunks, uint32_t ranks_per_stream = kRanksPerNode,
+      bool queues = false)
       : ranks_(ranks), chunks_(chunks), coordinator_(server::CoordinatorOptions(), &clock_) {
     metrics_ = *server::CoordinatorMetrics::Create(&coordinator_, &registry_);
     core::GroupDecl dp{"dp", {}};
     for (uint32_t r = 0; r < ranks; ++r) dp.ranks.push_back(r);
-    batchers_.resize((ranks + kRanksPerNode - 1) / kRanksPerNode);
+    for (uint32_t r = 0; r < ranks; r += ranks_per_stream) {
+      transports_.push_back(std::make_unique<StreamTransport>(kJob, queues));
+    }
     for (uint32_t r = 0; r < ranks; ++r) {
       core::RankPlan plan;
       plan.job_id = kJob;
@@ -86,7 +132,7 @@ class Job {
       absl::StatusOr<core::JoinResult> joined = coordinator_.Join(plan);
       if (!joined.ok()) abort();
       generation_ = joined->generation;
-      sinks_.push_back(std::make_shared<CountingSink>(&batchers_[r / kRanksPerNode]));
+      sinks_.push_back(std::make_shared<CountingSink>(transports_[r / ranks_per_stream].get(), r));
       if (!coordinator_.Attach(kJob, r, generation_, joined->session_id, sinks_.back()).ok()) {
         abort();
       }
@@ -142,7 +188,7 @@ class Job {
   absl::Duration lock_held() const { return coordinator_.load_times().lock_held; }
   uint64_t notices() const {
     uint64_t n = 0;
-    for (const auto& s : sinks_) n += s->notices;
+    for (const auto& t : transports_) n += t->notices();
     return n;
   }
   uint32_t ranks() const { return ranks_; }
@@ -164,7 +210,7 @@ class Job {
   metrics::Registry registry_;
   Coordinator coordinator_;
   std::unique_ptr<server::CoordinatorMetrics> metrics_;
-  std::vector<NodeBatcher> batchers_;
+  std::vector<std::unique_ptr<StreamTransport>> transports_;
   std::vector<std::vector<std::vector<core::StagedItem>>> items_;  // per chunk (CheckinItems)
   std::vector<std::shared_ptr<CountingSink>> sinks_;
   uint64_t generation_ = 0;
@@ -199,9 +245,11 @@ BENCHMARK(BM_Step)
     ->ArgsProduct({{64, 256, 1024, 4096, 16384}, {1, 8}})
     ->Unit(benchmark::kMillisecond);
 
-void BM_ReleasingBatch(benchmark::State& state) {
-  Job job(static_cast<uint32_t>(state.range(0)), 1);
+// The release of one chunk decided by the batch of the last node's check-ins, timed from the
+// batch to its notices handed to the transports; every other node's check-ins, untimed, before.
+void ReleaseEachStep(Job& job, int64_t idle_ms, benchmark::State& state) {
   core::Step step = 0;
+  absl::Duration timed;
   const uint32_t last_node = (job.ranks() - 1) / kRanksPerNode * kRanksPerNode;
   for (auto _ : state) {
     const auto& items = job.CheckinItems(step, 0);
@@ -209,17 +257,36 @@ void BM_ReleasingBatch(benchmark::State& state) {
       job.ApplyCheckins(items, first, kRanksPerNode);
     }
     const uint64_t before = job.notices();
-    if (state.range(1) > 0) absl::SleepFor(absl::Milliseconds(state.range(1)));
+    if (idle_ms > 0) absl::SleepFor(absl::Milliseconds(idle_ms));
     const absl::Time start = absl::Now();
     job.ApplyCheckins(items, last_node, job.ranks() - last_node);
-    state.SetIterationTime(absl::ToDoubleSeconds(absl::Now() - start));
+    const absl::Duration took = absl::Now() - start;
+    state.SetIterationTime(absl::ToDoubleSeconds(took));
+    timed += took;
     if (job.notices() - before != job.ranks()) state.SkipWithError("release not handed out");
     job.ApplySyncDones(step);
     ++step;
   }
+  state.counters["ns_per_rank"] = absl::ToDoubleNanoseconds(timed) /
+                                  static_cast<double>(std::max<uint64_t>(step, 1) * job.ranks());
+}
+
+void BM_ReleasingBatch(benchmark::State& state) {
+  Job job(static_cast<uint32_t>(state.range(0)), 1);
+  ReleaseEachStep(job, state.range(1), state);
 }
 BENCHMARK(BM_ReleasingBatch)
     ->ArgsProduct({{64, 256, 1024, 4096, 16384}, {0, 100}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_ReleaseToAgentStreams(benchmark::State& state) {
+  Job job(static_cast<uint32_t>(state.range(0)), 1, static_cast<uint32_t>(state.range(1)),
+          /*queues=*/true);
+  ReleaseEachStep(job, 0, state);
+}
+BENCHMARK(BM_ReleaseToAgentStreams)
+    ->ArgsProduct({{4096, 16384}, {8, 2048}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
