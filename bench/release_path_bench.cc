@@ -51,8 +51,6 @@ constexpr uint32_t kRanksPerNode = 8;
 constexpr char kJob[] = "bench";
 const char* const kOptimizers[] = {"dense", "expert"};
 
-class CountingSink;
-
 // The transport of the sinks of a node (or a relay): the coordinator corks it around a
 // decision's notices. It counts the notices, and with `queues` does an AgentSession's work (see
 // BM_ReleaseToAgentStreams): it converts each notice once, queues it for its ranks and, on the
@@ -64,19 +62,17 @@ class StreamTransport final : public server::NoticeBatcher {
   void Uncork() override {
     while (!queue_.empty()) bytes_ += queue_.Take().SerializeAsString().size();
   }
-  void SendToEach(absl::Span<server::SessionSink* const> sinks,
-                  const core::Notice& notice) override;
-  // Notices handed out (one per rank), written by one thread at a time.
-  uint64_t notices() const { return notices_; }
-
- private:
-  void Queue(absl::Span<const core::RankId> ranks, const core::Notice& notice) {
+  void SendToRanks(const std::string& /*job_id*/, absl::Span<const core::RankId> ranks,
+                   const core::Notice& notice) override {
     notices_ += ranks.size();
     if (!queues_) return;
     const v1::SessionDown proto = server::NoticeToProto(notice);
     queue_.AddNotice(job_id_, ranks, proto, serve::AgentDownQueue::NoticeKey(job_id_, proto));
   }
+  // Notices handed out (one per rank), written by one thread at a time.
+  uint64_t notices() const { return notices_; }
 
+ private:
   const std::string job_id_;
   const bool queues_;
   serve::AgentDownQueue queue_;
@@ -86,23 +82,20 @@ class StreamTransport final : public server::NoticeBatcher {
 
 class CountingSink final : public server::SessionSink {
  public:
-  CountingSink(server::NoticeBatcher* batcher, core::RankId rank)
-      : batcher_(batcher), rank_(rank) {}
+  explicit CountingSink(server::NoticeBatcher* batcher) : batcher_(batcher) {}
   void Send(const core::Notice& /*notice*/) override { abort(); }  // notices go to the transport
   void Close(const absl::Status& /*status*/) override {}
   server::NoticeBatcher* batcher() override { return batcher_; }
-  core::RankId rank() const { return rank_; }
 
  private:
   server::NoticeBatcher* const batcher_;
-  const core::RankId rank_;
 };
 
-void StreamTransport::SendToEach(absl::Span<server::SessionSink* const> sinks,
-                                 const core::Notice& notice) {
-  std::vector<core::RankId> ranks;
-  for (server::SessionSink* s : sinks) ranks.push_back(static_cast<CountingSink*>(s)->rank());
-  Queue(ranks, notice);
+// The coordinator's defaults, with room for a session per rank.
+server::CoordinatorOptions OptionsFor(uint32_t ranks) {
+  server::CoordinatorOptions options;
+  options.max_sessions = std::max<size_t>(options.max_sessions, ranks);
+  return options;
 }
 
 // A joined, attached job of `ranks` ranks in `chunks` chunks, and the messages of its steps.
@@ -112,7 +105,7 @@ class Job {
   // work (StreamTransport).
   Job(uint32_t ranks, uint32_t chunks, uint32_t ranks_per_stream = kRanksPerNode,
       bool queues = false)
-      : ranks_(ranks), chunks_(chunks), coordinator_(server::CoordinatorOptions(), &clock_) {
+      : ranks_(ranks), chunks_(chunks), coordinator_(OptionsFor(ranks), &clock_) {
     metrics_ = *server::CoordinatorMetrics::Create(&coordinator_, &registry_);
     core::GroupDecl dp{"dp", {}};
     for (uint32_t r = 0; r < ranks; ++r) dp.ranks.push_back(r);
@@ -132,7 +125,7 @@ class Job {
       absl::StatusOr<core::JoinResult> joined = coordinator_.Join(plan);
       if (!joined.ok()) abort();
       generation_ = joined->generation;
-      sinks_.push_back(std::make_shared<CountingSink>(transports_[r / ranks_per_stream].get(), r));
+      sinks_.push_back(std::make_shared<CountingSink>(transports_[r / ranks_per_stream].get()));
       if (!coordinator_.Attach(kJob, r, generation_, joined->session_id, sinks_.back()).ok()) {
         abort();
       }
@@ -286,7 +279,7 @@ void BM_ReleaseToAgentStreams(benchmark::State& state) {
   ReleaseEachStep(job, 0, state);
 }
 BENCHMARK(BM_ReleaseToAgentStreams)
-    ->ArgsProduct({{4096, 16384}, {8, 2048}})
+    ->ArgsProduct({{4096, 16384, 131072}, {8, 2048}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 

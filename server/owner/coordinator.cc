@@ -125,10 +125,11 @@ absl::StatusOr<std::vector<core::Notice>> Coordinator::Attach(const std::string&
             "the coordinator already holds max_sessions=", options_.max_sessions, " sessions"));
         job->RecordRejection(status, now, &out);
       } else {
-        auto& slot = job->sessions[rank];
-        if (slot == nullptr) ++sessions_;
-        superseded = std::move(slot);
-        slot = std::move(sink);
+        AttachedSession& slot = job->sessions[rank];
+        if (slot.sink == nullptr) ++sessions_;
+        superseded = std::move(slot.sink);
+        slot.transport = sink->batcher();
+        slot.sink = std::move(sink);
         job->detached_since.erase(rank);
         job->lost.erase(rank);
         job->last_activity = now;
@@ -173,7 +174,7 @@ void Coordinator::Detach(const std::string& job_id, core::RankId rank, const Ses
   Job& job = *found;
   absl::MutexLock job_lock(&job.mu);
   auto s = job.sessions.find(rank);
-  if (s == job.sessions.end() || s->second.get() != sink) return;
+  if (s == job.sessions.end() || s->second.sink.get() != sink) return;
   job.sessions.erase(s);
   --sessions_;
   job.last_activity = clock_->Now();

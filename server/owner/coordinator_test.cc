@@ -51,8 +51,9 @@ class CoordinatorTest : public ::testing::Test {
     return coordinator_.Attach("job", rank, 1, session_ids_[rank], std::move(sink));
   }
   std::shared_ptr<FakeSink> Attached(core::RankId rank, const std::string& name,
-                                     NoticeBatcher* batcher = nullptr) {
+                                     FakeBatcher* batcher = nullptr) {
     auto sink = std::make_shared<FakeSink>(name, &log_, batcher);
+    if (batcher != nullptr) batcher->Add(rank, sink.get());
     absl::StatusOr<std::vector<core::Notice>> pending = Attach(rank, sink);
     EXPECT_TRUE(pending.ok()) << pending.status();
     return sink;
@@ -230,9 +231,9 @@ TEST_F(CoordinatorTest, DetachFromInsideSend) {
   EXPECT_THAT(texts, ElementsAre("directive g1 s1 c0 seq3", "directive g1 s1 c1 seq4"));
 }
 
-// Sinks sharing a transport (a node agent's stream): the transport is corked once, before its
-// first run of one notice, gets each run of one notice at once, and is uncorked after the last
-// notice of the decision; sinks of their own are sent to in between, in decision order.
+// Sinks sharing a transport (a node agent's stream): the transport is corked once, gets each
+// notice of the decision once with the ranks it is for, in decision order, and is uncorked after
+// the last one; sinks without a transport are sent to first, in decision order.
 TEST_F(CoordinatorTest, SharedTransportsAreCorkedAroundOneDecision) {
   JoinAll(4, 2);
   FakeBatcher x("x", &log_);
@@ -242,16 +243,14 @@ TEST_F(CoordinatorTest, SharedTransportsAreCorkedAroundOneDecision) {
   auto r3 = Attached(3, "r3", &x);
   for (core::RankId r = 1; r < 4; ++r) ASSERT_TRUE(Stage(r, 0, {0, 1}).ok());
   ASSERT_TRUE(Stage(0, 0, {0, 1}).ok());
-  // r2, on a stream of its own, gets both notices as the decision is walked; then the shared
-  // transport x gets its runs, in decision order, between one cork and one uncork.
-  EXPECT_THAT(
-      log_.Take(),
-      ElementsAre("r2 directive g1 s0 c0 seq1", "r2 directive g1 s0 c1 seq2", "x cork",
-                  "x each r0 r1: directive g1 s0 c0 seq1", "r0 directive g1 s0 c0 seq1",
-                  "r1 directive g1 s0 c0 seq1", "x each r3: directive g1 s0 c0 seq1",
-                  "r3 directive g1 s0 c0 seq1", "x each r0 r1: directive g1 s0 c1 seq2",
-                  "r0 directive g1 s0 c1 seq2", "r1 directive g1 s0 c1 seq2",
-                  "x each r3: directive g1 s0 c1 seq2", "r3 directive g1 s0 c1 seq2", "x uncork"));
+  // r2, without a transport, gets both notices first; then the shared transport x gets each
+  // notice once with its three ranks, in decision order, between one cork and one uncork.
+  EXPECT_THAT(log_.Take(),
+              ElementsAre("r2 directive g1 s0 c0 seq1", "r2 directive g1 s0 c1 seq2", "x cork",
+                          "x each r0 r1 r3: directive g1 s0 c0 seq1", "r0 directive g1 s0 c0 seq1",
+                          "r1 directive g1 s0 c0 seq1", "r3 directive g1 s0 c0 seq1",
+                          "x each r0 r1 r3: directive g1 s0 c1 seq2", "r0 directive g1 s0 c1 seq2",
+                          "r1 directive g1 s0 c1 seq2", "r3 directive g1 s0 c1 seq2", "x uncork"));
 }
 
 // With delivery threads, a release to many transports shares the transports out over the threads:
@@ -277,6 +276,7 @@ TEST(CoordinatorDeliveryThreadsTest, ReleaseToManyTransportsUncorksThemOnSeveral
       uncork_threads.insert(std::this_thread::get_id());
     };
     sinks.push_back(std::make_shared<FakeSink>(absl::StrCat("r", r), &log, batchers.back().get()));
+    batchers.back()->Add(r, sinks.back().get());
     ASSERT_TRUE(coordinator.Attach("job", r, 1, joined->session_id, sinks.back()).ok());
   }
   for (core::RankId r = 0; r < kRanks; ++r) {

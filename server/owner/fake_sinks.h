@@ -8,6 +8,7 @@
 #define PSYNC_SERVER_OWNER_FAKE_SINKS_H_
 
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,12 +69,16 @@ class FakeSink final : public SessionSink {
   NoticeBatcher* const batcher_;
 };
 
-// Logs "<name> cork", "<name> uncork" and, for SendToEach, "<name> each <sink names>: <notice>",
-// then hands the notice to each sink as the default SendToEach does. Its sinks are FakeSinks.
-// on_uncork, if set (before the batcher is shared), runs after each Uncork is logged.
+// Logs "<name> cork", "<name> uncork" and, for SendToRanks, "<name> each <sink names>: <notice>",
+// then hands the notice to each rank's sink, as a transport would. Its sinks are FakeSinks,
+// registered with Add (before the batcher is shared). on_uncork, if set (before the batcher is
+// shared), runs after each Uncork is logged.
 class FakeBatcher final : public NoticeBatcher {
  public:
   FakeBatcher(std::string name, CallLog* log) : name_(std::move(name)), log_(log) {}
+
+  // `sink` is rank `rank`'s (of any job), with this batcher as its batcher().
+  void Add(core::RankId rank, FakeSink* sink) { sinks_[rank] = sink; }
 
   void Cork() override { log_->Add(absl::StrCat(name_, " cork")); }
   void Uncork() override {
@@ -82,17 +87,19 @@ class FakeBatcher final : public NoticeBatcher {
   }
   std::function<void()> on_uncork;
 
-  void SendToEach(absl::Span<SessionSink* const> sinks, const core::Notice& notice) override {
+  void SendToRanks(const std::string& /*job_id*/, absl::Span<const core::RankId> ranks,
+                   const core::Notice& notice) override {
     std::vector<std::string> names;
-    for (SessionSink* s : sinks) names.push_back(static_cast<FakeSink*>(s)->name());
+    for (core::RankId r : ranks) names.push_back(sinks_.at(r)->name());
     log_->Add(absl::StrCat(name_, " each ", absl::StrJoin(names, " "), ": ",
                            core::testing::NoticeText(notice)));
-    NoticeBatcher::SendToEach(sinks, notice);
+    for (core::RankId r : ranks) sinks_.at(r)->Send(notice);
   }
 
  private:
   const std::string name_;
   CallLog* const log_;
+  std::map<core::RankId, FakeSink*> sinks_;
 };
 
 // Rank `rank`'s plan in a job of `world` ranks and `chunks` chunks where every rank contributes

@@ -134,13 +134,8 @@ void Job::ObserveEvents(absl::Span<const core::Event> events) {
 }
 
 void Job::QueueNotices(std::vector<core::Delivery>& deliveries, Effects* effects) {
-  // A release names every member (16,384 notices): grown once, not by doubling. A node's batch
-  // adds a few at a time, so the vector still grows geometrically (an exact reserve per message
-  // would copy it every time). A run of deliveries of the same notice (a release's directive to
-  // every member) shares one copy.
-  auto& notices = effects->notices;
-  const size_t needed = notices.size() + deliveries.size();
-  if (needed > notices.capacity()) notices.reserve(std::max(needed, 2 * notices.capacity()));
+  // A run of deliveries of the same notice (a release's directive to every member) shares one
+  // copy, addressed to the transports of the members' sinks with their ranks (Effects::AddNotice).
   std::shared_ptr<const core::Notice> shared;
   for (core::Delivery& d : deliveries) {
     auto it = sessions.find(d.rank);
@@ -150,7 +145,7 @@ void Job::QueueNotices(std::vector<core::Delivery>& deliveries, Effects* effects
     if (shared == nullptr || !(*shared == d.notice)) {
       shared = std::make_shared<const core::Notice>(std::move(d.notice));
     }
-    notices.emplace_back(it->second, shared);
+    effects->AddNotice(it->second.sink, it->second.transport, tracker->job_id(), d.rank, shared);
   }
 }
 
@@ -248,9 +243,9 @@ void Job::FindStalls(absl::Time now, Effects* effects) {
 
 size_t Job::CloseSessions(const absl::Status& status, Effects* effects) {
   const size_t attached = sessions.size();
-  for (auto& [rank, sink] : sessions) {
+  for (auto& [rank, session] : sessions) {
     // A rank that left finished is done with its Session: it is not told why the job went.
-    if (!finished.contains(rank)) effects->closes.emplace_back(std::move(sink), status);
+    if (!finished.contains(rank)) effects->closes.emplace_back(std::move(session.sink), status);
   }
   sessions.clear();
   return attached;

@@ -42,6 +42,13 @@ struct LivenessRules {
   absl::Duration lost_rank_abort_after;
 };
 
+// An attached rank's sink, and the transport its notices go through (the sink's batcher(), read
+// once when it attached).
+struct AttachedSession {
+  std::shared_ptr<SessionSink> sink;
+  NoticeBatcher* transport = nullptr;
+};
+
 class Job {
  public:
   Job(std::unique_ptr<core::JobTracker> tracker, const observe::ObserverOptions& observer_options,
@@ -115,7 +122,7 @@ class Job {
   mutable absl::Mutex mu;
   LockTimes lock_times;  // of mu, by the messages that change the job's state
   std::unique_ptr<core::JobTracker> tracker ABSL_GUARDED_BY(mu);
-  absl::flat_hash_map<core::RankId, std::shared_ptr<SessionSink>> sessions ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<core::RankId, AttachedSession> sessions ABSL_GUARDED_BY(mu);
   JobCounters counters ABSL_GUARDED_BY(mu);
   mutable absl::Mutex observer_mu ABSL_ACQUIRED_AFTER(mu);
   observe::JobObserver observer ABSL_GUARDED_BY(observer_mu);

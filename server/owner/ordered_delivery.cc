@@ -26,10 +26,10 @@ void OrderedDelivery::Commit(Effects* effects) {
   absl::MutexLock lock(&log_mu_);
   effects->committed = events_.Append(std::move(effects->events), &effects->dropped_events);
   effects->events.clear();
-  if (effects->committed != nullptr || !effects->notices.empty() || !effects->closes.empty()) {
+  if (effects->committed != nullptr || effects->has_notices() || !effects->closes.empty()) {
     effects->order = ++last_order_;
   }
-  if (!effects->notices.empty()) effects->committed_ns = SteadyNanos();
+  if (effects->has_notices()) effects->committed_ns = SteadyNanos();
 }
 
 void OrderedDelivery::Deliver(Effects& effects) {
@@ -58,7 +58,7 @@ void OrderedDelivery::Deliver(Effects& effects) {
     DeliverNow(next);
     const int64_t done = SteadyNanos();
     delivering_ns_.fetch_add(done - start, std::memory_order_relaxed);
-    if (!next.notices.empty()) {
+    if (next.has_notices()) {
       absl::MutexLock lock(&sinks_mu_);
       if (observe_delivered_) observe_delivered_(absl::Nanoseconds(done - next.committed_ns));
     }
@@ -66,50 +66,22 @@ void OrderedDelivery::Deliver(Effects& effects) {
 }
 
 void OrderedDelivery::DeliverNow(Effects& effects) {
-  // Sinks that share a transport (a node agent's stream) get the decision's notices under one
-  // cork, so that the notices for several of its ranks leave as one message. A run of one notice
-  // to sinks of one transport (a release's members on one node) goes to it at once. The runs are
-  // gathered per transport first (in the order each is first named, each transport's runs in
-  // order); then each transport's notices are queued and its write started (serializing it and
-  // handing it to the kernel, about 15 us) by one of the delivery threads, which share the
-  // transports out. A transport's notices are queued by one thread, in decision order, before it
-  // is uncorked, so what each stream sends does not depend on which thread wrote it.
-  struct Transport {
-    NoticeBatcher* batcher;
-    std::vector<std::pair<size_t, size_t>> runs;  // [begin, end) in effects.notices
-  };
-  const auto& notices = effects.notices;
-  absl::flat_hash_map<NoticeBatcher*, size_t> index;  // a release to 16k ranks names 2k agents
-  std::vector<Transport> transports;
-  for (size_t i = 0; i < notices.size();) {
-    SessionSink* sink = notices[i].first.get();
-    const core::Notice* notice = notices[i].second.get();
-    NoticeBatcher* batcher = sink->batcher();
-    if (batcher == nullptr) {
-      sink->Send(*notice);
-      ++i;
-      continue;
-    }
-    const size_t begin = i;
-    for (; i < notices.size() && notices[i].second.get() == notice &&
-           notices[i].first->batcher() == batcher;
-         ++i) {
-    }
-    auto [it, added] = index.try_emplace(batcher, transports.size());
-    if (added) transports.push_back({batcher, {}});
-    transports[it->second].runs.emplace_back(begin, i);
-  }
+  // Sinks of their own get their notices in decision order. Each transport (a node agent's stream,
+  // a relay's, a Session's) gets its runs of notices, each with its ranks, under one cork, so that
+  // its notices leave as one message; the transports are shared out over the delivery threads,
+  // each queueing its notices and starting its write (serializing it and handing it to the
+  // kernel, about 15 us). A transport's notices are queued by one thread, in decision order,
+  // before it is uncorked, so what each stream sends does not depend on which thread wrote it.
+  for (const auto& [sink, notice] : effects.notices) sink->Send(*notice);
+  const std::vector<TransportNotices>& transports = effects.transport_notices;
   fan_out_.Run(transports.size(), kStreamsPerDeliveryThread, [&](size_t first, size_t last) {
-    std::vector<SessionSink*> run;
     for (size_t t = first; t < last; ++t) {
-      NoticeBatcher* batcher = transports[t].batcher;
-      batcher->Cork();
-      for (const auto& [begin, end] : transports[t].runs) {
-        run.clear();
-        for (size_t k = begin; k < end; ++k) run.push_back(notices[k].first.get());
-        batcher->SendToEach(run, *notices[begin].second);
+      NoticeBatcher* transport = transports[t].transport;
+      transport->Cork();
+      for (const TransportNotices::Run& run : transports[t].runs) {
+        transport->SendToRanks(run.job_id, run.ranks, *run.notice);
       }
-      batcher->Uncork();
+      transport->Uncork();
     }
   });
   for (auto& [sink, status] : effects.closes) sink->Close(status);

@@ -10,7 +10,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
@@ -81,8 +80,11 @@ class AgentStreamBatcher final : public NoticeBatcher,
   void AddNotice(const std::string& job_id, core::RankId rank, const core::Notice& notice) {
     writer_.Add([&](ConvertedAgentDownQueue& p) { p.AddNotice(job_id, {rank}, notice); });
   }
-  // Every sink of this outbox is an AgentRankSink (defined below).
-  void SendToEach(absl::Span<SessionSink* const> sinks, const core::Notice& notice) override;
+  // One lock and one conversion of the notice for the ranks of a release.
+  void SendToRanks(const std::string& job_id, absl::Span<const core::RankId> ranks,
+                   const core::Notice& notice) override {
+    writer_.Add([&](ConvertedAgentDownQueue& p) { p.AddNotice(job_id, ranks, notice); });
+  }
   void AddClosed(v1::AgentRankClosed closed) {
     writer_.Add([&](ConvertedAgentDownQueue& p) { p.queue.AddClosed(std::move(closed)); });
   }
@@ -119,7 +121,8 @@ class AgentStreamBatcher final : public NoticeBatcher,
 };
 
 // The session of one rank attached on an AgentSession: its notices go into the stream's outbox
-// tagged with the rank; closing it (the coordinator superseded it) tells the agent.
+// tagged with the rank (the coordinator addresses them to the outbox, its batcher(), with the
+// rank); closing it (the coordinator superseded it) tells the agent.
 class AgentRankSink final : public SessionSink {
  public:
   AgentRankSink(std::shared_ptr<AgentStreamBatcher> outbox, std::string job_id, core::RankId rank,
@@ -148,8 +151,6 @@ class AgentRankSink final : public SessionSink {
 
   bool closed() const { return closed_.load(); }
   uint64_t attach_request_id() const { return attach_request_id_; }
-  const std::string& job_id() const { return job_id_; }
-  core::RankId rank() const { return rank_; }
 
  private:
   const std::shared_ptr<AgentStreamBatcher> outbox_;
@@ -158,26 +159,6 @@ class AgentRankSink final : public SessionSink {
   const uint64_t attach_request_id_;
   std::atomic<bool> closed_{false};
 };
-
-void AgentStreamBatcher::SendToEach(absl::Span<SessionSink* const> sinks,
-                                    const core::Notice& notice) {
-  // One lock and one conversion of the notice per run of ranks of one job.
-  absl::InlinedVector<core::RankId, 16> ranks;
-  writer_.Add([&](ConvertedAgentDownQueue& p) {
-    const std::string* job = nullptr;
-    for (SessionSink* s : sinks) {
-      const auto* sink = static_cast<const AgentRankSink*>(s);
-      if (sink->closed()) continue;
-      if (job != nullptr && *job != sink->job_id()) {
-        p.AddNotice(*job, ranks, notice);
-        ranks.clear();
-      }
-      job = &sink->job_id();
-      ranks.push_back(sink->rank());
-    }
-    if (job != nullptr) p.AddNotice(*job, ranks, notice);
-  });
-}
 
 using RankKey = std::pair<std::string, core::RankId>;
 

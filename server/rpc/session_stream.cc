@@ -75,6 +75,11 @@ class SessionStreamSink final : public SessionSink,
 
   void Send(const core::Notice& notice) override { writer_.Enqueue(NoticeToProto(notice)); }
   NoticeBatcher* batcher() override { return this; }
+  // The transport of one rank: `ranks` is this Session's.
+  void SendToRanks(const std::string& /*job_id*/, absl::Span<const core::RankId> ranks,
+                   const core::Notice& notice) override {
+    for (size_t i = 0; i < ranks.size(); ++i) Send(notice);
+  }
   void Cork() override { writer_.Cork(); }
   void Uncork() override { writer_.Uncork(); }
   // What was accepted lazily is said before the stream ends.
