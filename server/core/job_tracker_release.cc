@@ -3,7 +3,9 @@
 // every member that has not executed the sync yet, and records the release (and the completion,
 // when every member had synced before a coordinator restart). Part of JobTracker;
 // thread-compatible.
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/core/job_tracker.h"
@@ -45,6 +47,13 @@ void JobTracker::MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decision
   cs.sequence = ++sequence_;
   cs.released_at = now;
   SyncDirective directive{generation_, step, chunk, cs.sequence, cs.last, now - cs.first_checkin};
+  // Grown once per release, not by doubling (a delivery moved is a notice moved); geometrically
+  // over the several releases of one batch.
+  std::vector<Delivery>& deliveries = out->deliveries;
+  const size_t needed = deliveries.size() + info.members.size();
+  if (needed > deliveries.capacity()) {
+    deliveries.reserve(std::max(needed, 2 * deliveries.capacity()));
+  }
   for (RankId member : info.members) {
     // Members that already executed this sync (re-announced after a restart) need no directive.
     if (!cs.done.contains(member)) out->Deliver(member, directive);

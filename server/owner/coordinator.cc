@@ -125,11 +125,8 @@ absl::StatusOr<std::vector<core::Notice>> Coordinator::Attach(const std::string&
             "the coordinator already holds max_sessions=", options_.max_sessions, " sessions"));
         job->RecordRejection(status, now, &out);
       } else {
-        AttachedSession& slot = job->sessions[rank];
-        if (slot.sink == nullptr) ++sessions_;
-        superseded = std::move(slot.sink);
-        slot.transport = sink->batcher();
-        slot.sink = std::move(sink);
+        superseded = job->sessions.Attach(rank, std::move(sink));
+        if (superseded == nullptr) ++sessions_;
         job->detached_since.erase(rank);
         job->lost.erase(rank);
         job->last_activity = now;
@@ -173,9 +170,7 @@ void Coordinator::Detach(const std::string& job_id, core::RankId rank, const Ses
   if (found == nullptr) return;
   Job& job = *found;
   absl::MutexLock job_lock(&job.mu);
-  auto s = job.sessions.find(rank);
-  if (s == job.sessions.end() || s->second.sink.get() != sink) return;
-  job.sessions.erase(s);
+  if (!job.sessions.Detach(rank, sink)) return;
   --sessions_;
   job.last_activity = clock_->Now();
   // A rank that left finished is not waited for.

@@ -138,14 +138,14 @@ void Job::QueueNotices(std::vector<core::Delivery>& deliveries, Effects* effects
   // copy, addressed to the transports of the members' sinks with their ranks (Effects::AddNotice).
   std::shared_ptr<const core::Notice> shared;
   for (core::Delivery& d : deliveries) {
-    auto it = sessions.find(d.rank);
+    const AttachedSession* session = sessions.Find(d.rank);
     // A rank without a session gets its pending notices when it attaches.
-    if (it == sessions.end()) continue;
+    if (session == nullptr) continue;
     if (auto* directive = std::get_if<core::SyncDirective>(&d.notice)) directive->epoch = epoch;
     if (shared == nullptr || !(*shared == d.notice)) {
       shared = std::make_shared<const core::Notice>(std::move(d.notice));
     }
-    effects->AddNotice(it->second.sink, it->second.transport, tracker->job_id(), d.rank, shared);
+    effects->AddNotice(session->sink, session->transport, tracker->job_id(), d.rank, shared);
   }
 }
 
@@ -243,11 +243,11 @@ void Job::FindStalls(absl::Time now, Effects* effects) {
 
 size_t Job::CloseSessions(const absl::Status& status, Effects* effects) {
   const size_t attached = sessions.size();
-  for (auto& [rank, session] : sessions) {
+  sessions.ForEach([&](core::RankId rank, AttachedSession& session) {
     // A rank that left finished is done with its Session: it is not told why the job went.
     if (!finished.contains(rank)) effects->closes.emplace_back(std::move(session.sink), status);
-  }
-  sessions.clear();
+  });
+  sessions.Clear();
   return attached;
 }
 

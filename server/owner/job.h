@@ -27,6 +27,7 @@
 #include "server/core/job_tracker.h"
 #include "server/core/types.h"
 #include "server/observe/job_observer.h"
+#include "server/owner/attached_sessions.h"
 #include "server/owner/effects.h"
 #include "server/owner/job_view.h"
 #include "server/owner/rank_message.h"
@@ -40,13 +41,6 @@ namespace psync::server {
 struct LivenessRules {
   absl::Duration rank_lease;
   absl::Duration lost_rank_abort_after;
-};
-
-// An attached rank's sink, and the transport its notices go through (the sink's batcher(), read
-// once when it attached).
-struct AttachedSession {
-  std::shared_ptr<SessionSink> sink;
-  NoticeBatcher* transport = nullptr;
 };
 
 class Job {
@@ -122,7 +116,7 @@ class Job {
   mutable absl::Mutex mu;
   LockTimes lock_times;  // of mu, by the messages that change the job's state
   std::unique_ptr<core::JobTracker> tracker ABSL_GUARDED_BY(mu);
-  absl::flat_hash_map<core::RankId, AttachedSession> sessions ABSL_GUARDED_BY(mu);
+  AttachedSessions sessions ABSL_GUARDED_BY(mu);
   JobCounters counters ABSL_GUARDED_BY(mu);
   mutable absl::Mutex observer_mu ABSL_ACQUIRED_AFTER(mu);
   observe::JobObserver observer ABSL_GUARDED_BY(observer_mu);

@@ -1,0 +1,83 @@
+#include "server/owner/attached_sessions.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace psync::server {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::Pair;
+
+class Transport final : public NoticeBatcher {
+ public:
+  void Cork() override {}
+  void Uncork() override {}
+  void SendToRanks(const std::string& /*job_id*/, absl::Span<const core::RankId> /*ranks*/,
+                   const core::Notice& /*notice*/) override {}
+};
+
+class Sink final : public SessionSink {
+ public:
+  explicit Sink(NoticeBatcher* transport = nullptr) : transport_(transport) {}
+  void Send(const core::Notice& /*notice*/) override {}
+  void Close(const absl::Status& /*status*/) override {}
+  NoticeBatcher* batcher() override { return transport_; }
+
+ private:
+  NoticeBatcher* const transport_;
+};
+
+TEST(AttachedSessionsTest, AttachReplacesAndDetachForgetsOnlyTheSameSink) {
+  Transport t;
+  AttachedSessions sessions;
+  EXPECT_TRUE(sessions.empty());
+  EXPECT_EQ(sessions.Find(3), nullptr);
+  auto a = std::make_shared<Sink>(&t);
+  auto b = std::make_shared<Sink>();
+  EXPECT_EQ(sessions.Attach(3, a), nullptr);
+  ASSERT_NE(sessions.Find(3), nullptr);
+  EXPECT_EQ(sessions.Find(3)->sink, a);
+  EXPECT_EQ(sessions.Find(3)->transport, &t);  // the sink's batcher, read at the attach
+  EXPECT_FALSE(sessions.contains(2));          // below the highest rank, never attached
+  EXPECT_FALSE(sessions.contains(4));          // beyond it
+  EXPECT_EQ(sessions.size(), 1u);
+  // A newer session of rank 3 replaces a: returned, so the caller closes it.
+  EXPECT_EQ(sessions.Attach(3, b), a);
+  EXPECT_EQ(sessions.size(), 1u);
+  EXPECT_EQ(sessions.Find(3)->transport, nullptr);
+  // a's late detach does not forget b.
+  EXPECT_FALSE(sessions.Detach(3, a.get()));
+  EXPECT_TRUE(sessions.contains(3));
+  EXPECT_FALSE(sessions.Detach(7, b.get()));
+  EXPECT_TRUE(sessions.Detach(3, b.get()));
+  EXPECT_FALSE(sessions.contains(3));
+  EXPECT_TRUE(sessions.empty());
+}
+
+TEST(AttachedSessionsTest, ForEachVisitsEverySessionInRankOrderAndClearForgetsThem) {
+  AttachedSessions sessions;
+  auto s5 = std::make_shared<Sink>();
+  auto s0 = std::make_shared<Sink>();
+  auto s2 = std::make_shared<Sink>();
+  sessions.Attach(5, s5);
+  sessions.Attach(0, s0);
+  sessions.Attach(2, s2);
+  std::vector<std::pair<core::RankId, SessionSink*>> seen;
+  sessions.ForEach([&](core::RankId rank, AttachedSession& session) {
+    seen.emplace_back(rank, session.sink.get());
+  });
+  EXPECT_THAT(seen, ElementsAre(Pair(0, s0.get()), Pair(2, s2.get()), Pair(5, s5.get())));
+  EXPECT_EQ(sessions.size(), 3u);
+  sessions.Clear();
+  EXPECT_TRUE(sessions.empty());
+  EXPECT_FALSE(sessions.contains(5));
+}
+
+}  // namespace
+}  // namespace psync::server
