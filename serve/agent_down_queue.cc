@@ -1,5 +1,6 @@
 #include "serve/agent_down_queue.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "serve/stream_writer.h"
@@ -37,13 +38,17 @@ void AgentDownQueue::AddNotice(const std::string& job_id, absl::Span<const uint3
   Message* looked_up = nullptr;
   absl::flat_hash_map<uint32_t, int>* last_of_job = nullptr;
   int same = -1;  // index of the entry equal notices merge into, -1 if none
-  for (uint32_t rank : ranks) {
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const uint32_t rank = ranks[i];
     Message& m = Open(1);
     if (&m != looked_up) {
       looked_up = &m;
       auto job = m.last_notice.find(job_id);
       if (job == m.last_notice.end()) job = m.last_notice.try_emplace(job_id).first;
       last_of_job = &job->second;
+      // Grown once for the ranks still to come (at most what the message has room for), not
+      // rehashed again and again as a release to a relay's thousands of ranks goes in.
+      last_of_job->reserve(last_of_job->size() + std::min<size_t>(ranks.size() - i, kMaxItems));
       auto found = m.notice_index.find(key);
       same = found == m.notice_index.end() ? -1 : found->second;
     }
