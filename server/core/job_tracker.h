@@ -37,6 +37,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "server/core/dense_rank_map.h"
 #include "server/core/plan.h"
 #include "server/core/step_state.h"
 #include "server/core/types.h"
@@ -266,7 +267,7 @@ class JobTracker {
   std::string abort_reason_;
   Step abort_step_ = 0;
   JobPlan plan_;
-  absl::flat_hash_map<RankId, RankState> ranks_;
+  DenseRankMap<RankState> ranks_;
   std::map<Step, uint32_t> step_census_;  // step -> joined ranks at it
   OptimizerIds optimizer_ids_;            // keys of every ChunkStep's StagedSet (they point here)
   std::map<Step, StepState> steps_;
