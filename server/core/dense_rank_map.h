@@ -58,9 +58,7 @@ class DenseRankMap {
   const_iterator begin() const { return const_iterator(&slots_, 0); }
   const_iterator end() const { return const_iterator(&slots_, slots_.size()); }
 
-  iterator find(RankId rank) {
-    return Present(rank) ? iterator(&slots_, rank) : end();
-  }
+  iterator find(RankId rank) { return Present(rank) ? iterator(&slots_, rank) : end(); }
   const_iterator find(RankId rank) const {
     return Present(rank) ? const_iterator(&slots_, rank) : end();
   }

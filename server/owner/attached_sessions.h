@@ -55,13 +55,17 @@ class AttachedSessions {
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  // Calls fn(rank, session) for each session, in rank order; fn may move the sink out (Clear
-  // after).
-  template <typename Fn>
-  void ForEach(Fn fn) {
+  // Every session's rank and sink, in rank order; forgets them all.
+  std::vector<std::pair<core::RankId, std::shared_ptr<SessionSink>>> TakeAll() {
+    std::vector<std::pair<core::RankId, std::shared_ptr<SessionSink>>> all;
+    all.reserve(size_);
     for (size_t r = 0; r < by_rank_.size(); ++r) {
-      if (by_rank_[r].sink != nullptr) fn(static_cast<core::RankId>(r), by_rank_[r]);
+      if (by_rank_[r].sink != nullptr) {
+        all.emplace_back(static_cast<core::RankId>(r), std::move(by_rank_[r].sink));
+      }
     }
+    Clear();
+    return all;
   }
   void Clear() {
     by_rank_.clear();

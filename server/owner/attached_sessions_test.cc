@@ -60,7 +60,7 @@ TEST(AttachedSessionsTest, AttachReplacesAndDetachForgetsOnlyTheSameSink) {
   EXPECT_TRUE(sessions.empty());
 }
 
-TEST(AttachedSessionsTest, ForEachVisitsEverySessionInRankOrderAndClearForgetsThem) {
+TEST(AttachedSessionsTest, TakeAllHandsOverEverySessionInRankOrderAndForgetsThem) {
   AttachedSessions sessions;
   auto s5 = std::make_shared<Sink>();
   auto s0 = std::make_shared<Sink>();
@@ -68,15 +68,11 @@ TEST(AttachedSessionsTest, ForEachVisitsEverySessionInRankOrderAndClearForgetsTh
   sessions.Attach(5, s5);
   sessions.Attach(0, s0);
   sessions.Attach(2, s2);
-  std::vector<std::pair<core::RankId, SessionSink*>> seen;
-  sessions.ForEach([&](core::RankId rank, AttachedSession& session) {
-    seen.emplace_back(rank, session.sink.get());
-  });
-  EXPECT_THAT(seen, ElementsAre(Pair(0, s0.get()), Pair(2, s2.get()), Pair(5, s5.get())));
   EXPECT_EQ(sessions.size(), 3u);
-  sessions.Clear();
+  EXPECT_THAT(sessions.TakeAll(), ElementsAre(Pair(0, s0), Pair(2, s2), Pair(5, s5)));
   EXPECT_TRUE(sessions.empty());
   EXPECT_FALSE(sessions.contains(5));
+  EXPECT_TRUE(sessions.TakeAll().empty());
 }
 
 }  // namespace

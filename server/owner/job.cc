@@ -243,11 +243,10 @@ void Job::FindStalls(absl::Time now, Effects* effects) {
 
 size_t Job::CloseSessions(const absl::Status& status, Effects* effects) {
   const size_t attached = sessions.size();
-  sessions.ForEach([&](core::RankId rank, AttachedSession& session) {
+  for (auto& [rank, sink] : sessions.TakeAll()) {
     // A rank that left finished is done with its Session: it is not told why the job went.
-    if (!finished.contains(rank)) effects->closes.emplace_back(std::move(session.sink), status);
-  });
-  sessions.Clear();
+    if (!finished.contains(rank)) effects->closes.emplace_back(std::move(sink), status);
+  }
   return attached;
 }
 
