@@ -7,39 +7,23 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/owner/fake_sinks.h"
 
 namespace psync::server {
 namespace {
 
+using ::psync::server::testing::NullSink;
+using ::psync::server::testing::NullTransport;
 using ::testing::ElementsAre;
 using ::testing::Pair;
 
-class Transport final : public NoticeBatcher {
- public:
-  void Cork() override {}
-  void Uncork() override {}
-  void SendToRanks(const std::string& /*job_id*/, absl::Span<const core::RankId> /*ranks*/,
-                   const core::Notice& /*notice*/) override {}
-};
-
-class Sink final : public SessionSink {
- public:
-  explicit Sink(NoticeBatcher* transport = nullptr) : transport_(transport) {}
-  void Send(const core::Notice& /*notice*/) override {}
-  void Close(const absl::Status& /*status*/) override {}
-  NoticeBatcher* batcher() override { return transport_; }
-
- private:
-  NoticeBatcher* const transport_;
-};
-
 TEST(AttachedSessionsTest, AttachReplacesAndDetachForgetsOnlyTheSameSink) {
-  Transport t;
+  NullTransport t;
   AttachedSessions sessions;
   EXPECT_TRUE(sessions.empty());
   EXPECT_EQ(sessions.Find(3), nullptr);
-  auto a = std::make_shared<Sink>(&t);
-  auto b = std::make_shared<Sink>();
+  auto a = std::make_shared<NullSink>(&t);
+  auto b = std::make_shared<NullSink>();
   EXPECT_EQ(sessions.Attach(3, a), nullptr);
   ASSERT_NE(sessions.Find(3), nullptr);
   EXPECT_EQ(sessions.Find(3)->sink, a);
@@ -62,9 +46,9 @@ TEST(AttachedSessionsTest, AttachReplacesAndDetachForgetsOnlyTheSameSink) {
 
 TEST(AttachedSessionsTest, TakeAllHandsOverEverySessionInRankOrderAndForgetsThem) {
   AttachedSessions sessions;
-  auto s5 = std::make_shared<Sink>();
-  auto s0 = std::make_shared<Sink>();
-  auto s2 = std::make_shared<Sink>();
+  auto s5 = std::make_shared<NullSink>();
+  auto s0 = std::make_shared<NullSink>();
+  auto s2 = std::make_shared<NullSink>();
   sessions.Attach(5, s5);
   sessions.Attach(0, s0);
   sessions.Attach(2, s2);

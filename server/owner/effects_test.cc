@@ -6,30 +6,14 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/owner/fake_sinks.h"
 
 namespace psync::server {
 namespace {
 
+using ::psync::server::testing::NullSink;
+using ::psync::server::testing::NullTransport;
 using ::testing::ElementsAre;
-
-class NullTransport final : public NoticeBatcher {
- public:
-  void Cork() override {}
-  void Uncork() override {}
-  void SendToRanks(const std::string& /*job_id*/, absl::Span<const core::RankId> /*ranks*/,
-                   const core::Notice& /*notice*/) override {}
-};
-
-class NullSink final : public SessionSink {
- public:
-  explicit NullSink(NoticeBatcher* transport = nullptr) : transport_(transport) {}
-  void Send(const core::Notice& /*notice*/) override {}
-  void Close(const absl::Status& /*status*/) override {}
-  NoticeBatcher* batcher() override { return transport_; }
-
- private:
-  NoticeBatcher* const transport_;
-};
 
 std::shared_ptr<const core::Notice> Directive(core::ChunkId chunk) {
   core::SyncDirective d;

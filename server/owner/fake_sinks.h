@@ -1,7 +1,8 @@
 // Fakes for tests of the Coordinator: sessions (SessionSink) and shared transports (NoticeBatcher)
-// that write every call into one CallLog, so a test asserts the exact order of calls across all
-// of them; hooks let a sink call back into the coordinator from inside Send or Close. Plus a job
-// builder: ranks that each contribute "dense" to every chunk and sync it in one group "dp".
+// that write every call into one CallLog (or, the Null ones, do nothing), so a test asserts the
+// exact order of calls across all of them; hooks let a sink call back into the coordinator from
+// inside Send or Close. Plus a job builder: ranks that each contribute "dense" to every chunk and
+// sync it in one group "dp".
 //
 // Thread-safe: the log has its own lock, and no lock is held while a hook runs. Test-only.
 #ifndef PSYNC_SERVER_OWNER_FAKE_SINKS_H_
@@ -100,6 +101,27 @@ class FakeBatcher final : public NoticeBatcher {
   const std::string name_;
   CallLog* const log_;
   std::map<core::RankId, FakeSink*> sinks_;
+};
+
+// A transport and a sink that do nothing, for tests of what is addressed where rather than of
+// what is sent.
+class NullTransport final : public NoticeBatcher {
+ public:
+  void Cork() override {}
+  void Uncork() override {}
+  void SendToRanks(const std::string& /*job_id*/, absl::Span<const core::RankId> /*ranks*/,
+                   const core::Notice& /*notice*/) override {}
+};
+
+class NullSink final : public SessionSink {
+ public:
+  explicit NullSink(NoticeBatcher* transport = nullptr) : transport_(transport) {}
+  void Send(const core::Notice& /*notice*/) override {}
+  void Close(const absl::Status& /*status*/) override {}
+  NoticeBatcher* batcher() override { return transport_; }
+
+ private:
+  NoticeBatcher* const transport_;
 };
 
 // Rank `rank`'s plan in a job of `world` ranks and `chunks` chunks where every rank contributes
