@@ -12,16 +12,21 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -95,6 +100,27 @@ std::string AwaitOwner(const testing::ReplicaProcesses& replicas, const std::str
     if ((!owner.empty() && replicas.IndexOf(owner) >= 0) || absl::Now() >= give_up) return owner;
     absl::SleepFor(absl::Milliseconds(100));
   }
+}
+
+// The last `lines` lines of each replica's log in `dir` (its stderr, where it logs its claims,
+// takeovers and lapsed leases), in name order: what a failure to name an owner is judged by.
+std::string ReplicaLogTails(const std::string& dir, size_t lines) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (absl::StartsWith(name, "replica") && absl::EndsWith(name, ".log")) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  std::string out;
+  for (const std::string& name : names) {
+    const std::vector<std::string> all =
+        absl::StrSplit(chaos::ReadFile(absl::StrCat(dir, "/", name)), '\n');
+    const size_t from = all.size() > lines ? all.size() - lines : 0;
+    absl::StrAppend(&out, "--- ", name, "\n",
+                    absl::StrJoin(all.begin() + static_cast<ptrdiff_t>(from), all.end(), "\n"),
+                    "\n");
+  }
+  return out;
 }
 
 // Kills and reaps the rank processes still running when the test returns, a failed ASSERT
@@ -198,8 +224,9 @@ TEST(FailoverTest, OwnersKilledPausedAndEtcdRestartedNeverSyncEarlyOrTwice) {
         ASSERT_TRUE(etcd.Start().ok());
       } else {
         d.replica = AwaitOwner(replicas, job, 20 * kTtl);
-        ASSERT_FALSE(d.replica.empty())
-            << "no replica named an owner of " << job << " within " << 20 * kTtl;
+        ASSERT_FALSE(d.replica.empty()) << "no replica named an owner of " << job << " within "
+                                        << 20 * kTtl << "; the replicas' logs end:\n"
+                                        << ReplicaLogTails(dir, 20);
         const int victim = replicas.IndexOf(d.replica);
         ASSERT_GE(victim, 0) << d.replica;
         d.at = chaos::MonotonicNanos();
