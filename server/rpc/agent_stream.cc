@@ -77,9 +77,6 @@ class AgentStreamBatcher final : public NoticeBatcher,
   void AddAck(v1::AgentAck ack) {
     writer_.Add([&](ConvertedAgentDownQueue& p) { p.queue.AddAck(std::move(ack)); });
   }
-  void AddNotice(const std::string& job_id, core::RankId rank, const core::Notice& notice) {
-    writer_.Add([&](ConvertedAgentDownQueue& p) { p.AddNotice(job_id, {rank}, notice); });
-  }
   // One lock and one conversion of the notice for the ranks of a release.
   void SendToRanks(const std::string& job_id, absl::Span<const core::RankId> ranks,
                    const core::Notice& notice) override {
@@ -134,7 +131,7 @@ class AgentRankSink final : public SessionSink {
 
   void Send(const core::Notice& notice) override {
     if (closed_.load()) return;
-    outbox_->AddNotice(job_id_, rank_, notice);
+    outbox_->SendToRanks(job_id_, {rank_}, notice);
   }
 
   void Close(const absl::Status& status) override {
