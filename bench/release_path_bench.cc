@@ -3,10 +3,14 @@
 // sessions are counting sinks, grouped 8 to a node the way a node agent's stream groups them
 // (corked together while a decision's notices are handed out).
 //
-//   BM_Step/N/C: one step of N ranks x 2 optimizers x C chunks, one dp group of all N ranks per
-//     chunk: every node's check-ins as node batches (Coordinator::ApplyBatch, 8 x 2 messages of
-//     one item each), then every rank's SyncDones. Reported per check-in, in all and under the
-//     job's lock.
+//   BM_Step/N/C/B: one step of N ranks x 2 optimizers x C chunks, one dp group of all N ranks per
+//     chunk: every rank's check-ins in batches of B ranks (Coordinator::ApplyBatch, B x 2 messages
+//     of one item each; B = 8 is a node agent's batch, 2,048 a relay's of 256 nodes), then every
+//     rank's SyncDones, B ranks to a batch. Reported per check-in, in all and under the job's
+//     lock.
+//   BM_StepThreads/N/C/T: BM_Step/N/C/8 with its batches applied by T threads at once, as many
+//     streams' threads apply them: what contention on the job's lock costs (wall time, the lock
+//     held and waited for, per check-in).
 //   BM_ReleasingBatch/N/idle_ms: the batch carrying a chunk's last check-in only (manual time: the
 //     last check-in applied, the release decided and its notices handed to all N sinks), back to
 //     back (idle_ms 0) or after the coordinator sat idle for idle_ms, as between a paced job's
@@ -28,6 +32,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -161,12 +166,16 @@ class Job {
     Check(coordinator_.ApplyBatch(kJob, generation_, messages));
   }
 
-  void ApplySyncDones(core::Step step) {
+  // Every rank's SyncDones of `step`, `ranks_per_batch` ranks to a batch; with `stride` > 1 only
+  // the batches `offset`, `offset` + `stride`, ... (one thread's share of them).
+  void ApplySyncDones(core::Step step, uint32_t ranks_per_batch = kRanksPerNode,
+                      uint32_t offset = 0, uint32_t stride = 1) {
     std::vector<core::SyncDoneItem> done(chunks_);
     for (uint32_t c = 0; c < chunks_; ++c) done[c] = {step, c, {}, 1};
-    for (uint32_t first = 0; first < ranks_; first += kRanksPerNode) {
+    for (uint32_t first = offset * ranks_per_batch; first < ranks_;
+         first += stride * ranks_per_batch) {
       std::vector<RankMessage> messages;
-      for (uint32_t r = first; r < std::min(ranks_, first + kRanksPerNode); ++r) {
+      for (uint32_t r = first; r < std::min(ranks_, first + ranks_per_batch); ++r) {
         RankMessage m;
         m.rank = r;
         m.kind = RankMessage::Kind::kSyncDone;
@@ -177,8 +186,10 @@ class Job {
     }
   }
 
-  // How long the coordinator's locks were held so far (the job's lock, for these messages).
+  // How long the coordinator's locks were held so far (the job's lock, for these messages), and
+  // waited for, summed over threads.
   absl::Duration lock_held() const { return coordinator_.load_times().lock_held; }
+  absl::Duration lock_wait() const { return coordinator_.load_times().lock_wait; }
   uint64_t notices() const {
     uint64_t n = 0;
     for (const auto& t : transports_) n += t->notices();
@@ -211,16 +222,17 @@ class Job {
 
 void BM_Step(benchmark::State& state) {
   Job job(static_cast<uint32_t>(state.range(0)), static_cast<uint32_t>(state.range(1)));
+  const uint32_t per_batch = static_cast<uint32_t>(state.range(2));
   core::Step step = 0;
   const absl::Duration held_before = job.lock_held();
   for (auto _ : state) {
     for (uint32_t c = 0; c < job.chunks(); ++c) {
       const auto& items = job.CheckinItems(step, c);
-      for (uint32_t first = 0; first < job.ranks(); first += kRanksPerNode) {
-        job.ApplyCheckins(items, first, std::min(kRanksPerNode, job.ranks() - first));
+      for (uint32_t first = 0; first < job.ranks(); first += per_batch) {
+        job.ApplyCheckins(items, first, std::min(per_batch, job.ranks() - first));
       }
     }
-    job.ApplySyncDones(step);
+    job.ApplySyncDones(step, per_batch);
     ++step;
   }
   const uint64_t checkins = step * job.ranks() * 2ull * job.chunks();
@@ -235,7 +247,56 @@ void BM_Step(benchmark::State& state) {
   if (job.notices() != step * job.ranks() * job.chunks()) state.SkipWithError("notices lost");
 }
 BENCHMARK(BM_Step)
-    ->ArgsProduct({{64, 256, 1024, 4096, 16384}, {1, 8}})
+    ->ArgsProduct({{64, 256, 1024, 4096, 16384}, {1, 8}, {kRanksPerNode}})
+    ->Args({16384, 8, 2048})
+    ->Args({131072, 8, 2048})
+    ->Unit(benchmark::kMillisecond);
+
+// BM_Step/N/C/8 with the node batches applied by T threads at once (batch i by thread i mod T),
+// as the coordinator's stream threads apply the batches of many node or relay streams: what
+// contention on the job's lock costs a check-in.
+void BM_StepThreads(benchmark::State& state) {
+  Job job(static_cast<uint32_t>(state.range(0)), static_cast<uint32_t>(state.range(1)));
+  const uint32_t threads = static_cast<uint32_t>(state.range(2));
+  core::Step step = 0;
+  const absl::Duration held_before = job.lock_held();
+  const absl::Duration wait_before = job.lock_wait();
+  for (auto _ : state) {
+    std::vector<const std::vector<std::vector<core::StagedItem>>*> items_of(job.chunks());
+    for (uint32_t c = 0; c < job.chunks(); ++c) items_of[c] = &job.CheckinItems(step, c);
+    std::vector<std::thread> workers;
+    for (uint32_t t = 0; t < threads; ++t) {
+      workers.emplace_back([&job, &items_of, t, threads] {
+        for (uint32_t c = 0; c < job.chunks(); ++c) {
+          const auto& items = *items_of[c];
+          for (uint32_t first = t * kRanksPerNode; first < job.ranks();
+               first += threads * kRanksPerNode) {
+            job.ApplyCheckins(items, first, std::min(kRanksPerNode, job.ranks() - first));
+          }
+        }
+      });
+    }
+    for (std::thread& w : workers) w.join();
+    workers.clear();
+    for (uint32_t t = 0; t < threads; ++t) {
+      workers.emplace_back(
+          [&job, step, t, threads] { job.ApplySyncDones(step, kRanksPerNode, t, threads); });
+    }
+    for (std::thread& w : workers) w.join();
+    ++step;
+  }
+  const double checkins = static_cast<double>(step * job.ranks() * 2ull * job.chunks());
+  state.counters["ns_per_checkin"] =
+      benchmark::Counter(checkins, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["locked_ns_per_checkin"] =
+      benchmark::Counter(absl::ToDoubleNanoseconds(job.lock_held() - held_before) / checkins);
+  state.counters["wait_ns_per_checkin"] =
+      benchmark::Counter(absl::ToDoubleNanoseconds(job.lock_wait() - wait_before) / checkins);
+  if (job.notices() != step * job.ranks() * job.chunks()) state.SkipWithError("notices lost");
+}
+BENCHMARK(BM_StepThreads)
+    ->ArgsProduct({{16384}, {8}, {1, 2, 4, 8, 16}})
+    ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
 // The release of one chunk decided by the batch of the last node's check-ins, timed from the
