@@ -85,4 +85,32 @@ bool CheckinGroups::Build(absl::Span<const RankMessage> messages) {
   return true;
 }
 
+std::vector<BatchRun> SplitIntoRuns(absl::Span<const RankMessage> messages) {
+  const auto is_checkin = [](const RankMessage& m) {
+    return m.kind == RankMessage::Kind::kStaged && m.staged.size() == 1;
+  };
+  std::vector<BatchRun> runs;
+  const auto one_by_one = [&runs](uint32_t begin, uint32_t end) {
+    if (!runs.empty() && !runs.back().groups.has_value() && runs.back().end == begin) {
+      runs.back().end = end;  // joins the messages applied one by one before it
+    } else {
+      runs.push_back({begin, end, std::nullopt});
+    }
+  };
+  const uint32_t n = static_cast<uint32_t>(messages.size());
+  for (uint32_t begin = 0; begin < n;) {
+    uint32_t end = begin + 1;
+    const bool checkins = is_checkin(messages[begin]);
+    while (end < n && is_checkin(messages[end]) == checkins) ++end;
+    CheckinGroups groups;
+    if (checkins && groups.Build(messages.subspan(begin, end - begin))) {
+      runs.push_back({begin, end, std::move(groups)});
+    } else {
+      one_by_one(begin, end);
+    }
+    begin = end;
+  }
+  return runs;
+}
+
 }  // namespace psync::server

@@ -7,11 +7,18 @@
 // either way. Anything else (a SyncDone, a skip, a leave, several items, a rank repeating a
 // check-in, more than 256 distinct items) is applied in order, message by message.
 //
+// SplitIntoRuns cuts a batch that mixes kinds (a node's SyncDones of one chunk beside its next
+// check-ins, or a relay's batch of several nodes' messages) into runs applied in the batch's order:
+// each maximal run of one-item check-ins that CheckinGroups groups, and the messages between them
+// one by one. A run's messages see every message before the run applied and none after it, as
+// they would one by one, so the answers are those of the batch applied message by message.
+//
 // Thread-compatible. Views the messages given to Build, which must outlive its use.
 #ifndef PSYNC_SERVER_OWNER_CHECKIN_GROUPS_H_
 #define PSYNC_SERVER_OWNER_CHECKIN_GROUPS_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -48,6 +55,17 @@ class CheckinGroups {
   std::vector<core::RankId> ranks_;  // grouped
   std::vector<uint32_t> messages_;   // grouped
 };
+
+// A part of a batch: messages [begin, end), grouped (indices in `groups` count from `begin`) or,
+// without groups, applied one by one.
+struct BatchRun {
+  uint32_t begin = 0;
+  uint32_t end = 0;
+  std::optional<CheckinGroups> groups;
+};
+
+// The batch as runs, in its order (see above); one ungrouped run when nothing groups.
+std::vector<BatchRun> SplitIntoRuns(absl::Span<const RankMessage> messages);
 
 }  // namespace psync::server
 

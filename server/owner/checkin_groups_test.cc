@@ -124,5 +124,59 @@ TEST(CheckinGroupsTest, MoreDistinctItemsThanANodeSendsGoOneByOne) {
   EXPECT_EQ(groups.groups().size(), 256u);
 }
 
+// "begin-end" for a run applied one by one, "begin-end grouped(n)" for a run of n groups.
+std::vector<std::string> RunsOf(absl::Span<const RankMessage> messages) {
+  std::vector<std::string> out;
+  for (const BatchRun& run : SplitIntoRuns(messages)) {
+    out.push_back(run.groups.has_value() ? absl::StrCat(run.begin, "-", run.end, " grouped(",
+                                                        run.groups->groups().size(), ")")
+                                         : absl::StrCat(run.begin, "-", run.end));
+  }
+  return out;
+}
+
+RankMessage Other(core::RankId rank, RankMessage::Kind kind) {
+  RankMessage m;
+  m.rank = rank;
+  m.kind = kind;
+  return m;
+}
+
+TEST(SplitIntoRunsTest, OnlyCheckinsAreOneGroupedRun) {
+  const std::vector<core::StagedItem> items = {Item(0, 0, "dense"), Item(0, 0, "dense"),
+                                               Item(0, 0, "expert")};
+  EXPECT_THAT(RunsOf(Messages({1, 2, 1}, items)), ElementsAre("0-3 grouped(2)"));
+  EXPECT_THAT(RunsOf({}), ElementsAre());
+}
+
+// A node's SyncDones of one chunk before its ranks' next check-ins: the check-ins after them are
+// still grouped, and a run between two others keeps its place.
+TEST(SplitIntoRunsTest, CheckinsBetweenOtherMessagesAreGroupedInTheirPlace) {
+  const std::vector<core::StagedItem> items = {Item(1, 0, "dense"), Item(1, 0, "dense"),
+                                               Item(1, 1, "dense"), Item(1, 1, "dense")};
+  std::vector<RankMessage> batch;
+  batch.push_back(Other(1, RankMessage::Kind::kSyncDone));
+  batch.push_back(Other(2, RankMessage::Kind::kSyncDone));
+  std::vector<RankMessage> checkins = Messages({1, 2, 1, 2}, items);
+  batch.insert(batch.end(), checkins.begin(), checkins.begin() + 2);
+  batch.push_back(Other(3, RankMessage::Kind::kSkip));
+  batch.insert(batch.end(), checkins.begin() + 2, checkins.end());
+  EXPECT_THAT(RunsOf(batch), ElementsAre("0-2", "2-4 grouped(1)", "4-5", "5-7 grouped(1)"));
+}
+
+// A run whose order could matter (a rank repeating a check-in) is applied one by one, joined to
+// the messages applied one by one around it.
+TEST(SplitIntoRunsTest, ARunThatCannotBeGroupedJoinsItsNeighboursOneByOne) {
+  const std::vector<core::StagedItem> items = {Item(0, 0, "dense"), Item(0, 0, "dense"),
+                                               Item(0, 1, "dense"), Item(0, 1, "dense")};
+  std::vector<RankMessage> batch;
+  batch.push_back(Other(1, RankMessage::Kind::kSyncDone));
+  std::vector<RankMessage> checkins = Messages({4, 4, 5, 6}, items);
+  batch.insert(batch.end(), checkins.begin(), checkins.begin() + 2);  // rank 4 twice
+  batch.push_back(Other(2, RankMessage::Kind::kSyncDone));
+  batch.insert(batch.end(), checkins.begin() + 2, checkins.end());
+  EXPECT_THAT(RunsOf(batch), ElementsAre("0-4", "4-6 grouped(1)"));
+}
+
 }  // namespace
 }  // namespace psync::server

@@ -30,9 +30,8 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
     delivery_.Deliver(out);
     return statuses;
   }
-  // Grouped before any lock is taken (it reads only the messages).
-  CheckinGroups groups;
-  const bool grouped = groups.Build(messages);
+  // Cut into runs and grouped before any lock is taken (it reads only the messages).
+  const std::vector<BatchRun> runs = SplitIntoRuns(messages);
   {
     absl::ReaderMutexLock jobs_lock(&mu_);  // the job stays; other jobs' batches run meanwhile
     Job* job = FindJob(job_id);
@@ -58,22 +57,26 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
         // every message is applied, since a later message may still join an earlier record.
         decisions.merge_rank_events = true;
         const size_t first_event = out.events.size();
-        if (grouped) {
-          // Only check-ins, none repeated: each group of the same item at once (checkin_groups.h).
-          statuses.resize(messages.size());
-          std::vector<absl::Status> group_statuses;
+        // Run after run, in the batch's order (checkin_groups.h): in a run of one-item
+        // check-ins, none repeated, each group of the same item at once.
+        statuses.resize(messages.size());
+        std::vector<absl::Status> group_statuses;
+        for (const BatchRun& run : runs) {
+          if (!run.groups.has_value()) {
+            for (uint32_t i = run.begin; i < run.end; ++i) {
+              statuses[i] = job->ApplyMessage(generation, messages[i], now, decisions, &out);
+            }
+            continue;
+          }
+          const CheckinGroups& groups = *run.groups;
           for (const CheckinGroups::Group& g : groups.groups()) {
             group_statuses.assign(g.end - g.begin, absl::OkStatus());
             job->ApplyMergedCheckin(generation, *g.item, groups.ranks(g), now, decisions, &out,
                                     absl::MakeSpan(group_statuses));
             const absl::Span<const uint32_t> indices = groups.messages(g);
             for (size_t k = 0; k < indices.size(); ++k) {
-              statuses[indices[k]] = std::move(group_statuses[k]);
+              statuses[run.begin + indices[k]] = std::move(group_statuses[k]);
             }
-          }
-        } else {
-          for (const RankMessage& m : messages) {
-            statuses.push_back(job->ApplyMessage(generation, m, now, decisions, &out));
           }
         }
         job->CountFrom(first_event, out);
