@@ -42,6 +42,9 @@ absl::Status ValidateAgentOptions(const AgentOptions& options) {
   if (options.flush_window < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("flush_window must be >= 0");
   }
+  if (options.relay_flush_window < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("relay_flush_window must be >= 0");
+  }
   if (options.flush_messages == 0) return absl::InvalidArgumentError("flush_messages must be >= 1");
   if (options.max_batch_messages == 0 ||
       options.max_batch_messages > wire::kMaxAgentBatchMessages) {
@@ -112,6 +115,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
     relay.target = router.targets.front();
     relay.backoff = o.backoff;
     relay.max_batch_bytes = o.max_batch_bytes;
+    relay.flush_window = o.relay_flush_window;
     agent->relay_ = std::make_unique<RelayHub>(std::move(relay), &agent->counters_);
   }
   agent->router_ = std::make_unique<Router>(std::move(router), &agent->counters_);

@@ -24,6 +24,10 @@ ABSL_FLAG(absl::Duration, flush_window, absl::Milliseconds(20),
           "a chunk on the node (or of a rank whose Join the agent did not forward) and a skip vote "
           "never wait (0: none, send when the stream is free)");
 ABSL_FLAG(uint64_t, flush_messages, 1024, "send at once when this many messages are queued");
+ABSL_FLAG(absl::Duration, relay_flush_window, absl::ZeroDuration(),
+          "relaying other agents (one --target): how long their batches may wait for more to "
+          "merge into one message to the coordinator, after the oldest arrived (0: none, send "
+          "when the stream is free)");
 ABSL_FLAG(uint64_t, max_batch_messages, 1024, "local messages per merged upstream message");
 ABSL_FLAG(std::string, http_listen, "",
           "host:port (port 0: any free port) to serve GET /metrics on (Prometheus: the agent's "
@@ -37,7 +41,7 @@ int main(int argc, char** argv) {
   const std::vector<psync::serve::FlagGroup> groups = {
       {"Serving the node's ranks", {"listen", "port_file", "drain_timeout", "cpus"}},
       {"Upstream (the coordinator)",
-       {"target", "flush_window", "flush_messages", "max_batch_messages"}},
+       {"target", "flush_window", "flush_messages", "max_batch_messages", "relay_flush_window"}},
       {"Metrics", {"http_listen", "http_port_file"}},
   };
   psync::serve::ParseDaemonFlags(argc, argv, "psync-agent",
@@ -55,6 +59,7 @@ int main(int argc, char** argv) {
   options.listen = absl::GetFlag(FLAGS_listen);
   options.flush_window = absl::GetFlag(FLAGS_flush_window);
   options.flush_messages = absl::GetFlag(FLAGS_flush_messages);
+  options.relay_flush_window = absl::GetFlag(FLAGS_relay_flush_window);
   options.max_batch_messages = absl::GetFlag(FLAGS_max_batch_messages);
   options.http_listen = absl::GetFlag(FLAGS_http_listen);
   auto agent = psync::agent::Agent::Start(options);

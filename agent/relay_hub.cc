@@ -246,8 +246,9 @@ void RelayHub::SendBatchLocked(std::vector<Queued>* run) {
   run->clear();
 }
 
-absl::Time RelayHub::Produce(absl::Time /*now*/) {
+absl::Time RelayHub::Produce(absl::Time now) {
   absl::MutexLock lock(&mu_);
+  if (const absl::Time due = HeldUntilLocked(); now < due) return due;
   std::vector<Queued> run;  // mergeable batches of one job and generation
   size_t run_messages = 0;
   size_t run_bytes = 0;
@@ -298,6 +299,17 @@ absl::Time RelayHub::Produce(absl::Time /*now*/) {
   }
   SendBatchLocked(&run);
   return absl::InfiniteFuture();  // until the next Wake()
+}
+
+absl::Time RelayHub::HeldUntilLocked() const {
+  if (options_.flush_window <= absl::ZeroDuration() || queue_.empty()) return absl::InfinitePast();
+  size_t messages = 0;
+  for (const Queued& q : queue_) {
+    if (q.kind != Queued::Kind::kBatch) return absl::InfinitePast();  // in order with it: now
+    messages += q.part.count;
+  }
+  if (messages >= wire::kMaxAgentBatchMessages) return absl::InfinitePast();
+  return queue_.front().at + options_.flush_window;
 }
 
 void RelayHub::OnWrite(const v1::AgentUp& up) {

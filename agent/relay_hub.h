@@ -13,8 +13,9 @@
 //  * batch: a message of a rank not attached through that downstream stream is refused by the
 //    relay with the coordinator's FAILED_PRECONDITION and left out (agent/batch_parts.h); the
 //    rest goes up. Well-formed batches (wire/agent_batch_shape.h, the coordinator's own check) of
-//    the same job and generation queued together go up as ONE AgentBatch, their messages
-//    concatenated (at most kMaxAgentBatchMessages and max_batch_bytes), lazy when every part is;
+//    the same job and generation queued together (within flush_window of the oldest, when set)
+//    go up as ONE AgentBatch, their messages concatenated (at most kMaxAgentBatchMessages and
+//    max_batch_bytes), lazy when every part is;
 //    a malformed one goes up alone, for the coordinator to refuse naming the field. The
 //    coordinator's answer comes back split by part, with the message indices of each agent's own
 //    batch; a part accepted whole whose agent sent it lazily is answered by acked_through, as the
@@ -71,6 +72,11 @@ struct RelayHubOptions {
   BackoffOptions backoff;
   // A merged AgentBatch's bound (the coordinator accepts 1 MiB messages by default).
   size_t max_batch_bytes = 512 << 10;
+  // How long queued batches may wait for more to merge with, after the oldest arrived: the
+  // coordinator reads fewer, larger messages, each check-in waiting up to this much longer. An
+  // attach or detach queued behind them, or a merged batch's worth of messages, sends them at
+  // once. 0: sent as soon as the stream is free (merging only what queued meanwhile).
+  absl::Duration flush_window = absl::ZeroDuration();
 };
 
 class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
@@ -158,6 +164,8 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   absl::Status OnClosed(const StreamEnd& end, bool* retry) override;
   absl::Time Produce(absl::Time now) override ABSL_LOCKS_EXCLUDED(mu_);
   void OnWrite(const v1::AgentUp& up) override;
+  // flush_window: until when the queued batches wait for more (InfinitePast: send them now).
+  absl::Time HeldUntilLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void ReceiveAttach(const std::shared_ptr<RelayedAgent>& agent, uint64_t request_id,
                      const v1::Attach& attach) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

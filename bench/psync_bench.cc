@@ -109,6 +109,9 @@ ABSL_FLAG(std::string, agent_args,
           "--target={coordinator} --listen=127.0.0.1:0 --port_file={port_file}",
           "flags of each agent; {coordinator} is the coordinator's host:port, {port_file} a file "
           "the agent writes its bound port to, {index} the agent's number");
+ABSL_FLAG(std::string, relay_args,
+          "--target={coordinator} --listen=127.0.0.1:0 --port_file={port_file}",
+          "flags of each relay (--relays), as --agent_args");
 ABSL_FLAG(uint32_t, relays, 0,
           "relays to start (psync-agent processes, --agent_binary, relaying AgentSessions): node "
           "agents (--agents) or simulated nodes (--simulated_nodes) go to them round-robin "
@@ -401,10 +404,8 @@ absl::StatusOr<Processes> StartProcesses(const RunConfig& run, int index) {
   std::vector<std::string> upstreams = {p.coordinator_target};
   if (relays > 0) upstreams.clear();
   for (uint32_t i = 0; i < relays; ++i) {
-    auto address =
-        start_agent("relay", i, p.coordinator_target,
-                    "--target={coordinator} --listen=127.0.0.1:0 --port_file={port_file}",
-                    absl::GetFlag(FLAGS_relay_taskset), &p.relays, &p.relay_http_ports);
+    auto address = start_agent("relay", i, p.coordinator_target, absl::GetFlag(FLAGS_relay_args),
+                               absl::GetFlag(FLAGS_relay_taskset), &p.relays, &p.relay_http_ports);
     if (!address.ok()) return address.status();
     upstreams.push_back(*address);
   }

@@ -2,8 +2,8 @@
 // their ranks on one AgentSession stream to a real in-process coordinator. Ranks behind it get
 // every directive exactly once and the coordinator keeps per-rank state; the relay refuses what
 // the coordinator would refuse on a direct stream (a rank not attached on the stream a message came
-// on) and splits each notice by agent; a relay that restarts, or whose own stream to the
-// coordinator breaks, loses and repeats nothing.
+// on) and splits each notice by agent; with a window, it merges several agents' batches into one;
+// a relay that restarts, or whose own stream to the coordinator breaks, loses and repeats nothing.
 #include <memory>
 #include <string>
 #include <thread>
@@ -236,6 +236,44 @@ TEST_F(RelayTest, ARelayRefusesAMessageOfARankAttachedThroughAnotherStreamAndSpl
   EXPECT_EQ(status.counters().releases(), 1u);
   EXPECT_EQ(status.counters().checkins(), 2u);
   EXPECT_EQ(relay->stats().relay_refused, 3u);
+}
+
+// With --relay_flush_window, batches of several agents wait for one another and go up as one
+// AgentBatch; an attach queued behind them sends them at once, in order before it. (A window of
+// an hour: nothing here waits for it to pass.)
+TEST_F(RelayTest, ARelayWindowMergesTheBatchesOfSeveralAgentsUntilAnAttachSendsThem) {
+  const std::string job = "relay-window";
+  std::vector<v1::JoinResponse> joined(3);
+  for (uint32_t r = 0; r < 3; ++r) {
+    grpc::ClientContext context;
+    ASSERT_TRUE(coordinator_->Join(&context, MakeJoin(job, 3, r, 1), &joined[r]).ok());
+  }
+  agent::AgentOptions options;
+  options.relay_flush_window = absl::Hours(1);
+  auto relay = StartAgent(server_->target(), options);
+  ASSERT_NE(relay, nullptr);
+  RawAgentStream a(relay->local_target());
+  RawAgentStream b(relay->local_target());
+  RawAgentStream c(relay->local_target());
+  a.Attach(1, job, 0, joined[0]);
+  EXPECT_EQ(a.AckOf(1).code(), 0);
+  b.Attach(2, job, 1, joined[1]);
+  EXPECT_EQ(b.AckOf(2).code(), 0);
+
+  a.Stage(3, job, joined[0].generation(), 0, {0});
+  b.Stage(4, job, joined[1].generation(), 0, {1});
+  ASSERT_TRUE(WaitUntil([&] { return relay->stats().relayed_batches == 2; }));
+  EXPECT_EQ(relay->stats().upstream_batches, 0u) << "held by the window";
+  EXPECT_EQ(JobStatus(*coordinator_, job).counters().checkins(), 0u);
+
+  c.Attach(5, job, 2, joined[2]);
+  EXPECT_EQ(c.AckOf(5).code(), 0);
+  EXPECT_EQ(a.AckOf(3).rejected_size(), 0);
+  EXPECT_EQ(b.AckOf(4).rejected_size(), 0);
+  const agent::AgentStats s = relay->stats();
+  EXPECT_EQ(s.upstream_batches, 1u);
+  EXPECT_EQ(s.relay_merged_batches, 1u);
+  EXPECT_EQ(JobStatus(*coordinator_, job).counters().checkins(), 2u);
 }
 
 TEST_F(RelayTest, ARelayThatRestartsLosesAndRepeatsNothing) {
