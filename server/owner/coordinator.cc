@@ -313,7 +313,7 @@ void Coordinator::FinishJob(JobMap::iterator it, JobEndKind kind, const std::str
     finished.view.end = {kind, reason, now};
     {
       absl::MutexLock observer_lock(&job.observer_mu);
-      finished.audit = job.observer.Audit();
+      finished.audit = job.CaughtUpObserver().Audit();
     }
     const absl::Status closing = absl::FailedPreconditionError(
         absl::StrCat("job_id '", job_id, "' has ",

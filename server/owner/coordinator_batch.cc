@@ -82,14 +82,18 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
         job->CountFrom(first_event, out);
       }
       delivery_.Commit(&out);
-      // The observer's share runs after the job's lock is let go, so that the job's next batch is
-      // decided meanwhile; its lock is taken first, so that batch is still observed after this one.
-      absl::MutexLock observer_lock(&job->observer_mu);
-      job_lock.Release();
-      if (out.committed != nullptr) job->ObserveEvents(*out.committed);
+      // Observed once the notices are out (below), in the order the job decided them.
+      job->ObserveLater(out.committed);
     }
   }
   delivery_.Deliver(out);
+  // The observer's share (straggler scores, deadlines, the audit) after the batch's notices, so
+  // that a release does not wait for it; whatever is queued, this batch's and earlier ones'.
+  absl::ReaderMutexLock jobs_lock(&mu_);
+  if (Job* job = FindJob(job_id); job != nullptr) {
+    absl::MutexLock observer_lock(&job->observer_mu);
+    job->CaughtUpObserver();
+  }
   return statuses;
 }
 

@@ -39,7 +39,7 @@ absl::StatusOr<core::ChunkSnapshot> Coordinator::GetChunkStatus(const std::strin
   absl::MutexLock job_lock(&job->mu);
   {
     absl::MutexLock observer_lock(&job->observer_mu);
-    *deadline = job->observer.Deadline(chunk);
+    *deadline = job->CaughtUpObserver().Deadline(chunk);
   }
   return job->tracker->ChunkAt(step, chunk, clock_->Now());
 }
@@ -68,7 +68,7 @@ absl::StatusOr<std::vector<observe::SyncAudit>> Coordinator::Audit(
     }
     absl::MutexLock job_lock(&job->mu);
     absl::MutexLock observer_lock(&job->observer_mu);
-    return job->observer.Audit();
+    return job->CaughtUpObserver().Audit();
   }
   if (const FinishedJob* finished = history_.Find(job_id); finished != nullptr) {
     if (earlier_owners != nullptr) *earlier_owners = finished->earlier_owners;
@@ -83,7 +83,7 @@ std::optional<observe::AuditTotals> Coordinator::AuditTotalsAt(const std::string
   Job* job = FindJob(job_id);
   if (job == nullptr || job->epoch != epoch) return std::nullopt;
   absl::MutexLock observer_lock(&job->observer_mu);
-  return job->observer.totals();
+  return job->CaughtUpObserver().totals();
 }
 
 absl::Status Coordinator::CheckGeneration(const std::string& job_id, uint64_t generation,

@@ -128,9 +128,26 @@ void Job::CountFrom(size_t first_event, const Effects& effects) {
 }
 
 void Job::ObserveEvents(absl::Span<const core::Event> events) {
+  observe::JobObserver& caught_up = CaughtUpObserver();
   for (const core::Event& e : events) {
-    if (e.kind != EventKind::kRejected) observer.OnEvent(e);
+    if (e.kind != EventKind::kRejected) caught_up.OnEvent(e);
   }
+}
+
+void Job::ObserveLater(std::shared_ptr<const std::vector<core::Event>> events) {
+  if (events == nullptr || events->empty()) return;
+  absl::MutexLock observer_lock(&observer_mu);
+  unobserved.push_back(std::move(events));
+}
+
+observe::JobObserver& Job::CaughtUpObserver() const {
+  while (!unobserved.empty()) {
+    for (const core::Event& e : *unobserved.front()) {
+      if (e.kind != EventKind::kRejected) observer.OnEvent(e);
+    }
+    unobserved.pop_front();
+  }
+  return observer;
 }
 
 void Job::QueueNotices(std::vector<core::Delivery>& deliveries, Effects* effects) {
@@ -211,7 +228,7 @@ void Job::EnforceLiveness(const LivenessRules& rules, absl::Time now, Effects* e
                               absl::FormatDuration(rules.lost_rank_abort_after));
       {
         absl::MutexLock observer_lock(&observer_mu);
-        observer.OnEvent(e);
+        CaughtUpObserver().OnEvent(e);
       }
       effects->AddEvent(std::move(e));
     }
@@ -235,8 +252,8 @@ void Job::FindStalls(absl::Time now, Effects* effects) {
     return full.ok() ? *std::move(full) : brief;
   };
   absl::MutexLock observer_lock(&observer_mu);
-  for (core::Event& e :
-       observer.Inspect(now, t.Snapshot(now, /*lists_after=*/absl::InfiniteDuration()), lists_of)) {
+  for (core::Event& e : CaughtUpObserver().Inspect(
+           now, t.Snapshot(now, /*lists_after=*/absl::InfiniteDuration()), lists_of)) {
     effects->AddEvent(std::move(e));
   }
 }
@@ -266,6 +283,7 @@ JobStatusView Job::View(absl::Time now, uint32_t node_size, ViewDetail detail) c
   view.counters = counters;
   view.sessions_connected = static_cast<uint32_t>(sessions.size());
   absl::MutexLock observer_lock(&observer_mu);
+  const observe::JobObserver& observer = CaughtUpObserver();
   view.stalls = observer.stalls();
   view.stragglers = observer.TopStragglers(10);
   if (detail == ViewDetail::kOverview) view.rank_scores = observer.StragglersByRank();

@@ -2,9 +2,12 @@
 // readiness tracker (core::JobTracker), attached sessions, counters, liveness (detached and lost
 // ranks, ranks that left finished) and observer (stalls, stragglers, audit).
 //
-// Thread-safety: `mu` guards the job's state; `observer_mu` the observer, taken after `mu` (a
-// node's batch hands its events to the observer after letting `mu` go, holding `observer_mu` from
-// before, so that the job's next decision runs meanwhile and is still observed after this one).
+// Thread-safety: `mu` guards the job's state; `observer_mu` the observer, taken after `mu`. A
+// node's batch queues its committed events for the observer under `mu` (ObserveLater) and they
+// are observed after its notices are delivered, so that neither the job's next decision nor the
+// batch's own release waits for the observer (straggler scores, deadlines, the audit); the
+// observer is only read through CaughtUpObserver, which first observes what is queued, in the
+// order it was committed.
 // The Coordinator owns every Job and decides when each lock is taken (coordinator.h); a Job's
 // methods state the locks they need. Notices, events and closes go into an Effects, delivered by
 // the caller after unlocking.
@@ -13,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,9 +79,16 @@ class Job {
   // Counts the tracker's events in effects.events from `first_event` on (they stay there);
   // kRejected events are RecordRejection's.
   void CountFrom(size_t first_event, const Effects& effects) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  // Hands the tracker's events to the observer (kRejected events are not its).
+  // Hands the tracker's events to the observer (kRejected events are not its), after those
+  // queued by ObserveLater.
   void ObserveEvents(absl::Span<const core::Event> events)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(observer_mu);
+  // Queues committed events for the observer (in the order of the calls; call under `mu`, so
+  // that it is the order the job decided them in). Empty or null: nothing.
+  void ObserveLater(std::shared_ptr<const std::vector<core::Event>> events)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) ABSL_LOCKS_EXCLUDED(observer_mu);
+  // The observer, once it observed every event queued by ObserveLater.
+  observe::JobObserver& CaughtUpObserver() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(observer_mu);
   // Routes `deliveries` (moved from) to the attached sessions, stamping directives with the
   // ownership epoch. A rank without a session gets its pending notices when it attaches.
   void QueueNotices(std::vector<core::Delivery>& deliveries, Effects* effects)
@@ -119,7 +130,10 @@ class Job {
   AttachedSessions sessions ABSL_GUARDED_BY(mu);
   JobCounters counters ABSL_GUARDED_BY(mu);
   mutable absl::Mutex observer_mu ABSL_ACQUIRED_AFTER(mu);
-  observe::JobObserver observer ABSL_GUARDED_BY(observer_mu);
+  // Read and written through CaughtUpObserver (mutable: catching up changes nothing observable).
+  mutable observe::JobObserver observer ABSL_GUARDED_BY(observer_mu);
+  mutable std::deque<std::shared_ptr<const std::vector<core::Event>>> unobserved
+      ABSL_GUARDED_BY(observer_mu);
   // Joined ranks of the current generation without a Session, and since when.
   absl::flat_hash_map<core::RankId, absl::Time> detached_since ABSL_GUARDED_BY(mu);
   absl::flat_hash_set<core::RankId> lost ABSL_GUARDED_BY(mu);
