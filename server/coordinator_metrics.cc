@@ -162,7 +162,7 @@ void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
   };
   // The open check-in times of the last chunk a check-in of this run was counted for; reset
   // whenever open_checkins_ changes otherwise (its values move on a rehash).
-  std::vector<absl::Time>* open_times = nullptr;
+  std::vector<CheckinsAt>* open_times = nullptr;
   uint64_t open_generation = 0;
   core::Step open_step = 0;
   core::ChunkId open_chunk = 0;
@@ -194,8 +194,14 @@ void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
           open_step = *e.step;
           open_chunk = *e.chunk;
         }
-        if (open_times != nullptr)
-          open_times->insert(open_times->end(), core::RankCount(e), e.time);
+        if (open_times != nullptr) {
+          const uint64_t count = core::RankCount(e);
+          if (!open_times->empty() && open_times->back().time == e.time) {
+            open_times->back().count += count;  // a batch's records share their time
+          } else {
+            open_times->push_back({e.time, count});
+          }
+        }
         break;
       }
       case EventKind::kDuplicate:
@@ -208,7 +214,9 @@ void CoordinatorMetrics::OnEvents(const std::vector<core::Event>& events) {
             open_checkins_.find(OpenChunkView(e.job_id.str(), e.generation, *e.step, *e.chunk));
         if (open != open_checkins_.end()) {
           metrics::Histogram* h = stage_wait_->WithLabels(job);
-          for (absl::Time t : open->second) h->Observe(absl::ToDoubleSeconds(e.time - t));
+          for (const CheckinsAt& at : open->second) {
+            h->Observe(absl::ToDoubleSeconds(e.time - at.time), at.count);
+          }
           open_checkins_.erase(open);
           open_times = nullptr;
         }

@@ -109,8 +109,13 @@ class CoordinatorMetrics final : public EventSink {
   };
 
   absl::Mutex mu_;
-  // Check-in times of chunks not yet released.
-  absl::flat_hash_map<OpenChunk, std::vector<absl::Time>, OpenChunkHash, OpenChunkEq> open_checkins_
+  // Check-in times of chunks not yet released, with how many check-ins came at each (a merged
+  // record's ranks share its time): observed per time, not per rank, at the release.
+  struct CheckinsAt {
+    absl::Time time;
+    uint64_t count = 0;
+  };
+  absl::flat_hash_map<OpenChunk, std::vector<CheckinsAt>, OpenChunkHash, OpenChunkEq> open_checkins_
       ABSL_GUARDED_BY(mu_);
 };
 

@@ -36,12 +36,12 @@ Histogram::Histogram(std::vector<double> upper_bounds)
   }
 }
 
-void Histogram::Observe(double value) {
-  if (std::isnan(value)) return;
+void Histogram::Observe(double value, uint64_t times) {
+  if (std::isnan(value) || times == 0) return;
   size_t bucket =
       std::lower_bound(upper_bounds_.begin(), upper_bounds_.end(), value) - upper_bounds_.begin();
-  counts_[bucket].fetch_add(1, std::memory_order_relaxed);
-  AtomicAdd(&sum_, value);
+  counts_[bucket].fetch_add(times, std::memory_order_relaxed);
+  AtomicAdd(&sum_, value * static_cast<double>(times));
 }
 
 Histogram::Snapshot Histogram::Collect() const {

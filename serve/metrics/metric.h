@@ -84,7 +84,9 @@ class Histogram {
 
   // Records `value` in the first bucket whose bound is >= value (bounds are
   // inclusive, as "le" says). NaN is ignored.
-  void Observe(double value);
+  void Observe(double value) { Observe(value, 1); }
+  // Records `value` `times` times at once (e.g. the same wait of many ranks).
+  void Observe(double value, uint64_t times);
   Snapshot Collect() const;
 
  private:

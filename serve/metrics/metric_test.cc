@@ -50,6 +50,19 @@ TEST(HistogramTest, BucketsAreCumulativeAndInclusive) {
   EXPECT_EQ(snapshot.sum, 104.875);
 }
 
+// The same value observed many times at once counts as that many observations.
+TEST(HistogramTest, AValueObservedManyTimesAtOnce) {
+  Histogram histogram({0.25, 1, 2.5});
+  histogram.Observe(0.5, 2048);
+  histogram.Observe(3.0, 2);
+  histogram.Observe(0.125, 0);            // nothing
+  histogram.Observe(std::nan(""), 1000);  // ignored
+  Histogram::Snapshot snapshot = histogram.Collect();
+  EXPECT_EQ(snapshot.cumulative_counts, (std::vector<uint64_t>{0, 2048, 2048, 2050}));
+  EXPECT_EQ(snapshot.count, 2050u);
+  EXPECT_EQ(snapshot.sum, 1030.0);
+}
+
 TEST(HistogramTest, CumulativeCountsNeverDecrease) {
   Histogram histogram({1, 2, 4, 8, 16});
   for (int i = 0; i < 1000; ++i) histogram.Observe((i * 7919) % 40 / 2.0);
