@@ -109,6 +109,17 @@ TEST(CheckinGroupsTest, MessageByMessageWhenOrderCouldMatter) {
   EXPECT_FALSE(groups.Build({RankMessage{}}));  // an empty StagedBatch (refused by the tracker)
 }
 
+// Ranks out of order are grouped as they came; a repeat is found wherever it is.
+TEST(CheckinGroupsTest, RanksInAnyOrderAndRepeatsApart) {
+  const std::vector<core::StagedItem> items(4, Item(0, 0, "dense"));
+  CheckinGroups groups;
+  ASSERT_TRUE(groups.Build(Messages({3, 1, 2}, items)));
+  ASSERT_EQ(groups.groups().size(), 1u);
+  EXPECT_THAT(Describe(groups)[0].ranks, ElementsAre(3, 1, 2));
+  EXPECT_FALSE(groups.Build(Messages({1, 2, 5, 1}, items)));
+  EXPECT_TRUE(groups.Build(Messages({1, 2, 5, 7}, items)));
+}
+
 TEST(CheckinGroupsTest, MoreDistinctItemsThanANodeSendsGoOneByOne) {
   std::vector<core::StagedItem> items;
   std::vector<core::RankId> ranks;
