@@ -22,6 +22,13 @@ core::Event RejectedEvent(const absl::Status& status, absl::Time now) {
   return e;
 }
 
+// The tracker's events to `observer` (kRejected events are not its).
+void Feed(absl::Span<const core::Event> events, observe::JobObserver& observer) {
+  for (const core::Event& e : events) {
+    if (e.kind != EventKind::kRejected) observer.OnEvent(e);
+  }
+}
+
 }  // namespace
 
 void RecordRejectionWithoutJob(const std::string& job_id, const absl::Status& status,
@@ -127,12 +134,7 @@ void Job::CountFrom(size_t first_event, const Effects& effects) {
   }
 }
 
-void Job::ObserveEvents(absl::Span<const core::Event> events) {
-  observe::JobObserver& caught_up = CaughtUpObserver();
-  for (const core::Event& e : events) {
-    if (e.kind != EventKind::kRejected) caught_up.OnEvent(e);
-  }
-}
+void Job::ObserveEvents(absl::Span<const core::Event> events) { Feed(events, CaughtUpObserver()); }
 
 void Job::ObserveLater(std::shared_ptr<const std::vector<core::Event>> events) {
   if (events == nullptr || events->empty()) return;
@@ -142,9 +144,7 @@ void Job::ObserveLater(std::shared_ptr<const std::vector<core::Event>> events) {
 
 observe::JobObserver& Job::CaughtUpObserver() const {
   while (!unobserved.empty()) {
-    for (const core::Event& e : *unobserved.front()) {
-      if (e.kind != EventKind::kRejected) observer.OnEvent(e);
-    }
+    Feed(*unobserved.front(), observer);
     unobserved.pop_front();
   }
   return observer;

@@ -43,6 +43,21 @@ class RelayTest : public ::testing::Test {
     }
   }
 
+  // Ranks 0..world-1 of `job` (one chunk) joined at the coordinator directly; empty (and a test
+  // failure) when a join fails.
+  std::vector<v1::JoinResponse> JoinDirectly(const std::string& job, uint32_t world) {
+    std::vector<v1::JoinResponse> joined(world);
+    for (uint32_t r = 0; r < world; ++r) {
+      grpc::ClientContext context;
+      const grpc::Status s = coordinator_->Join(&context, MakeJoin(job, world, r, 1), &joined[r]);
+      if (!s.ok()) {
+        ADD_FAILURE() << "join of rank " << r << ": " << s.error_message();
+        return {};
+      }
+    }
+    return joined;
+  }
+
   // Every rank got every directive of `steps` steps of `chunks` once, and the coordinator's audit
   // agrees.
   void ExpectExactlyOnce(const std::string& job, uint64_t steps, uint32_t chunks) {
@@ -183,11 +198,8 @@ class RawAgentStream {
 
 TEST_F(RelayTest, ARelayRefusesAMessageOfARankAttachedThroughAnotherStreamAndSplitsNotices) {
   const std::string job = "relay-refuse";
-  std::vector<v1::JoinResponse> joined(2);
-  for (uint32_t r = 0; r < 2; ++r) {
-    grpc::ClientContext context;
-    ASSERT_TRUE(coordinator_->Join(&context, MakeJoin(job, 2, r, 1), &joined[r]).ok());
-  }
+  const std::vector<v1::JoinResponse> joined = JoinDirectly(job, 2);
+  ASSERT_EQ(joined.size(), 2u);
   auto relay = StartAgent(server_->target());
   ASSERT_NE(relay, nullptr);
   RawAgentStream a(relay->local_target());
@@ -243,11 +255,8 @@ TEST_F(RelayTest, ARelayRefusesAMessageOfARankAttachedThroughAnotherStreamAndSpl
 // an hour: nothing here waits for it to pass.)
 TEST_F(RelayTest, ARelayWindowMergesTheBatchesOfSeveralAgentsUntilAnAttachSendsThem) {
   const std::string job = "relay-window";
-  std::vector<v1::JoinResponse> joined(3);
-  for (uint32_t r = 0; r < 3; ++r) {
-    grpc::ClientContext context;
-    ASSERT_TRUE(coordinator_->Join(&context, MakeJoin(job, 3, r, 1), &joined[r]).ok());
-  }
+  const std::vector<v1::JoinResponse> joined = JoinDirectly(job, 3);
+  ASSERT_EQ(joined.size(), 3u);
   agent::AgentOptions options;
   options.relay_flush_window = absl::Hours(1);
   auto relay = StartAgent(server_->target(), options);
