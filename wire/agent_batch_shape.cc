@@ -27,15 +27,17 @@ const char* SeenName(Seen s) {
   return "none";
 }
 
-// Checks that message `index` (named by `field`) is in range and may be of kind `kind`.
-absl::Status Claim(const std::string& field, uint32_t index, Seen kind, std::vector<Seen>* seen) {
+// Checks that message `index` (named by `field()`, built only for an error: a batch names every
+// message once) is in range and may be of kind `kind`.
+template <typename FieldName>
+absl::Status Claim(const FieldName& field, uint32_t index, Seen kind, std::vector<Seen>* seen) {
   if (index >= seen->size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(field, ": ", index, " is out of range [0, ", seen->size(), ")"));
+        absl::StrCat(field(), ": ", index, " is out of range [0, ", seen->size(), ")"));
   }
   Seen& s = (*seen)[index];
   if (s != Seen::kNone && (s != Seen::kStaged || kind != Seen::kStaged)) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": message ", index,
+    return absl::InvalidArgumentError(absl::StrCat(field(), ": message ", index,
                                                    " is already named in ", SeenName(s),
                                                    "; a message has one kind"));
   }
@@ -69,26 +71,26 @@ absl::Status CheckAgentBatchShape(const v1::AgentBatch& batch) {
                          " must be above the previous index ", m.messages(k - 1)));
       }
       if (index >= n || seen[index] != Seen::kStaged) {
-        const std::string field = absl::StrCat("batch.staged[", g, "].messages[", k, "]");
+        const auto field = [&] { return absl::StrCat("batch.staged[", g, "].messages[", k, "]"); };
         if (absl::Status s = Claim(field, index, Seen::kStaged, &seen); !s.ok()) return s;
       }
     }
   }
   for (int i = 0; i < batch.skips_size(); ++i) {
-    const std::string field = absl::StrCat("batch.skips[", i, "].message");
+    const auto field = [i] { return absl::StrCat("batch.skips[", i, "].message"); };
     if (absl::Status s = Claim(field, batch.skips(i).message(), Seen::kSkip, &seen); !s.ok()) {
       return s;
     }
   }
   for (int i = 0; i < batch.sync_dones_size(); ++i) {
-    const std::string field = absl::StrCat("batch.sync_dones[", i, "].message");
+    const auto field = [i] { return absl::StrCat("batch.sync_dones[", i, "].message"); };
     if (absl::Status s = Claim(field, batch.sync_dones(i).message(), Seen::kSyncDone, &seen);
         !s.ok()) {
       return s;
     }
   }
   for (int i = 0; i < batch.leaves_size(); ++i) {
-    const std::string field = absl::StrCat("batch.leaves[", i, "].message");
+    const auto field = [i] { return absl::StrCat("batch.leaves[", i, "].message"); };
     if (absl::Status s = Claim(field, batch.leaves(i).message(), Seen::kLeave, &seen); !s.ok()) {
       return s;
     }

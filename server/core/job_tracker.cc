@@ -72,6 +72,7 @@ void JobTracker::AppendRankEvent(EventKind kind, absl::Time now, Step step, Chun
     // node's batch holds a few dozen distinct inputs (chunks x optimizers) at once, so the search
     // is bounded, and a batch of many more makes one record per input beyond it, not more.
     constexpr size_t kMaxScan = 64;
+    constexpr size_t kMergedRecordReserve = 64;
     size_t at = run.last + 1;  // 0 when there is no last
     bool found = at >= run.begin && at < events.size() && joins(events[at]);
     for (size_t k = events.size(); !found && k > run.begin && events.size() - k < kMaxScan; --k) {
@@ -81,6 +82,8 @@ void JobTracker::AppendRankEvent(EventKind kind, absl::Time now, Step step, Chun
     if (found) {
       Event& e = events[at];
       if (e.rank.has_value()) {
+        // A node's ranks at least, a relay's hundreds: not grown from one rank by doubling.
+        e.ranks.reserve(kMergedRecordReserve);
         e.ranks.push_back(*e.rank);
         e.rank.reset();
       }

@@ -61,6 +61,7 @@ void JobTracker::StageMerged(uint64_t generation, const StagedItem& item,
     if (out->merge_rank_events && record != SIZE_MAX && record + 1 == out->events.size()) {
       Event& e = out->events[record];
       if (e.rank.has_value()) {
+        e.ranks.reserve(ranks.size() - i + 1);  // the rest of the group joins it, most often
         e.ranks.push_back(*e.rank);
         e.rank.reset();
       }

@@ -157,24 +157,27 @@ class AgentRankSink final : public SessionSink {
   std::atomic<bool> closed_{false};
 };
 
-using RankKey = std::pair<std::string, core::RankId>;
+using RankSinks = absl::flat_hash_map<core::RankId, std::shared_ptr<AgentRankSink>>;
 
-// The ranks attached on one AgentSession. Shared by the reactor and the writer's overflow, which
+// The ranks attached on one AgentSession, by job, then rank: a batch (of one job) finds its job
+// once and then each rank by number. Shared by the reactor and the writer's overflow, which
 // outlives it: an agent that does not read is detached from the coordinator when the overflow
 // deadline ends its stream, not when (if ever) it takes the status.
 struct AgentAttachments {
   // Detaches every rank attached (idempotent).
   void DetachAll(Coordinator* coordinator) ABSL_LOCKS_EXCLUDED(mu) {
-    absl::flat_hash_map<RankKey, std::shared_ptr<AgentRankSink>> detached;
+    absl::flat_hash_map<std::string, RankSinks> detached;
     {
       absl::MutexLock lock(&mu);
-      detached.swap(ranks);
+      detached.swap(jobs);
     }
-    for (const auto& [key, sink] : detached) coordinator->Detach(key.first, key.second, sink.get());
+    for (const auto& [job_id, sinks] : detached) {
+      for (const auto& [rank, sink] : sinks) coordinator->Detach(job_id, rank, sink.get());
+    }
   }
 
   absl::Mutex mu;
-  absl::flat_hash_map<RankKey, std::shared_ptr<AgentRankSink>> ranks ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<std::string, RankSinks> jobs ABSL_GUARDED_BY(mu);
 };
 
 class AgentStream final : public Reactor {
@@ -248,7 +251,7 @@ class AgentStream final : public Reactor {
     {
       absl::MutexLock lock(&attachments_->mu);
       // An older attach of the rank on this stream was superseded by this one (and closed).
-      attachments_->ranks[RankKey(a.job_id(), a.rank())] = sink;
+      attachments_->jobs[a.job_id()][a.rank()] = sink;
     }
     outbox_->AddAck(std::move(ack));
     outbox_->Cork();
@@ -260,11 +263,14 @@ class AgentStream final : public Reactor {
     std::shared_ptr<AgentRankSink> sink;
     {
       absl::MutexLock lock(&attachments_->mu);
-      auto it = attachments_->ranks.find(RankKey(d.job_id(), d.rank()));
-      if (it != attachments_->ranks.end() &&
-          it->second->attach_request_id() == d.attach_request_id()) {
-        sink = std::move(it->second);
-        attachments_->ranks.erase(it);
+      auto job = attachments_->jobs.find(d.job_id());
+      if (job != attachments_->jobs.end()) {
+        auto it = job->second.find(d.rank());
+        if (it != job->second.end() && it->second->attach_request_id() == d.attach_request_id()) {
+          sink = std::move(it->second);
+          job->second.erase(it);
+          if (job->second.empty()) attachments_->jobs.erase(job);
+        }
       }
     }
     // Detach is a no-op when a newer session of the rank replaced this one.
@@ -287,18 +293,16 @@ class AgentStream final : public Reactor {
     }
     // Only ranks attached on this stream may send through it.
     const std::vector<RankMessage>& messages = expanded.messages;
-    std::vector<RankMessage> apply;
-    std::vector<uint32_t> index_of;
-    apply.reserve(messages.size());
+    std::vector<uint32_t> index_of;  // of the messages applied
     index_of.reserve(messages.size());
     {
       absl::MutexLock lock(&attachments_->mu);
-      RankKey key(batch.job_id(), 0);
+      auto job = attachments_->jobs.find(batch.job_id());
+      const RankSinks* sinks = job == attachments_->jobs.end() ? nullptr : &job->second;
       for (size_t i = 0; i < messages.size(); ++i) {
         const RankMessage& m = messages[i];
-        key.second = m.rank;
-        auto it = attachments_->ranks.find(key);
-        if (it == attachments_->ranks.end() || it->second->closed()) {
+        auto it = sinks == nullptr ? RankSinks::const_iterator() : sinks->find(m.rank);
+        if (sinks == nullptr || it == sinks->end() || it->second->closed()) {
           v1::MessageStatus* r = ack.add_rejected();
           r->set_index(static_cast<uint32_t>(i));
           wire::SetWireStatus(absl::FailedPreconditionError(
@@ -308,8 +312,15 @@ class AgentStream final : public Reactor {
           continue;
         }
         index_of.push_back(static_cast<uint32_t>(i));
-        apply.push_back(m);
       }
+    }
+    // The messages applied: the batch's own when every rank is attached (the common case).
+    std::vector<RankMessage> some;
+    absl::Span<const RankMessage> apply = messages;
+    if (index_of.size() < messages.size()) {
+      some.reserve(index_of.size());
+      for (uint32_t i : index_of) some.push_back(messages[i]);
+      apply = some;
     }
     // Corked until the answer is queued, so that it leaves in the message of the notices the batch
     // released (one write, and a lazy answer rides on them).
