@@ -32,6 +32,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -173,11 +174,15 @@ class Job {
   }
 
   // Every rank's SyncDones of `step`, `ranks_per_batch` ranks to a batch; with `stride` > 1 only
-  // the batches `offset`, `offset` + `stride`, ... (one thread's share of them).
+  // the batches `offset`, `offset` + `stride`, ... (one thread's share of them). A rank's message
+  // reports every chunk, or `only_chunk`.
   void ApplySyncDones(core::Step step, uint32_t ranks_per_batch = kRanksPerNode,
-                      uint32_t offset = 0, uint32_t stride = 1) {
-    std::vector<core::SyncDoneItem> done(chunks_);
-    for (uint32_t c = 0; c < chunks_; ++c) done[c] = {step, c, {}, 1};
+                      uint32_t offset = 0, uint32_t stride = 1,
+                      std::optional<uint32_t> only_chunk = std::nullopt) {
+    std::vector<core::SyncDoneItem> done;
+    for (uint32_t c = 0; c < chunks_; ++c) {
+      if (!only_chunk.has_value() || *only_chunk == c) done.push_back({step, c, {}, 1});
+    }
     for (uint32_t first = offset * ranks_per_batch; first < ranks_;
          first += stride * ranks_per_batch) {
       std::vector<RankMessage> messages;
@@ -232,6 +237,21 @@ class Job {
   uint64_t generation_ = 0;
 };
 
+// The figures of `step` steps: check-ins a second, ns per check-in, and under the job's lock.
+void ReportSteps(benchmark::State& state, const Job& job, core::Step step,
+                 absl::Duration held_before) {
+  const uint64_t checkins = step * job.ranks() * 2ull * job.chunks();
+  state.counters["checkins"] =
+      benchmark::Counter(static_cast<double>(checkins), benchmark::Counter::kIsRate);
+  state.counters["ns_per_checkin"] = benchmark::Counter(
+      static_cast<double>(checkins), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  // The share of it under the job's lock, which one job's check-ins take one at a time: what
+  // bounds how soon a burst of them is decided, however many cores serve it.
+  state.counters["locked_ns_per_checkin"] = benchmark::Counter(
+      absl::ToDoubleNanoseconds(job.lock_held() - held_before) / static_cast<double>(checkins));
+  if (job.notices() != step * job.ranks() * job.chunks()) state.SkipWithError("notices lost");
+}
+
 void BM_Step(benchmark::State& state) {
   Job job(static_cast<uint32_t>(state.range(0)), static_cast<uint32_t>(state.range(1)));
   const uint32_t per_batch = static_cast<uint32_t>(state.range(2));
@@ -247,21 +267,36 @@ void BM_Step(benchmark::State& state) {
     job.ApplySyncDones(step, per_batch);
     ++step;
   }
-  const uint64_t checkins = step * job.ranks() * 2ull * job.chunks();
-  state.counters["checkins"] =
-      benchmark::Counter(static_cast<double>(checkins), benchmark::Counter::kIsRate);
-  state.counters["ns_per_checkin"] = benchmark::Counter(
-      static_cast<double>(checkins), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
-  // The share of it under the job's lock, which one job's check-ins take one at a time: what
-  // bounds how soon a burst of them is decided, however many cores serve it.
-  state.counters["locked_ns_per_checkin"] = benchmark::Counter(
-      absl::ToDoubleNanoseconds(job.lock_held() - held_before) / static_cast<double>(checkins));
-  if (job.notices() != step * job.ranks() * job.chunks()) state.SkipWithError("notices lost");
+  ReportSteps(state, job, step, held_before);
 }
 BENCHMARK(BM_Step)
     ->ArgsProduct({{64, 256, 1024, 4096, 16384}, {1, 8}, {kRanksPerNode}})
     ->Args({16384, 8, 2048})
     ->Args({131072, 8, 2048})
+    ->Unit(benchmark::kMillisecond);
+
+// BM_Step with each chunk's SyncDones (one item each) after its check-ins, as ranks report a sync
+// once it ran and psync-agent forwards them: the shape of a real step's batches.
+void BM_StepChunkByChunk(benchmark::State& state) {
+  Job job(static_cast<uint32_t>(state.range(0)), static_cast<uint32_t>(state.range(1)));
+  const uint32_t per_batch = static_cast<uint32_t>(state.range(2));
+  core::Step step = 0;
+  const absl::Duration held_before = job.lock_held();
+  for (auto _ : state) {
+    for (uint32_t c = 0; c < job.chunks(); ++c) {
+      const auto& items = job.CheckinItems(step, c);
+      for (uint32_t first = 0; first < job.ranks(); first += per_batch) {
+        job.ApplyCheckins(items, first, std::min(per_batch, job.ranks() - first));
+      }
+      job.ApplySyncDones(step, per_batch, /*offset=*/0, /*stride=*/1, /*only_chunk=*/c);
+    }
+    ++step;
+  }
+  ReportSteps(state, job, step, held_before);
+}
+BENCHMARK(BM_StepChunkByChunk)
+    ->Args({16384, 8, kRanksPerNode})
+    ->Args({16384, 8, 2048})
     ->Unit(benchmark::kMillisecond);
 
 // BM_Step/N/C/8 with the node batches applied by T threads at once (batch i by thread i mod T),

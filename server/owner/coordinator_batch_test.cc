@@ -1,7 +1,7 @@
 // Coordinator::ApplyBatch: a batch's answers and counts are those of its messages applied one by
 // one, in order, whatever it mixes (check-ins grouped by item between SyncDones and skips, ranks
-// repeating a check-in, wrong steps and chunks). Two coordinators are given the same random
-// messages: one as batches, the other one message at a time.
+// repeating a check-in or a SyncDone, wrong steps, chunks and checksums). Two coordinators
+// are given the same random messages: one as batches, the other one message at a time.
 #include <deque>
 #include <random>
 #include <string>
@@ -43,8 +43,9 @@ class Twin {
 };
 
 // Random messages of a job stepping along: check-ins and SyncDones of the slowest rank's step or
-// the one after (right for some ranks, early for others), now and then of a chunk out of range;
-// ranks repeat; now and then a skip, of a step too far ahead.
+// the one after (right for some ranks, early for others), now and then of a chunk out of range, a
+// SyncDone now and then with a disagreeing or foreign checksum or two items; ranks repeat; now and
+// then a skip, of a step too far ahead.
 class Messages {
  public:
   explicit Messages(uint32_t seed) : rng_(seed) {}
@@ -60,10 +61,26 @@ class Messages {
       switch (Uniform(10)) {
         case 0:
         case 1:
-        case 2:
+        case 2: {
           m.kind = RankMessage::Kind::kSyncDone;
-          m.sync_done = Keep(DenseDone(step, {chunk}));
+          std::vector<core::SyncDoneItem> done = DenseDone(step, {chunk});
+          switch (Uniform(8)) {
+            case 0:  // disagreeing checksum: a mismatch, or a conflicting duplicate
+              done[0].checksums[0].checksum = 1;
+              break;
+            case 1:  // not a group of the chunk
+              done[0].checksums[0].group = "tp";
+              break;
+            case 2:
+              done[0].checksums.clear();
+              break;
+            case 3:
+              done.push_back(DenseDone(step, {(chunk + 1) % kChunks})[0]);
+              break;
+          }
+          m.sync_done = Keep(std::move(done));
           break;
+        }
         case 3:
           if (Uniform(4) == 0) {  // refused (too far ahead): a vote would hold the step back
             m.kind = RankMessage::Kind::kSkip;
