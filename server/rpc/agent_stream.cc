@@ -299,10 +299,14 @@ class AgentStream final : public Reactor {
       absl::MutexLock lock(&attachments_->mu);
       auto job = attachments_->jobs.find(batch.job_id());
       const RankSinks* sinks = job == attachments_->jobs.end() ? nullptr : &job->second;
+      const auto attached = [sinks](core::RankId rank) {
+        if (sinks == nullptr) return false;
+        auto it = sinks->find(rank);
+        return it != sinks->end() && !it->second->closed();
+      };
       for (size_t i = 0; i < messages.size(); ++i) {
         const RankMessage& m = messages[i];
-        auto it = sinks == nullptr ? RankSinks::const_iterator() : sinks->find(m.rank);
-        if (sinks == nullptr || it == sinks->end() || it->second->closed()) {
+        if (!attached(m.rank)) {
           v1::MessageStatus* r = ack.add_rejected();
           r->set_index(static_cast<uint32_t>(i));
           wire::SetWireStatus(absl::FailedPreconditionError(

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
@@ -57,13 +58,15 @@ class AgentStream {
     EXPECT_EQ(acks, 2);
   }
 
-  // Writes batch `request_id`: each of `ranks` checks in "dense" for `chunk` of step 0.
-  void Stage(uint64_t request_id, bool lazy, uint32_t chunk, const std::vector<uint32_t>& ranks) {
+  // Writes batch `request_id`: each of `ranks` checks in "dense" for `chunk` of step 0 (of the
+  // stream's job, or `job`).
+  void Stage(uint64_t request_id, bool lazy, uint32_t chunk, const std::vector<uint32_t>& ranks,
+             const std::string& job = "") {
     v1::AgentUp up;
     up.set_request_id(request_id);
     up.set_lazy_ack(lazy);
     v1::AgentBatch* batch = up.mutable_batch();
-    batch->set_job_id(job_);
+    batch->set_job_id(job.empty() ? job_ : job);
     batch->set_generation(generation_);
     v1::MergedStaged* staged = batch->add_staged();
     staged->set_chunk(chunk);
@@ -131,6 +134,8 @@ TEST(AgentLazyAckTest, AppliedLazyBatchesRideOnTheNextMessageAndRefusalsGetTheir
   EXPECT_EQ(rejected.acks(0).rejected(0).index(), 1u);
   EXPECT_EQ(rejected.acks(0).rejected(0).code(),
             static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
+  EXPECT_EQ(rejected.acks(0).rejected(0).message(),
+            "rank 7 of job 'agent-wire' is not attached on this agent session");
   EXPECT_LT(rejected.acked_through(), 6u);
   ASSERT_EQ(rejected.notices_size(), 1);
   EXPECT_EQ(rejected.notices(0).notice().directive().chunk(), 1u);
@@ -160,6 +165,42 @@ TEST(AgentLazyAckTest, AppliedLazyBatchesRideOnTheNextMessageAndRefusalsGetTheir
   EXPECT_EQ(rest[0].acks_size(), 0);
   EXPECT_EQ(rest[0].notices_size(), 0);
   EXPECT_EQ(rest[0].acked_through(), 9u);
+}
+
+// A batch of a job none of whose ranks is attached on the stream: every message refused, at once,
+// nothing applied (the job's ranks 0 and 1 then still release chunk 0 together).
+TEST(AgentLazyAckTest, ABatchOfAJobNotAttachedHereIsRefusedMessageByMessage) {
+  auto server = testing::StartWithLazyAckDelay(absl::Milliseconds(50));
+  ASSERT_NE(server, nullptr);
+  AgentStream agent(*server, "agent-here");
+  AgentStream other(*server, "agent-elsewhere");
+  agent.Stage(3, true, 0, {0, 1}, "agent-elsewhere");
+  v1::AgentDown refused = agent.Read();
+  ASSERT_EQ(refused.acks_size(), 1);
+  EXPECT_EQ(refused.acks(0).request_id(), 3u);
+  EXPECT_EQ(refused.acks(0).code(), 0);
+  ASSERT_EQ(refused.acks(0).rejected_size(), 2);
+  for (uint32_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(refused.acks(0).rejected(i).index(), i);
+    EXPECT_EQ(refused.acks(0).rejected(i).code(),
+              static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
+    EXPECT_EQ(refused.acks(0).rejected(i).message(),
+              absl::StrCat("rank ", i,
+                           " of job 'agent-elsewhere' is not attached on this agent "
+                           "session"));
+  }
+  EXPECT_EQ(refused.notices_size(), 0);
+  other.Stage(3, false, 0, {0, 1});
+  v1::AgentDown released = other.Read();
+  ASSERT_EQ(released.acks_size(), 1);
+  EXPECT_EQ(released.acks(0).rejected_size(), 0);
+  ASSERT_EQ(released.notices_size(), 1);
+  EXPECT_THAT(Ranks(released.notices(0)), ElementsAre(0, 1));
+  grpc::Status status;
+  agent.Finish(&status);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  other.Finish(&status);
+  EXPECT_TRUE(status.ok()) << status.error_message();
 }
 
 TEST(AgentLazyAckTest, AZeroDelayAcksEveryBatchAtOnce) {
