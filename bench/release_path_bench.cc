@@ -252,7 +252,10 @@ void ReportSteps(benchmark::State& state, const Job& job, core::Step step,
   if (job.notices() != step * job.ranks() * job.chunks()) state.SkipWithError("notices lost");
 }
 
-void BM_Step(benchmark::State& state) {
+// Steps of N ranks x 2 x C check-ins in batches of B ranks; each rank's SyncDones of a step in
+// one message after every chunk's check-ins, or with `per_chunk` each chunk's (one item) right
+// after its check-ins.
+void RunSteps(benchmark::State& state, bool per_chunk) {
   Job job(static_cast<uint32_t>(state.range(0)), static_cast<uint32_t>(state.range(1)));
   const uint32_t per_batch = static_cast<uint32_t>(state.range(2));
   core::Step step = 0;
@@ -263,12 +266,15 @@ void BM_Step(benchmark::State& state) {
       for (uint32_t first = 0; first < job.ranks(); first += per_batch) {
         job.ApplyCheckins(items, first, std::min(per_batch, job.ranks() - first));
       }
+      if (per_chunk) job.ApplySyncDones(step, per_batch, /*offset=*/0, /*stride=*/1, c);
     }
-    job.ApplySyncDones(step, per_batch);
+    if (!per_chunk) job.ApplySyncDones(step, per_batch);
     ++step;
   }
   ReportSteps(state, job, step, held_before);
 }
+
+void BM_Step(benchmark::State& state) { RunSteps(state, /*per_chunk=*/false); }
 BENCHMARK(BM_Step)
     ->ArgsProduct({{64, 256, 1024, 4096, 16384}, {1, 8}, {kRanksPerNode}})
     ->Args({16384, 8, 2048})
@@ -277,23 +283,7 @@ BENCHMARK(BM_Step)
 
 // BM_Step with each chunk's SyncDones (one item each) after its check-ins, as ranks report a sync
 // once it ran and psync-agent forwards them: the shape of a real step's batches.
-void BM_StepChunkByChunk(benchmark::State& state) {
-  Job job(static_cast<uint32_t>(state.range(0)), static_cast<uint32_t>(state.range(1)));
-  const uint32_t per_batch = static_cast<uint32_t>(state.range(2));
-  core::Step step = 0;
-  const absl::Duration held_before = job.lock_held();
-  for (auto _ : state) {
-    for (uint32_t c = 0; c < job.chunks(); ++c) {
-      const auto& items = job.CheckinItems(step, c);
-      for (uint32_t first = 0; first < job.ranks(); first += per_batch) {
-        job.ApplyCheckins(items, first, std::min(per_batch, job.ranks() - first));
-      }
-      job.ApplySyncDones(step, per_batch, /*offset=*/0, /*stride=*/1, /*only_chunk=*/c);
-    }
-    ++step;
-  }
-  ReportSteps(state, job, step, held_before);
-}
+void BM_StepChunkByChunk(benchmark::State& state) { RunSteps(state, /*per_chunk=*/true); }
 BENCHMARK(BM_StepChunkByChunk)
     ->Args({16384, 8, kRanksPerNode})
     ->Args({16384, 8, 2048})

@@ -27,8 +27,8 @@ const char* SeenName(Seen s) {
   return "none";
 }
 
-// Checks that message `index` (named by `field()`, built only for an error: a batch names every
-// message once) is in range and may be of kind `kind`.
+// Checks that message `index` (named by `field()`, which is called only for an error) is in range
+// and may be of kind `kind`.
 template <typename FieldName>
 absl::Status Claim(const FieldName& field, uint32_t index, Seen kind, std::vector<Seen>* seen) {
   if (index >= seen->size()) {
