@@ -102,11 +102,10 @@ void RelayHub::ReceiveAttach(const std::shared_ptr<RelayedAgent>& agent, uint64_
   a.downstream_id = request_id;
   a.attach = attach;
   Downstream& d = downstream_[agent.get()];
-  const RankKey key(attach.job_id(), attach.rank());
   // A repeated attach id replaces the older attachment's entry; the coordinator supersedes it.
   d.by_attach_id[request_id] = handle;
-  d.by_rank[key] = handle;
-  routes_[key] = handle;
+  d.by_rank(attach.job_id(), attach.rank()) = handle;
+  routes_(attach.job_id(), attach.rank()) = handle;
   Queued q;
   q.kind = Queued::Kind::kAttach;
   q.handle = handle;
@@ -139,15 +138,15 @@ bool RelayHub::ReceiveBatch(const std::shared_ptr<RelayedAgent>& agent, v1::Agen
   q.mergeable = wire::CheckAgentBatchShape(batch).ok();
   // Only ranks attached through this agent's stream may send through it (as on the coordinator).
   std::vector<bool> keep(batch.ranks_size(), true);
-  RankKey key(batch.job_id(), 0);
+  const auto* attached = d.by_rank.RanksOf(batch.job_id());  // the job found once
   for (int i = 0; q.mergeable && i < batch.ranks_size(); ++i) {
-    key.second = batch.ranks(i);
-    if (d.by_rank.contains(key)) continue;
+    const uint32_t rank = batch.ranks(i);
+    if (serve::JobRankMap<uint64_t>::Find(attached, rank) != nullptr) continue;
     keep[i] = false;
     v1::MessageStatus refused;
     refused.set_index(static_cast<uint32_t>(i));
     wire::SetWireStatus(
-        absl::FailedPreconditionError(absl::StrCat("rank ", key.second, " of job '", batch.job_id(),
+        absl::FailedPreconditionError(absl::StrCat("rank ", rank, " of job '", batch.job_id(),
                                                    "' is not attached on this agent session")),
         &refused);
     q.part.refused.push_back(std::move(refused));
@@ -175,28 +174,25 @@ void RelayHub::ForgetLocked(uint64_t handle, bool detach_upstream) {
   if (it == attachments_.end()) return;
   Attachment a = std::move(it->second);
   attachments_.erase(it);
-  const RankKey key(a.attach.job_id(), a.attach.rank());
+  const std::string& job_id = a.attach.job_id();
+  const uint32_t rank = a.attach.rank();
+  const auto is_this = [handle](uint64_t h) { return h == handle; };
   if (auto d = downstream_.find(a.agent); d != downstream_.end()) {
     if (auto by_id = d->second.by_attach_id.find(a.downstream_id);
         by_id != d->second.by_attach_id.end() && by_id->second == handle) {
       d->second.by_attach_id.erase(by_id);
     }
-    if (auto by_rank = d->second.by_rank.find(key);
-        by_rank != d->second.by_rank.end() && by_rank->second == handle) {
-      d->second.by_rank.erase(by_rank);
-    }
+    d->second.by_rank.EraseIf(job_id, rank, is_this);
   }
-  if (auto route = routes_.find(key); route != routes_.end() && route->second == handle) {
-    routes_.erase(route);
-  }
+  routes_.EraseIf(job_id, rank, is_this);
   if (a.upstream_id == 0) return;  // its attach is still queued: the writer skips it
   by_upstream_id_.erase(a.upstream_id);
   if (!detach_upstream) return;
   Queued q;
   q.kind = Queued::Kind::kDetach;
   v1::AgentDetach* detach = q.up.mutable_detach();
-  detach->set_job_id(key.first);
-  detach->set_rank(key.second);
+  detach->set_job_id(job_id);
+  detach->set_rank(rank);
   detach->set_attach_request_id(a.upstream_id);
   queue_.push_back(std::move(q));
 }
@@ -477,16 +473,15 @@ void RelayHub::OnRead(const v1::AgentDown& down) {
     for (const v1::AgentNotice& n : down.notices()) {
       counters_->notices_received.fetch_add(1);
       ranks_of.clear();
-      std::vector<RelayedAgent*> agents;  // in the order of their first rank
-      RankKey key(n.job_id(), 0);
+      std::vector<RelayedAgent*> agents;                 // in the order of their first rank
+      const auto* routes = routes_.RanksOf(n.job_id());  // the job found once
       for (uint32_t rank : n.ranks()) {
-        key.second = rank;
-        auto route = routes_.find(key);
-        if (route == routes_.end()) {
+        const uint64_t* handle = serve::JobRankMap<uint64_t>::Find(routes, rank);
+        if (handle == nullptr) {
           counters_->notices_unrouted.fetch_add(1);
           continue;
         }
-        RelayedAgent* agent = attachments_.at(route->second).agent;
+        RelayedAgent* agent = attachments_.at(*handle).agent;
         auto [entry, inserted] = ranks_of.try_emplace(agent);
         if (inserted) agents.push_back(agent);
         entry->second.push_back(rank);

@@ -61,6 +61,7 @@
 #include "client/reconnecting_stream.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
+#include "serve/job_rank_map.h"
 
 namespace psync::agent {
 
@@ -104,8 +105,6 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   const AgentCounters& counters() const { return *counters_; }
 
  private:
-  using RankKey = std::pair<std::string, uint32_t>;
-
   // One downstream attach the hub knows.
   struct Attachment {
     RelayedAgent* agent = nullptr;  // a key of downstream_
@@ -118,7 +117,7 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   struct Downstream {
     std::weak_ptr<RelayedAgent> agent;
     absl::flat_hash_map<uint64_t, uint64_t> by_attach_id;  // downstream attach id -> handle
-    absl::flat_hash_map<RankKey, uint64_t> by_rank;        // newest attach of (job, rank)
+    serve::JobRankMap<uint64_t> by_rank;                   // newest attach of (job, rank)
   };
   // Something waiting to be written up.
   struct Queued {
@@ -202,7 +201,7 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   absl::flat_hash_map<uint64_t, Attachment> attachments_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<RelayedAgent*, Downstream> downstream_ ABSL_GUARDED_BY(mu_);
   // The attachment notices of (job, rank) go to: the newest.
-  absl::flat_hash_map<RankKey, uint64_t> routes_ ABSL_GUARDED_BY(mu_);
+  serve::JobRankMap<uint64_t> routes_ ABSL_GUARDED_BY(mu_);
   // Upstream attach request id (current stream) -> handle.
   absl::flat_hash_map<uint64_t, uint64_t> by_upstream_id_ ABSL_GUARDED_BY(mu_);
   std::deque<Queued> queue_ ABSL_GUARDED_BY(mu_);

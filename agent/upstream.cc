@@ -46,7 +46,7 @@ bool Upstream::connected() const { return stream_->open(); }
 void Upstream::Attach(std::shared_ptr<LocalRank> link) {
   absl::MutexLock lock(&mu_);
   LocalRank* key = link.get();
-  routes_[RankKey(link->job_id(), link->rank())] = key;
+  routes_(link->job_id(), link->rank()) = key;
   Queued q;
   q.kind = Queued::Kind::kAttach;
   q.link = link;
@@ -123,14 +123,13 @@ void Upstream::ForgetLocked(LocalRank* link) {
   if (it->second.attach_id != 0) attach_ids_.erase(it->second.attach_id);
   links_.erase(it);
   counters_->local_sessions.fetch_sub(1);
-  const RankKey key(link->job_id(), link->rank());
-  auto route = routes_.find(key);
-  if (route == routes_.end() || route->second != link) return;
-  routes_.erase(route);
+  const std::string job_id = link->job_id();
+  const uint32_t rank = link->rank();
+  if (!routes_.EraseIf(job_id, rank, [link](LocalRank* route) { return route == link; })) return;
   // An older Session of the rank that is still attached (the newer one's attach was refused).
   for (auto& [other, l] : links_) {
-    if (l.answered && other->job_id() == key.first && other->rank() == key.second) {
-      routes_[key] = other;
+    if (l.answered && other->job_id() == job_id && other->rank() == rank) {
+      routes_(job_id, rank) = other;
       break;
     }
   }
@@ -454,13 +453,14 @@ void Upstream::OnRead(const v1::AgentDown& down) {
     }
     for (const v1::AgentNotice& n : down.notices()) {
       counters_->notices_received.fetch_add(1);
+      const auto* routes = routes_.RanksOf(n.job_id());  // the job found once
       for (uint32_t rank : n.ranks()) {
-        auto route = routes_.find(RankKey(n.job_id(), rank));
-        if (route == routes_.end()) {
+        LocalRank* const* route = serve::JobRankMap<LocalRank*>::Find(routes, rank);
+        if (route == nullptr) {
           counters_->notices_unrouted.fetch_add(1);
           continue;
         }
-        notices.emplace_back(links_.at(route->second).link, &n.notice());
+        notices.emplace_back(links_.at(*route).link, &n.notice());
       }
     }
     for (const v1::AgentRankClosed& c : down.closed()) {

@@ -67,6 +67,7 @@
 #include "client/reconnecting_stream.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
+#include "serve/job_rank_map.h"
 
 namespace psync::agent {
 
@@ -120,8 +121,6 @@ class Upstream final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   bool connected() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  using RankKey = std::pair<std::string, uint32_t>;
-
   // One local Session known upstream.
   struct AttachedRank {
     std::shared_ptr<LocalRank> link;
@@ -188,7 +187,7 @@ class Upstream final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<LocalRank*, AttachedRank> links_ ABSL_GUARDED_BY(mu_);
   // The local Session notices of (job, rank) go to: the newest attached (or attaching) one.
-  absl::flat_hash_map<RankKey, LocalRank*> routes_ ABSL_GUARDED_BY(mu_);
+  serve::JobRankMap<LocalRank*> routes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, LocalRank*> attach_ids_ ABSL_GUARDED_BY(mu_);
   std::deque<Queued> queue_ ABSL_GUARDED_BY(mu_);
   size_t queued_messages_ ABSL_GUARDED_BY(mu_) = 0;

@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "serve/agent_down_queue.h"
+#include "serve/job_rank_map.h"
 #include "serve/stream_writer.h"
 #include "server/rpc/agent_batch.h"
 #include "server/rpc/convert.h"
@@ -157,8 +158,6 @@ class AgentRankSink final : public SessionSink {
   std::atomic<bool> closed_{false};
 };
 
-using RankSinks = absl::flat_hash_map<core::RankId, std::shared_ptr<AgentRankSink>>;
-
 // The ranks attached on one AgentSession, by job, then rank: a batch (of one job) finds its job
 // once and then each rank by number. Shared by the reactor and the writer's overflow, which
 // outlives it: an agent that does not read is detached from the coordinator when the overflow
@@ -166,18 +165,19 @@ using RankSinks = absl::flat_hash_map<core::RankId, std::shared_ptr<AgentRankSin
 struct AgentAttachments {
   // Detaches every rank attached (idempotent).
   void DetachAll(Coordinator* coordinator) ABSL_LOCKS_EXCLUDED(mu) {
-    absl::flat_hash_map<std::string, RankSinks> detached;
+    serve::JobRankMap<std::shared_ptr<AgentRankSink>> detached;
     {
       absl::MutexLock lock(&mu);
-      detached.swap(jobs);
+      detached.swap(ranks);
     }
-    for (const auto& [job_id, sinks] : detached) {
-      for (const auto& [rank, sink] : sinks) coordinator->Detach(job_id, rank, sink.get());
-    }
+    detached.ForEach([coordinator](const std::string& job_id, core::RankId rank,
+                                   const std::shared_ptr<AgentRankSink>& sink) {
+      coordinator->Detach(job_id, rank, sink.get());
+    });
   }
 
   absl::Mutex mu;
-  absl::flat_hash_map<std::string, RankSinks> jobs ABSL_GUARDED_BY(mu);
+  serve::JobRankMap<std::shared_ptr<AgentRankSink>> ranks ABSL_GUARDED_BY(mu);
 };
 
 class AgentStream final : public Reactor {
@@ -251,7 +251,7 @@ class AgentStream final : public Reactor {
     {
       absl::MutexLock lock(&attachments_->mu);
       // An older attach of the rank on this stream was superseded by this one (and closed).
-      attachments_->jobs[a.job_id()][a.rank()] = sink;
+      attachments_->ranks(a.job_id(), a.rank()) = sink;
     }
     outbox_->AddAck(std::move(ack));
     outbox_->Cork();
@@ -263,15 +263,14 @@ class AgentStream final : public Reactor {
     std::shared_ptr<AgentRankSink> sink;
     {
       absl::MutexLock lock(&attachments_->mu);
-      auto job = attachments_->jobs.find(d.job_id());
-      if (job != attachments_->jobs.end()) {
-        auto it = job->second.find(d.rank());
-        if (it != job->second.end() && it->second->attach_request_id() == d.attach_request_id()) {
-          sink = std::move(it->second);
-          job->second.erase(it);
-          if (job->second.empty()) attachments_->jobs.erase(job);
-        }
-      }
+      attachments_->ranks.EraseIf(d.job_id(), d.rank(),
+                                  [&](std::shared_ptr<AgentRankSink>& attached) {
+                                    if (attached->attach_request_id() != d.attach_request_id()) {
+                                      return false;
+                                    }
+                                    sink = std::move(attached);
+                                    return true;
+                                  });
     }
     // Detach is a no-op when a newer session of the rank replaced this one.
     if (sink != nullptr) coordinator_->Detach(d.job_id(), d.rank(), sink.get());
@@ -297,12 +296,10 @@ class AgentStream final : public Reactor {
     index_of.reserve(messages.size());
     {
       absl::MutexLock lock(&attachments_->mu);
-      auto job = attachments_->jobs.find(batch.job_id());
-      const RankSinks* sinks = job == attachments_->jobs.end() ? nullptr : &job->second;
+      const auto* sinks = attachments_->ranks.RanksOf(batch.job_id());
       const auto attached = [sinks](core::RankId rank) {
-        if (sinks == nullptr) return false;
-        auto it = sinks->find(rank);
-        return it != sinks->end() && !it->second->closed();
+        const auto* sink = serve::JobRankMap<std::shared_ptr<AgentRankSink>>::Find(sinks, rank);
+        return sink != nullptr && !(*sink)->closed();
       };
       for (size_t i = 0; i < messages.size(); ++i) {
         const RankMessage& m = messages[i];
