@@ -70,6 +70,9 @@ void RelayHub::Receive(const std::shared_ptr<RelayedAgent>& agent, v1::AgentUp* 
   {
     absl::MutexLock lock(&mu_);
     if (!downstream_.contains(agent.get())) return;  // disconnected meanwhile
+    const size_t queued_before = queue_.size();
+    const absl::Time now = absl::Now();
+    const bool held_before = HeldUntilLocked() > now;
     switch (up.kind_case()) {
       case v1::AgentUp::kAttach:
         ReceiveAttach(agent, up.request_id(), up.attach().attach());
@@ -87,7 +90,14 @@ void RelayHub::Receive(const std::shared_ptr<RelayedAgent>& agent, v1::AgentUp* 
         answer_now = true;
         break;
     }
-    stream_->Wake();
+    // The writer takes the whole queue once it is due (Produce): it needs waking only for a
+    // queue it left empty, or when this message ends the window it sleeps through (an attach or
+    // a detach behind held batches, or the most messages one batch carries); otherwise it takes
+    // this message with those before it.
+    if (queue_.size() > queued_before &&
+        (queued_before == 0 || (held_before && HeldUntilLocked() <= now))) {
+      stream_->Wake();
+    }
   }
   if (answer_now) {
     agent->writer().Add([&](serve::AgentDownQueue& q) { q.AddAck(std::move(answer)); });
@@ -243,6 +253,7 @@ void RelayHub::SendBatchLocked(std::vector<Queued>* run) {
 }
 
 absl::Time RelayHub::Produce(absl::Time now) {
+  counters_->upstream_writer_wakeups.fetch_add(1);
   absl::MutexLock lock(&mu_);
   if (const absl::Time due = HeldUntilLocked(); now < due) return due;
   std::vector<Queued> run;  // mergeable batches of one job and generation

@@ -37,9 +37,9 @@ TEST(JobRankMapTest, ValuesByJobThenRank) {
   EXPECT_EQ(map.Find("c", 0), nullptr);
   ASSERT_NE(map.RanksOf("a"), nullptr);
   EXPECT_EQ(map.RanksOf("a")->size(), 2u);
-  EXPECT_THAT(All(map), UnorderedElementsAre(std::make_tuple("a", 0u, 10),
-                                             std::make_tuple("a", 1u, 12),
-                                             std::make_tuple("b", 0u, 20)));
+  EXPECT_THAT(All(map),
+              UnorderedElementsAre(std::make_tuple("a", 0u, 10), std::make_tuple("a", 1u, 12),
+                                   std::make_tuple("b", 0u, 20)));
 }
 
 TEST(JobRankMapTest, EraseIfOnlyWhereThePredicateHoldsAndTheJobGoesWithItsLastRank) {

@@ -268,6 +268,7 @@ TEST_F(RelayTest, ARelayWindowMergesTheBatchesOfSeveralAgentsUntilAnAttachSendsT
   EXPECT_EQ(a.AckOf(1).code(), 0);
   b.Attach(2, job, 1, joined[1]);
   EXPECT_EQ(b.AckOf(2).code(), 0);
+  const uint64_t wakeups = relay->stats().upstream_writer_wakeups;
 
   a.Stage(3, job, joined[0].generation(), 0, {0});
   b.Stage(4, job, joined[1].generation(), 0, {1});
@@ -283,6 +284,9 @@ TEST_F(RelayTest, ARelayWindowMergesTheBatchesOfSeveralAgentsUntilAnAttachSendsT
   EXPECT_EQ(s.upstream_batches, 1u);
   EXPECT_EQ(s.relay_merged_batches, 1u);
   EXPECT_EQ(JobStatus(*coordinator_, job).counters().checkins(), 2u);
+  // The writer woke for the first held batch (to learn the window's end) and for the attach that
+  // ended the window, not for the second batch held behind the first.
+  EXPECT_EQ(s.upstream_writer_wakeups - wakeups, 2u);
 }
 
 TEST_F(RelayTest, ARelayThatRestartsLosesAndRepeatsNothing) {
