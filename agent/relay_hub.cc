@@ -72,7 +72,7 @@ void RelayHub::Receive(const std::shared_ptr<RelayedAgent>& agent, v1::AgentUp* 
     if (!downstream_.contains(agent.get())) return;  // disconnected meanwhile
     const size_t queued_before = queue_.size();
     const absl::Time now = absl::Now();
-    const bool held_before = HeldUntilLocked() > now;
+    const bool held_before = queued_before > 0 && HeldUntilLocked() > now;  // a window is running
     switch (up.kind_case()) {
       case v1::AgentUp::kAttach:
         ReceiveAttach(agent, up.request_id(), up.attach().attach());
