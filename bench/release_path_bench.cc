@@ -173,6 +173,11 @@ class Job {
     Check(coordinator_.ApplyBatch(kJob, generation_, messages));
   }
 
+  // Applies `messages` as one batch (they must all be accepted).
+  void Apply(const std::vector<RankMessage>& messages) {
+    Check(coordinator_.ApplyBatch(kJob, generation_, messages));
+  }
+
   // Every rank's SyncDones of `step`, `ranks_per_batch` ranks to a batch; with `stride` > 1 only
   // the batches `offset`, `offset` + `stride`, ... (one thread's share of them). A rank's message
   // reports every chunk, or `only_chunk`.
@@ -287,6 +292,74 @@ void BM_StepChunkByChunk(benchmark::State& state) { RunSteps(state, /*per_chunk=
 BENCHMARK(BM_StepChunkByChunk)
     ->Args({16384, 8, kRanksPerNode})
     ->Args({16384, 8, 2048})
+    ->Unit(benchmark::kMillisecond);
+
+// A step's messages in the order they arrive when every check-in leaves at its own random time
+// over the step (a backward pass's buckets, psync-bench's --spread_us): every (rank, chunk,
+// optimizer) of the step in one shuffled order, B messages of one item to a batch, then every
+// (rank, chunk)'s SyncDone in another shuffled order, B to a batch. Where BM_Step walks the job's
+// state chunk by chunk and rank by rank, these batches touch it all over, as relays' batches do.
+void BM_StepArrivals(benchmark::State& state) {
+  Job job(static_cast<uint32_t>(state.range(0)), static_cast<uint32_t>(state.range(1)));
+  const size_t per_batch = static_cast<size_t>(state.range(2));
+  struct Arrival {
+    uint32_t rank;
+    uint32_t chunk;
+    uint32_t optimizer;  // index into kOptimizers; unused for a SyncDone
+  };
+  std::vector<Arrival> checkins;
+  std::vector<Arrival> sync_dones;
+  for (uint32_t r = 0; r < job.ranks(); ++r) {
+    for (uint32_t c = 0; c < job.chunks(); ++c) {
+      for (uint32_t k = 0; k < 2; ++k) checkins.push_back({r, c, k});
+      sync_dones.push_back({r, c, 0});
+    }
+  }
+  std::mt19937_64 random(42);
+  std::shuffle(checkins.begin(), checkins.end(), random);
+  std::shuffle(sync_dones.begin(), sync_dones.end(), random);
+  // The batches' messages, built once and re-stepped: the timed loop measures the coordinator.
+  std::vector<core::StagedItem> staged(checkins.size());
+  std::vector<core::SyncDoneItem> synced(sync_dones.size());
+  std::vector<std::vector<RankMessage>> batches;
+  for (size_t first = 0; first < checkins.size(); first += per_batch) {
+    std::vector<RankMessage>& batch = batches.emplace_back();
+    for (size_t i = first; i < std::min(checkins.size(), first + per_batch); ++i) {
+      staged[i] = {0, checkins[i].chunk, kOptimizers[checkins[i].optimizer], std::nullopt};
+      RankMessage m;
+      m.rank = checkins[i].rank;
+      m.staged = absl::MakeConstSpan(&staged[i], 1);
+      batch.push_back(m);
+    }
+  }
+  for (size_t first = 0; first < sync_dones.size(); first += per_batch) {
+    std::vector<RankMessage>& batch = batches.emplace_back();
+    for (size_t i = first; i < std::min(sync_dones.size(), first + per_batch); ++i) {
+      synced[i] = {0, sync_dones[i].chunk, {}, 1};
+      RankMessage m;
+      m.rank = sync_dones[i].rank;
+      m.kind = RankMessage::Kind::kSyncDone;
+      m.sync_done = absl::MakeConstSpan(&synced[i], 1);
+      batch.push_back(m);
+    }
+  }
+  core::Step step = 0;
+  const absl::Duration held_before = job.lock_held();
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (core::StagedItem& item : staged) item.step = step;
+    for (core::SyncDoneItem& item : synced) item.step = step;
+    state.ResumeTiming();
+    for (const std::vector<RankMessage>& batch : batches) job.Apply(batch);
+    ++step;
+  }
+  ReportSteps(state, job, step, held_before);
+}
+BENCHMARK(BM_StepArrivals)
+    ->Args({16384, 8, 8})
+    ->Args({16384, 8, 128})
+    ->Args({16384, 8, 2048})
+    ->Args({131072, 8, 128})
     ->Unit(benchmark::kMillisecond);
 
 // BM_Step/N/C/8 with the node batches applied by T threads at once (batch i by thread i mod T),
