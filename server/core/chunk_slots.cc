@@ -18,6 +18,14 @@ RankRuns::RankRuns(absl::Span<const RankId> sorted_ranks) {
     starts_.assign(span + 1, 0);
     for (RankId r : sorted_ranks) ++starts_[r - first_ + 1];
     for (size_t i = 1; i < starts_.size(); ++i) starts_[i] += starts_[i - 1];
+    const uint32_t per_rank = starts_[1];
+    for (size_t i = 1; i < starts_.size(); ++i) {
+      if (starts_[i] != i * per_rank) return;
+    }
+    uniform_ = per_rank;
+    span_ = static_cast<uint32_t>(span);
+    starts_.clear();
+    starts_.shrink_to_fit();
     return;
   }
   for (uint32_t i = 0; i < sorted_ranks.size(); ++i) {
@@ -58,6 +66,17 @@ ChunkSlots::ChunkSlots(const absl::btree_set<Contributor>& contributors,
     contributor_optimizer_.push_back(it->second);
   }
   contributor_runs_ = RankRuns(contributor_rank_);
+  // Sorted by (rank, optimizer), the first rank's optimizers are indices 0..K-1 in name order, so
+  // a rank contributing all of them holds them in that order.
+  const size_t k = optimizers_.size();
+  if (k == 0 || contributor_rank_.size() % k != 0) return;
+  const RankId first = contributor_rank_.front();
+  for (size_t s = 0; s < contributor_rank_.size(); ++s) {
+    if (contributor_rank_[s] != first + s / k || contributor_optimizer_[s] != s % k) return;
+  }
+  regular_ = true;
+  regular_first_ = first;
+  regular_ranks_ = static_cast<uint32_t>(contributor_rank_.size() / k);
 }
 
 }  // namespace psync::core

@@ -3,9 +3,10 @@
 // (rank, optimizer) and rank: a chunk-step of 32,768 contributors then costs one array of marks,
 // and a check-in is an index computation instead of a hash-map insert.
 //
-// RankRuns maps a rank to the run of positions it holds in a sorted list of ranks: a prefix array
-// over the ranks' span when the list covers it densely (the usual layouts: every rank, a pipeline
-// stage, an expert group), a hash map otherwise.
+// RankRuns maps a rank to the run of positions it holds in a sorted list of ranks: computed when
+// every rank of the list's span holds the same number of positions (the usual layouts: every rank,
+// a pipeline stage, an expert group), else a prefix array over the span when the list covers it
+// densely, a hash map otherwise.
 //
 // Immutable once built; thread-compatible. Owned by the JobPlan's ChunkInfo.
 #ifndef PSYNC_SERVER_CORE_CHUNK_SLOTS_H_
@@ -33,6 +34,11 @@ class RankRuns {
 
   // [begin, end) of `rank`'s positions; begin == end when it holds none.
   std::pair<uint32_t, uint32_t> Find(RankId rank) const {
+    if (uniform_ != 0) {  // computed: no table read, whatever order ranks are looked up in
+      if (rank < first_ || rank - first_ >= span_) return {0, 0};
+      const uint32_t begin = (rank - first_) * uniform_;
+      return {begin, begin + uniform_};
+    }
     if (dense_) {
       if (rank < first_ || rank - first_ + 1 >= starts_.size()) return {0, 0};
       return {starts_[rank - first_], starts_[rank - first_ + 1]};
@@ -44,6 +50,10 @@ class RankRuns {
  private:
   bool dense_ = true;
   RankId first_ = 0;
+  // Every rank of the span [first_, first_ + span_) holds uniform_ positions (0: not so); then
+  // starts_ is not kept.
+  uint32_t uniform_ = 0;
+  uint32_t span_ = 0;
   std::vector<uint32_t> starts_;  // dense: the run of first_ + i is [starts_[i], starts_[i + 1])
   absl::flat_hash_map<RankId, std::pair<uint32_t, uint32_t>> sparse_;
 };
@@ -60,9 +70,32 @@ class ChunkSlots {
 
   // The slot of `who`, or nullopt when it is not a contributor of the chunk.
   std::optional<uint32_t> ContributorSlot(RankId rank, absl::string_view optimizer) const {
+    const std::optional<uint32_t> index = OptimizerIndex(optimizer);
+    if (!index.has_value()) return std::nullopt;
+    return ContributorSlotAt(rank, *index);
+  }
+  // The index of `optimizer` among the chunk's optimizers, or nullopt when no contributor has it:
+  // looked up once for many ranks' check-ins of one item (ContributorSlotAt).
+  std::optional<uint32_t> OptimizerIndex(absl::string_view optimizer) const {
+    for (uint32_t i = 0; i < optimizers_.size(); ++i) {
+      if (optimizers_[i] == optimizer) return i;
+    }
+    return std::nullopt;
+  }
+  // ContributorSlot of the optimizer with that index. In the usual layout, every rank of a span
+  // contributing every optimizer of the chunk, the slot is computed without reading any table, so
+  // that check-ins arriving in any order do not each miss the cache on the way to their slot.
+  std::optional<uint32_t> ContributorSlotAt(RankId rank, uint32_t optimizer_index) const {
+    if (regular_) {
+      if (rank < regular_first_ || rank - regular_first_ >= regular_ranks_ ||
+          optimizer_index >= optimizers_.size()) {
+        return std::nullopt;
+      }
+      return static_cast<uint32_t>((rank - regular_first_) * optimizers_.size() + optimizer_index);
+    }
     const auto [begin, end] = contributor_runs_.Find(rank);
     for (uint32_t s = begin; s < end; ++s) {
-      if (optimizers_[contributor_optimizer_[s]] == optimizer) return s;
+      if (contributor_optimizer_[s] == optimizer_index) return s;
     }
     return std::nullopt;
   }
@@ -88,6 +121,11 @@ class ChunkSlots {
   std::vector<RankId> contributor_rank_;         // per slot, in contributor order
   std::vector<uint32_t> contributor_optimizer_;  // per slot: index into optimizers_
   RankRuns contributor_runs_;
+  // Every rank of [regular_first_, regular_first_ + regular_ranks_) contributes every optimizer,
+  // and no other rank does: slot = (rank - regular_first_) x optimizers + optimizer index.
+  bool regular_ = false;
+  RankId regular_first_ = 0;
+  uint32_t regular_ranks_ = 0;
   static constexpr uint32_t kSeveralGroups = ~uint32_t{0};
 
   std::vector<RankId> members_;

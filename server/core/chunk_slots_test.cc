@@ -29,6 +29,22 @@ TEST(RankRunsTest, DenseLayoutGivesEachRankItsRun) {
   EXPECT_EQ(runs.Find(1u << 31).first, runs.Find(1u << 31).second);
 }
 
+TEST(RankRunsTest, UniformLayoutIsComputedWithTheSameRuns) {
+  // Every rank of the span holds 2 positions, then 1: computed runs, as a table would give them.
+  const RankRuns pairs(std::vector<RankId>{4, 4, 5, 5, 6, 6});
+  EXPECT_EQ(pairs.Find(4), Positions(0, 2));
+  EXPECT_EQ(pairs.Find(5), Positions(2, 4));
+  EXPECT_EQ(pairs.Find(6), Positions(4, 6));
+  for (RankId outside : {0u, 3u, 7u, 1u << 31, ~0u}) {
+    EXPECT_EQ(pairs.Find(outside).first, pairs.Find(outside).second) << outside;
+  }
+  const RankRuns singles(std::vector<RankId>{10, 11, 12});
+  EXPECT_EQ(singles.Find(10), Positions(0, 1));
+  EXPECT_EQ(singles.Find(12), Positions(2, 3));
+  EXPECT_EQ(singles.Find(13).first, singles.Find(13).second);
+  EXPECT_EQ(singles.Find(9).first, singles.Find(9).second);
+}
+
 TEST(RankRunsTest, SparseLayoutGivesTheSameRuns) {
   // Two ranks a million apart: a prefix array would be 4 MB, so the runs are hashed.
   const std::vector<RankId> ranks = {3, 3, 1000003};
@@ -73,6 +89,45 @@ TEST(ChunkSlotsTest, SlotsFollowContributorOrder) {
   EXPECT_EQ(*slots.OnlyGroupOf(0), "dp");
   EXPECT_EQ(slots.OnlyGroupOf(1), nullptr);  // rank 9 is in dp and tp
   EXPECT_EQ(*slots.OnlyGroupOf(2), "dp");
+}
+
+// Every contributor's slot is its position in (rank, optimizer) order, whether the layout lets
+// the slot be computed (every rank of a span with every optimizer) or not (a gap, a rank with one
+// optimizer, a rank with an optimizer the others lack): looked up by name and by index alike.
+TEST(ChunkSlotsTest, ComputedAndLookedUpSlotsAgree) {
+  const std::vector<std::vector<Contributor>> layouts = {
+      {{5, "a"}, {5, "b"}, {6, "a"}, {6, "b"}, {7, "a"}, {7, "b"}},  // regular from rank 5
+      {{0, "a"}, {0, "b"}, {2, "a"}, {2, "b"}},                      // rank 1 missing
+      {{0, "a"}, {0, "b"}, {1, "a"}, {2, "a"}, {2, "b"}},            // rank 1 lacks "b"
+      {{0, "a"}, {1, "a"}, {1, "c"}},                                // rank 1 alone has "c"
+      {{0, "a"}, {0, "b"}, {1, "a"}, {1, "c"}, {2, "b"}, {2, "c"}},  // 6 of 3 x 3, not all
+      {{3, "x"}},                                                    // one contributor
+  };
+  for (const std::vector<Contributor>& layout : layouts) {
+    const absl::btree_set<Contributor> contributors(layout.begin(), layout.end());
+    const ChunkSlots slots(contributors, {}, {});
+    uint32_t expected = 0;
+    for (const Contributor& c : contributors) {
+      EXPECT_EQ(slots.ContributorSlot(c.rank, c.optimizer), expected) << c.rank << c.optimizer;
+      const std::optional<uint32_t> index = slots.OptimizerIndex(c.optimizer);
+      ASSERT_TRUE(index.has_value());
+      EXPECT_EQ(slots.ContributorSlotAt(c.rank, *index), expected) << c.rank << c.optimizer;
+      EXPECT_EQ(slots.ContributorAt(expected), c);
+      ++expected;
+    }
+    // Nothing else has a slot: ranks around and between the contributors, every optimizer.
+    for (RankId rank = 0; rank < 10; ++rank) {
+      for (const char* optimizer : {"a", "b", "c", "x", "z"}) {
+        if (contributors.contains(Contributor{rank, optimizer})) continue;
+        EXPECT_EQ(slots.ContributorSlot(rank, optimizer), std::nullopt) << rank << optimizer;
+        if (std::optional<uint32_t> index = slots.OptimizerIndex(optimizer); index.has_value()) {
+          EXPECT_EQ(slots.ContributorSlotAt(rank, *index), std::nullopt) << rank << optimizer;
+        }
+      }
+    }
+    EXPECT_EQ(slots.OptimizerIndex("z"), std::nullopt);
+    EXPECT_EQ(slots.ContributorSlotAt(1u << 31, 0), std::nullopt);
+  }
 }
 
 TEST(StagedSetTest, SlotsAndKeysTogether) {

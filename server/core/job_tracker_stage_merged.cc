@@ -18,6 +18,9 @@ void JobTracker::StageMerged(uint64_t generation, const StagedItem& item,
                                 ? &plan_.chunk(item.chunk).slots
                                 : nullptr;
   const bool step_open = slots != nullptr && !MaySkip(item.step);
+  // The item's optimizer among the chunk's, found once for the group (none: Stage says why).
+  const std::optional<uint32_t> optimizer =
+      slots != nullptr ? slots->OptimizerIndex(item.optimizer) : std::nullopt;
   ChunkStep* cs = nullptr;   // (item.step, item.chunk) once looked up; reset after a Stage call
   bool looked_up = false;    // cs is what the lookup found (nullptr: not created yet)
   bool staged_any = false;   // a rank was inserted here, so the release is decided below
@@ -26,10 +29,11 @@ void JobTracker::StageMerged(uint64_t generation, const StagedItem& item,
   for (size_t i = 0; i < ranks.size(); ++i) {
     const RankId rank = ranks[i];
     std::optional<uint32_t> slot;
-    if (step_open && generation == generation_ && state_ != JobState::kAborted) {
+    if (step_open && optimizer.has_value() && generation == generation_ &&
+        state_ != JobState::kAborted) {
       auto rs = ranks_.find(rank);
       if (rs != ranks_.end() && rs->second.step == item.step) {
-        slot = slots->ContributorSlot(rank, item.optimizer);
+        slot = slots->ContributorSlotAt(rank, *optimizer);
       }
     }
     if (slot.has_value() && !looked_up) {
