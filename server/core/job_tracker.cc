@@ -102,6 +102,7 @@ void JobTracker::AppendRankEvent(EventKind kind, absl::Time now, Step step, Chun
 }
 
 Step JobTracker::rank_step(RankId rank) const {
+  if (const Step known = KnownStep(rank); known != kNoStep) return known;
   auto it = ranks_.find(rank);
   return it == ranks_.end() ? plan_.first_step() : it->second.step;
 }
@@ -117,13 +118,15 @@ ChunkStep& JobTracker::ChunkStepFor(Step step, ChunkId chunk) {
   return it->second;
 }
 
-void JobTracker::SetRankStep(RankState& state, Step step) {
+void JobTracker::SetRankStep(RankId rank, RankState& state, Step step) {
   if (state.counted) {
     auto it = step_census_.find(state.step);
     if (--it->second == 0) step_census_.erase(it);
   }
   state.step = step;
   state.counted = true;
+  if (rank >= rank_steps_.size()) rank_steps_.resize(static_cast<size_t>(rank) + 1, kNoStep);
+  rank_steps_[rank] = step;
   ++step_census_[step];
 }
 

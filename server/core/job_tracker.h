@@ -189,7 +189,14 @@ class JobTracker {
   ChunkStep& ChunkStepFor(Step step, ChunkId chunk);
   // Moves `state` to `step`, keeping step_census_ (how many ranks are at each step) exact, so that
   // the lowest step of any rank is O(1) instead of a scan of every rank on every advance.
-  void SetRankStep(RankState& state, Step step);
+  void SetRankStep(RankId rank, RankState& state, Step step);
+  // The rank's step as SetRankStep last set it, kNoStep when it never did: read from a compact
+  // array (8 bytes a rank), so that check-ins arriving in any rank order do not each bring a
+  // RankState into the cache.
+  static constexpr Step kNoStep = ~Step{0};
+  Step KnownStep(RankId rank) const {
+    return rank < rank_steps_.size() ? rank_steps_[rank] : kNoStep;
+  }
   // The lowest step of any joined rank; `if_none` when no rank joined.
   Step LowestRankStep(Step if_none) const {
     return step_census_.empty() ? if_none : step_census_.begin()->first;
@@ -268,6 +275,7 @@ class JobTracker {
   Step abort_step_ = 0;
   JobPlan plan_;
   DenseRankMap<RankState> ranks_;
+  std::vector<Step> rank_steps_;  // per rank: RankState::step once set, else kNoStep (KnownStep)
   std::map<Step, uint32_t> step_census_;  // step -> joined ranks at it
   OptimizerIds optimizer_ids_;            // keys of every ChunkStep's StagedSet (they point here)
   std::map<Step, StepState> steps_;

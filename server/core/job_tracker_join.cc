@@ -35,6 +35,7 @@ void JobTracker::StartGeneration(absl::Time now, absl::string_view reason, Decis
   abort_reason_.clear();
   plan_ = JobPlan();
   ranks_.clear();
+  rank_steps_.clear();
   step_census_.clear();
   steps_.clear();
   Event e = MakeEvent(EventKind::kGeneration, now);
@@ -123,7 +124,7 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
   if (!plan.resume.has_value() && rebuilt_ && !step_census_.empty()) {
     start = std::max(start, step_census_.begin()->first);
   }
-  SetRankStep(state, start);
+  SetRankStep(plan.rank, state, start);
   if (plan.resume.has_value()) ApplyResume(plan.rank, *plan.resume, now, out);
   Event e = MakeEvent(EventKind::kJoin, now);
   e.rank = plan.rank;
@@ -153,7 +154,7 @@ absl::Status JobTracker::CheckSender(RankId rank, uint64_t generation) const {
                                            " was aborted at step ", abort_step_, ": ",
                                            abort_reason_, "; join again"));
   }
-  if (!ranks_.contains(rank)) {
+  if (KnownStep(rank) == kNoStep && !ranks_.contains(rank)) {
     return absl::FailedPreconditionError(
         absl::StrCat("rank ", rank, " has not joined generation ", generation_));
   }

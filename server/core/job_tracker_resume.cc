@@ -16,7 +16,7 @@ namespace psync::core {
 void JobTracker::ApplyResume(RankId rank, const ResumeState& resume, absl::Time now,
                              Decisions* out) {
   rebuilt_ = true;
-  SetRankStep(ranks_[rank], resume.step);
+  SetRankStep(rank, ranks_[rank], resume.step);
   for (const auto& [chunk, optimizer] : resume.staged) {
     ChunkStep& cs = ChunkStepFor(resume.step, chunk);
     const Contributor who{rank, optimizer};
@@ -52,7 +52,7 @@ void JobTracker::ApplyResume(RankId rank, const ResumeState& resume, absl::Time 
     return std::find(resume.synced_chunks.begin(), resume.synced_chunks.end(), chunk) !=
            resume.synced_chunks.end();
   });
-  if (finished) SetRankStep(ranks_[rank], resume.step + 1);
+  if (finished) SetRankStep(rank, ranks_[rank], resume.step + 1);
   Event e = MakeEvent(EventKind::kJoin, now);
   e.rank = rank;
   e.step = resume.step;

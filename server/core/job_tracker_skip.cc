@@ -86,7 +86,7 @@ void JobTracker::MaybeSkip(Step step, absl::Time now, Decisions* out) {
     // A rank of a rebuilt job may already be past the step (it saw it skipped before): it stays
     // where it is. (Found by the deterministic simulation, seed 13 with rank restarts: ranks at
     // step 10 were sent back to step 3 and their check-ins refused.)
-    if (rank_step(rank) <= step) SetRankStep(ranks_[rank], step + 1);
+    if (rank_step(rank) <= step) SetRankStep(rank, ranks_[rank], step + 1);
   }
   Event e = MakeEvent(EventKind::kStepSkipped, now);
   e.step = step;

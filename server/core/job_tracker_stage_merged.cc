@@ -31,8 +31,7 @@ void JobTracker::StageMerged(uint64_t generation, const StagedItem& item,
     std::optional<uint32_t> slot;
     if (step_open && optimizer.has_value() && generation == generation_ &&
         state_ != JobState::kAborted) {
-      auto rs = ranks_.find(rank);
-      if (rs != ranks_.end() && rs->second.step == item.step) {
+      if (KnownStep(rank) == item.step) {
         slot = slots->ContributorSlotAt(rank, *optimizer);
       }
     }

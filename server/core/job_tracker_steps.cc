@@ -55,16 +55,23 @@ void JobTracker::MaybeAdvance(RankId rank, absl::Time now, Decisions* out) {
   const std::vector<ChunkId>& mine =
       plan_.complete() ? plan_.synced_chunks(rank) : (own = ChunksSyncedBy(rank));
   if (mine.empty()) return;
-  RankState& state = ranks_[rank];
+  // The rank's state is read only to move it (most SyncDones do not): its step is KnownStep's.
+  RankState* state = nullptr;
+  Step step = KnownStep(rank);
+  if (step == kNoStep) {
+    state = &ranks_[rank];
+    step = state->step;
+  }
   // SyncDones reported ahead (see CheckSyncDone) may finish several steps at once.
   bool advanced = false;
-  for (auto st = steps_.find(state.step); st != steps_.end(); st = steps_.find(state.step)) {
+  for (auto st = steps_.find(step); st != steps_.end(); st = steps_.find(step)) {
     const bool finished = std::all_of(mine.begin(), mine.end(), [&](ChunkId c) {
       auto cs = st->second.chunks.find(c);
       return cs != st->second.chunks.end() && cs->second.done.contains(rank);
     });
     if (!finished) break;
-    SetRankStep(state, state.step + 1);
+    if (state == nullptr) state = &ranks_[rank];
+    SetRankStep(rank, *state, ++step);
     advanced = true;
   }
   if (!advanced) return;
@@ -73,7 +80,6 @@ void JobTracker::MaybeAdvance(RankId rank, absl::Time now, Decisions* out) {
   // finished it with the old coordinator, which nothing else would look at again: the release
   // rule does, counting the ranks past it. (Found by the deterministic simulation, seed 906.)
   if (rebuilt_) {
-    const Step step = state.step;
     for (ChunkId chunk : mine) MaybeRelease(step, chunk, now, out);
   }
 }

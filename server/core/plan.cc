@@ -1,6 +1,7 @@
 #include "server/core/plan.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <set>
 #include <string_view>
@@ -332,7 +333,7 @@ const ChunkPart* JobPlan::part(RankId rank, ChunkId chunk) const {
 
 const std::vector<ChunkId>& JobPlan::synced_chunks(RankId rank) const {
   static const std::vector<ChunkId>* const kNone = new std::vector<ChunkId>();
-  return rank < synced_chunks_.size() ? synced_chunks_[rank] : *kNone;
+  return rank < synced_list_of_.size() ? synced_lists_[synced_list_of_[rank]] : *kNone;
 }
 
 absl::Status JobPlan::CheckGroups(const RankPlan& plan) const {
@@ -441,7 +442,7 @@ absl::Status JobPlan::Merge(const RankPlan& plan) {
     }
   }
   if (complete()) {
-    synced_chunks_.assign(world_size_, {});
+    std::vector<std::vector<ChunkId>> synced(world_size_);
     for (ChunkId c = 0; c < num_chunks_; ++c) {
       ChunkInfo& info = chunks_[c];
       info.slots = ChunkSlots(info.contributors_while_joining, info.members, info.groups);
@@ -451,7 +452,16 @@ absl::Status JobPlan::Merge(const RankPlan& plan) {
       absl::btree_set<Contributor>().swap(info.contributors_while_joining);
       absl::flat_hash_map<RankId, std::vector<std::string>>().swap(info.groups_listing);
       if (info.num_contributors() == 0) continue;
-      for (RankId r : info.members) synced_chunks_[r].push_back(c);
+      for (RankId r : info.members) synced[r].push_back(c);
+    }
+    synced_lists_.clear();
+    synced_list_of_.assign(world_size_, 0);
+    std::map<std::vector<ChunkId>, uint32_t> list_index;
+    for (RankId r = 0; r < world_size_; ++r) {
+      auto [it, added] =
+          list_index.try_emplace(std::move(synced[r]), static_cast<uint32_t>(synced_lists_.size()));
+      if (added) synced_lists_.push_back(it->first);
+      synced_list_of_[r] = it->second;
     }
   }
   return absl::OkStatus();

@@ -133,7 +133,11 @@ class JobPlan {
   RankId first_rank_ = 0;
   absl::flat_hash_map<RankId, std::unique_ptr<const RankPlan>> ranks_;
   std::vector<ChunkInfo> chunks_;
-  std::vector<std::vector<ChunkId>> synced_chunks_;  // per rank; filled when complete
+  // When complete: each rank's synced chunks as an index into the distinct lists (most jobs have
+  // one, or one per pipeline stage), so that a rank's list is read from a few hot vectors instead
+  // of one vector per rank wherever in memory it was allocated.
+  std::vector<std::vector<ChunkId>> synced_lists_;
+  std::vector<uint32_t> synced_list_of_;  // per rank: into synced_lists_
 };
 
 }  // namespace psync::core

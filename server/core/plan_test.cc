@@ -351,6 +351,7 @@ TEST(JobPlanTest, ChunksWithoutContributorsOrMembershipAreNotSynced) {
   EXPECT_THAT(plan.synced_chunks(0), ElementsAre(0, 1));
   EXPECT_THAT(plan.synced_chunks(1), ElementsAre(0, 1));
   EXPECT_THAT(plan.synced_chunks(2), ElementsAre(0));
+  EXPECT_TRUE(plan.synced_chunks(3).empty()) << "no rank 3 in a world of 3";
   EXPECT_EQ(plan.chunk(2).num_contributors(), 0u);
   EXPECT_THAT(plan.chunk(1).members, ElementsAre(0, 1));
 }
