@@ -297,8 +297,9 @@ BENCHMARK(BM_StepChunkByChunk)
 // A step's messages in the order they arrive when every check-in leaves at its own random time
 // over the step (a backward pass's buckets, psync-bench's --spread_us): every (rank, chunk,
 // optimizer) of the step in one shuffled order, B messages of one item to a batch, then every
-// (rank, chunk)'s SyncDone in another shuffled order, B to a batch. Where BM_Step walks the job's
-// state chunk by chunk and rank by rank, these batches touch it all over, as relays' batches do.
+// (rank, chunk)'s SyncDone (with its group's checksum) in another shuffled order, B to a batch.
+// Where BM_Step walks the job's state chunk by chunk and rank by rank, these batches touch it all
+// over, as relays' batches do.
 void BM_StepArrivals(benchmark::State& state) {
   Job job(static_cast<uint32_t>(state.range(0)), static_cast<uint32_t>(state.range(1)));
   const size_t per_batch = static_cast<size_t>(state.range(2));
@@ -335,7 +336,7 @@ void BM_StepArrivals(benchmark::State& state) {
   for (size_t first = 0; first < sync_dones.size(); first += per_batch) {
     std::vector<RankMessage>& batch = batches.emplace_back();
     for (size_t i = first; i < std::min(sync_dones.size(), first + per_batch); ++i) {
-      synced[i] = {0, sync_dones[i].chunk, {}, 1};
+      synced[i] = {0, sync_dones[i].chunk, {{"dp", 0}}, 1};  // the group's checksum, as ranks send
       RankMessage m;
       m.rank = sync_dones[i].rank;
       m.kind = RankMessage::Kind::kSyncDone;
@@ -348,7 +349,10 @@ void BM_StepArrivals(benchmark::State& state) {
   for (auto _ : state) {
     state.PauseTiming();
     for (core::StagedItem& item : staged) item.step = step;
-    for (core::SyncDoneItem& item : synced) item.step = step;
+    for (core::SyncDoneItem& item : synced) {
+      item.step = step;
+      item.checksums[0].checksum = step * 1000003 + item.chunk;  // every member agrees
+    }
     state.ResumeTiming();
     for (const std::vector<RankMessage>& batch : batches) job.Apply(batch);
     ++step;

@@ -9,6 +9,7 @@
 #ifndef PSYNC_SERVER_CORE_CHUNK_SETS_H_
 #define PSYNC_SERVER_CORE_CHUNK_SETS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "server/core/chunk_slots.h"
 #include "server/core/types.h"
 
@@ -165,10 +167,11 @@ class DoneSet {
       state_.resize(slots_->num_members());
     }
   }
-  // False (and nothing changes) when `rank` is already in.
-  bool Insert(RankId rank, GroupChecksums checksums) {
+  // False (and nothing changes) when `rank` is already in. Kept sorted by group; copied only when
+  // the slot does not say it all.
+  bool Insert(RankId rank, absl::Span<const GroupChecksum> checksums) {
     const std::optional<uint32_t> slot = Slot(rank);
-    if (!slot.has_value()) return keyed_.try_emplace(rank, std::move(checksums)).second;
+    if (!slot.has_value()) return keyed_.try_emplace(rank, SortedByGroup(checksums)).second;
     uint8_t& state = state_[*slot];
     if (state != kAbsent) return false;
     const std::string* only = slots_->OnlyGroupOf(*slot);
@@ -179,7 +182,7 @@ class DoneSet {
       checksum_[*slot] = checksums[0].checksum;
     } else {
       state = kKeyed;
-      keyed_.emplace(rank, std::move(checksums));
+      keyed_.emplace(rank, SortedByGroup(checksums));
       return true;
     }
     ++in_slots_;
@@ -210,6 +213,13 @@ class DoneSet {
 
  private:
   enum : uint8_t { kAbsent, kNoChecksum, kOneChecksum, kKeyed };
+
+  static GroupChecksums SortedByGroup(absl::Span<const GroupChecksum> checksums) {
+    GroupChecksums sorted(checksums.begin(), checksums.end());
+    std::sort(sorted.begin(), sorted.end(),
+              [](const GroupChecksum& a, const GroupChecksum& b) { return a.group < b.group; });
+    return sorted;
+  }
 
   std::optional<uint32_t> Slot(RankId rank) const {
     return slots_ == nullptr ? std::nullopt : slots_->MemberSlot(rank);

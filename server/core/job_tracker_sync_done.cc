@@ -151,7 +151,7 @@ absl::Status JobTracker::SyncDone(RankId rank, uint64_t generation,
     const SyncDoneItem& item = items[i];
     if (!fresh[i]) continue;
     ChunkStep& cs = ChunkStepFor(item.step, item.chunk);
-    cs.done.Insert(rank, SortedByGroup(item.checksums));
+    cs.done.Insert(rank, item.checksums);
     if (item.executions > 1) {
       Event v = MakeChunkEvent(EventKind::kViolation, now, item.step, item.chunk);
       v.rank = rank;
