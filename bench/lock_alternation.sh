@@ -39,6 +39,7 @@ for spec in ${SPECS:-16384:16:1000:4 131072:64:4000:8}; do
   for build in ${ORDER:-before after after before}; do
     bin=$(dir_of "$build")
     label="$build $ranks/$relays"
+    port=$((port + 1))  # a port of its own: the last run's coordinator may still hold its own
     LD_LIBRARY_PATH=$bin/../lib:${LD_LIBRARY_PATH:-} timeout 280 "$bin/psync-bench" \
       --coordinator="$bin/psync-coordinator" --agent_binary="$bin/psync-agent" --relays="$relays" \
       --ranks="$ranks" --group_size=8 --optimizers=2 --chunks=8 --lazy_acks=true --floor=false \
@@ -54,7 +55,7 @@ for spec in ${SPECS:-16384:16:1000:4 131072:64:4000:8}; do
       n=$(curl -s "127.0.0.1:$port/metrics" | awk '/^psync_checkins_total/{s+=$2} END{printf "%d", s}')
       [ "${n:-0}" -gt $((ranks * 43)) ] && break
     done
-    pid=$(pgrep -x psync-coordinat | head -1)
+    pid=$(pgrep -n -x psync-coordinat)
     if [ -n "$pid" ]; then
       { echo "== $label"; counters "$label" "$pid"; } >>"$out/lock-alternation-counters.txt"
       sleep 4
