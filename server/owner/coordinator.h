@@ -47,6 +47,7 @@
 #include "server/core/job_tracker.h"
 #include "server/core/types.h"
 #include "server/observe/job_observer.h"
+#include "server/owner/batch_combiner.h"
 #include "server/owner/effects.h"
 #include "server/owner/job.h"
 #include "server/owner/job_gate.h"
@@ -256,6 +257,11 @@ class Coordinator {
       const std::string& job_id,
       const std::function<absl::Status(core::JobTracker&, absl::Time, core::Decisions*)>& input)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Applies the queued batches `tasks` (BatchTasks, coordinator_batch.cc) of `job` one after the
+  // other under one acquisition of its lock, committing each one's decisions in turn and queueing
+  // their events for the observer (Job::ObserveLater). Run by the job's combiner.
+  void ApplyRound(Job& job, absl::Span<BatchCombiner::Task* const> tasks)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_) ABSL_LOCKS_EXCLUDED(job.mu, job.observer_mu);
   // ApplyBatch with a Leave among the messages (it may end the job): under mu_ exclusively.
   std::vector<absl::Status> ApplyBatchWithLeaves(const std::string& job_id, uint64_t generation,
                                                  absl::Span<const RankMessage> messages,

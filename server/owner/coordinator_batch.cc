@@ -7,11 +7,38 @@
 
 namespace psync::server {
 
+namespace {
+
+// One caller's batch in its job's BatchCombiner: what it asks and the room for its answer.
+struct BatchTask final : BatchCombiner::Task {
+  BatchTask(uint64_t generation, absl::Span<const RankMessage> messages,
+            const std::vector<BatchRun>* runs)
+      : generation(generation), messages(messages), runs(runs) {}
+
+  const uint64_t generation;
+  const absl::Span<const RankMessage> messages;
+  const std::vector<BatchRun>* const runs;  // SplitIntoRuns(messages)
+  std::vector<absl::Status> statuses;
+  Effects out;
+};
+
+}  // namespace
+
 std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uint64_t generation,
                                                   absl::Span<const RankMessage> messages) {
-  std::vector<absl::Status> statuses;
-  statuses.reserve(messages.size());
-  Effects out;
+  // A Leave may end the job, which only a caller holding mu_ exclusively may do: such a batch (a
+  // node's ranks finishing their run) takes the slow path.
+  if (std::any_of(messages.begin(), messages.end(),
+                  [](const RankMessage& m) { return m.kind == RankMessage::Kind::kLeave; })) {
+    Effects out;
+    std::vector<absl::Status> statuses = ApplyBatchWithLeaves(job_id, generation, messages, &out);
+    delivery_.Deliver(out);
+    return statuses;
+  }
+  // Cut into runs and grouped before any lock is taken (it reads only the messages).
+  const std::vector<BatchRun> runs = SplitIntoRuns(messages);
+  BatchTask task(generation, messages, &runs);
+  task.statuses.reserve(messages.size());
   // The ranks of a node send the same items, which make one record each (releases and the like a
   // few more): reserved for one message's check-ins and one's SyncDones, so that most batches move
   // no record.
@@ -21,17 +48,7 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
     staged = std::max(staged, m.staged.size());
     sync_done = std::max(sync_done, m.sync_done.size());
   }
-  out.events.reserve(staged + sync_done + 8);
-  // A Leave may end the job, which only a caller holding mu_ exclusively may do: such a batch (a
-  // node's ranks finishing their run) takes the slow path.
-  if (std::any_of(messages.begin(), messages.end(),
-                  [](const RankMessage& m) { return m.kind == RankMessage::Kind::kLeave; })) {
-    statuses = ApplyBatchWithLeaves(job_id, generation, messages, &out);
-    delivery_.Deliver(out);
-    return statuses;
-  }
-  // Cut into runs and grouped before any lock is taken (it reads only the messages).
-  const std::vector<BatchRun> runs = SplitIntoRuns(messages);
+  task.out.events.reserve(staged + sync_done + 8);
   {
     absl::ReaderMutexLock jobs_lock(&mu_);  // the job stays; other jobs' batches run meanwhile
     Job* job = FindJob(job_id);
@@ -39,54 +56,20 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
       const absl::Time now = clock_->Now();
       for (size_t i = 0; i < messages.size(); ++i) {
         absl::Status s = NotHere(job_id);
-        RecordRejectionWithoutJob(job_id, s, now, &out);
-        statuses.push_back(std::move(s));
+        RecordRejectionWithoutJob(job_id, s, now, &task.out);
+        task.statuses.push_back(std::move(s));
       }
-      delivery_.Commit(&out);
+      delivery_.Commit(&task.out);
     } else {
-      TimedMutexLock job_lock(&job->mu, &job->lock_times);
-      const absl::Time now = clock_->Now();
-      job->last_activity = now;
-      // With replicas: a job not served here (any more) refuses every message, releasing nothing.
-      if (absl::Status served = CheckServed(*job); !served.ok()) {
-        statuses.assign(messages.size(), served);
-        job->RecordRejection(served, now, &out);
-      } else {
-        core::Decisions decisions;  // reused: its vectors keep their capacity
-        // The node's ranks' same check-in (or SyncDone) is one record: counted and observed once
-        // every message is applied, since a later message may still join an earlier record.
-        decisions.merge_rank_events = true;
-        const size_t first_event = out.events.size();
-        // Run after run, in the batch's order (checkin_groups.h): in a run of one-item
-        // check-ins, none repeated, each group of the same item at once.
-        statuses.resize(messages.size());
-        std::vector<absl::Status> group_statuses;
-        for (const BatchRun& run : runs) {
-          if (!run.groups.has_value()) {
-            for (uint32_t i = run.begin; i < run.end; ++i) {
-              statuses[i] = job->ApplyMessage(generation, messages[i], now, decisions, &out);
-            }
-            continue;
-          }
-          const CheckinGroups& groups = *run.groups;
-          for (const CheckinGroups::Group& g : groups.groups()) {
-            group_statuses.assign(g.end - g.begin, absl::OkStatus());
-            job->ApplyMergedCheckin(generation, *g.item, groups.ranks(g), now, decisions, &out,
-                                    absl::MakeSpan(group_statuses));
-            const absl::Span<const uint32_t> indices = groups.messages(g);
-            for (size_t k = 0; k < indices.size(); ++k) {
-              statuses[run.begin + indices[k]] = std::move(group_statuses[k]);
-            }
-          }
-        }
-        job->CountFrom(first_event, out);
-      }
-      delivery_.Commit(&out);
-      // Observed once the notices are out (below), in the order the job decided them.
-      job->ObserveLater(out.committed);
+      // Every queued batch of the job is applied under one acquisition of its lock
+      // (batch_combiner.h); each caller delivers its own batch's decisions below.
+      job->combiner.Submit(&task, [this, job](absl::Span<BatchCombiner::Task* const> tasks) {
+        mu_.AssertReaderHeld();  // by the runner, whichever submitter it is
+        ApplyRound(*job, tasks);
+      });
     }
   }
-  delivery_.Deliver(out);
+  delivery_.Deliver(task.out);
   // The observer's share (straggler scores, deadlines, the audit) after the batch's notices, so
   // that a release does not wait for it; whatever is queued, this batch's and earlier ones'.
   absl::ReaderMutexLock jobs_lock(&mu_);
@@ -94,7 +77,57 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
     absl::MutexLock observer_lock(&job->observer_mu);
     job->CaughtUpObserver();
   }
-  return statuses;
+  return std::move(task.statuses);
+}
+
+void Coordinator::ApplyRound(Job& job, absl::Span<BatchCombiner::Task* const> tasks) {
+  TimedMutexLock job_lock(&job.mu, &job.lock_times);
+  core::Decisions decisions;  // reused: its vectors keep their capacity
+  // A node's ranks' same check-in (or SyncDone) is one record: counted and observed once every
+  // message of its batch is applied, since a later message may still join an earlier record.
+  decisions.merge_rank_events = true;
+  std::vector<absl::Status> group_statuses;
+  for (BatchCombiner::Task* queued : tasks) {
+    BatchTask& task = static_cast<BatchTask&>(*queued);
+    const absl::Span<const RankMessage> messages = task.messages;
+    std::vector<absl::Status>& statuses = task.statuses;
+    Effects& out = task.out;
+    decisions.merge_run = core::Decisions::MergeRun();  // a record joins only its batch's records
+    const absl::Time now = clock_->Now();
+    job.last_activity = now;
+    // With replicas: a job not served here (any more) refuses every message, releasing nothing.
+    if (absl::Status served = CheckServed(job); !served.ok()) {
+      statuses.assign(messages.size(), served);
+      job.RecordRejection(served, now, &out);
+    } else {
+      const size_t first_event = out.events.size();
+      // Run after run, in the batch's order (checkin_groups.h): in a run of one-item check-ins,
+      // none repeated, each group of the same item at once.
+      statuses.resize(messages.size());
+      for (const BatchRun& run : *task.runs) {
+        if (!run.groups.has_value()) {
+          for (uint32_t i = run.begin; i < run.end; ++i) {
+            statuses[i] = job.ApplyMessage(task.generation, messages[i], now, decisions, &out);
+          }
+          continue;
+        }
+        const CheckinGroups& groups = *run.groups;
+        for (const CheckinGroups::Group& g : groups.groups()) {
+          group_statuses.assign(g.end - g.begin, absl::OkStatus());
+          job.ApplyMergedCheckin(task.generation, *g.item, groups.ranks(g), now, decisions, &out,
+                                 absl::MakeSpan(group_statuses));
+          const absl::Span<const uint32_t> indices = groups.messages(g);
+          for (size_t k = 0; k < indices.size(); ++k) {
+            statuses[run.begin + indices[k]] = std::move(group_statuses[k]);
+          }
+        }
+      }
+      job.CountFrom(first_event, out);
+    }
+    delivery_.Commit(&out);
+    // Observed once the notices are out (ApplyBatch), in the order the job decided them.
+    job.ObserveLater(out.committed);
+  }
 }
 
 std::vector<absl::Status> Coordinator::ApplyBatchWithLeaves(const std::string& job_id,

@@ -32,6 +32,7 @@
 #include "server/core/types.h"
 #include "server/observe/job_observer.h"
 #include "server/owner/attached_sessions.h"
+#include "server/owner/batch_combiner.h"
 #include "server/owner/effects.h"
 #include "server/owner/job_view.h"
 #include "server/owner/rank_message.h"
@@ -125,6 +126,9 @@ class Job {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) ABSL_LOCKS_EXCLUDED(observer_mu);
 
   mutable absl::Mutex mu;
+  // Queues the job's batches so that one thread applies those that arrive together under one
+  // acquisition of mu (Coordinator::ApplyBatch).
+  BatchCombiner combiner;
   LockTimes lock_times;  // of mu, by the messages that change the job's state
   std::unique_ptr<core::JobTracker> tracker ABSL_GUARDED_BY(mu);
   AttachedSessions sessions ABSL_GUARDED_BY(mu);
