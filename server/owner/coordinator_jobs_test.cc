@@ -309,8 +309,10 @@ TEST(CoordinatorJobsTest, NodesOfOneJobAtOnceReleaseEveryChunkOnceAfterItsChecki
   EXPECT_EQ(view->counters.rejected, 0u);
   EXPECT_EQ(view->audit.released, kSteps * kChunks);
   EXPECT_EQ(view->audit.double_releases, 0u);
-  // Each batch took the job's lock once.
-  EXPECT_EQ(view->lock_acquisitions, 2 * kSteps * kNodes);
+  // The job's lock was taken once per round of its combiner, and each batch was applied in one
+  // round: at most once per batch (fewer when batches arriving together shared a round).
+  EXPECT_GE(view->lock_acquisitions, 2 * kSteps);
+  EXPECT_LE(view->lock_acquisitions, 2 * kSteps * kNodes);
   // Every rank gets each (step, chunk) once, steps in order, with the sequence every other rank
   // got.
   std::map<std::pair<core::Step, core::ChunkId>, uint64_t> sequence_of;
