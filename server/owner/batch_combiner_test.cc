@@ -74,20 +74,33 @@ TEST(BatchCombinerTest, OneSubmitterRunsItsOwnTaskInOneRound) {
   EXPECT_EQ(combiner.queued(), 0u);
 }
 
+// A round that records what it applies and holds its first call until Release(), so that tasks
+// can be queued meanwhile.
+class HeldFirstRound {
+ public:
+  explicit HeldFirstRound(RoundLog* log) : log_(log) {}
+  void operator()(absl::Span<BatchCombiner::Task* const> tasks) const {
+    if (!started_.HasBeenNotified()) {
+      started_.Notify();
+      release_.WaitForNotification();
+    }
+    log_->Record(tasks);
+  }
+  void AwaitStarted() { started_.WaitForNotification(); }
+  void Release() { release_.Notify(); }
+
+ private:
+  RoundLog* const log_;
+  mutable absl::Notification started_;  // a round is called as a const function
+  absl::Notification release_;
+};
+
 // Tasks submitted while the runner's first round runs wait; its next round applies them all at
 // once, on the runner's thread, and each submitter returns with its task applied.
 TEST(BatchCombinerTest, TasksQueuedDuringARoundAreAppliedTogetherByTheRunner) {
   BatchCombiner combiner;
   RoundLog log;
-  absl::Notification first_round_started;
-  absl::Notification let_first_round_end;
-  auto round = [&](absl::Span<BatchCombiner::Task* const> t) {
-    if (!first_round_started.HasBeenNotified()) {
-      first_round_started.Notify();
-      let_first_round_end.WaitForNotification();
-    }
-    log.Record(t);
-  };
+  HeldFirstRound round(&log);
   std::vector<std::unique_ptr<CountedTask>> tasks;
   for (int i = 1; i <= 3; ++i) tasks.push_back(std::make_unique<CountedTask>(i));
   std::vector<std::thread> submitters;
@@ -96,7 +109,7 @@ TEST(BatchCombinerTest, TasksQueuedDuringARoundAreAppliedTogetherByTheRunner) {
     combiner.Submit(&own, round);
     EXPECT_EQ(own.applied, 1);
   });
-  first_round_started.WaitForNotification();
+  round.AwaitStarted();
   for (int i = 0; i < 3; ++i) {
     submitters.emplace_back([&, i] {
       combiner.Submit(tasks[i].get(), round);
@@ -104,7 +117,7 @@ TEST(BatchCombinerTest, TasksQueuedDuringARoundAreAppliedTogetherByTheRunner) {
     });
   }
   AwaitQueued(combiner, 3);
-  let_first_round_end.Notify();
+  round.Release();
   runner.join();
   for (std::thread& s : submitters) s.join();
   const std::vector<std::vector<int>> rounds = log.rounds();
@@ -120,15 +133,7 @@ TEST(BatchCombinerTest, TasksQueuedDuringARoundAreAppliedTogetherByTheRunner) {
 TEST(BatchCombinerTest, ARunnerPastItsBoundHandsTheQueueToAWaitingSubmitter) {
   BatchCombiner combiner(/*max_rounds=*/0);
   RoundLog log;
-  absl::Notification first_round_started;
-  absl::Notification let_first_round_end;
-  auto round = [&](absl::Span<BatchCombiner::Task* const> t) {
-    if (!first_round_started.HasBeenNotified()) {
-      first_round_started.Notify();
-      let_first_round_end.WaitForNotification();
-    }
-    log.Record(t);
-  };
+  HeldFirstRound round(&log);
   std::thread::id runner_id;
   std::thread runner([&] {
     runner_id = std::this_thread::get_id();
@@ -136,14 +141,14 @@ TEST(BatchCombinerTest, ARunnerPastItsBoundHandsTheQueueToAWaitingSubmitter) {
     combiner.Submit(&own, round);
     EXPECT_EQ(own.applied, 1);
   });
-  first_round_started.WaitForNotification();
+  round.AwaitStarted();
   CountedTask a(1);
   CountedTask b(2);
   std::thread first([&] { combiner.Submit(&a, round); });
   AwaitQueued(combiner, 1);
   std::thread second([&] { combiner.Submit(&b, round); });
   AwaitQueued(combiner, 2);
-  let_first_round_end.Notify();
+  round.Release();
   runner.join();
   first.join();
   second.join();
