@@ -69,14 +69,11 @@ ChunkSlots::ChunkSlots(const absl::btree_set<Contributor>& contributors,
   // Sorted by (rank, optimizer), the first rank's optimizers are indices 0..K-1 in name order, so
   // a rank contributing all of them holds them in that order.
   const size_t k = optimizers_.size();
-  if (k == 0 || contributor_rank_.size() % k != 0) return;
-  const RankId first = contributor_rank_.front();
   for (size_t s = 0; s < contributor_rank_.size(); ++s) {
-    if (contributor_rank_[s] != first + s / k || contributor_optimizer_[s] != s % k) return;
+    if (contributor_optimizer_[s] != s % k) return;
+    if (s % k == 0 && contributor_runs_.Find(contributor_rank_[s]).second != s + k) return;
   }
-  regular_ = true;
-  regular_first_ = first;
-  regular_ranks_ = static_cast<uint32_t>(contributor_rank_.size() / k);
+  every_optimizer_in_order_ = true;
 }
 
 }  // namespace psync::core

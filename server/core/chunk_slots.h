@@ -86,14 +86,11 @@ class ChunkSlots {
   // contributing every optimizer of the chunk, the slot is computed without reading any table, so
   // that check-ins arriving in any order do not each miss the cache on the way to their slot.
   std::optional<uint32_t> ContributorSlotAt(RankId rank, uint32_t optimizer_index) const {
-    if (regular_) {
-      if (rank < regular_first_ || rank - regular_first_ >= regular_ranks_ ||
-          optimizer_index >= optimizers_.size()) {
-        return std::nullopt;
-      }
-      return static_cast<uint32_t>((rank - regular_first_) * optimizers_.size() + optimizer_index);
-    }
     const auto [begin, end] = contributor_runs_.Find(rank);
+    if (every_optimizer_in_order_) {
+      if (begin == end || optimizer_index >= optimizers_.size()) return std::nullopt;
+      return begin + optimizer_index;
+    }
     for (uint32_t s = begin; s < end; ++s) {
       if (contributor_optimizer_[s] == optimizer_index) return s;
     }
@@ -121,11 +118,9 @@ class ChunkSlots {
   std::vector<RankId> contributor_rank_;         // per slot, in contributor order
   std::vector<uint32_t> contributor_optimizer_;  // per slot: index into optimizers_
   RankRuns contributor_runs_;
-  // Every rank of [regular_first_, regular_first_ + regular_ranks_) contributes every optimizer,
-  // and no other rank does: slot = (rank - regular_first_) x optimizers + optimizer index.
-  bool regular_ = false;
-  RankId regular_first_ = 0;
-  uint32_t regular_ranks_ = 0;
+  // Every contributing rank holds every optimizer, in index order: a slot is its rank's first
+  // (computed by contributor_runs_ when the ranks form a span) + the optimizer's index.
+  bool every_optimizer_in_order_ = false;
   static constexpr uint32_t kSeveralGroups = ~uint32_t{0};
 
   std::vector<RankId> members_;
