@@ -257,6 +257,8 @@ TEST_F(AgentTest, MessagesHeldByTheWindowWakeTheWriterOnceNotOncePerMessage) {
   // none on the node (rank 1 declared them too), so they wait. Only the first wakes the upstream
   // writer (its window is the writer's deadline); the others queue behind it without a thread
   // switch each. Rank 1's check-in completes chunk 0 and wakes the writer once more: all 5 leave.
+  // Wakes the writer has not yet answered are one wake-up: so the test lets the writer take in
+  // the first check-in before the others arrive, as it would between arrivals of a real step.
   auto node = StartHoldingAgent(1024);
   ASSERT_NE(node, nullptr);
   constexpr uint32_t kChunks = 4;
@@ -269,6 +271,9 @@ TEST_F(AgentTest, MessagesHeldByTheWindowWakeTheWriterOnceNotOncePerMessage) {
 
   absl::Mutex mu;
   std::vector<absl::Status> answers;
+  auto wakeups = [&] {
+    return node->stats().upstream_writer_wakeups - attached.upstream_writer_wakeups;
+  };
   for (uint32_t c = 0; c < kChunks; ++c) {
     v1::Staged item;
     item.set_step(0);
@@ -278,6 +283,7 @@ TEST_F(AgentTest, MessagesHeldByTheWindowWakeTheWriterOnceNotOncePerMessage) {
       absl::MutexLock lock(&mu);
       answers.push_back(s);
     });
+    if (c == 0) ASSERT_TRUE(WaitUntil([&] { return wakeups() == 1; }));
   }
   ASSERT_TRUE(WaitUntil([&] { return node->stats().local_checkins == kChunks; }));
   const agent::AgentStats held = node->stats();

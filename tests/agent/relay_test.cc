@@ -271,6 +271,9 @@ TEST_F(RelayTest, ARelayWindowMergesTheBatchesOfSeveralAgentsUntilAnAttachSendsT
   const uint64_t wakeups = relay->stats().upstream_writer_wakeups;
 
   a.Stage(3, job, joined[0].generation(), 0, {0});
+  // Wakes the writer has not yet answered are one wake-up: the second batch arrives after the
+  // writer took in the first (and slept on its window), as between a real step's arrivals.
+  ASSERT_TRUE(WaitUntil([&] { return relay->stats().upstream_writer_wakeups - wakeups == 1; }));
   b.Stage(4, job, joined[1].generation(), 0, {1});
   ASSERT_TRUE(WaitUntil([&] { return relay->stats().relayed_batches == 2; }));
   EXPECT_EQ(relay->stats().upstream_batches, 0u) << "held by the window";
