@@ -49,6 +49,9 @@ std::unique_ptr<agent::Agent> StartAgent(const std::string& target, agent::Agent
   options.target = target;
   options.backoff.initial = absl::Milliseconds(10);
   options.backoff.max = absl::Milliseconds(200);
+  // Peers here end by closing their connections; a ping unanswered for 2 s (the default keepalive)
+  // on a starved host would only break a healthy link and add a reconnect the tests count.
+  options.keepalive = absl::Seconds(10);
   auto started = agent::Agent::Start(std::move(options));
   EXPECT_TRUE(started.ok()) << started.status();
   return started.ok() ? std::move(*started) : nullptr;
@@ -59,6 +62,7 @@ std::unique_ptr<Client> ConnectRank(const std::string& agent_target, v1::JoinReq
   options.target = agent_target;
   options.plan = std::move(plan);
   options.call_timeout = absl::Seconds(30);
+  options.keepalive = absl::Seconds(10);  // as StartAgent's
   auto client = Client::Connect(std::move(options));
   EXPECT_TRUE(client.ok()) << client.status();
   return client.ok() ? std::move(*client) : nullptr;

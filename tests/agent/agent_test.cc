@@ -336,8 +336,11 @@ TEST(AgentLazyAckTest, AnAsynchronousCheckInThroughTheAgentIsAnsweredWithTheRele
     absl::MutexLock lock(&mu);
     answered = s;
   });
-  ASSERT_TRUE(WaitUntil([&] { return node->stats().upstream_batches == 1; }));
-  EXPECT_EQ(node->stats().lazy_batches, 1u);
+  // (Both counters: the writer counts a batch, then whether it is lazy.)
+  ASSERT_TRUE(WaitUntil([&] {
+    const agent::AgentStats s = node->stats();
+    return s.upstream_batches == 1 && s.lazy_batches == 1;
+  }));
   // Rank 1's blocking check-in of chunk 0 is a batch without lazy_ack. It completes chunk 0, and
   // the message of the release answers both (acked_through, then its AgentAck): nothing else
   // could answer the first within the hour.

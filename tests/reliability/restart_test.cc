@@ -120,9 +120,12 @@ TEST_F(RestartTest, ClientsResumeTheStepOnAFreshCoordinator) {
   auto second = TestServer::Start();
   ASSERT_TRUE(second.ok()) << second.status();
   second_ = std::move(*second);
-  ASSERT_TRUE(proxy_->SetUpstream(second_->target()).ok());
+  // Every link to the dead coordinator is broken before the proxy points at the new one: a client
+  // that reconnected early to the new one and then lost that link too would resume twice (and be
+  // handed chunk 0 twice) on a slow host.
   first_->Shutdown();
   proxy_->BreakConnections();
+  ASSERT_TRUE(proxy_->SetUpstream(second_->target()).ok());
   ASSERT_TRUE(AllResumed());
 
   // Ranks 2 and 3 finish chunk 0 (their SyncDone is not early: the release happened before).
