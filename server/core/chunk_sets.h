@@ -210,6 +210,17 @@ class DoneSet {
     }
     for (const auto& [rank, checksums] : keyed_) fn(rank, checksums);
   }
+  // fn(const std::string& group, uint64_t checksum) for each checksum of each rank in, in no
+  // particular order, without copying any: what a check that every member agrees needs.
+  template <typename Fn>
+  void ForEachChecksum(Fn fn) const {
+    for (uint32_t s = 0; in_slots_ > 0 && s < state_.size(); ++s) {
+      if (state_[s] == kOneChecksum) fn(*slots_->OnlyGroupOf(s), checksum_[s]);
+    }
+    for (const auto& [rank, checksums] : keyed_) {
+      for (const GroupChecksum& g : checksums) fn(g.group, g.checksum);
+    }
+  }
 
  private:
   enum : uint8_t { kAbsent, kNoChecksum, kOneChecksum, kKeyed };

@@ -211,6 +211,15 @@ class JobTracker {
                            Decisions* out, absl::Time now) const;
   absl::Status CheckSyncDone(RankId rank, size_t i, const SyncDoneItem& item, bool* duplicate,
                              Decisions* out, absl::Time now) const;
+  // Records a SyncDone of one item that SyncDone's checks would accept as fresh (the plan
+  // complete, a member's one checksum or none, the chunk released, no report of the rank yet)
+  // exactly as SyncDone does, and returns true; returns false, changing nothing, for any other.
+  bool SyncDoneInSlot(RankId rank, uint64_t generation, const SyncDoneItem& item, absl::Time now,
+                      Decisions* out);
+  // Once every member of a released (step, chunk) reported SyncDone: its kSyncComplete record and
+  // the checksum audit (CheckChecksums).
+  void RecordIfSyncComplete(Step step, ChunkId chunk, const ChunkStep& cs, absl::Time now,
+                            Decisions* out);
   // Step-range check shared by Stage, Skip and SyncDone for steps at or after the rank's step.
   absl::Status CheckNotAhead(RankId rank, absl::string_view field, Step step) const;
   std::string UnfinishedChunks(RankId rank) const;

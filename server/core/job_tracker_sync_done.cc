@@ -128,9 +128,63 @@ absl::Status JobTracker::CheckSyncDone(RankId rank, size_t i, const SyncDoneItem
   return absl::OkStatus();
 }
 
+bool JobTracker::SyncDoneInSlot(RankId rank, uint64_t generation, const SyncDoneItem& item,
+                                absl::Time now, Decisions* out) {
+  // What CheckBatch and CheckSyncDone would accept as a fresh report, read once.
+  if (generation != generation_ || state_ == JobState::kAborted || !plan_.complete() ||
+      options_.max_batch_items < 1 || KnownStep(rank) == kNoStep ||
+      item.chunk >= plan_.num_chunks() || item.executions > 1) {
+    return false;
+  }
+  const ChunkSlots& slots = plan_.chunk(item.chunk).slots;
+  const std::optional<uint32_t> member_slot = slots.MemberSlot(rank);
+  if (!member_slot.has_value()) return false;
+  if (!item.checksums.empty()) {
+    const std::string* only_group = slots.OnlyGroupOf(*member_slot);
+    if (item.checksums.size() != 1 || only_group == nullptr ||
+        item.checksums[0].group != *only_group) {
+      return false;
+    }
+  }
+  auto st = steps_.find(item.step);
+  if (st == steps_.end()) return false;
+  auto found = st->second.chunks.find(item.chunk);
+  if (found == st->second.chunks.end()) return false;
+  ChunkStep& cs = found->second;
+  if (!(cs.released || cs.synced_before) || cs.done.contains(rank)) return false;
+  // As the loop of SyncDone below records one fresh item.
+  cs.done.Insert(rank, item.checksums);
+  AppendRankEvent(EventKind::kSyncDone, now, item.step, item.chunk, rank, /*optimizer=*/"",
+                  cs.sequence, out);
+  RecordIfSyncComplete(item.step, item.chunk, cs, now, out);
+  MaybeAdvance(rank, now, out);
+  return true;
+}
+
+void JobTracker::RecordIfSyncComplete(Step step, ChunkId chunk, const ChunkStep& cs, absl::Time now,
+                                      Decisions* out) {
+  // After a coordinator restart a SyncDone may come before the plan is complete or the chunk is
+  // released again; MaybeRelease() then records the completion.
+  if (!plan_.complete() || !cs.released || cs.done.size() != plan_.chunk(chunk).members.size()) {
+    return;
+  }
+  Event c = MakeChunkEvent(EventKind::kSyncComplete, now, step, chunk);
+  c.sequence = cs.sequence;
+  c.duration = now - cs.released_at;
+  c.detail = absl::StrCat("all ", cs.done.size(), " ranks synced in ",
+                          absl::FormatDuration(now - cs.released_at));
+  out->events.push_back(std::move(c));
+  CheckChecksums(step, chunk, cs, now, out);
+}
+
 absl::Status JobTracker::SyncDone(RankId rank, uint64_t generation,
                                   absl::Span<const SyncDoneItem> items, absl::Time now,
                                   Decisions* out) {
+  // The common report (one item, released, fresh, a member's one checksum) without the general
+  // checks' second lookups and copies; anything else is judged below.
+  if (items.size() == 1 && SyncDoneInSlot(rank, generation, items[0], now, out)) {
+    return absl::OkStatus();
+  }
   if (auto s = CheckBatch(rank, generation, items.size()); !s.ok()) return s;
   // Items are judged in order: the first bad one names the error.
   const ptrdiff_t repeat = FirstRepeat(items, [](const SyncDoneItem& item) {
@@ -162,18 +216,7 @@ absl::Status JobTracker::SyncDone(RankId rank, uint64_t generation,
     }
     AppendRankEvent(EventKind::kSyncDone, now, item.step, item.chunk, rank, /*optimizer=*/"",
                     cs.sequence, out);
-    // After a coordinator restart a SyncDone may come before the plan is complete or the chunk
-    // is released again; MaybeRelease() then records the completion.
-    if (plan_.complete() && cs.released &&
-        cs.done.size() == plan_.chunk(item.chunk).members.size()) {
-      Event c = MakeChunkEvent(EventKind::kSyncComplete, now, item.step, item.chunk);
-      c.sequence = cs.sequence;
-      c.duration = now - cs.released_at;
-      c.detail = absl::StrCat("all ", cs.done.size(), " ranks synced in ",
-                              absl::FormatDuration(now - cs.released_at));
-      out->events.push_back(std::move(c));
-      CheckChecksums(item.step, item.chunk, cs, now, out);
-    }
+    RecordIfSyncComplete(item.step, item.chunk, cs, now, out);
   }
   MaybeAdvance(rank, now, out);
   return absl::OkStatus();
@@ -181,16 +224,20 @@ absl::Status JobTracker::SyncDone(RankId rank, uint64_t generation,
 
 void JobTracker::CheckChecksums(Step step, ChunkId chunk, const ChunkStep& cs, absl::Time now,
                                 Decisions* out) const {
-  // One pass, no allocation per rank: the first checksum seen per group. Only a group that
-  // disagrees needs the per-checksum rank lists of the report below.
+  // One pass, nothing copied: the first checksum seen per group. Members of one group follow each
+  // other in their slots and name it by the same string, so most need no lookup. Only a group
+  // that disagrees needs the per-checksum rank lists of the report below.
   absl::flat_hash_map<absl::string_view, uint64_t> first;
   first.reserve(plan_.chunk(chunk).groups.size());
   bool mismatch = false;
-  cs.done.ForEach([&](RankId, const GroupChecksums& checksums) {
-    for (const GroupChecksum& g : checksums) {
-      auto [it, inserted] = first.try_emplace(g.group, g.checksum);
-      mismatch |= !inserted && it->second != g.checksum;
+  const std::string* last_group = nullptr;  // the group of the checksum before, and its first
+  uint64_t last_first = 0;
+  cs.done.ForEachChecksum([&](const std::string& group, uint64_t checksum) {
+    if (&group != last_group) {
+      last_group = &group;
+      last_first = first.try_emplace(group, checksum).first->second;
     }
+    mismatch |= checksum != last_first;
   });
   if (!mismatch) return;
   // group -> checksum -> ranks

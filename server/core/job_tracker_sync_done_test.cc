@@ -49,6 +49,47 @@ TEST(JobTrackerTest, SyncDoneBeforeTheDirectiveIsFailedPrecondition) {
   EXPECT_THAT(h.events(), IsEmpty());
 }
 
+// A one-item SyncDone is recorded without the general checks when it is the common report (a
+// member's one checksum, the chunk released, no report of the rank yet); every other one must
+// get the general checks' exact answer, and a refused one must change nothing.
+TEST(JobTrackerTest, OneItemSyncDonesAtTheEdgesOfTheCommonCaseGetTheGeneralAnswers) {
+  Harness h(TwoRankPlans(), TwoRankExpected());
+  h.JoinAll();
+  for (RankId r = 0; r < 2; ++r) {
+    ASSERT_TRUE(h.Stage(r, {Item(0, 0, "dense"), Item(0, 0, "expert")}).ok());
+  }
+  // Not a group of the rank in this chunk: refused, naming the field.
+  h.ExpectRefused(
+      [&] {
+        return h.SyncDone(0, {Done(0, 0, {{"tp", 5}})});
+      },
+      absl::StatusCode::kInvalidArgument,
+      "items[0].checksums[0].group 'tp' is not a sync group of rank 0 in chunk 0");
+  // Out of range, a generation never issued: refused.
+  h.ExpectRefused([&] { return h.SyncDone(0, {Done(0, 1)}); }, absl::StatusCode::kInvalidArgument,
+                  "items[0].chunk 1 out of range [0, 1)");
+  h.ExpectRefused([&] { return h.SyncDoneIn(0, 7, {Done(0, 0)}); },
+                  absl::StatusCode::kFailedPrecondition,
+                  "generation 7 is in the future (never issued): job 'job' is at generation 1");
+  // Executed twice: recorded, and the repeat is a violation.
+  SyncDoneItem twice = Done(0, 0, {{"dp", 5}});
+  twice.executions = 2;
+  ASSERT_TRUE(h.SyncDone(0, {twice}).ok());
+  EXPECT_THAT(h.events(), ElementsAre("violation g1 s0 c0 r0 seq1", "sync_done g1 s0 c0 r0 seq1"));
+  EXPECT_EQ(h.out().events[0].detail,
+            "repeated sync: rank 0 executed the sync of step 0 chunk 0 2 times");
+  // The same report again is a duplicate (OK, nothing new); another checksum is a conflict.
+  ASSERT_TRUE(h.SyncDone(0, {Done(0, 0, {{"dp", 5}})}).ok());
+  EXPECT_THAT(h.events(), IsEmpty());
+  EXPECT_EQ(h.SyncDone(0, {Done(0, 0, {{"dp", 6}})}).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(h.events(), ElementsAre("violation g1 s0 c0 r0"));
+  EXPECT_EQ(h.tracker().rank_step(0), 1u);
+  // The common case: recorded, completes the chunk (checksums agree), advances the rank.
+  ASSERT_TRUE(h.SyncDone(1, {Done(0, 0, {{"dp", 5}})}).ok());
+  EXPECT_THAT(h.events(), ElementsAre("sync_done g1 s0 c0 r1 seq1", "sync_complete g1 s0 c0 seq1"));
+  EXPECT_EQ(h.tracker().rank_step(1), 1u);
+}
+
 TEST(JobTrackerTest, SyncDoneChecksumMismatchIsAViolationNamingTheRanks) {
   Harness h(MoePlans(), MoeExpected());
   h.JoinAll();
