@@ -35,11 +35,15 @@ JobTracker::JobTracker(std::string job_id, TrackerOptions options)
 
 Event JobTracker::MakeEvent(EventKind kind, absl::Time now) const {
   Event e;
-  e.kind = kind;
-  e.time = now;
-  e.job_id = job_id_;
-  e.generation = generation_;
+  InitEvent(kind, now, &e);
   return e;
+}
+
+void JobTracker::InitEvent(EventKind kind, absl::Time now, Event* e) const {
+  e->kind = kind;
+  e->time = now;
+  e->job_id = job_id_;
+  e->generation = generation_;
 }
 
 Event JobTracker::MakeChunkEvent(EventKind kind, absl::Time now, Step step, ChunkId chunk) const {
@@ -94,11 +98,14 @@ void JobTracker::AppendRankEvent(EventKind kind, absl::Time now, Step step, Chun
     run.last = events.size();
     run.checked = events.size() + 1;  // the record made below
   }
-  Event e = MakeChunkEvent(kind, now, step, chunk);
+  // Built in place: a check-in's record is most of a batch's events.
+  Event& e = events.emplace_back();
+  InitEvent(kind, now, &e);
+  e.step = step;
+  e.chunk = chunk;
   e.rank = rank;
   e.optimizer = optimizer;
   e.sequence = sequence;
-  events.push_back(std::move(e));
 }
 
 Step JobTracker::rank_step(RankId rank) const {

@@ -255,6 +255,8 @@ class JobTracker {
   void AbortAt(Step step, std::string reason, absl::Time now, Decisions* out);
   void Trim();
   Event MakeEvent(EventKind kind, absl::Time now) const;
+  // MakeEvent's fields, set on an event built in place.
+  void InitEvent(EventKind kind, absl::Time now, Event* e) const;
   // An event about one (step, chunk).
   Event MakeChunkEvent(EventKind kind, absl::Time now, Step step, ChunkId chunk) const;
   // Records `rank`'s check-in (kCheckin, with its optimizer) or SyncDone (kSyncDone, with the
