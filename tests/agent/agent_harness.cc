@@ -36,15 +36,6 @@ void OnThreads(size_t n, const std::function<void(size_t)>& fn) {
   for (std::thread& t : threads) t.join();
 }
 
-bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return true;
-}
-
 std::unique_ptr<agent::Agent> StartAgent(const std::string& target, agent::AgentOptions options) {
   options.target = target;
   options.backoff.initial = absl::Milliseconds(10);

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "agent/agent.h"
 #include "client/client.h"
+#include "client/testing/wait_until.h"  // WaitUntil, for the tests that include this
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
 
@@ -26,9 +27,6 @@ std::vector<v1::GroupChecksum> GroupChecksums(const v1::JoinRequest& plan, uint6
 
 // Runs fn(i) on one thread per i in [0, n) and joins them.
 void OnThreads(size_t n, const std::function<void(size_t)>& fn);
-
-// Waits (polling) until `done` holds; false after `timeout`.
-bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout = absl::Seconds(20));
 
 // An agent in front of `target` (the coordinator, or a proxy in front of it).
 std::unique_ptr<agent::Agent> StartAgent(const std::string& target,

@@ -46,7 +46,9 @@ std::unique_ptr<agent::Agent> StartWithMetrics(const std::string& target) {
   agent::AgentOptions options;
   options.http_listen = "127.0.0.1:0";
   auto started = StartAgent(target, options);
-  if (started != nullptr) EXPECT_NE(started->http_port(), 0);
+  if (started != nullptr) {
+    EXPECT_NE(started->http_port(), 0);
+  }
   return started;
 }
 

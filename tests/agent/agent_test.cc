@@ -283,7 +283,9 @@ TEST_F(AgentTest, MessagesHeldByTheWindowWakeTheWriterOnceNotOncePerMessage) {
       absl::MutexLock lock(&mu);
       answers.push_back(s);
     });
-    if (c == 0) ASSERT_TRUE(WaitUntil([&] { return wakeups() == 1; }));
+    if (c == 0) {
+      ASSERT_TRUE(WaitUntil([&] { return wakeups() == 1; }));
+    }
   }
   ASSERT_TRUE(WaitUntil([&] { return node->stats().local_checkins == kChunks; }));
   const agent::AgentStats held = node->stats();

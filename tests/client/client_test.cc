@@ -3,7 +3,6 @@
 #include "client/client.h"
 
 #include <atomic>
-#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -12,22 +11,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "client/testing/tcp_proxy.h"
+#include "client/testing/wait_until.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/test_server.h"
 
 namespace psync {
 namespace {
-
-// Polls `done` every 5 ms for up to 20 s: for a state a background thread reaches.
-bool Eventually(const std::function<bool()>& done) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return true;
-}
 
 using ::psync::server::TestServer;
 using ::psync::testing::TcpProxy;
@@ -659,13 +649,13 @@ TEST_F(ClientTest, CallFailsUnavailableWhenReconnectDoesNotSucceedInTime) {
   (*proxy)->SetRefusing(true);
   (*proxy)->BreakConnections();
   // Once the client has seen its Session end, a call waits for a reconnect that cannot succeed.
-  ASSERT_TRUE(Eventually([&] { return !client->connected(); }));
+  ASSERT_TRUE(testing::WaitUntil([&] { return !client->connected(); }));
   absl::Status s = client->ReportStaged(0, 0, "dense");
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
 
   // The coordinator is reachable again: the client reconnects and the next call goes through.
   (*proxy)->SetRefusing(false);
-  ASSERT_TRUE(Eventually([&] { return client->connected(); }));
+  ASSERT_TRUE(testing::WaitUntil([&] { return client->connected(); }));
   absl::Status again = client->ReportStaged(0, 0, "dense");
   EXPECT_TRUE(again.ok()) << again;
   EXPECT_TRUE(client->WaitForDirective(0, 0, absl::Seconds(10)).ok());

@@ -22,6 +22,7 @@
 #include "client/endpoints.h"
 #include "client/job_start.h"
 #include "client/psyncctl.h"
+#include "client/testing/wait_until.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -107,16 +108,6 @@ class RedirectTest : public ::testing::Test {
     return Client::Connect(options);
   }
 
-  // Waits (at most 10 s) until `done` holds.
-  bool WaitFor(const std::function<bool()>& done) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (!done()) {
-      if (absl::Now() > deadline) return false;
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    return true;
-  }
-
   serve::RealClock clock_;
   server::ha::FakeEtcd etcd_{&clock_};
   std::vector<std::string> addresses_;
@@ -124,8 +115,8 @@ class RedirectTest : public ::testing::Test {
 };
 
 TEST_F(RedirectTest, JoinAtTheWrongReplicaNamesTheOwnerAndClientsGoThere) {
-  ASSERT_TRUE(
-      WaitFor([&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
   EXPECT_EQ(List(0).self(), addresses_[0]);
   // A job replica 0 is preferred for.
   const std::string job = JobPreferredBy(0, "job");
@@ -166,7 +157,7 @@ TEST_F(RedirectTest, JoinAtTheWrongReplicaNamesTheOwnerAndClientsGoThere) {
   EXPECT_EQ(directive->epoch(), epoch);
 
   // Replica 1, once it has read the key, redirects at the owner's epoch and lists the owner.
-  ASSERT_TRUE(WaitFor([&] { return List(1).owners_size() == 1; }));
+  ASSERT_TRUE(testing::WaitUntil([&] { return List(1).owners_size() == 1; }));
   const v1::ListReplicasResponse listed = List(1);
   EXPECT_EQ(listed.owners(0).job_id(), job);
   EXPECT_EQ(listed.owners(0).owner(), addresses_[0]);
@@ -267,8 +258,8 @@ TEST_F(RedirectTest, JoinAtTheWrongReplicaNamesTheOwnerAndClientsGoThere) {
 // the agent, sees no redirect, and gets the owner's directives with the owner's epoch; an agent
 // given one address (a Kubernetes Service in front of the replicas) follows it too.
 TEST_F(RedirectTest, AnAgentFollowsRedirectsAndNeverPassesThemOn) {
-  ASSERT_TRUE(
-      WaitFor([&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
   // A job replica 0 is preferred for, whose list entry (as the agent and the client pick it) is
   // replica 1.
   const std::string job = JobPreferredBy(
@@ -323,8 +314,8 @@ TEST_F(RedirectTest, AnAgentFollowsRedirectsAndNeverPassesThemOn) {
 // job straight there (a redirect, not a rotation through its list), and the rank, whose local
 // Session ends with UNAVAILABLE, joins again through the agent at the owner.
 TEST_F(RedirectTest, AnAgentAttachRefusedByANonOwnerMovesTheJobToTheOwner) {
-  ASSERT_TRUE(
-      WaitFor([&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
   const std::string job = JobPreferredBy(
       0, "attach-job", [](const std::string& id) { return JobStartIndex(id, 2) == 1; });
   auto owner = v1::Coordinator::NewStub(
@@ -335,7 +326,7 @@ TEST_F(RedirectTest, AnAgentAttachRefusedByANonOwnerMovesTheJobToTheOwner) {
   // Replica 1 has learned the owner from etcd (until then it refuses without naming one).
   auto other = v1::Coordinator::NewStub(
       grpc::CreateChannel(addresses_[1], grpc::InsecureChannelCredentials()));
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(testing::WaitUntil([&] {
     grpc::ClientContext context;
     v1::GetJobStatusRequest request;
     request.set_job_id(job);
@@ -375,8 +366,8 @@ TEST_F(RedirectTest, AnAgentAttachRefusedByANonOwnerMovesTheJobToTheOwner) {
 // to the other replica of its list, and the rank, joining again through the agent, resumes at the
 // new owner (a higher epoch) without ever seeing a redirect.
 TEST_F(RedirectTest, AnAgentMovesItsRanksOffAStoppedReplica) {
-  ASSERT_TRUE(
-      WaitFor([&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
   // A job replica 0 is preferred for and that the agent starts on replica 0.
   const std::string job = JobPreferredBy(
       0, "moving-job", [](const std::string& id) { return JobStartIndex(id, 2) == 0; });
@@ -434,8 +425,8 @@ TEST(AgentOptionsTest, AnEmptyReplicaListIsInvalidArgumentNamingTarget) {
 // hold up the replica's other calls: with etcd slow for claims, 32 first Joins of new jobs are in
 // flight and ListJobs is still answered; once etcd answers, every Join succeeds.
 TEST_F(RedirectTest, JoinsWaitingForTheirClaimsDoNotHoldUpOtherCalls) {
-  ASSERT_TRUE(
-      WaitFor([&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
   constexpr int kJoins = 32;
   std::vector<std::string> jobs;
   for (int n = 0; jobs.size() < kJoins; ++n) {
@@ -454,7 +445,7 @@ TEST_F(RedirectTest, JoinsWaitingForTheirClaimsDoNotHoldUpOtherCalls) {
       joined[i] = stub->Join(&context, Plan(jobs[i]), &response);
     });
   }
-  ASSERT_TRUE(WaitFor([&] { return etcd_.claims_held() > 0; }));
+  ASSERT_TRUE(testing::WaitUntil([&] { return etcd_.claims_held() > 0; }));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   v1::ListJobsResponse listed;
