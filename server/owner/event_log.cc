@@ -14,14 +14,15 @@ EventLog::Batch EventLog::Append(std::vector<core::Event> events, std::vector<Ba
     const bool merged = e.kind == core::EventKind::kCheckin || e.kind == core::EventKind::kSyncDone;
     weight += merged ? std::max<size_t>(core::RankCount(e), 1) : 1;
   }
+  const size_t size = events.size();
   auto batch = std::make_shared<const std::vector<core::Event>>(std::move(events));
-  batches_.push_back({batch, weight});
-  size_ += batch->size();
+  batches_.push_back({batch, weight, size});
+  size_ += size;
   weight_ += weight;
   while (weight_ > capacity_) {
     Kept& front = batches_.front();
-    size_ -= front.batch->size();
-    dropped_ += front.batch->size();
+    size_ -= front.size;
+    dropped_ += front.size;
     weight_ -= front.weight;
     if (dropped != nullptr) dropped->push_back(std::move(front.batch));
     batches_.pop_front();

@@ -53,6 +53,7 @@ class EventLog {
   struct Kept {
     Batch batch;
     size_t weight;  // its events, a merged one counting as its ranks
+    size_t size;    // batch->size(), kept here: a batch dropped has long left the cache
   };
   const size_t capacity_;
   std::deque<Kept> batches_;
