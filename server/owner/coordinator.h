@@ -229,6 +229,8 @@ class Coordinator {
       ABSL_LOCKS_EXCLUDED(mu_);
   // The audit totals of `job_id` while this coordinator holds it at ownership `epoch`; nullopt
   // otherwise. Not fenced: what a replica publishes as its own part (server/ha/audit_ledger.h).
+  // Waits for a message being applied: asked once the gate refuses the job's messages (its last
+  // word), it counts every release this coordinator decided.
   std::optional<observe::AuditTotals> AuditTotalsAt(const std::string& job_id, uint64_t epoch)
       ABSL_LOCKS_EXCLUDED(mu_);
 

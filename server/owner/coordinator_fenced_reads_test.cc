@@ -3,10 +3,13 @@
 // epoch its state was built at; otherwise UNAVAILABLE, with the owner's redirect when known and,
 // for a job it still holds, what it last knew, named as such. NOT_FOUND only when the gate knows
 // no replica owns the job. The audit adds the parts the job's earlier owners published.
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "server/owner/coordinator.h"
 #include "server/owner/fake_sinks.h"
@@ -114,6 +117,67 @@ TEST_F(CoordinatorFencedReadsTest, TheEarlierOwnersPartsAreAnsweredAndKeptWhenTh
   ASSERT_TRUE(coordinator_->Audit("job", &earlier).ok());
   EXPECT_EQ(earlier, std::vector<std::string>{"a's part"});  // the history kept them
   EXPECT_FALSE(coordinator_->AuditTotalsAt("job", 7).has_value());
+}
+
+// Serves every message at epoch 7 until `Refuse`; the first message admitted after `HoldNext`
+// waits inside its admission (the job's lock held, as a check-in that passed the fence just before
+// the replica gave the job up) until `Let go`.
+class HoldingGate final : public JobGate {
+ public:
+  absl::StatusOr<uint64_t> AdmitJoin(const std::string&) override { return 7; }
+  absl::StatusOr<uint64_t> AdmitMessage(const std::string&) override {
+    if (refused_) return wire::NotServedHere("replica 'a:1' stopped serving job 'job'", "", 0);
+    if (hold_.exchange(false)) {
+      held.Notify();
+      let_go.WaitForNotification();
+    }
+    return 7;
+  }
+  absl::StatusOr<uint64_t> AdmitQuery(const std::string&) override { return 7; }
+  void HoldNext() { hold_ = true; }
+  void Refuse() { refused_ = true; }
+  absl::Notification held;
+  absl::Notification let_go;
+
+ private:
+  std::atomic<bool> hold_{false};
+  std::atomic<bool> refused_{false};
+};
+
+TEST(CoordinatorLastWordTest, CountsTheReleaseOfAMessageAdmittedBeforeTheJobWasGivenUp) {
+  serve::FakeClock clock;
+  HoldingGate gate;
+  CoordinatorOptions options;
+  options.gate = &gate;
+  Coordinator coordinator(options, &clock);
+  for (core::RankId r = 0; r < 2; ++r)
+    ASSERT_TRUE(coordinator.Join(DensePlan("job", r, 2, 1)).ok());
+  ASSERT_TRUE(coordinator.Stage("job", 0, 1, {Item(0, 0, "dense")}).ok());
+
+  gate.HoldNext();
+  std::thread last_checkin([&] {
+    // Completes (step 0, chunk 0): released by this coordinator, admitted before the refusal.
+    EXPECT_TRUE(coordinator.Stage("job", 1, 1, {Item(0, 0, "dense")}).ok());
+  });
+  gate.held.WaitForNotification();
+  gate.Refuse();  // the replica gave the job up: its last word is read now
+  std::optional<observe::AuditTotals> last_word;
+  absl::Notification read;
+  std::thread reader([&] {
+    last_word = coordinator.AuditTotalsAt("job", 7);
+    read.Notify();
+  });
+  // The read waits for the message being applied: it cannot answer while it is held.
+  EXPECT_FALSE(read.WaitForNotificationWithTimeout(absl::Milliseconds(100)));
+  gate.let_go.Notify();
+  last_checkin.join();
+  reader.join();
+  ASSERT_TRUE(last_word.has_value());
+  EXPECT_EQ(last_word->released, 1u);
+  // Nothing is decided here any more.
+  EXPECT_EQ(coordinator.Stage("job", 0, 1, {Item(1, 0, "dense")}).code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(coordinator.AuditTotalsAt("job", 7)->released, 1u);
 }
 
 }  // namespace

@@ -82,6 +82,9 @@ std::optional<observe::AuditTotals> Coordinator::AuditTotalsAt(const std::string
   absl::ReaderMutexLock lock(&mu_);
   Job* job = FindJob(job_id);
   if (job == nullptr || job->epoch != epoch) return std::nullopt;
+  // The job's lock first: a message admitted before the gate stopped serving the job may be
+  // deciding a release under it; its events are queued for the observer before it is let go.
+  absl::MutexLock job_lock(&job->mu);
   absl::MutexLock observer_lock(&job->observer_mu);
   return job->CaughtUpObserver().totals();
 }
