@@ -108,6 +108,12 @@ class RedirectTest : public ::testing::Test {
     return Client::Connect(options);
   }
 
+  // Waits until each replica's ListReplicas names both: each has read the other's key.
+  bool BothReplicasListEachOther() {
+    return testing::WaitUntil(
+        [&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; });
+  }
+
   serve::RealClock clock_;
   server::ha::FakeEtcd etcd_{&clock_};
   std::vector<std::string> addresses_;
@@ -115,8 +121,7 @@ class RedirectTest : public ::testing::Test {
 };
 
 TEST_F(RedirectTest, JoinAtTheWrongReplicaNamesTheOwnerAndClientsGoThere) {
-  ASSERT_TRUE(testing::WaitUntil(
-      [&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
+  ASSERT_TRUE(BothReplicasListEachOther());
   EXPECT_EQ(List(0).self(), addresses_[0]);
   // A job replica 0 is preferred for.
   const std::string job = JobPreferredBy(0, "job");
@@ -258,8 +263,7 @@ TEST_F(RedirectTest, JoinAtTheWrongReplicaNamesTheOwnerAndClientsGoThere) {
 // the agent, sees no redirect, and gets the owner's directives with the owner's epoch; an agent
 // given one address (a Kubernetes Service in front of the replicas) follows it too.
 TEST_F(RedirectTest, AnAgentFollowsRedirectsAndNeverPassesThemOn) {
-  ASSERT_TRUE(testing::WaitUntil(
-      [&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
+  ASSERT_TRUE(BothReplicasListEachOther());
   // A job replica 0 is preferred for, whose list entry (as the agent and the client pick it) is
   // replica 1.
   const std::string job = JobPreferredBy(
@@ -314,8 +318,7 @@ TEST_F(RedirectTest, AnAgentFollowsRedirectsAndNeverPassesThemOn) {
 // job straight there (a redirect, not a rotation through its list), and the rank, whose local
 // Session ends with UNAVAILABLE, joins again through the agent at the owner.
 TEST_F(RedirectTest, AnAgentAttachRefusedByANonOwnerMovesTheJobToTheOwner) {
-  ASSERT_TRUE(testing::WaitUntil(
-      [&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
+  ASSERT_TRUE(BothReplicasListEachOther());
   const std::string job = JobPreferredBy(
       0, "attach-job", [](const std::string& id) { return JobStartIndex(id, 2) == 1; });
   auto owner = v1::Coordinator::NewStub(
@@ -366,8 +369,7 @@ TEST_F(RedirectTest, AnAgentAttachRefusedByANonOwnerMovesTheJobToTheOwner) {
 // to the other replica of its list, and the rank, joining again through the agent, resumes at the
 // new owner (a higher epoch) without ever seeing a redirect.
 TEST_F(RedirectTest, AnAgentMovesItsRanksOffAStoppedReplica) {
-  ASSERT_TRUE(testing::WaitUntil(
-      [&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
+  ASSERT_TRUE(BothReplicasListEachOther());
   // A job replica 0 is preferred for and that the agent starts on replica 0.
   const std::string job = JobPreferredBy(
       0, "moving-job", [](const std::string& id) { return JobStartIndex(id, 2) == 0; });
@@ -425,8 +427,7 @@ TEST(AgentOptionsTest, AnEmptyReplicaListIsInvalidArgumentNamingTarget) {
 // hold up the replica's other calls: with etcd slow for claims, 32 first Joins of new jobs are in
 // flight and ListJobs is still answered; once etcd answers, every Join succeeds.
 TEST_F(RedirectTest, JoinsWaitingForTheirClaimsDoNotHoldUpOtherCalls) {
-  ASSERT_TRUE(testing::WaitUntil(
-      [&] { return List(0).replicas_size() == 2 && List(1).replicas_size() == 2; }));
+  ASSERT_TRUE(BothReplicasListEachOther());
   constexpr int kJoins = 32;
   std::vector<std::string> jobs;
   for (int n = 0; jobs.size() < kJoins; ++n) {
