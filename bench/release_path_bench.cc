@@ -308,17 +308,28 @@ void BM_StepArrivals(benchmark::State& state) {
     uint32_t chunk;
     uint32_t optimizer;  // index into kOptimizers; unused for a SyncDone
   };
-  std::vector<Arrival> checkins;
+  // Check-ins arrive in units of `together` ranks (1: each on its own; 8: a node's ranks of one
+  // item at once), the units in one shuffled order.
+  const uint32_t together = state.range(3) > 0 ? static_cast<uint32_t>(state.range(3)) : 1;
+  std::vector<Arrival> units;
   std::vector<Arrival> sync_dones;
   for (uint32_t r = 0; r < job.ranks(); ++r) {
     for (uint32_t c = 0; c < job.chunks(); ++c) {
-      for (uint32_t k = 0; k < 2; ++k) checkins.push_back({r, c, k});
+      if (r % together == 0) {
+        for (uint32_t k = 0; k < 2; ++k) units.push_back({r, c, k});
+      }
       sync_dones.push_back({r, c, 0});
     }
   }
   std::mt19937_64 random(42);
-  std::shuffle(checkins.begin(), checkins.end(), random);
+  std::shuffle(units.begin(), units.end(), random);
   std::shuffle(sync_dones.begin(), sync_dones.end(), random);
+  std::vector<Arrival> checkins;
+  for (const Arrival& u : units) {
+    for (uint32_t r = u.rank; r < std::min(job.ranks(), u.rank + together); ++r) {
+      checkins.push_back({r, u.chunk, u.optimizer});
+    }
+  }
   // The batches' messages, built once and re-stepped: the timed loop measures the coordinator.
   std::vector<core::StagedItem> staged(checkins.size());
   std::vector<core::SyncDoneItem> synced(sync_dones.size());
@@ -344,8 +355,10 @@ void BM_StepArrivals(benchmark::State& state) {
       batch.push_back(m);
     }
   }
+  const size_t checkin_batches = (checkins.size() + per_batch - 1) / per_batch;
   core::Step step = 0;
   const absl::Duration held_before = job.lock_held();
+  absl::Duration held_by_checkins;  // the check-in batches' share: what a step's releases wait for
   for (auto _ : state) {
     state.PauseTiming();
     for (core::StagedItem& item : staged) item.step = step;
@@ -354,16 +367,27 @@ void BM_StepArrivals(benchmark::State& state) {
       item.checksums[0].checksum = step * 1000003 + item.chunk;  // every member agrees
     }
     state.ResumeTiming();
-    for (const std::vector<RankMessage>& batch : batches) job.Apply(batch);
+    const absl::Duration held_at_start = job.lock_held();
+    for (size_t b = 0; b < batches.size(); ++b) {
+      if (b == checkin_batches) held_by_checkins += job.lock_held() - held_at_start;
+      job.Apply(batches[b]);
+    }
     ++step;
   }
   ReportSteps(state, job, step, held_before);
+  state.counters["checkin_locked_ns"] =
+      benchmark::Counter(absl::ToDoubleNanoseconds(held_by_checkins) /
+                         static_cast<double>(std::max<core::Step>(step, 1) * checkins.size()));
 }
 BENCHMARK(BM_StepArrivals)
-    ->Args({16384, 8, 8})
-    ->Args({16384, 8, 128})
-    ->Args({16384, 8, 2048})
-    ->Args({131072, 8, 128})
+    ->Args({16384, 8, 8, 1})
+    ->Args({16384, 8, 128, 1})
+    ->Args({16384, 8, 2048, 1})
+    ->Args({131072, 8, 128, 1})
+    ->Args({16384, 8, 8, 8})
+    ->Args({16384, 8, 128, 8})
+    ->Args({16384, 8, 2048, 8})
+    ->Args({16384, 8, 2048, 1024})
     ->Unit(benchmark::kMillisecond);
 
 // BM_Step/N/C/8 with the node batches applied by T threads at once (batch i by thread i mod T),
