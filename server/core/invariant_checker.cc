@@ -133,9 +133,9 @@ absl::Status InvariantChecker::OnDecisions(const Decisions& decisions) {
     if (auto s = CheckRelease(event); !s.ok()) return s;
   }
   for (const Delivery& delivery : decisions.deliveries) {
-    if (const auto* directive = std::get_if<SyncDirective>(&delivery.notice)) {
+    if (const auto* directive = std::get_if<SyncDirective>(delivery.notice.get())) {
       if (auto s = CheckDirective(delivery.rank, *directive); !s.ok()) return s;
-    } else if (const auto* skipped = std::get_if<StepSkipped>(&delivery.notice)) {
+    } else if (const auto* skipped = std::get_if<StepSkipped>(delivery.notice.get())) {
       if (auto s = CheckStepSkipped(*skipped); !s.ok()) return s;
     }
   }

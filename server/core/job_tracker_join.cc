@@ -208,9 +208,9 @@ void JobTracker::AbortAt(Step step, std::string reason, absl::Time now, Decision
   state_ = JobState::kAborted;
   abort_reason_ = std::move(reason);
   abort_step_ = step;
-  for (RankId rank : JoinedRanks()) {
-    out->Deliver(rank, AbortNotice{generation_, step, abort_reason_});
-  }
+  const std::shared_ptr<const Notice> notice =
+      Decisions::Share(AbortNotice{generation_, step, abort_reason_});
+  for (RankId rank : JoinedRanks()) out->Deliver(rank, notice);
   Event e = MakeEvent(EventKind::kAbort, now);
   e.step = step;
   e.detail = abort_reason_;

@@ -195,7 +195,7 @@ TEST(JobTrackerTest, NewIncarnationStartsANewGenerationAndAbortsTheOldOne) {
   // Rank 0 (the other rank) is told; so is the old incarnation of rank 1.
   EXPECT_THAT(h.deliveries(), UnorderedElementsAre("r0 abort g1 s1", "r1 abort g1 s1"));
   for (const Delivery& d : h.out().deliveries) {
-    EXPECT_EQ(std::get<AbortNotice>(d.notice).reason,
+    EXPECT_EQ(std::get<AbortNotice>(*d.notice).reason,
               "rank 1 restarted (incarnation 'i0' -> 'i1'); join generation 2");
   }
   EXPECT_THAT(h.events(), ElementsAre("generation g2", "join g2 r1"));

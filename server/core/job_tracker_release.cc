@@ -54,9 +54,12 @@ void JobTracker::MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decision
   if (needed > deliveries.capacity()) {
     deliveries.reserve(std::max(needed, 2 * deliveries.capacity()));
   }
+  // Members that already executed this sync (re-announced after a restart) need no directive;
+  // most releases have none, and are not looked up member by member.
+  const bool some_synced = cs.done.size() > 0;
+  const std::shared_ptr<const Notice> notice = Decisions::Share(directive);
   for (RankId member : info.members) {
-    // Members that already executed this sync (re-announced after a restart) need no directive.
-    if (!cs.done.contains(member)) out->Deliver(member, directive);
+    if (!some_synced || !cs.done.contains(member)) out->Deliver(member, notice);
   }
   Event e = MakeChunkEvent(EventKind::kRelease, now, step, chunk);
   e.rank = cs.last.rank;

@@ -48,6 +48,8 @@ TEST(JobTrackerTest, ReleasesOnlyAfterEveryContributorInEveryOrder) {
         EXPECT_EQ(DirectiveAt(h.out(), d).last, c);
         EXPECT_EQ(DirectiveAt(h.out(), d).wait, absl::Seconds(3));  // first check-in to release
       }
+      // One directive object for every member: addressing a release copies a pointer a rank.
+      EXPECT_EQ(h.out().deliveries[0].notice, h.out().deliveries[1].notice);
       EXPECT_EQ(EventsOf(h.out(), EventKind::kRelease)[0].detail,
                 absl::StrCat("all 4 contributors staged; last rank ", c.rank, " ", c.optimizer,
                              "; directive to 2 ranks"));

@@ -81,8 +81,9 @@ void JobTracker::MaybeSkip(Step step, absl::Time now, Decisions* out) {
     return;
   }
   st->second.skipped = true;
+  const std::shared_ptr<const Notice> skipped = Decisions::Share(StepSkipped{generation_, step});
   for (RankId rank : JoinedRanks()) {
-    out->Deliver(rank, StepSkipped{generation_, step});
+    out->Deliver(rank, skipped);
     // A rank of a rebuilt job may already be past the step (it saw it skipped before): it stays
     // where it is. (Found by the deterministic simulation, seed 13 with rank restarts: ranks at
     // step 10 were sent back to step 3 and their check-ins refused.)

@@ -95,7 +95,7 @@ TEST(JobTrackerTest, SkipDisagreementAbortsTheGenerationInEitherOrder) {
     EXPECT_EQ(status.code(), absl::StatusCode::kAborted);
     EXPECT_THAT(h.deliveries(), UnorderedElementsAre("r0 abort g1 s0", "r1 abort g1 s0"));
     for (const Delivery& d : h.out().deliveries) {
-      EXPECT_EQ(std::get<AbortNotice>(d.notice).reason, status.message());
+      EXPECT_EQ(std::get<AbortNotice>(*d.notice).reason, status.message());
     }
     EXPECT_THAT(h.events(), ElementsAre("violation g1 s0", "abort g1 s0"));
     EXPECT_EQ(h.tracker().state(), JobState::kAborted);

@@ -198,7 +198,7 @@ inline std::vector<ExpectedChunk> MoeExpected() {
 }
 
 inline const SyncDirective& DirectiveAt(const Decisions& d, size_t i) {
-  return std::get<SyncDirective>(d.deliveries.at(i).notice);
+  return std::get<SyncDirective>(*d.deliveries.at(i).notice);
 }
 
 }  // namespace psync::core::testing

@@ -33,7 +33,7 @@ RankPlan Plan(RankId rank, std::optional<ResumeState> resume) {
 std::vector<std::tuple<RankId, Step, ChunkId>> Directives(const Decisions& d) {
   std::vector<std::tuple<RankId, Step, ChunkId>> out;
   for (const Delivery& delivery : d.deliveries) {
-    if (const auto* s = std::get_if<SyncDirective>(&delivery.notice)) {
+    if (const auto* s = std::get_if<SyncDirective>(delivery.notice.get())) {
       out.emplace_back(delivery.rank, s->step, s->chunk);
     }
   }
@@ -272,7 +272,7 @@ TEST(RecoveryTest, AResumeOfANewerGenerationLiftsAFreshForming) {
   EXPECT_EQ(r0->generation, 4u);
   ASSERT_EQ(resumed.deliveries.size(), 1u);
   EXPECT_EQ(resumed.deliveries[0].rank, 1u);
-  const auto* abort = std::get_if<AbortNotice>(&resumed.deliveries[0].notice);
+  const auto* abort = std::get_if<AbortNotice>(resumed.deliveries[0].notice.get());
   ASSERT_NE(abort, nullptr);
   EXPECT_EQ(abort->generation, 1u);
   EXPECT_EQ(tracker.CheckGeneration(1).code(), absl::StatusCode::kFailedPrecondition);
@@ -308,7 +308,7 @@ TEST(RecoveryTest, ASkipVoteInAResumeSkipsTheStepWithTheRanksPastIt) {
   ASSERT_TRUE(tracker.Join(Plan(1, r1), kNow, &last).ok());
   std::vector<std::pair<RankId, Step>> skipped;
   for (const Delivery& delivery : last.deliveries) {
-    if (const auto* s = std::get_if<StepSkipped>(&delivery.notice)) {
+    if (const auto* s = std::get_if<StepSkipped>(delivery.notice.get())) {
       skipped.emplace_back(delivery.rank, s->step);
     }
   }
@@ -369,7 +369,7 @@ TEST(RecoveryTest, RenumberingAFormingRebuiltGenerationAsksItsRanksToRejoin) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->generation, 3u);
   ASSERT_EQ(second.deliveries.size(), 1u);
-  const auto* abort = std::get_if<AbortNotice>(&second.deliveries[0].notice);
+  const auto* abort = std::get_if<AbortNotice>(second.deliveries[0].notice.get());
   ASSERT_NE(abort, nullptr);
   EXPECT_EQ(second.deliveries[0].rank, 0u);
   EXPECT_EQ(abort->generation, 2u);

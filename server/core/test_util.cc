@@ -61,7 +61,7 @@ std::string NoticeText(const Notice& notice) {
 }
 
 std::string DeliveryText(const Delivery& delivery) {
-  return absl::StrCat("r", delivery.rank, " ", NoticeText(delivery.notice));
+  return absl::StrCat("r", delivery.rank, " ", NoticeText(*delivery.notice));
 }
 
 std::vector<std::string> DeliveryTexts(const Decisions& decisions) {

@@ -143,12 +143,12 @@ absl::Status Simulation::Apply(const Decisions& out) {
       return Fail(absl::StrCat("delivery to a rank that has not joined: ", DeliveryText(d)));
     }
     RankSim& rank = ranks_[d.rank];
-    if (const auto* directive = std::get_if<SyncDirective>(&d.notice)) {
+    if (const auto* directive = std::get_if<SyncDirective>(d.notice.get())) {
       if (directive->step < rank.step) {
         return Fail(absl::StrCat("directive for a step the rank finished: ", DeliveryText(d)));
       }
       rank.directives.insert({directive->step, directive->chunk});
-    } else if (const auto* skipped = std::get_if<StepSkipped>(&d.notice)) {
+    } else if (const auto* skipped = std::get_if<StepSkipped>(d.notice.get())) {
       if (!IsSkipped(skipped->step) || skipped->step != rank.step) {
         return Fail(absl::StrCat("unexpected skip: ", DeliveryText(d)));
       }

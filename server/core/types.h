@@ -153,10 +153,17 @@ struct AbortNotice {
 
 using Notice = std::variant<SyncDirective, StepSkipped, AbortNotice>;
 
-// A notice addressed to one rank of one job.
+// A notice addressed to one rank of one job. The notice is shared: a release's directive, or a
+// skip's notice, is one object for every rank it goes to, so addressing it to 16,384 ranks copies
+// a pointer a rank, not a notice. Immutable once made; never null.
 struct Delivery {
+  Delivery() = default;
+  Delivery(RankId rank, Notice notice)
+      : rank(rank), notice(std::make_shared<const Notice>(std::move(notice))) {}
+  Delivery(RankId rank, std::shared_ptr<const Notice> notice)
+      : rank(rank), notice(std::move(notice)) {}
   RankId rank = 0;
-  Notice notice;
+  std::shared_ptr<const Notice> notice;
 };
 
 // ---- Events: every decision the core makes, for observability and audit ----
@@ -263,9 +270,15 @@ struct Decisions {
   // alternatives.
   template <typename NoticeT>
   void Deliver(RankId rank, NoticeT notice) {
-    Delivery& d = deliveries.emplace_back();
-    d.rank = rank;
-    d.notice.emplace<NoticeT>(std::move(notice));
+    deliveries.emplace_back(rank, Share(std::move(notice)));
+  }
+  // Appends a delivery of a notice made once for several ranks (Share).
+  void Deliver(RankId rank, const std::shared_ptr<const Notice>& notice) {
+    deliveries.emplace_back(rank, notice);
+  }
+  template <typename NoticeT>
+  static std::shared_ptr<const Notice> Share(NoticeT notice) {
+    return std::make_shared<const Notice>(std::in_place_type<NoticeT>, std::move(notice));
   }
 
   std::vector<Delivery> deliveries;

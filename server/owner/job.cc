@@ -151,18 +151,25 @@ observe::JobObserver& Job::CaughtUpObserver() const {
 }
 
 void Job::QueueNotices(std::vector<core::Delivery>& deliveries, Effects* effects) {
-  // A run of deliveries of the same notice (a release's directive to every member) shares one
-  // copy, addressed to the transports of the members' sinks with their ranks (Effects::AddNotice).
-  std::shared_ptr<const core::Notice> shared;
-  for (core::Delivery& d : deliveries) {
+  // A run of deliveries of the same notice (a release's directive to every member: one object,
+  // so one pointer compare a rank) shares one copy stamped with the epoch, addressed to the
+  // transports of the members' sinks with their ranks (Effects::AddNotice). Equal notices made
+  // apart (each rank's own) share it too.
+  const core::Notice* source = nullptr;  // the tracker's notice `stamped` copies
+  std::shared_ptr<const core::Notice> stamped;
+  for (const core::Delivery& d : deliveries) {
     const AttachedSession* session = sessions.Find(d.rank);
     // A rank without a session gets its pending notices when it attaches.
     if (session == nullptr) continue;
-    if (auto* directive = std::get_if<core::SyncDirective>(&d.notice)) directive->epoch = epoch;
-    if (shared == nullptr || !(*shared == d.notice)) {
-      shared = std::make_shared<const core::Notice>(std::move(d.notice));
+    if (d.notice.get() != source) {
+      core::Notice notice = *d.notice;
+      if (auto* directive = std::get_if<core::SyncDirective>(&notice)) directive->epoch = epoch;
+      if (stamped == nullptr || !(*stamped == notice)) {
+        stamped = std::make_shared<const core::Notice>(std::move(notice));
+      }
+      source = d.notice.get();
     }
-    effects->AddNotice(session->sink, session->transport, tracker->job_id(), d.rank, shared);
+    effects->AddNotice(session->sink, session->transport, tracker->job_id(), d.rank, stamped);
   }
 }
 

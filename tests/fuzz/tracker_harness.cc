@@ -208,7 +208,7 @@ void TrackerHarness::Audit(const absl::Status& status, const std::string& before
     if (tracker_.state() != core::JobState::kAborted) Fail("abort event, but the job runs on");
     std::set<RankId> told;
     for (const Delivery& d : out.deliveries) {
-      const auto* a = std::get_if<AbortNotice>(&d.notice);
+      const auto* a = std::get_if<AbortNotice>(d.notice.get());
       if (a != nullptr && a->generation == generation_ && !told.insert(d.rank).second) {
         Fail(absl::StrCat("abort delivered twice: ", DeliveryText(d)));
       }
@@ -238,13 +238,13 @@ void TrackerHarness::Audit(const absl::Status& status, const std::string& before
     releases_[Key{e.generation, *e.step, *e.chunk}].sequence = e.sequence;
   }
   for (const Delivery& d : out.deliveries) {
-    if (const auto* directive = std::get_if<SyncDirective>(&d.notice)) {
+    if (const auto* directive = std::get_if<SyncDirective>(d.notice.get())) {
       if (checker_ == nullptr || directive->generation != generation_) {
         Fail(absl::StrCat("directive outside a complete current generation: ", DeliveryText(d)));
       }
       releases_[Key{directive->generation, directive->step, directive->chunk}].delivered.insert(
           d.rank);
-    } else if (const auto* skipped = std::get_if<StepSkipped>(&d.notice)) {
+    } else if (const auto* skipped = std::get_if<StepSkipped>(d.notice.get())) {
       if (checker_ == nullptr || skipped->generation != generation_) {
         Fail(absl::StrCat("skip outside a complete current generation: ", DeliveryText(d)));
       }
@@ -396,7 +396,7 @@ absl::StatusOr<core::JoinResult> TrackerHarness::Join(const RankPlan& plan) {
       if (generation_ > 0 && !aborted_) {
         std::set<RankId> told;
         for (const Delivery& d : out.deliveries) {
-          const auto* a = std::get_if<AbortNotice>(&d.notice);
+          const auto* a = std::get_if<AbortNotice>(d.notice.get());
           if (a != nullptr && a->generation == generation_) told.insert(d.rank);
         }
         for (const auto& [rank, joined] : joined_) {
