@@ -32,32 +32,50 @@ std::string AgentDownQueue::NoticeKey(const std::string& job_id, const v1::Sessi
   return key;
 }
 
+void AgentDownQueue::IndexNotices(Message& m) {
+  for (; m.indexed < m.down.notices_size(); ++m.indexed) {
+    const v1::AgentNotice& n = m.down.notices(m.indexed);
+    absl::flat_hash_map<uint32_t, int>& last_of_job = m.last_notice[n.job_id()];
+    for (uint32_t rank : n.ranks()) last_of_job[rank] = m.indexed;
+  }
+}
+
 void AgentDownQueue::AddNotice(const std::string& job_id, absl::Span<const uint32_t> ranks,
                                const v1::SessionDown& notice, const std::string& key) {
   // Looked up once per message the ranks go into (a new one opens past kMaxItems).
   Message* looked_up = nullptr;
-  absl::flat_hash_map<uint32_t, int>* last_of_job = nullptr;
+  absl::flat_hash_map<uint32_t, int>* last_of_job = nullptr;  // once indexed, for this job
   int same = -1;  // index of the entry equal notices merge into, -1 if none
   for (size_t i = 0; i < ranks.size(); ++i) {
     const uint32_t rank = ranks[i];
     Message& m = Open(1);
     if (&m != looked_up) {
       looked_up = &m;
-      auto job = m.last_notice.find(job_id);
-      if (job == m.last_notice.end()) job = m.last_notice.try_emplace(job_id).first;
-      last_of_job = &job->second;
-      // Grown once for the ranks still to come (at most what the message has room for), not
-      // rehashed again and again as a release to a relay's thousands of ranks goes in.
-      last_of_job->reserve(last_of_job->size() + std::min<size_t>(ranks.size() - i, kMaxItems));
+      last_of_job = nullptr;
       auto found = m.notice_index.find(key);
       same = found == m.notice_index.end() ? -1 : found->second;
     }
-    auto last = last_of_job->try_emplace(rank, -1).first;  // -1: no notice of this rank yet
-    if (same >= 0 && last->second < same) {
-      m.down.mutable_notices(same)->add_ranks(rank);
-      Count(m, 8);
-      last->second = same;
-      continue;
+    if (same >= 0) {
+      // The newest entry has no later one: every rank may join it. An older one takes a rank
+      // that has no notice after it.
+      const bool newest = same + 1 == m.down.notices_size();
+      if (!newest || same < m.indexed) {
+        if (last_of_job == nullptr) {
+          IndexNotices(m);
+          last_of_job = &m.last_notice[job_id];
+        }
+        int& last = last_of_job->try_emplace(rank, -1).first->second;  // -1: none yet
+        if (last < same || newest) {
+          last = same;
+          m.down.mutable_notices(same)->add_ranks(rank);
+          Count(m, 8);
+          continue;
+        }
+      } else {
+        m.down.mutable_notices(same)->add_ranks(rank);
+        Count(m, 8);
+        continue;
+      }
     }
     const int index = m.down.notices_size();
     v1::AgentNotice* n = m.down.add_notices();
@@ -68,7 +86,6 @@ void AgentDownQueue::AddNotice(const std::string& job_id, absl::Span<const uint3
     m.items += 1;                 // the entry itself, besides its first rank
     m.notice_index[key] = index;  // later equal notices merge into the newest entry
     same = index;
-    last->second = index;
   }
 }
 

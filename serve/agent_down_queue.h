@@ -5,8 +5,11 @@
 // Messages are filled in order; the last one is open. A notice whose content (job and SessionDown)
 // equals a notice already in the open message gets the rank appended there instead of a new entry,
 // unless that rank already has a later notice in the open message (each rank's notices keep the
-// order they were produced in). A message holds about kMaxItems entries (acks, rejected statuses,
-// notices, ranks of notices, closures); beyond that a new message opens.
+// order they were produced in; a rank given the newest entry's notice again is listed in it again,
+// which delivers it twice, as a second entry would). Which ranks have which notices is indexed only
+// when a notice merges into an entry older than the newest: a release's thousands of ranks go into
+// its new entry without a lookup each. A message holds about kMaxItems entries (acks, rejected
+// statuses, notices, ranks of notices, closures); beyond that a new message opens.
 //
 // Lazy acks (AgentUp.lazy_ack): an applied lazy batch is answered by AgentDown.acked_through as
 // lazy_acks.h says (FlushLazyAcks opens a message of its own for an answer held).
@@ -77,9 +80,13 @@ class AgentDownQueue {
     size_t bytes = 0;  // this message's share of bytes_
     // Notice content (job, serialized SessionDown) -> index in down.notices.
     absl::flat_hash_map<std::string, int> notice_index;
-    // job -> rank -> index of its last notice in down.notices.
+    // job -> rank -> index of its last notice among down.notices [0, indexed) (IndexNotices).
     absl::flat_hash_map<std::string, absl::flat_hash_map<uint32_t, int>> last_notice;
+    int indexed = 0;
   };
+
+  // Brings m.last_notice up to every entry of m.down.notices.
+  static void IndexNotices(Message& m);
 
   // The open message, with room for `items` more (a new one opens if needed).
   Message& Open(size_t items);

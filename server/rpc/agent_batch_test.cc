@@ -2,6 +2,12 @@
 // ranks without reordering any rank's notices.
 #include "server/rpc/agent_batch.h"
 
+#include <map>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "serve/agent_down_queue.h"
@@ -148,6 +154,55 @@ TEST(AgentDownQueueTest, ManyRanksAtOnceKeepEachRanksOrder) {
   EXPECT_THAT(down.notices(1).ranks(), ElementsAre(1));
   EXPECT_THAT(down.notices(2).ranks(), ElementsAre(1, 3));
   EXPECT_EQ(down.notices(2).notice().directive().chunk(), 0u);
+}
+
+TEST(AgentDownQueueTest, RanksJoinedWithoutALookupAreIndexedForALaterMergeIntoAnOlderEntry) {
+  serve::AgentDownQueue q;
+  const v1::SessionDown a = Directive(1, 0);
+  const v1::SessionDown b = Directive(1, 1);
+  q.AddNotice("job", 0, a);
+  q.AddNotice("job", 0, b);
+  // Rank 1 joins the older entry of `a`; rank 0, which has `b` after it, opens a new one, which
+  // rank 2 then joins as its newest.
+  const std::vector<core::RankId> ranks = {1, 0, 2};
+  q.AddNotice("job", ranks, a, serve::AgentDownQueue::NoticeKey("job", a));
+  q.AddNotice("job", 1, b);  // rank 1's last notice is `a` in entry 0: joins entry 1
+  q.AddNotice("job", 2, b);  // rank 2 has `a` in entry 2, after entry 1: a new entry
+  const v1::AgentDown down = q.Take();
+  ASSERT_EQ(down.notices_size(), 4);
+  EXPECT_THAT(down.notices(0).ranks(), ElementsAre(0, 1));
+  EXPECT_THAT(down.notices(1).ranks(), ElementsAre(0, 1));
+  EXPECT_THAT(down.notices(2).ranks(), ElementsAre(0, 2));
+  EXPECT_THAT(down.notices(3).ranks(), ElementsAre(2));
+  EXPECT_EQ(down.notices(3).notice().directive().chunk(), 1u);
+}
+
+// Random notices to random ranks of two jobs, one or several ranks at a time: reading the
+// messages' entries in order gives every (job, rank) exactly the notices it was given, in order.
+TEST(AgentDownQueueTest, EveryRankGetsItsNoticesInOrderWhateverTheMerges) {
+  std::mt19937 random(7);
+  for (int round = 0; round < 200; ++round) {
+    serve::AgentDownQueue q;
+    std::map<std::pair<std::string, uint32_t>, std::vector<std::string>> given;
+    for (int call = 0; call < 40; ++call) {
+      const std::string job = random() % 4 == 0 ? "other" : "job";
+      const v1::SessionDown notice = Directive(1, random() % 3);
+      std::vector<core::RankId> ranks;
+      for (int n = 1 + static_cast<int>(random() % 4); n > 0; --n) ranks.push_back(random() % 6);
+      q.AddNotice(job, ranks, notice, serve::AgentDownQueue::NoticeKey(job, notice));
+      for (core::RankId r : ranks) given[{job, r}].push_back(notice.SerializeAsString());
+    }
+    std::map<std::pair<std::string, uint32_t>, std::vector<std::string>> received;
+    while (!q.empty()) {
+      const v1::AgentDown down = q.Take();
+      for (const v1::AgentNotice& n : down.notices()) {
+        for (uint32_t r : n.ranks()) {
+          received[{n.job_id(), r}].push_back(n.notice().SerializeAsString());
+        }
+      }
+    }
+    ASSERT_EQ(received, given) << "round " << round;
+  }
 }
 
 }  // namespace
