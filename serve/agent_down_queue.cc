@@ -57,21 +57,19 @@ void AgentDownQueue::AddNotice(const std::string& job_id, absl::Span<const uint3
     }
     if (same >= 0) {
       // The newest entry has no later one: every rank may join it. An older one takes a rank
-      // that has no notice after it.
+      // that has no notice after it. The index, once built, stays up to date with both.
       const bool newest = same + 1 == m.down.notices_size();
+      bool joins = true;
       if (!newest || same < m.indexed) {
         if (last_of_job == nullptr) {
           IndexNotices(m);
           last_of_job = &m.last_notice[job_id];
         }
         int& last = last_of_job->try_emplace(rank, -1).first->second;  // -1: none yet
-        if (last < same || newest) {
-          last = same;
-          m.down.mutable_notices(same)->add_ranks(rank);
-          Count(m, 8);
-          continue;
-        }
-      } else {
+        joins = newest || last < same;
+        if (joins) last = same;
+      }
+      if (joins) {
         m.down.mutable_notices(same)->add_ranks(rank);
         Count(m, 8);
         continue;

@@ -265,9 +265,7 @@ const char* ViolationKind(const Event& event);
 
 // The output of one input to the core: notices to send and events to record.
 struct Decisions {
-  // Appends a delivery of `notice` (one of Notice's alternatives) to `rank`, built in place: GCC's
-  // -Wmaybe-uninitialized misreads a moved temporary variant as reading its inactive
-  // alternatives.
+  // Appends a delivery of `notice` (one of Notice's alternatives) to `rank`, a notice of its own.
   template <typename NoticeT>
   void Deliver(RankId rank, NoticeT notice) {
     deliveries.emplace_back(rank, Share(std::move(notice)));
@@ -276,6 +274,8 @@ struct Decisions {
   void Deliver(RankId rank, const std::shared_ptr<const Notice>& notice) {
     deliveries.emplace_back(rank, notice);
   }
+  // `notice` as one object for several deliveries, built in place (GCC's -Wmaybe-uninitialized
+  // misreads a moved temporary variant as reading its inactive alternatives).
   template <typename NoticeT>
   static std::shared_ptr<const Notice> Share(NoticeT notice) {
     return std::make_shared<const Notice>(std::in_place_type<NoticeT>, std::move(notice));

@@ -150,7 +150,7 @@ observe::JobObserver& Job::CaughtUpObserver() const {
   return observer;
 }
 
-void Job::QueueNotices(std::vector<core::Delivery>& deliveries, Effects* effects) {
+void Job::QueueNotices(const std::vector<core::Delivery>& deliveries, Effects* effects) {
   // A run of deliveries of the same notice (a release's directive to every member: one object,
   // so one pointer compare a rank) shares one copy stamped with the epoch, addressed to the
   // transports of the members' sinks with their ranks (Effects::AddNotice). Equal notices made

@@ -92,7 +92,7 @@ class Job {
   observe::JobObserver& CaughtUpObserver() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(observer_mu);
   // Routes `deliveries` (moved from) to the attached sessions, stamping directives with the
   // ownership epoch. A rank without a session gets its pending notices when it attaches.
-  void QueueNotices(std::vector<core::Delivery>& deliveries, Effects* effects)
+  void QueueNotices(const std::vector<core::Delivery>& deliveries, Effects* effects)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // A refused message: the `rejected` counter and a kRejected event.
   void RecordRejection(const absl::Status& status, absl::Time now, Effects* effects)
