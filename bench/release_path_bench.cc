@@ -344,6 +344,7 @@ void BM_StepArrivals(benchmark::State& state) {
       batch.push_back(m);
     }
   }
+  const size_t checkin_batches = batches.size();  // the SyncDones' come after them
   for (size_t first = 0; first < sync_dones.size(); first += per_batch) {
     std::vector<RankMessage>& batch = batches.emplace_back();
     for (size_t i = first; i < std::min(sync_dones.size(), first + per_batch); ++i) {
@@ -355,7 +356,6 @@ void BM_StepArrivals(benchmark::State& state) {
       batch.push_back(m);
     }
   }
-  const size_t checkin_batches = (checkins.size() + per_batch - 1) / per_batch;
   core::Step step = 0;
   const absl::Duration held_before = job.lock_held();
   absl::Duration held_by_checkins;  // the check-in batches' share: what a step's releases wait for
