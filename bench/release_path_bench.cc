@@ -104,9 +104,12 @@ class CountingSink final : public server::SessionSink {
 };
 
 // The coordinator's defaults, with room for a session per rank.
-server::CoordinatorOptions OptionsFor(uint32_t ranks) {
+// `apply_threads`: helpers that apply a batch's check-ins chunk by chunk (0: group by group, on
+// the applying thread).
+server::CoordinatorOptions OptionsFor(uint32_t ranks, int apply_threads) {
   server::CoordinatorOptions options;
   options.max_sessions = std::max<size_t>(options.max_sessions, ranks);
+  options.apply_threads = apply_threads;
   return options;
 }
 
@@ -116,8 +119,8 @@ class Job {
   // `ranks_per_stream` ranks share a transport; `queues`: the transports do an AgentSession's
   // work (StreamTransport).
   Job(uint32_t ranks, uint32_t chunks, uint32_t ranks_per_stream = kRanksPerNode,
-      bool queues = false)
-      : ranks_(ranks), chunks_(chunks), coordinator_(OptionsFor(ranks), &clock_) {
+      bool queues = false, int apply_threads = 0)
+      : ranks_(ranks), chunks_(chunks), coordinator_(OptionsFor(ranks, apply_threads), &clock_) {
     metrics_ = *server::CoordinatorMetrics::Create(&coordinator_, &registry_);
     core::GroupDecl dp{"dp", {}};
     for (uint32_t r = 0; r < ranks; ++r) dp.ranks.push_back(r);
@@ -299,9 +302,12 @@ BENCHMARK(BM_StepChunkByChunk)
 // optimizer) of the step in one shuffled order, B messages of one item to a batch, then every
 // (rank, chunk)'s SyncDone (with its group's checksum) in another shuffled order, B to a batch.
 // Where BM_Step walks the job's state chunk by chunk and rank by rank, these batches touch it all
-// over, as relays' batches do.
+// over, as relays' batches do. BM_StepArrivals/N/C/B/U/T: U ranks' check-ins of one item arrive
+// together (below); T helper threads apply a batch's check-ins chunk by chunk
+// (CoordinatorOptions::apply_threads; 0: group by group on the applying thread).
 void BM_StepArrivals(benchmark::State& state) {
-  Job job(static_cast<uint32_t>(state.range(0)), static_cast<uint32_t>(state.range(1)));
+  Job job(static_cast<uint32_t>(state.range(0)), static_cast<uint32_t>(state.range(1)),
+          kRanksPerNode, /*queues=*/false, static_cast<int>(state.range(4)));
   const size_t per_batch = static_cast<size_t>(state.range(2));
   struct Arrival {
     uint32_t rank;
@@ -380,14 +386,21 @@ void BM_StepArrivals(benchmark::State& state) {
                          static_cast<double>(std::max<core::Step>(step, 1) * checkins.size()));
 }
 BENCHMARK(BM_StepArrivals)
-    ->Args({16384, 8, 8, 1})
-    ->Args({16384, 8, 128, 1})
-    ->Args({16384, 8, 2048, 1})
-    ->Args({131072, 8, 128, 1})
-    ->Args({16384, 8, 8, 8})
-    ->Args({16384, 8, 128, 8})
-    ->Args({16384, 8, 2048, 8})
-    ->Args({16384, 8, 2048, 1024})
+    ->Args({16384, 8, 8, 1, 0})
+    ->Args({16384, 8, 128, 1, 0})
+    ->Args({16384, 8, 2048, 1, 0})
+    ->Args({131072, 8, 128, 1, 0})
+    ->Args({16384, 8, 8, 8, 0})
+    ->Args({16384, 8, 128, 8, 0})
+    ->Args({16384, 8, 2048, 8, 0})
+    ->Args({16384, 8, 2048, 1024, 0})
+    ->Args({16384, 8, 512, 1, 1})
+    ->Args({16384, 8, 2048, 1, 1})
+    ->Args({16384, 8, 2048, 1, 3})
+    ->Args({16384, 8, 8192, 1, 1})
+    ->Args({16384, 8, 8192, 1, 3})
+    ->Args({16384, 8, 512, 1, 0})
+    ->Args({16384, 8, 8192, 1, 0})
     ->Unit(benchmark::kMillisecond);
 
 // BM_Step/N/C/8 with the node batches applied by T threads at once (batch i by thread i mod T),

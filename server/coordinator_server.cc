@@ -115,6 +115,12 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
         absl::StrCat("delivery_threads: ", options.coordinator.delivery_threads,
                      " is out of range [0, ", kMaxDeliveryThreads, "]"));
   }
+  if (options.coordinator.apply_threads < 0 ||
+      options.coordinator.apply_threads > kMaxDeliveryThreads) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("apply_threads: ", options.coordinator.apply_threads, " is out of range [0, ",
+                     kMaxDeliveryThreads, "]"));
+  }
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
   serve::Clock* clock = options.clock != nullptr ? options.clock : &s->real_clock_;
   if (!options.etcd.empty() || options.etcd_client != nullptr) {

@@ -70,6 +70,10 @@ ABSL_FLAG(int, delivery_threads, -1,
           "threads, besides the one delivering, that start the writes of a release to many "
           "streams (16 or more per thread), so that they run on several cores; 0: one thread; "
           "-1: one fewer than the CPUs the pools are sized for (--cpus), at most 3");
+ABSL_FLAG(int, apply_threads, -1,
+          "threads, besides the one applying a node's or relay's batch, that apply a large run of "
+          "its check-ins (256 or more) chunk by chunk at once; 0: one thread; -1: one fewer than "
+          "the CPUs the pools are sized for (--cpus), at most 3");
 ABSL_FLAG(uint32_t, node_size, 8,
           "the status views (GetJobOverview, dashboard, psyncctl, per-node metrics) group ranks "
           "by the node each named when it joined; ranks that named none, in blocks of this many "
@@ -175,8 +179,8 @@ int main(int argc, char** argv) {
        {"inspect_interval", "rank_lease", "lost_rank_abort_after", "stall_multiplier",
         "stall_floor", "stall_ceiling", "stall_initial"}},
       {"Streams and delivery",
-       {"delivery_threads", "lazy_ack_delay", "stream_queue_bytes", "stream_overflow_deadline",
-        "watch_queue_bytes"}},
+       {"delivery_threads", "apply_threads", "lazy_ack_delay", "stream_queue_bytes",
+        "stream_overflow_deadline", "watch_queue_bytes"}},
       {"Replicas (etcd)",
        {"etcd", "advertise", "etcd_lease_ttl", "etcd_lease_margin", "etcd_poll_interval",
         "etcd_audit_interval"}},
@@ -232,6 +236,10 @@ int main(int argc, char** argv) {
   options.metrics_node_series = absl::GetFlag(FLAGS_metrics_node_series);
   if (options.coordinator.delivery_threads < 0) {
     options.coordinator.delivery_threads = std::min(3, cpu_budget.cpus - 1);
+  }
+  options.coordinator.apply_threads = absl::GetFlag(FLAGS_apply_threads);
+  if (options.coordinator.apply_threads < 0) {
+    options.coordinator.apply_threads = std::min(3, cpu_budget.cpus - 1);
   }
   options.coordinator.max_jobs = absl::GetFlag(FLAGS_max_jobs);
   options.coordinator.job_idle_ttl = absl::GetFlag(FLAGS_job_idle_ttl);

@@ -27,6 +27,7 @@
 #define PSYNC_SERVER_CORE_JOB_TRACKER_H_
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -142,6 +143,25 @@ class JobTracker {
   // `statuses` has ranks.size() entries.
   void StageMerged(uint64_t generation, const StagedItem& item, absl::Span<const RankId> ranks,
                    absl::Time now, Decisions* out, absl::Span<absl::Status> statuses);
+  // StageMerged in two parts, so that an owner can apply several chunks' groups on several
+  // threads at once. OpenInSlots, with nothing else running, creates the (item.step, item.chunk)
+  // state that StageMerged would create for the group's first rank in the common case, and
+  // returns whether any rank of `ranks` is in it. StageInSlots then records every rank in the
+  // common case exactly as StageMerged does (statuses[i] OK, the group's records when
+  // out->merge_rank_events), appends the index of every other rank to *others (untouched in
+  // `statuses`; the caller hands them to StageMerged, in order) and decides no release
+  // (ReleaseIfReady does, once the chunk's groups are in). Calls of StageInSlots for different
+  // chunks may run at once on different threads, and nothing else may run meanwhile: they read
+  // the job's state and write only the chunk's marks and `out`.
+  bool OpenInSlots(uint64_t generation, const StagedItem& item, absl::Span<const RankId> ranks);
+  void StageInSlots(uint64_t generation, const StagedItem& item, absl::Span<const RankId> ranks,
+                    absl::Time now, Decisions* out, absl::Span<absl::Status> statuses,
+                    std::vector<uint32_t>* others);
+  // Releases (step, chunk) if the release rule says so now (after StageInSlots); nothing when it
+  // is released already or still waits.
+  void ReleaseIfReady(Step step, ChunkId chunk, absl::Time now, Decisions* out) {
+    MaybeRelease(step, chunk, now, out);
+  }
   absl::Status Skip(RankId rank, uint64_t generation, Step step, absl::string_view reason,
                     absl::Time now, Decisions* out);
   absl::Status SyncDone(RankId rank, uint64_t generation, absl::Span<const SyncDoneItem> items,
@@ -242,6 +262,27 @@ class JobTracker {
   // Releases (step, chunk) when the release rule (release_rule.h) says so; aborts the generation
   // if the rule finds its invariant broken.
   void MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decisions* out);
+  // Where a group of check-ins of `item` may be recorded in the chunk's slots (StageMerged's
+  // common case): the chunk's slots and the item's optimizer among them, when the generation is
+  // current, the plan complete, the chunk in range, the optimizer declared and the step neither
+  // skipped nor voted to skip; nullopt otherwise.
+  struct InSlots {
+    const ChunkSlots* slots;
+    uint32_t optimizer;
+  };
+  std::optional<InSlots> InSlotsFor(uint64_t generation, const StagedItem& item) const;
+  // The chunk-step's slot of `rank`'s check-in when it is in the common case: the rank at
+  // item.step, a contributor of the item, not staged yet, in a chunk-step started with the slots
+  // (cs may be nullptr: not started).
+  std::optional<uint32_t> FreshSlot(const InSlots& where, const ChunkStep* cs, Step step,
+                                    RankId rank) const;
+  // Records `rank`'s fresh check-in of `item` in `slot` of `cs` (FreshSlot), joining the group's
+  // record *record (SIZE_MAX: none yet; `rest` ranks of the group follow) when
+  // out->merge_rank_events.
+  void RecordInSlot(ChunkStep& cs, uint32_t slot, const StagedItem& item, RankId rank, size_t rest,
+                    absl::Time now, size_t* record, Decisions* out);
+  // The chunk-step of (step, chunk) if it exists (no creation).
+  ChunkStep* FindChunkStep(Step step, ChunkId chunk);
   void MaybeSkip(Step step, absl::Time now, Decisions* out);
   void MaybeAdvance(RankId rank, absl::Time now, Decisions* out);
   // The chunks whose sync `rank` takes part in. Before the plan is complete (SyncDones and resumes

@@ -1,26 +1,81 @@
-// JobTracker::StageMerged: one check-in of several ranks (job_tracker.h). The common case is
+// JobTracker::StageMerged: one check-in of several ranks (job_tracker.h), and its two parts for
+// an owner applying several chunks at once (OpenInSlots, StageInSlots). The common case is
 // decided here without building a message or looking anything up twice; every other rank goes
 // through Stage (job_tracker_stage.cc), which names its error exactly as for a rank on its own.
-// Part of JobTracker; thread-compatible.
+// Part of JobTracker; thread-compatible, except that StageInSlots calls for different chunks may
+// run at once (job_tracker.h).
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "server/core/job_tracker.h"
 
 namespace psync::core {
 
+std::optional<JobTracker::InSlots> JobTracker::InSlotsFor(uint64_t generation,
+                                                          const StagedItem& item) const {
+  // What holds for the whole group: the chunk's slots once the plan is complete, and whether the
+  // step may be skipped (Stage never adds a skip vote, so this holds through a group).
+  if (!plan_.complete() || item.chunk >= plan_.num_chunks() || generation != generation_ ||
+      state_ == JobState::kAborted || MaySkip(item.step)) {
+    return std::nullopt;
+  }
+  const ChunkSlots* slots = &plan_.chunk(item.chunk).slots;
+  // The item's optimizer among the chunk's, found once for the group (none: Stage says why).
+  const std::optional<uint32_t> optimizer = slots->OptimizerIndex(item.optimizer);
+  if (!optimizer.has_value()) return std::nullopt;
+  return InSlots{slots, *optimizer};
+}
+
+std::optional<uint32_t> JobTracker::FreshSlot(const InSlots& where, const ChunkStep* cs, Step step,
+                                              RankId rank) const {
+  if (KnownStep(rank) != step) return std::nullopt;
+  const std::optional<uint32_t> slot = where.slots->ContributorSlotAt(rank, where.optimizer);
+  // A chunk-step started while the plan formed keeps its marks by key: Stage inserts there.
+  if (slot.has_value() && cs != nullptr &&
+      (cs->staged.slots() != where.slots || cs->staged.PresentAtSlot(*slot))) {
+    return std::nullopt;  // a duplicate, or a conflicting one: Stage says which
+  }
+  return slot;
+}
+
+ChunkStep* JobTracker::FindChunkStep(Step step, ChunkId chunk) {
+  auto st = steps_.find(step);
+  if (st == steps_.end()) return nullptr;
+  auto it = st->second.chunks.find(chunk);
+  return it == st->second.chunks.end() ? nullptr : &it->second;
+}
+
+void JobTracker::RecordInSlot(ChunkStep& cs, uint32_t slot, const StagedItem& item, RankId rank,
+                              size_t rest, absl::Time now, size_t* record, Decisions* out) {
+  cs.staged.InsertAtSlot(slot, StagedMark(item.checksum, now));
+  if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
+  cs.last_checkin = now;
+  cs.last.rank = rank;
+  if (cs.last.optimizer != item.optimizer) cs.last.optimizer = item.optimizer;
+  if (out->merge_rank_events && *record != SIZE_MAX && *record + 1 == out->events.size()) {
+    Event& e = out->events[*record];
+    if (e.rank.has_value()) {
+      e.ranks.reserve(rest + 2);  // the rest of the group joins it, most often
+      e.ranks.push_back(*e.rank);
+      e.rank.reset();
+    }
+    e.ranks.push_back(rank);
+    return;
+  }
+  AppendRankEvent(EventKind::kCheckin, now, item.step, item.chunk, rank, item.optimizer,
+                  /*sequence=*/0, out);
+  // The record this check-in made or joined, when it is the last event.
+  *record = out->merge_rank_events && out->merge_run.last + 1 == out->events.size()
+                ? out->merge_run.last
+                : SIZE_MAX;
+}
+
 void JobTracker::StageMerged(uint64_t generation, const StagedItem& item,
                              absl::Span<const RankId> ranks, absl::Time now, Decisions* out,
                              absl::Span<absl::Status> statuses) {
-  // What holds for the whole group: the chunk's slots once the plan is complete, and whether the
-  // step may be skipped (Stage never adds a skip vote, so this holds through the loop).
-  const ChunkSlots* slots = plan_.complete() && item.chunk < plan_.num_chunks()
-                                ? &plan_.chunk(item.chunk).slots
-                                : nullptr;
-  const bool step_open = slots != nullptr && !MaySkip(item.step);
-  // The item's optimizer among the chunk's, found once for the group (none: Stage says why).
-  const std::optional<uint32_t> optimizer =
-      slots != nullptr ? slots->OptimizerIndex(item.optimizer) : std::nullopt;
+  // Read again after a Stage call, which may abort the generation.
+  std::optional<InSlots> where = InSlotsFor(generation, item);
   ChunkStep* cs = nullptr;   // (item.step, item.chunk) once looked up; reset after a Stage call
   bool looked_up = false;    // cs is what the lookup found (nullptr: not created yet)
   bool staged_any = false;   // a rank was inserted here, so the release is decided below
@@ -28,59 +83,60 @@ void JobTracker::StageMerged(uint64_t generation, const StagedItem& item,
   const StagedItem* const one = &item;
   for (size_t i = 0; i < ranks.size(); ++i) {
     const RankId rank = ranks[i];
-    std::optional<uint32_t> slot;
-    if (step_open && optimizer.has_value() && generation == generation_ &&
-        state_ != JobState::kAborted) {
-      if (KnownStep(rank) == item.step) {
-        slot = slots->ContributorSlotAt(rank, *optimizer);
-      }
-    }
-    if (slot.has_value() && !looked_up) {
+    if (where.has_value() && !looked_up) {
       looked_up = true;
-      auto st = steps_.find(item.step);
-      if (st != steps_.end()) {
-        auto it = st->second.chunks.find(item.chunk);
-        if (it != st->second.chunks.end()) cs = &it->second;
-      }
+      cs = FindChunkStep(item.step, item.chunk);
     }
-    // A chunk-step started while the plan formed keeps its marks by key: Stage inserts there.
-    if (slot.has_value() && cs != nullptr &&
-        (cs->staged.slots() != slots || cs->staged.PresentAtSlot(*slot))) {
-      slot.reset();  // a duplicate, or a conflicting one: Stage says which
-    }
+    const std::optional<uint32_t> slot =
+        where.has_value() ? FreshSlot(*where, cs, item.step, rank) : std::nullopt;
     if (!slot.has_value()) {
       statuses[i] = Stage(rank, generation, absl::MakeConstSpan(one, 1), now, out);
+      where = InSlotsFor(generation, item);
       cs = nullptr;
       looked_up = false;
       record = SIZE_MAX;
       continue;
     }
     if (cs == nullptr) cs = &ChunkStepFor(item.step, item.chunk);
-    cs->staged.InsertAtSlot(*slot, StagedMark(item.checksum, now));
-    if (cs->first_checkin == absl::InfinitePast()) cs->first_checkin = now;
-    cs->last_checkin = now;
-    cs->last.rank = rank;
-    if (cs->last.optimizer != item.optimizer) cs->last.optimizer = item.optimizer;
-    if (out->merge_rank_events && record != SIZE_MAX && record + 1 == out->events.size()) {
-      Event& e = out->events[record];
-      if (e.rank.has_value()) {
-        e.ranks.reserve(ranks.size() - i + 1);  // the rest of the group joins it, most often
-        e.ranks.push_back(*e.rank);
-        e.rank.reset();
-      }
-      e.ranks.push_back(rank);
-    } else {
-      AppendRankEvent(EventKind::kCheckin, now, item.step, item.chunk, rank, item.optimizer,
-                      /*sequence=*/0, out);
-      // The record this check-in made or joined, when it is the last event.
-      if (out->merge_rank_events && out->merge_run.last + 1 == out->events.size()) {
-        record = out->merge_run.last;
-      }
-    }
+    RecordInSlot(*cs, *slot, item, rank, ranks.size() - i - 1, now, &record, out);
     statuses[i] = absl::OkStatus();
     staged_any = true;
   }
   if (staged_any) MaybeRelease(item.step, item.chunk, now, out);
+}
+
+bool JobTracker::OpenInSlots(uint64_t generation, const StagedItem& item,
+                             absl::Span<const RankId> ranks) {
+  const std::optional<InSlots> where = InSlotsFor(generation, item);
+  if (!where.has_value()) return false;
+  const ChunkStep* cs = FindChunkStep(item.step, item.chunk);
+  for (const RankId rank : ranks) {
+    if (FreshSlot(*where, cs, item.step, rank).has_value()) {
+      if (cs == nullptr) ChunkStepFor(item.step, item.chunk);
+      return true;
+    }
+  }
+  return false;
+}
+
+void JobTracker::StageInSlots(uint64_t generation, const StagedItem& item,
+                              absl::Span<const RankId> ranks, absl::Time now, Decisions* out,
+                              absl::Span<absl::Status> statuses, std::vector<uint32_t>* others) {
+  const std::optional<InSlots> where = InSlotsFor(generation, item);
+  // Nothing is created here: without OpenInSlots first, every rank is left to StageMerged.
+  ChunkStep* cs = where.has_value() ? FindChunkStep(item.step, item.chunk) : nullptr;
+  size_t record = SIZE_MAX;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const std::optional<uint32_t> slot =
+        cs != nullptr ? FreshSlot(*where, cs, item.step, ranks[i]) : std::nullopt;
+    if (!slot.has_value()) {
+      others->push_back(static_cast<uint32_t>(i));
+      record = SIZE_MAX;  // the group's later ranks are recorded after this one's answer
+      continue;
+    }
+    RecordInSlot(*cs, *slot, item, ranks[i], ranks.size() - i - 1, now, &record, out);
+    statuses[i] = absl::OkStatus();
+  }
 }
 
 }  // namespace psync::core

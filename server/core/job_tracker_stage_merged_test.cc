@@ -2,7 +2,8 @@
 // one tracker as a group and to another rank by rank with Stage, must give the same statuses,
 // notices, events (as a multiset: the group's release comes after the group) and state. Hand-made
 // cases for each way a rank leaves the common case, then seeded random runs of check-ins,
-// SyncDones and skip votes.
+// SyncDones and skip votes. Then StageInSlots, StageMerged's part that an owner runs for several
+// chunks at once: what it records, what it leaves, and that it creates and releases nothing.
 #include <algorithm>
 #include <optional>
 #include <random>
@@ -250,6 +251,71 @@ TEST(StageMergedTest, RandomRunsMatchStageRankByRank) {
   printf("accepted check-ins: %d, releases by a group: %zu\n", accepted, releases);
   EXPECT_GT(accepted, 1000);
   EXPECT_GT(releases, 30u);
+}
+
+}  // namespace
+}  // namespace psync::core::testing
+
+namespace psync::core::testing {
+namespace {
+
+// StageInSlots records only the common case, creates nothing and releases nothing: every other
+// rank is left, by its index, to StageMerged, and ReleaseIfReady releases once.
+TEST(StageInSlotsTest, RecordsTheCommonCaseOnlyAndLeavesTheReleaseToReleaseIfReady) {
+  JobTracker tracker("job", TrackerOptions());
+  Decisions joins;
+  for (const RankPlan& plan : Plans()) ASSERT_TRUE(tracker.Join(plan, kStart, &joins).ok());
+  const uint64_t g = tracker.generation();
+  // Rank 5 does not stage chunk 1; rank 2 comes twice.
+  const std::vector<RankId> ranks = {0, 5, 1, 2, 2};
+  std::vector<absl::Status> statuses(ranks.size(), absl::UnknownError("untouched"));
+  std::vector<uint32_t> others;
+  Decisions out;
+  out.merge_rank_events = true;
+  // A step no chunk-step exists for (no rank reached it): nothing is recorded, nothing created.
+  const uint32_t steps_held = tracker.Snapshot(kStart).steps_held;
+  tracker.StageInSlots(g, Item(1, 1, "dense"), ranks, kStart, &out, absl::MakeSpan(statuses),
+                       &others);
+  EXPECT_THAT(others, ::testing::ElementsAre(0, 1, 2, 3, 4));
+  EXPECT_TRUE(out.events.empty());
+  EXPECT_FALSE(tracker.OpenInSlots(g, Item(1, 1, "dense"), ranks));      // step 1 not reached
+  EXPECT_FALSE(tracker.OpenInSlots(g, Item(0, 1, "dense"), {5}));        // not a contributor
+  EXPECT_FALSE(tracker.OpenInSlots(g + 1, Item(0, 1, "dense"), ranks));  // not the generation
+  EXPECT_EQ(tracker.Snapshot(kStart).steps_held, steps_held);
+  ASSERT_TRUE(tracker.OpenInSlots(g, Item(0, 1, "dense"), ranks));
+  others.clear();
+  tracker.StageInSlots(g, Item(0, 1, "dense"), ranks, kStart, &out, absl::MakeSpan(statuses),
+                       &others);
+  EXPECT_THAT(others, ::testing::ElementsAre(1, 4));  // rank 5, and rank 2 again
+  EXPECT_EQ(statuses[0], absl::OkStatus());
+  EXPECT_EQ(statuses[1], absl::UnknownError("untouched"));
+  EXPECT_EQ(statuses[2], absl::OkStatus());
+  EXPECT_EQ(statuses[3], absl::OkStatus());
+  EXPECT_EQ(statuses[4], absl::UnknownError("untouched"));
+  // One record of the ranks recorded (rank 2's found again past the rank left out).
+  ASSERT_EQ(out.events.size(), 1u);
+  EXPECT_THAT(out.events[0].ranks, ::testing::ElementsAre(0, 1, 2));
+
+  // The rest of chunk 1's contributors: rank 3's dense and rank 4's expert. No release yet.
+  others.clear();
+  const std::vector<RankId> three = {3};
+  const std::vector<RankId> four = {4};
+  std::vector<absl::Status> one(1);
+  tracker.StageInSlots(g, Item(0, 1, "dense"), three, kStart, &out, absl::MakeSpan(one), &others);
+  ASSERT_TRUE(tracker.OpenInSlots(g, Item(0, 1, "expert"), four));
+  tracker.StageInSlots(g, Item(0, 1, "expert"), four, kStart, &out, absl::MakeSpan(one), &others);
+  EXPECT_TRUE(others.empty());
+  EXPECT_TRUE(out.deliveries.empty());
+  EXPECT_EQ(tracker.ChunkAt(0, 1, kStart)->state, "WAITING");
+
+  Decisions released;
+  tracker.ReleaseIfReady(0, 1, kStart, &released);
+  EXPECT_EQ(released.deliveries.size(), kWorld);
+  EXPECT_EQ(tracker.ChunkAt(0, 1, kStart)->state, "RELEASED");
+  Decisions again;
+  tracker.ReleaseIfReady(0, 1, kStart, &again);
+  EXPECT_TRUE(again.deliveries.empty());
+  EXPECT_TRUE(again.events.empty());
 }
 
 }  // namespace

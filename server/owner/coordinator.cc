@@ -19,7 +19,9 @@ Coordinator::Coordinator(CoordinatorOptions options, serve::Clock* clock)
     : options_(std::move(options)),
       clock_(clock),
       history_(options_.finished_jobs_kept),
-      delivery_(options_.event_log_capacity, options_.delivery_threads) {}
+      delivery_(options_.event_log_capacity, options_.delivery_threads),
+      apply_fan_out_(options_.apply_threads),
+      apply_by_chunk_{&apply_fan_out_, options_.apply_by_chunk_min_messages} {}
 
 absl::StatusOr<core::JoinResult> Coordinator::Join(const core::RankPlan& plan) {
   // With replicas, the job must be served here first (claiming it may wait for etcd, so outside

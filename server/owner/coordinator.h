@@ -49,6 +49,7 @@
 #include "server/observe/job_observer.h"
 #include "server/owner/batch_combiner.h"
 #include "server/owner/effects.h"
+#include "server/owner/fan_out.h"
 #include "server/owner/job.h"
 #include "server/owner/job_gate.h"
 #include "server/owner/job_history.h"
@@ -90,6 +91,11 @@ struct CoordinatorOptions {
   // names many streams (a release to every rank or node): each takes a share of the streams
   // (fan_out.h). 0: the delivering thread writes them all, one after the other.
   int delivery_threads = 3;
+  // Threads, besides the one applying a batch, that apply a large run of its check-ins chunk by
+  // chunk at once (Job::ApplyCheckinGroups): a run of at least `apply_by_chunk_min_messages`
+  // messages over several chunks. 0: every run on the applying thread, group by group.
+  int apply_threads = 3;
+  size_t apply_by_chunk_min_messages = 256;
   // Ranks that named no node (JoinRequest.node) are shown in blocks of this many consecutive
   // ranks, one node each (observe::LayOutNodes).
   uint32_t node_size = observe::kDefaultNodeSize;
@@ -337,6 +343,10 @@ class Coordinator {
   // The event log and the delivery order, over every job; its locks are taken after mu_ and a
   // job's.
   OrderedDelivery delivery_;
+  // The helper threads of large check-in runs (CoordinatorOptions::apply_threads), shared by every
+  // job; and how ApplyRound asks for them.
+  FanOut apply_fan_out_;
+  const Job::ApplyByChunk apply_by_chunk_;
 };
 
 }  // namespace psync::server

@@ -86,7 +86,6 @@ void Coordinator::ApplyRound(Job& job, absl::Span<BatchCombiner::Task* const> ta
   // A node's ranks' same check-in (or SyncDone) is one record: counted and observed once every
   // message of its batch is applied, since a later message may still join an earlier record.
   decisions.merge_rank_events = true;
-  std::vector<absl::Status> group_statuses;
   for (BatchCombiner::Task* queued : tasks) {
     BatchTask& task = static_cast<BatchTask&>(*queued);
     const absl::Span<const RankMessage> messages = task.messages;
@@ -111,16 +110,8 @@ void Coordinator::ApplyRound(Job& job, absl::Span<BatchCombiner::Task* const> ta
           }
           continue;
         }
-        const CheckinGroups& groups = *run.groups;
-        for (const CheckinGroups::Group& g : groups.groups()) {
-          group_statuses.assign(g.end - g.begin, absl::OkStatus());
-          job.ApplyMergedCheckin(task.generation, *g.item, groups.ranks(g), now, decisions, &out,
-                                 absl::MakeSpan(group_statuses));
-          const absl::Span<const uint32_t> indices = groups.messages(g);
-          for (size_t k = 0; k < indices.size(); ++k) {
-            statuses[run.begin + indices[k]] = std::move(group_statuses[k]);
-          }
-        }
+        job.ApplyCheckinGroups(task.generation, *run.groups, now, apply_by_chunk_, decisions, &out,
+                               absl::MakeSpan(statuses).subspan(run.begin, run.end - run.begin));
       }
       job.CountFrom(first_event, out);
     }

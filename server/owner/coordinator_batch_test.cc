@@ -1,10 +1,14 @@
 // Coordinator::ApplyBatch: a batch's answers and counts are those of its messages applied one by
 // one, in order, whatever it mixes (check-ins grouped by item between SyncDones and skips, ranks
-// repeating a check-in or a SyncDone, wrong steps, chunks and checksums). Two coordinators
-// are given the same random messages: one as batches, the other one message at a time.
+// repeating a check-in or a SyncDone, wrong steps, chunks and checksums), and whether its runs of
+// check-ins are applied group by group or chunk by chunk on several threads at once. Two
+// coordinators are given the same random messages: one as batches, the other one message at a
+// time.
+#include <algorithm>
 #include <deque>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -23,9 +27,19 @@ using ::psync::server::testing::DensePlan;
 constexpr uint32_t kRanks = 6;
 constexpr uint32_t kChunks = 3;
 
+// Every run of two or more check-ins over two or more chunks applied chunk by chunk on 2 helper
+// threads and the caller's.
+CoordinatorOptions ByChunk() {
+  CoordinatorOptions options;
+  options.apply_threads = 2;
+  options.apply_by_chunk_min_messages = 2;
+  return options;
+}
+
 class Twin {
  public:
-  Twin() : coordinator_(CoordinatorOptions(), &clock_) {
+  explicit Twin(CoordinatorOptions options = CoordinatorOptions())
+      : coordinator_(std::move(options), &clock_) {
     for (core::RankId r = 0; r < kRanks; ++r) {
       auto joined = coordinator_.Join(DensePlan("job", r, kRanks, kChunks));
       EXPECT_TRUE(joined.ok()) << joined.status();
@@ -113,15 +127,29 @@ class Messages {
   std::deque<std::vector<core::SyncDoneItem>> done_;
 };
 
-TEST(CoordinatorBatchTest, ABatchAnswersAsItsMessagesOneByOne) {
-  size_t grouped_runs = 0;
+// Runs of `batch` that ApplyCheckinGroups applies chunk by chunk with ByChunk().
+size_t RunsByChunk(absl::Span<const RankMessage> batch) {
+  size_t n = 0;
+  for (const BatchRun& run : SplitIntoRuns(batch)) {
+    if (!run.groups.has_value() || run.end - run.begin < 2) continue;
+    const auto& groups = run.groups->groups();
+    n += std::any_of(groups.begin(), groups.end(), [&](const CheckinGroups::Group& g) {
+      return g.item->chunk != groups[0].item->chunk;
+    });
+  }
+  return n;
+}
+
+void ExpectBatchesAnswerAsMessagesOneByOne(const CoordinatorOptions& options, size_t* grouped_runs,
+                                           size_t* runs_by_chunk) {
   for (uint32_t seed = 1; seed <= 20; ++seed) {
-    Twin batched;
+    Twin batched(options);
     Twin one_by_one;
     Messages messages(seed);
     for (int b = 0; b < 200; ++b) {
       const std::vector<RankMessage> batch = messages.NextBatch(batched);
-      for (const BatchRun& run : SplitIntoRuns(batch)) grouped_runs += run.groups.has_value();
+      for (const BatchRun& run : SplitIntoRuns(batch)) *grouped_runs += run.groups.has_value();
+      *runs_by_chunk += RunsByChunk(batch);
       const std::vector<absl::Status> together = batched.Apply(batch);
       ASSERT_EQ(together.size(), batch.size());
       for (size_t i = 0; i < batch.size(); ++i) {
@@ -142,7 +170,20 @@ TEST(CoordinatorBatchTest, ABatchAnswersAsItsMessagesOneByOne) {
     // The run is not vacuous: the job stepped along.
     EXPECT_GT(batched.counters().releases, 0u) << "seed " << seed;
   }
+}
+
+TEST(CoordinatorBatchTest, ABatchAnswersAsItsMessagesOneByOne) {
+  size_t grouped_runs = 0;
+  size_t runs_by_chunk = 0;
+  ExpectBatchesAnswerAsMessagesOneByOne(CoordinatorOptions(), &grouped_runs, &runs_by_chunk);
   EXPECT_GT(grouped_runs, 0u);
+}
+
+TEST(CoordinatorBatchTest, ABatchAnswersAsItsMessagesOneByOneWithItsChunksAppliedAtOnce) {
+  size_t grouped_runs = 0;
+  size_t runs_by_chunk = 0;
+  ExpectBatchesAnswerAsMessagesOneByOne(ByChunk(), &grouped_runs, &runs_by_chunk);
+  EXPECT_GT(runs_by_chunk, 500u);  // most of them mix ranks that need more than a slot
 }
 
 }  // namespace

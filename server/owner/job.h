@@ -33,7 +33,9 @@
 #include "server/observe/job_observer.h"
 #include "server/owner/attached_sessions.h"
 #include "server/owner/batch_combiner.h"
+#include "server/owner/checkin_groups.h"
 #include "server/owner/effects.h"
+#include "server/owner/fan_out.h"
 #include "server/owner/job_view.h"
 #include "server/owner/rank_message.h"
 #include "server/owner/session_sink.h"
@@ -74,6 +76,23 @@ class Job {
                           absl::Span<const core::RankId> ranks, absl::Time now,
                           core::Decisions& decisions, Effects* effects,
                           absl::Span<absl::Status> statuses) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // How a large run of a batch's check-ins is applied (ApplyCheckinGroups).
+  struct ApplyByChunk {
+    FanOut* fan_out = nullptr;  // null, or no helpers: group by group on the caller's thread
+    size_t min_messages = 256;  // fewer messages in a run: group by group
+  };
+  // ApplyMergedCheckin for every group of a run of one-item check-ins (checkin_groups.h);
+  // statuses[i] answers message i of the run. A run of at least by_chunk.min_messages messages
+  // over several chunks is applied chunk by chunk on by_chunk.fan_out's threads at once
+  // (core::JobTracker::StageInSlots), then, on the caller's thread, the ranks that need more than
+  // their slot and each touched chunk's release. The answers, state and counts are those of the
+  // groups applied one after the other (different chunks' check-ins touch disjoint state until
+  // the release, which waits for all of them either way); only the order of the events differs:
+  // the chunks' records in chunk order, then the others' answers, then the releases.
+  void ApplyCheckinGroups(uint64_t generation, const CheckinGroups& groups, absl::Time now,
+                          const ApplyByChunk& by_chunk, core::Decisions& decisions,
+                          Effects* effects, absl::Span<absl::Status> statuses)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // CountFrom, then ObserveEvents of the same events under the observer's lock.
   void ObserveFrom(size_t first_event, const Effects& effects) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu)
       ABSL_LOCKS_EXCLUDED(observer_mu);
