@@ -26,15 +26,10 @@ void Job::ApplyCheckinGroups(uint64_t generation, const CheckinGroups& groups, a
                              const ApplyByChunk& by_chunk, core::Decisions& decisions,
                              Effects* effects, absl::Span<absl::Status> statuses) {
   const std::vector<CheckinGroups::Group>& all = groups.groups();
-  std::vector<ChunkShare> shares;
-  size_t messages = 0;
-  for (uint32_t g = 0; g < all.size(); ++g) {
-    messages += all[g].end - all[g].begin;
-    auto it = std::find_if(shares.begin(), shares.end(),
-                           [&](const ChunkShare& s) { return s.chunk == all[g].item->chunk; });
-    if (it == shares.end()) it = shares.insert(shares.end(), ChunkShare{all[g].item->chunk});
-    it->groups.push_back(g);
-  }
+  const size_t messages = all.empty() ? 0 : all.back().end;  // the groups cover the run in order
+  const bool several_chunks = std::any_of(
+      all.begin(), all.end(),
+      [&](const CheckinGroups::Group& g) { return g.item->chunk != all[0].item->chunk; });
   std::vector<absl::Status> group_statuses;
   const auto apply_group = [&](uint32_t g) {
     group_statuses.assign(all[g].end - all[g].begin, absl::OkStatus());
@@ -43,10 +38,17 @@ void Job::ApplyCheckinGroups(uint64_t generation, const CheckinGroups& groups, a
     const absl::Span<const uint32_t> indices = groups.messages(all[g]);
     for (size_t k = 0; k < indices.size(); ++k) statuses[indices[k]] = std::move(group_statuses[k]);
   };
-  if (by_chunk.fan_out == nullptr || by_chunk.fan_out->helpers() == 0 || shares.size() < 2 ||
+  if (by_chunk.fan_out == nullptr || by_chunk.fan_out->helpers() == 0 || !several_chunks ||
       messages < by_chunk.min_messages) {
     for (uint32_t g = 0; g < all.size(); ++g) apply_group(g);
     return;
+  }
+  std::vector<ChunkShare> shares;
+  for (uint32_t g = 0; g < all.size(); ++g) {
+    auto it = std::find_if(shares.begin(), shares.end(),
+                           [&](const ChunkShare& s) { return s.chunk == all[g].item->chunk; });
+    if (it == shares.end()) it = shares.insert(shares.end(), ChunkShare{all[g].item->chunk});
+    it->groups.push_back(g);
   }
   // Where a group's ranks are recorded exists before the threads start (they create nothing).
   std::vector<bool> open(all.size());
