@@ -86,35 +86,61 @@ void Coordinator::ApplyRound(Job& job, absl::Span<BatchCombiner::Task* const> ta
   // A node's ranks' same check-in (or SyncDone) is one record: counted and observed once every
   // message of its batch is applied, since a later message may still join an earlier record.
   decisions.merge_rank_events = true;
+  // Batches of different streams bind no order between them. When their last runs of check-ins
+  // (a node's batch ends with its check-ins, after its SyncDones) are many together, those runs
+  // are applied at once, chunk by chunk on several threads, after every batch's earlier messages
+  // (each batch's own order is kept), with the round's last batch.
+  size_t trailing_messages = 0;
   for (BatchCombiner::Task* queued : tasks) {
-    BatchTask& task = static_cast<BatchTask&>(*queued);
+    const std::vector<BatchRun>& runs = *static_cast<BatchTask&>(*queued).runs;
+    if (!runs.empty() && runs.back().groups.has_value()) {
+      trailing_messages += runs.back().end - runs.back().begin;
+    }
+  }
+  const bool trailing_together =
+      tasks.size() > 1 && Job::WorthApplyingByChunk(apply_by_chunk_, trailing_messages);
+  std::vector<Job::CheckinRun> trailing;
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    BatchTask& task = static_cast<BatchTask&>(*tasks[t]);
     const absl::Span<const RankMessage> messages = task.messages;
     std::vector<absl::Status>& statuses = task.statuses;
     Effects& out = task.out;
     decisions.merge_run = core::Decisions::MergeRun();  // a record joins only its batch's records
     const absl::Time now = clock_->Now();
     job.last_activity = now;
+    const size_t first_event = out.events.size();
     // With replicas: a job not served here (any more) refuses every message, releasing nothing.
     if (absl::Status served = CheckServed(job); !served.ok()) {
       statuses.assign(messages.size(), served);
       job.RecordRejection(served, now, &out);
     } else {
-      const size_t first_event = out.events.size();
       // Run after run, in the batch's order (checkin_groups.h): in a run of one-item check-ins,
       // none repeated, each group of the same item at once.
       statuses.resize(messages.size());
-      for (const BatchRun& run : *task.runs) {
+      const std::vector<BatchRun>& runs = *task.runs;
+      for (size_t r = 0; r < runs.size(); ++r) {
+        const BatchRun& run = runs[r];
         if (!run.groups.has_value()) {
           for (uint32_t i = run.begin; i < run.end; ++i) {
             statuses[i] = job.ApplyMessage(task.generation, messages[i], now, decisions, &out);
           }
           continue;
         }
-        job.ApplyCheckinGroups(task.generation, *run.groups, now, apply_by_chunk_, decisions, &out,
-                               absl::MakeSpan(statuses).subspan(run.begin, run.end - run.begin));
+        const Job::CheckinRun checkins{
+            task.generation, &*run.groups,
+            absl::MakeSpan(statuses).subspan(run.begin, run.end - run.begin)};
+        if (trailing_together && r + 1 == runs.size()) {
+          trailing.push_back(checkins);
+        } else {
+          job.ApplyCheckinGroups({checkins}, now, apply_by_chunk_, decisions, &out);
+        }
       }
-      job.CountFrom(first_event, out);
     }
+    if (t + 1 == tasks.size() && !trailing.empty()) {
+      decisions.merge_run = core::Decisions::MergeRun();
+      job.ApplyCheckinGroups(trailing, now, apply_by_chunk_, decisions, &out);
+    }
+    job.CountFrom(first_event, out);
     delivery_.Commit(&out);
     // Observed once the notices are out (ApplyBatch), in the order the job decided them.
     job.ObserveLater(out.committed);

@@ -76,23 +76,34 @@ class Job {
                           absl::Span<const core::RankId> ranks, absl::Time now,
                           core::Decisions& decisions, Effects* effects,
                           absl::Span<absl::Status> statuses) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  // How a large run of a batch's check-ins is applied (ApplyCheckinGroups).
+  // How runs of a batch's check-ins are applied (ApplyCheckinGroups).
   struct ApplyByChunk {
     FanOut* fan_out = nullptr;  // null, or no helpers: group by group on the caller's thread
-    size_t min_messages = 256;  // fewer messages in a run: group by group
+    size_t min_messages = 256;  // fewer messages in the runs: group by group
   };
-  // ApplyMergedCheckin for every group of a run of one-item check-ins (checkin_groups.h);
-  // statuses[i] answers message i of the run. A run of at least by_chunk.min_messages messages
-  // over several chunks is applied chunk by chunk on by_chunk.fan_out's threads at once
+  // Whether `messages` check-ins are enough to apply chunk by chunk at once.
+  static bool WorthApplyingByChunk(const ApplyByChunk& by_chunk, size_t messages) {
+    return by_chunk.fan_out != nullptr && by_chunk.fan_out->helpers() > 0 &&
+           messages >= by_chunk.min_messages;
+  }
+  // A run of one-item check-ins of one batch (checkin_groups.h) and its answers: statuses[i]
+  // answers message i of the run.
+  struct CheckinRun {
+    uint64_t generation = 0;
+    const CheckinGroups* groups = nullptr;
+    absl::Span<absl::Status> statuses;
+  };
+  // ApplyMergedCheckin for every group of `runs` (of one batch, or of several batches of
+  // different streams, which no order binds). When they hold by_chunk.min_messages messages or more
+  // over several chunks, they are applied chunk by chunk on by_chunk.fan_out's threads at once
   // (core::JobTracker::StageInSlots), then, on the caller's thread, the ranks that need more than
   // their slot and each touched chunk's release. The answers, state and counts are those of the
   // groups applied one after the other (different chunks' check-ins touch disjoint state until
   // the release, which waits for all of them either way); only the order of the events differs:
   // the chunks' records in chunk order, then the others' answers, then the releases.
-  void ApplyCheckinGroups(uint64_t generation, const CheckinGroups& groups, absl::Time now,
+  void ApplyCheckinGroups(absl::Span<const CheckinRun> runs, absl::Time now,
                           const ApplyByChunk& by_chunk, core::Decisions& decisions,
-                          Effects* effects, absl::Span<absl::Status> statuses)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+                          Effects* effects) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // CountFrom, then ObserveEvents of the same events under the observer's lock.
   void ObserveFrom(size_t first_event, const Effects& effects) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu)
       ABSL_LOCKS_EXCLUDED(observer_mu);

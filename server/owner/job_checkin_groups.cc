@@ -1,7 +1,8 @@
-// Job::ApplyCheckinGroups: a run of a node's or relay's batch, grouped by item (checkin_groups.h),
-// applied group by group, or chunk by chunk on several threads at once when the run is large.
+// Job::ApplyCheckinGroups: runs of one-item check-ins grouped by item (checkin_groups.h), applied
+// group by group, or chunk by chunk on several threads at once when they are many.
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <utility>
 #include <vector>
 
@@ -10,108 +11,122 @@
 namespace psync::server {
 namespace {
 
-// One chunk's share of a run applied on its own thread: its groups, what the tracker decided for
-// them, and the ranks it left to StageMerged (group, index in the group).
-struct ChunkShare {
+// One chunk's share of the runs, applied on one thread: its groups (run, group), what the
+// tracker decided for them, and the ranks it left to StageMerged (run, group, index in the
+// group). Aligned so that two threads' shares share no cache line.
+struct alignas(64) ChunkShare {
   core::ChunkId chunk = 0;
-  std::vector<uint32_t> groups;
+  std::vector<std::pair<uint32_t, uint32_t>> groups;
   core::Decisions decisions;
-  std::vector<std::pair<uint32_t, uint32_t>> others;
-  std::vector<core::Step> recorded_steps;  // steps with a check-in recorded in a slot
+  struct Left {
+    uint32_t run;
+    uint32_t group;
+    uint32_t index;
+  };
+  std::vector<Left> others;
+  std::vector<core::Step> recorded;  // steps with a check-in recorded in a slot
 };
 
 }  // namespace
 
-void Job::ApplyCheckinGroups(uint64_t generation, const CheckinGroups& groups, absl::Time now,
+void Job::ApplyCheckinGroups(absl::Span<const CheckinRun> runs, absl::Time now,
                              const ApplyByChunk& by_chunk, core::Decisions& decisions,
-                             Effects* effects, absl::Span<absl::Status> statuses) {
-  const std::vector<CheckinGroups::Group>& all = groups.groups();
-  const size_t messages = all.empty() ? 0 : all.back().end;  // the groups cover the run in order
-  const bool several_chunks = std::any_of(
-      all.begin(), all.end(),
-      [&](const CheckinGroups::Group& g) { return g.item->chunk != all[0].item->chunk; });
+                             Effects* effects) {
+  size_t messages = 0;
+  bool several_chunks = false;
+  const core::ChunkId* first_chunk = nullptr;
+  for (const CheckinRun& run : runs) {
+    for (const CheckinGroups::Group& g : run.groups->groups()) {
+      messages += g.end - g.begin;
+      if (first_chunk == nullptr) first_chunk = &g.item->chunk;
+      several_chunks = several_chunks || g.item->chunk != *first_chunk;
+    }
+  }
   std::vector<absl::Status> group_statuses;
-  const auto apply_group = [&](uint32_t g) {
-    group_statuses.assign(all[g].end - all[g].begin, absl::OkStatus());
-    ApplyMergedCheckin(generation, *all[g].item, groups.ranks(all[g]), now, decisions, effects,
+  const auto apply_group = [&](const CheckinRun& run,
+                               const CheckinGroups::Group& g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    group_statuses.assign(g.end - g.begin, absl::OkStatus());
+    ApplyMergedCheckin(run.generation, *g.item, run.groups->ranks(g), now, decisions, effects,
                        absl::MakeSpan(group_statuses));
-    const absl::Span<const uint32_t> indices = groups.messages(all[g]);
-    for (size_t k = 0; k < indices.size(); ++k) statuses[indices[k]] = std::move(group_statuses[k]);
+    const absl::Span<const uint32_t> indices = run.groups->messages(g);
+    for (size_t k = 0; k < indices.size(); ++k) {
+      run.statuses[indices[k]] = std::move(group_statuses[k]);
+    }
   };
-  if (by_chunk.fan_out == nullptr || by_chunk.fan_out->helpers() == 0 || !several_chunks ||
-      messages < by_chunk.min_messages) {
-    for (uint32_t g = 0; g < all.size(); ++g) apply_group(g);
+  if (!WorthApplyingByChunk(by_chunk, messages) || !several_chunks) {
+    for (const CheckinRun& run : runs) {
+      for (const CheckinGroups::Group& g : run.groups->groups()) apply_group(run, g);
+    }
     return;
   }
+  // Each chunk's groups, and where their ranks are recorded, created before the threads start
+  // (they create nothing). Every answer is OK but for the ranks left to StageMerged below: the
+  // threads write none (neighbouring answers are other threads').
   std::vector<ChunkShare> shares;
-  for (uint32_t g = 0; g < all.size(); ++g) {
-    auto it = std::find_if(shares.begin(), shares.end(),
-                           [&](const ChunkShare& s) { return s.chunk == all[g].item->chunk; });
-    if (it == shares.end()) it = shares.insert(shares.end(), ChunkShare{all[g].item->chunk});
-    it->groups.push_back(g);
+  std::vector<std::vector<bool>> open(runs.size());
+  for (uint32_t r = 0; r < runs.size(); ++r) {
+    const std::vector<CheckinGroups::Group>& all = runs[r].groups->groups();
+    open[r].resize(all.size());
+    for (uint32_t g = 0; g < all.size(); ++g) {
+      auto it = std::find_if(shares.begin(), shares.end(),
+                             [&](const ChunkShare& s) { return s.chunk == all[g].item->chunk; });
+      if (it == shares.end()) it = shares.insert(shares.end(), ChunkShare{all[g].item->chunk});
+      it->groups.emplace_back(r, g);
+      open[r][g] =
+          tracker->OpenInSlots(runs[r].generation, *all[g].item, runs[r].groups->ranks(all[g]));
+    }
+    std::fill(runs[r].statuses.begin(), runs[r].statuses.end(), absl::OkStatus());
   }
-  // Where a group's ranks are recorded exists before the threads start (they create nothing).
-  std::vector<bool> open(all.size());
-  for (uint32_t g = 0; g < all.size(); ++g) {
-    open[g] = tracker->OpenInSlots(generation, *all[g].item, groups.ranks(all[g]));
-  }
-  // Each chunk's groups on one thread: they touch only that chunk's marks (StageInSlots). The
-  // statuses they set are distinct elements; nothing else is shared.
-  core::JobTracker* const chunks_tracker = tracker.get();
   std::sort(shares.begin(), shares.end(),
             [](const ChunkShare& a, const ChunkShare& b) { return a.chunk < b.chunk; });
+  // Each chunk's groups on one thread: they touch only that chunk's marks (StageInSlots).
+  core::JobTracker* const chunks_tracker = tracker.get();
   by_chunk.fan_out->Run(shares.size(), 1, [&](size_t begin, size_t end) {
     std::vector<absl::Status> share_statuses;
     std::vector<uint32_t> left;
     for (size_t s = begin; s < end; ++s) {
       ChunkShare& share = shares[s];
       share.decisions.merge_rank_events = decisions.merge_rank_events;
-      for (const uint32_t g : share.groups) {
-        const absl::Span<const core::RankId> ranks = groups.ranks(all[g]);
+      for (const auto& [r, g] : share.groups) {
+        const CheckinGroups::Group& group = runs[r].groups->groups()[g];
+        const absl::Span<const core::RankId> ranks = runs[r].groups->ranks(group);
         left.clear();
-        if (open[g]) {
-          share_statuses.assign(ranks.size(), absl::OkStatus());
-          chunks_tracker->StageInSlots(generation, *all[g].item, ranks, now, &share.decisions,
-                                       absl::MakeSpan(share_statuses), &left);
+        if (open[r][g]) {
+          share_statuses.resize(ranks.size());
+          chunks_tracker->StageInSlots(runs[r].generation, *group.item, ranks, now,
+                                       &share.decisions, absl::MakeSpan(share_statuses), &left);
         } else {
           for (uint32_t k = 0; k < ranks.size(); ++k) left.push_back(k);
         }
-        const absl::Span<const uint32_t> indices = groups.messages(all[g]);
-        size_t next_left = 0;
-        for (uint32_t k = 0; k < ranks.size(); ++k) {
-          if (next_left < left.size() && left[next_left] == k) {
-            share.others.emplace_back(g, k);
-            ++next_left;
-          } else {
-            statuses[indices[k]] = absl::OkStatus();
-          }
-        }
+        for (const uint32_t k : left) share.others.push_back({r, g, k});
+        const core::Step step = group.item->step;
         if (left.size() < ranks.size() &&
-            std::find(share.recorded_steps.begin(), share.recorded_steps.end(),
-                      all[g].item->step) == share.recorded_steps.end()) {
-          share.recorded_steps.push_back(all[g].item->step);
+            std::find(share.recorded.begin(), share.recorded.end(), step) == share.recorded.end()) {
+          share.recorded.push_back(step);
         }
       }
     }
   });
   // Back on this thread, in the chunks' order: their records, the ranks that need more than a slot
-  // (a duplicate, a wrong step: StageMerged judges them as it would have in the group), and each
-  // chunk's release once its groups are in.
+  // (a duplicate, a wrong step: StageMerged judges them as it would have in their group), and
+  // each chunk's release once its groups are in.
   for (ChunkShare& share : shares) {
     std::move(share.decisions.events.begin(), share.decisions.events.end(),
               std::back_inserter(effects->events));
   }
   for (const ChunkShare& share : shares) {
-    for (const auto& [g, k] : share.others) {
+    for (const ChunkShare::Left& l : share.others) {
+      const CheckinRun& run = runs[l.run];
+      const CheckinGroups::Group& group = run.groups->groups()[l.group];
+      const core::RankId rank = run.groups->ranks(group)[l.index];
       absl::Status status;
-      const core::RankId rank = groups.ranks(all[g])[k];
-      ApplyMergedCheckin(generation, *all[g].item, absl::MakeConstSpan(&rank, 1), now, decisions,
+      ApplyMergedCheckin(run.generation, *group.item, absl::MakeConstSpan(&rank, 1), now, decisions,
                          effects, absl::MakeSpan(&status, 1));
-      statuses[groups.messages(all[g])[k]] = std::move(status);
+      run.statuses[run.groups->messages(group)[l.index]] = std::move(status);
     }
   }
   for (const ChunkShare& share : shares) {
-    for (const core::Step step : share.recorded_steps) {
+    for (const core::Step step : share.recorded) {
       decisions.deliveries.clear();
       decisions.events.swap(effects->events);
       tracker->ReleaseIfReady(step, share.chunk, now, &decisions);
