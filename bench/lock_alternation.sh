@@ -22,7 +22,7 @@ BEFORE=$1 AFTER=$2
 port=17300
 counters() {  # label pid
   curl -s "127.0.0.1:$port/metrics" |
-    grep -E '^psync_(job_lock|coordinator_deliver|checkins_total|sync_done_total)'
+    grep -E '^psync_(job_lock|coordinator_deliver|checkins_total|checkins_by_chunk_total|sync_done_total)'
   awk '{print "utime", $14, "stime", $15}' "/proc/$2/stat"
 }
 if [ "${INPROC:-0}" = 1 ]; then

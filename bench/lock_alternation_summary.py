@@ -54,9 +54,10 @@ def counters(path):
         d = {k: z[k] - a.get(k, 0) for k in z}
         msgs = d.get("psync_checkins_total", 0) + d.get("psync_sync_done_total", 0)
         held = d.get("psync_job_lock_held_seconds_total", 0)
-        print("%-14s over 4 s: %d check-ins, %d SyncDones; job lock held %.3f s (%.0f ns a "
-              "message), waited %.3f s; coordinator CPU %.2f s" % (
-                  label, d.get("psync_checkins_total", 0), d.get("psync_sync_done_total", 0),
+        print("%-14s over 4 s: %d check-ins (%d chunk by chunk), %d SyncDones; job lock held "
+              "%.3f s (%.0f ns a message), waited %.3f s; coordinator CPU %.2f s" % (
+                  label, d.get("psync_checkins_total", 0),
+                  d.get("psync_checkins_by_chunk_total", 0), d.get("psync_sync_done_total", 0),
                   held, 1e9 * held / max(1, msgs),
                   d.get("psync_job_lock_wait_seconds_total", 0), d.get("cpu_s", 0)))
 

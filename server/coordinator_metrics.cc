@@ -125,6 +125,11 @@ absl::Status CoordinatorMetrics::Register(metrics::Registry* r) {
                                           "Time the job's messages waited for its lock, summed "
                                           "over the waiting threads.",
                                           job));
+  PSYNC_ADD(checkins_by_chunk_,
+            r->AddCounter("psync_checkins_by_chunk_total",
+                          "Check-ins of a node's or relay's runs recorded chunk by chunk on "
+                          "several threads at once (--apply_threads), over every job.",
+                          {}));
   PSYNC_ADD(delivering_,
             r->AddCounter("psync_coordinator_delivering_seconds_total",
                           "Time spent handing decisions to streams and event sinks, one "
@@ -287,6 +292,8 @@ void CoordinatorMetrics::Collect() {
   RaiseTo(lock_wait_->Get(), load.lock_wait);
   RaiseTo(lock_held_->Get(), load.lock_held);
   RaiseTo(delivering_->Get(), load.delivering);
+  checkins_by_chunk_->Get()->Add(static_cast<double>(load.checkins_by_chunk) -
+                                 checkins_by_chunk_->Get()->Value());
   for (const JobStatusView& view : jobs) {
     const std::vector<std::string> job = {view.snapshot.job_id};
     RaiseTo(job_lock_held_->WithLabels(job), view.lock_held);

@@ -65,6 +65,7 @@ class CoordinatorMetrics final : public EventSink {
   metrics::CounterFamily* lock_wait_ = nullptr;
   metrics::CounterFamily* lock_held_ = nullptr;
   metrics::CounterFamily* delivering_ = nullptr;
+  metrics::CounterFamily* checkins_by_chunk_ = nullptr;
   metrics::HistogramFamily* decision_delivery_ = nullptr;
   metrics::CounterFamily* job_lock_held_ = nullptr;
   metrics::CounterFamily* job_lock_wait_ = nullptr;

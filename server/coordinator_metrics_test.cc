@@ -40,7 +40,7 @@ TEST(CoordinatorMetricsTest, AnEndedJobsSeriesAreFreedAndUnknownJobsShareOneSeri
   // The coordinator's own load: totals of seconds, raised to the coordinator's at each scrape.
   for (const char* name :
        {"psync_coordinator_lock_wait_seconds_total ", "psync_coordinator_lock_held_seconds_total ",
-        "psync_coordinator_delivering_seconds_total ",
+        "psync_coordinator_delivering_seconds_total ", "psync_checkins_by_chunk_total ",
         "psync_job_lock_held_seconds_total{job=\"job\"} ",
         "psync_job_lock_wait_seconds_total{job=\"job\"} "}) {
     EXPECT_THAT(text, HasSubstr(std::string("\n") + name)) << name;

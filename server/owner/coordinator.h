@@ -111,6 +111,9 @@ struct LoadTimes {
   absl::Duration lock_held;
   uint64_t lock_acquisitions = 0;
   absl::Duration delivering;
+  // Check-ins of runs applied chunk by chunk on several threads
+  // (CoordinatorOptions::apply_threads), counted whether or not a slot took them.
+  uint64_t checkins_by_chunk = 0;
 };
 
 // The result of EndJob: the job's final status, and whether it had already ended.
@@ -347,6 +350,7 @@ class Coordinator {
   // job; and how ApplyRound asks for them.
   FanOut apply_fan_out_;
   const Job::ApplyByChunk apply_by_chunk_;
+  std::atomic<uint64_t> checkins_by_chunk_{0};  // LoadTimes::checkins_by_chunk
 };
 
 }  // namespace psync::server

@@ -100,6 +100,7 @@ void Coordinator::ApplyRound(Job& job, absl::Span<BatchCombiner::Task* const> ta
   const bool trailing_together =
       tasks.size() > 1 && Job::WorthApplyingByChunk(apply_by_chunk_, trailing_messages);
   std::vector<Job::CheckinRun> trailing;
+  size_t by_chunk = 0;  // check-ins applied chunk by chunk
   for (size_t t = 0; t < tasks.size(); ++t) {
     BatchTask& task = static_cast<BatchTask&>(*tasks[t]);
     const absl::Span<const RankMessage> messages = task.messages;
@@ -132,19 +133,20 @@ void Coordinator::ApplyRound(Job& job, absl::Span<BatchCombiner::Task* const> ta
         if (trailing_together && r + 1 == runs.size()) {
           trailing.push_back(checkins);
         } else {
-          job.ApplyCheckinGroups({checkins}, now, apply_by_chunk_, decisions, &out);
+          by_chunk += job.ApplyCheckinGroups({checkins}, now, apply_by_chunk_, decisions, &out);
         }
       }
     }
     if (t + 1 == tasks.size() && !trailing.empty()) {
       decisions.merge_run = core::Decisions::MergeRun();
-      job.ApplyCheckinGroups(trailing, now, apply_by_chunk_, decisions, &out);
+      by_chunk += job.ApplyCheckinGroups(trailing, now, apply_by_chunk_, decisions, &out);
     }
     job.CountFrom(first_event, out);
     delivery_.Commit(&out);
     // Observed once the notices are out (ApplyBatch), in the order the job decided them.
     job.ObserveLater(out.committed);
   }
+  if (by_chunk > 0) checkins_by_chunk_.fetch_add(by_chunk, std::memory_order_relaxed);
 }
 
 std::vector<absl::Status> Coordinator::ApplyBatchWithLeaves(const std::string& job_id,

@@ -267,6 +267,8 @@ TEST(CoordinatorBatchTest, NodesStepTogetherWithTheirCheckinsAppliedAtOnce) {
   EXPECT_EQ(counters.syncs_done, uint64_t{kWorld} * kJobChunks * (kSteps - 1));
   EXPECT_EQ(counters.rejected, 0u);
   EXPECT_EQ(counters.violations, 0u);
+  // Every batch's check-ins, 32 over 4 chunks, went chunk by chunk, with its round or alone.
+  EXPECT_EQ(coordinator.load_times().checkins_by_chunk, counters.checkins);
 }
 
 }  // namespace

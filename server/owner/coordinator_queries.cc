@@ -148,6 +148,7 @@ LoadTimes Coordinator::load_times() const {
   t.lock_held = all.held();
   t.lock_acquisitions = all.acquisitions.load(std::memory_order_relaxed);
   t.delivering = delivery_.delivering();
+  t.checkins_by_chunk = checkins_by_chunk_.load(std::memory_order_relaxed);
   return t;
 }
 

@@ -101,9 +101,10 @@ class Job {
   // groups applied one after the other (different chunks' check-ins touch disjoint state until
   // the release, which waits for all of them either way); only the order of the events differs:
   // the chunks' records in chunk order, then the others' answers, then the releases.
-  void ApplyCheckinGroups(absl::Span<const CheckinRun> runs, absl::Time now,
-                          const ApplyByChunk& by_chunk, core::Decisions& decisions,
-                          Effects* effects) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Returns how many check-ins were applied chunk by chunk (0: group by group).
+  size_t ApplyCheckinGroups(absl::Span<const CheckinRun> runs, absl::Time now,
+                            const ApplyByChunk& by_chunk, core::Decisions& decisions,
+                            Effects* effects) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // CountFrom, then ObserveEvents of the same events under the observer's lock.
   void ObserveFrom(size_t first_event, const Effects& effects) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu)
       ABSL_LOCKS_EXCLUDED(observer_mu);

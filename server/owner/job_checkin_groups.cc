@@ -29,9 +29,9 @@ struct alignas(64) ChunkShare {
 
 }  // namespace
 
-void Job::ApplyCheckinGroups(absl::Span<const CheckinRun> runs, absl::Time now,
-                             const ApplyByChunk& by_chunk, core::Decisions& decisions,
-                             Effects* effects) {
+size_t Job::ApplyCheckinGroups(absl::Span<const CheckinRun> runs, absl::Time now,
+                               const ApplyByChunk& by_chunk, core::Decisions& decisions,
+                               Effects* effects) {
   size_t messages = 0;
   bool several_chunks = false;
   const core::ChunkId* first_chunk = nullptr;
@@ -57,7 +57,7 @@ void Job::ApplyCheckinGroups(absl::Span<const CheckinRun> runs, absl::Time now,
     for (const CheckinRun& run : runs) {
       for (const CheckinGroups::Group& g : run.groups->groups()) apply_group(run, g);
     }
-    return;
+    return 0;
   }
   // Each chunk's groups, and where their ranks are recorded, created before the threads start
   // (they create nothing). Every answer is OK but for the ranks left to StageMerged below: the
@@ -134,6 +134,7 @@ void Job::ApplyCheckinGroups(absl::Span<const CheckinRun> runs, absl::Time now,
       QueueNotices(decisions.deliveries, effects);
     }
   }
+  return messages;
 }
 
 }  // namespace psync::server
