@@ -70,10 +70,10 @@ ABSL_FLAG(int, delivery_threads, -1,
           "threads, besides the one delivering, that start the writes of a release to many "
           "streams (16 or more per thread), so that they run on several cores; 0: one thread; "
           "-1: one fewer than the CPUs the pools are sized for (--cpus), at most 3");
-ABSL_FLAG(int, apply_threads, -1,
+ABSL_FLAG(int, apply_threads, 0,
           "threads, besides the one applying a node's or relay's batch, that apply a large run of "
-          "its check-ins (256 or more) chunk by chunk at once; 0: one thread; -1: one fewer than "
-          "the CPUs the pools are sized for (--cpus), at most 3");
+          "its check-ins (256 or more) chunk by chunk at once; 0: one thread (the default); -1: "
+          "one fewer than the CPUs the pools are sized for (--cpus), at most 3");
 ABSL_FLAG(uint32_t, node_size, 8,
           "the status views (GetJobOverview, dashboard, psyncctl, per-node metrics) group ranks "
           "by the node each named when it joined; ranks that named none, in blocks of this many "

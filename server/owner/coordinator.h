@@ -93,8 +93,9 @@ struct CoordinatorOptions {
   int delivery_threads = 3;
   // Threads, besides the one applying a batch, that apply a large run of its check-ins chunk by
   // chunk at once (Job::ApplyCheckinGroups): a run of at least `apply_by_chunk_min_messages`
-  // messages over several chunks. 0: every run on the applying thread, group by group.
-  int apply_threads = 3;
+  // messages over several chunks. 0: every run on the applying thread, group by group (the default:
+  // through relays on a busy host the helpers cost more than they saved, docs/performance.md).
+  int apply_threads = 0;
   size_t apply_by_chunk_min_messages = 256;
   // Ranks that named no node (JoinRequest.node) are shown in blocks of this many consecutive
   // ranks, one node each (observe::LayOutNodes).
