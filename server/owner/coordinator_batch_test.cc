@@ -8,12 +8,9 @@
 #include <deque>
 #include <random>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "serve/clock.h"
 #include "server/owner/checkin_groups.h"
@@ -187,88 +184,6 @@ TEST(CoordinatorBatchTest, ABatchAnswersAsItsMessagesOneByOneWithItsChunksApplie
   size_t runs_by_chunk = 0;
   ExpectBatchesAnswerAsMessagesOneByOne(ByChunk(), &grouped_runs, &runs_by_chunk);
   EXPECT_GT(runs_by_chunk, 500u);  // most of them mix ranks that need more than a slot
-}
-
-}  // namespace
-}  // namespace psync::server
-
-namespace psync::server {
-namespace {
-
-// Nodes of 8 ranks, each on its own thread as a node's stream is, send each step as one batch: the
-// SyncDones of the step before, then the check-ins of this one. Their batches meet in the job's
-// rounds, whose trailing check-ins are applied together chunk by chunk (ByChunk). Every answer is
-// OK and every chunk of every step is released exactly once, whatever the interleaving.
-TEST(CoordinatorBatchTest, NodesStepTogetherWithTheirCheckinsAppliedAtOnce) {
-  constexpr uint32_t kNodes = 8;
-  constexpr uint32_t kNodeRanks = 8;
-  constexpr uint32_t kWorld = kNodes * kNodeRanks;
-  constexpr uint32_t kJobChunks = 4;
-  constexpr core::Step kSteps = 20;
-  serve::FakeClock clock;
-  Coordinator coordinator(ByChunk(), &clock);
-  for (core::RankId r = 0; r < kWorld; ++r) {
-    ASSERT_TRUE(coordinator.Join(DensePlan("job", r, kWorld, kJobChunks)).ok());
-  }
-  // Every node's batch of a step is in before the next step's batches start (a release needs them
-  // all; a SyncDone needs the release).
-  absl::Mutex mu;
-  uint32_t arrived = 0;
-  core::Step phase = 0;
-  const auto wait_for_all = [&](core::Step step) {
-    absl::MutexLock lock(&mu);
-    ++arrived;
-    if (arrived == kNodes * (step + 1)) phase = step + 1;
-    struct Waiting {
-      const core::Step* phase;
-      core::Step step;
-    } waiting{&phase, step};
-    mu.Await(absl::Condition(
-        +[](Waiting* w) { return *w->phase > w->step; }, &waiting));
-  };
-  std::vector<std::vector<absl::Status>> refused(kNodes);
-  std::vector<std::thread> nodes;
-  for (uint32_t n = 0; n < kNodes; ++n) {
-    nodes.emplace_back([&, n] {
-      for (core::Step step = 0; step < kSteps; ++step) {
-        std::deque<std::vector<core::StagedItem>> staged;
-        std::deque<std::vector<core::SyncDoneItem>> done;
-        std::vector<RankMessage> batch;
-        for (uint32_t k = 0; k < kNodeRanks && step > 0; ++k) {
-          for (core::ChunkId c = 0; c < kJobChunks; ++c) {
-            RankMessage m;
-            m.rank = n * kNodeRanks + k;
-            m.kind = RankMessage::Kind::kSyncDone;
-            m.sync_done = done.emplace_back(DenseDone(step - 1, {c}));
-            batch.push_back(m);
-          }
-        }
-        for (core::ChunkId c = 0; c < kJobChunks; ++c) {
-          for (uint32_t k = 0; k < kNodeRanks; ++k) {
-            RankMessage m;
-            m.rank = n * kNodeRanks + k;
-            m.staged = staged.emplace_back(
-                std::vector<core::StagedItem>{core::testing::Item(step, c, "dense")});
-            batch.push_back(m);
-          }
-        }
-        for (absl::Status& s : coordinator.ApplyBatch("job", 1, batch)) {
-          if (!s.ok()) refused[n].push_back(std::move(s));
-        }
-        wait_for_all(step);
-      }
-    });
-  }
-  for (std::thread& t : nodes) t.join();
-  for (uint32_t n = 0; n < kNodes; ++n) EXPECT_THAT(refused[n], ::testing::IsEmpty()) << n;
-  const JobCounters counters = coordinator.GetJobStatus("job")->counters;
-  EXPECT_EQ(counters.checkins, uint64_t{kWorld} * kJobChunks * kSteps);
-  EXPECT_EQ(counters.releases, uint64_t{kJobChunks} * kSteps);
-  EXPECT_EQ(counters.syncs_done, uint64_t{kWorld} * kJobChunks * (kSteps - 1));
-  EXPECT_EQ(counters.rejected, 0u);
-  EXPECT_EQ(counters.violations, 0u);
-  // Every batch's check-ins, 32 over 4 chunks, went chunk by chunk, with its round or alone.
-  EXPECT_EQ(coordinator.load_times().checkins_by_chunk, counters.checkins);
 }
 
 }  // namespace

@@ -244,15 +244,15 @@ class StepBarrier {
 
 // One job's nodes, each on its own thread, send their batches at once (check-ins, then, once every
 // chunk is released, SyncDones): every chunk of every step is released once, after all of its
-// check-ins, to every rank, with one sequence number.
-TEST(CoordinatorJobsTest, NodesOfOneJobAtOnceReleaseEveryChunkOnceAfterItsCheckins) {
+// check-ins, to every rank, with one sequence number. Sets *by_chunk to how many check-ins went
+// chunk by chunk (CoordinatorOptions::apply_threads).
+void ExpectNodesReleaseEveryChunkOnce(CoordinatorOptions options, uint64_t* by_chunk) {
   constexpr int kNodes = 8;
   constexpr uint32_t kRanksPerNode = 4;
   constexpr uint32_t kRanks = kNodes * kRanksPerNode;
   constexpr uint32_t kChunks = 3;
   constexpr core::Step kSteps = 30;
   serve::FakeClock clock;
-  CoordinatorOptions options;
   options.delivery_threads = 2;
   Coordinator coordinator(options, &clock);
   const std::string job = "nodes";
@@ -346,6 +346,24 @@ TEST(CoordinatorJobsTest, NodesOfOneJobAtOnceReleaseEveryChunkOnceAfterItsChecki
   }
   EXPECT_EQ(released.size(), kSteps * kChunks);
   for (const auto& [key, count] : released) EXPECT_EQ(count, 1);
+  *by_chunk = coordinator.load_times().checkins_by_chunk;
+}
+
+TEST(CoordinatorJobsTest, NodesOfOneJobAtOnceReleaseEveryChunkOnceAfterItsCheckins) {
+  uint64_t by_chunk = 1;
+  ExpectNodesReleaseEveryChunkOnce(CoordinatorOptions(), &by_chunk);
+  EXPECT_EQ(by_chunk, 0u);
+}
+
+// The same with every check-in batch (12 messages over 3 chunks) applied chunk by chunk on helper
+// threads, alone or with the others of its combiner round.
+TEST(CoordinatorJobsTest, NodesOfOneJobAtOnceWithCheckinsAppliedChunkByChunk) {
+  CoordinatorOptions options;
+  options.apply_threads = 2;
+  options.apply_by_chunk_min_messages = 2;
+  uint64_t by_chunk = 0;
+  ExpectNodesReleaseEveryChunkOnce(options, &by_chunk);
+  EXPECT_EQ(by_chunk, 30u * 3u * 32u);  // steps x chunks x ranks
 }
 
 }  // namespace
