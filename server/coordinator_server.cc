@@ -98,7 +98,7 @@ absl::Status RegisterReplicaMetrics(ha::Replica* replica, metrics::Registry* reg
 }  // namespace
 
 // More delivery threads than this would only wait on each other for the cores.
-constexpr int kMaxDeliveryThreads = 64;
+constexpr int kMaxHelperThreads = 64;
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(ServerOptions options) {
   if (options.streams.lazy_ack_delay < absl::ZeroDuration()) {
@@ -110,16 +110,16 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
     return absl::InvalidArgumentError("node_size must be at least 1 (got 0)");
   }
   if (options.coordinator.delivery_threads < 0 ||
-      options.coordinator.delivery_threads > kMaxDeliveryThreads) {
+      options.coordinator.delivery_threads > kMaxHelperThreads) {
     return absl::InvalidArgumentError(
         absl::StrCat("delivery_threads: ", options.coordinator.delivery_threads,
-                     " is out of range [0, ", kMaxDeliveryThreads, "]"));
+                     " is out of range [0, ", kMaxHelperThreads, "]"));
   }
   if (options.coordinator.apply_threads < 0 ||
-      options.coordinator.apply_threads > kMaxDeliveryThreads) {
+      options.coordinator.apply_threads > kMaxHelperThreads) {
     return absl::InvalidArgumentError(
         absl::StrCat("apply_threads: ", options.coordinator.apply_threads, " is out of range [0, ",
-                     kMaxDeliveryThreads, "]"));
+                     kMaxHelperThreads, "]"));
   }
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
   serve::Clock* clock = options.clock != nullptr ? options.clock : &s->real_clock_;

@@ -90,15 +90,19 @@ void Coordinator::ApplyRound(Job& job, absl::Span<BatchCombiner::Task* const> ta
   // (a node's batch ends with its check-ins, after its SyncDones) are many together, those runs
   // are applied at once, chunk by chunk on several threads, after every batch's earlier messages
   // (each batch's own order is kept), with the round's last batch.
-  size_t trailing_messages = 0;
-  for (BatchCombiner::Task* queued : tasks) {
-    const std::vector<BatchRun>& runs = *static_cast<BatchTask&>(*queued).runs;
-    if (!runs.empty() && runs.back().groups.has_value()) {
-      trailing_messages += runs.back().end - runs.back().begin;
+  const auto trailing_messages = [tasks] {
+    size_t n = 0;
+    for (BatchCombiner::Task* queued : tasks) {
+      const std::vector<BatchRun>& runs = *static_cast<BatchTask&>(*queued).runs;
+      if (!runs.empty() && runs.back().groups.has_value()) {
+        n += runs.back().end - runs.back().begin;
+      }
     }
-  }
-  const bool trailing_together =
-      tasks.size() > 1 && Job::WorthApplyingByChunk(apply_by_chunk_, trailing_messages);
+    return n;
+  };
+  // Counted only where helpers may take them (none by default).
+  const bool trailing_together = tasks.size() > 1 && apply_fan_out_.helpers() > 0 &&
+                                 Job::WorthApplyingByChunk(apply_by_chunk_, trailing_messages());
   std::vector<Job::CheckinRun> trailing;
   size_t by_chunk = 0;  // check-ins applied chunk by chunk
   for (size_t t = 0; t < tasks.size(); ++t) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -34,11 +35,11 @@ size_t Job::ApplyCheckinGroups(absl::Span<const CheckinRun> runs, absl::Time now
                                Effects* effects) {
   size_t messages = 0;
   bool several_chunks = false;
-  const core::ChunkId* first_chunk = nullptr;
+  std::optional<core::ChunkId> first_chunk;
   for (const CheckinRun& run : runs) {
     for (const CheckinGroups::Group& g : run.groups->groups()) {
       messages += g.end - g.begin;
-      if (first_chunk == nullptr) first_chunk = &g.item->chunk;
+      if (!first_chunk.has_value()) first_chunk = g.item->chunk;
       several_chunks = several_chunks || g.item->chunk != *first_chunk;
     }
   }
