@@ -172,14 +172,19 @@ class DoneSet {
   bool Insert(RankId rank, absl::Span<const GroupChecksum> checksums) {
     const std::optional<uint32_t> slot = Slot(rank);
     if (!slot.has_value()) return keyed_.try_emplace(rank, SortedByGroup(checksums)).second;
-    uint8_t& state = state_[*slot];
+    return InsertAtSlot(*slot, rank, checksums);
+  }
+  // Insert for member `rank` whose slot the caller looked up (ChunkSlots::MemberSlot of the slots
+  // given to Init, which must not be nullptr). False (and nothing changes) when it is in.
+  bool InsertAtSlot(uint32_t slot, RankId rank, absl::Span<const GroupChecksum> checksums) {
+    uint8_t& state = state_[slot];
     if (state != kAbsent) return false;
-    const std::string* only = slots_->OnlyGroupOf(*slot);
+    const std::string* only = slots_->OnlyGroupOf(slot);
     if (checksums.empty()) {
       state = kNoChecksum;
     } else if (checksums.size() == 1 && only != nullptr && checksums[0].group == *only) {
       state = kOneChecksum;
-      checksum_[*slot] = checksums[0].checksum;
+      checksum_[slot] = checksums[0].checksum;
     } else {
       state = kKeyed;
       keyed_.emplace(rank, SortedByGroup(checksums));
@@ -188,6 +193,9 @@ class DoneSet {
     ++in_slots_;
     return true;
   }
+  bool PresentAtSlot(uint32_t slot) const { return state_[slot] != kAbsent; }
+  // The slots given to Init (nullptr before the plan was complete).
+  const ChunkSlots* slots() const { return slots_; }
   // The checksums `rank` reported, or nullopt when it has not.
   std::optional<GroupChecksums> Find(RankId rank) const {
     const std::optional<uint32_t> slot = Slot(rank);

@@ -132,9 +132,30 @@ void JobTracker::SetRankStep(RankId rank, RankState& state, Step step) {
   }
   state.step = step;
   state.counted = true;
-  if (rank >= rank_steps_.size()) rank_steps_.resize(static_cast<size_t>(rank) + 1, kNoStep);
+  if (rank >= rank_steps_.size()) {
+    rank_steps_.resize(static_cast<size_t>(rank) + 1, kNoStep);
+    rank_synced_.resize(rank_steps_.size(), 0);
+  }
   rank_steps_[rank] = step;
+  rank_synced_[rank] = CountSynced(rank, step);
   ++step_census_[step];
+}
+
+uint32_t JobTracker::CountSynced(RankId rank, Step step) const {
+  auto st = steps_.find(step);
+  if (st == steps_.end()) return 0;
+  uint32_t synced = 0;
+  for (const auto& [chunk, cs] : st->second.chunks) synced += cs.done.contains(rank) ? 1 : 0;
+  return synced;
+}
+
+bool JobTracker::InsertDone(ChunkStep& cs, Step step, RankId rank,
+                            absl::Span<const GroupChecksum> checksums,
+                            std::optional<uint32_t> slot) {
+  const bool fresh = slot.has_value() ? cs.done.InsertAtSlot(*slot, rank, checksums)
+                                      : cs.done.Insert(rank, checksums);
+  if (fresh && KnownStep(rank) == step) ++rank_synced_[rank];
+  return fresh;
 }
 
 std::vector<RankId> JobTracker::JoinedRanks() const {

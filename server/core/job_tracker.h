@@ -285,6 +285,13 @@ class JobTracker {
   ChunkStep* FindChunkStep(Step step, ChunkId chunk);
   void MaybeSkip(Step step, absl::Time now, Decisions* out);
   void MaybeAdvance(RankId rank, absl::Time now, Decisions* out);
+  // Records `rank`'s SyncDone of (step, `cs`'s chunk) as cs.done.Insert does (false: it was in),
+  // counting it in rank_synced_ when `step` is the rank's; `slot`: its member slot in cs.done's
+  // slots when the caller looked it up. Every SyncDone recorded goes through here.
+  bool InsertDone(ChunkStep& cs, Step step, RankId rank, absl::Span<const GroupChecksum> checksums,
+                  std::optional<uint32_t> slot = std::nullopt);
+  // The chunks of `step` whose SyncDones include `rank`'s.
+  uint32_t CountSynced(RankId rank, Step step) const;
   // The chunks whose sync `rank` takes part in. Before the plan is complete (SyncDones and resumes
   // arrive then after a coordinator restart) they are the chunks of the rank's own plan: a rank
   // lists every chunk whose sync groups it is in.
@@ -328,6 +335,10 @@ class JobTracker {
   JobPlan plan_;
   DenseRankMap<RankState> ranks_;
   std::vector<Step> rank_steps_;  // per rank: RankState::step once set, else kNoStep (KnownStep)
+  // Per rank with a known step: how many chunks of that step hold its SyncDone (kept by
+  // SetRankStep and InsertDone), so that a SyncDone that cannot finish the rank's step is told so
+  // without looking at the step's other chunks (MaybeAdvance).
+  std::vector<uint32_t> rank_synced_;
   std::map<Step, uint32_t> step_census_;  // step -> joined ranks at it
   OptimizerIds optimizer_ids_;            // keys of every ChunkStep's StagedSet (they point here)
   std::map<Step, StepState> steps_;

@@ -36,6 +36,7 @@ void JobTracker::StartGeneration(absl::Time now, absl::string_view reason, Decis
   plan_ = JobPlan();
   ranks_.clear();
   rank_steps_.clear();
+  rank_synced_.clear();
   step_census_.clear();
   steps_.clear();
   Event e = MakeEvent(EventKind::kGeneration, now);

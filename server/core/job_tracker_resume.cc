@@ -27,7 +27,7 @@ void JobTracker::ApplyResume(RankId rank, const ResumeState& resume, absl::Time 
   }
   for (ChunkId chunk : resume.synced_chunks) {
     ChunkStep& cs = ChunkStepFor(resume.step, chunk);
-    cs.done.Insert(rank, GroupChecksums());
+    InsertDone(cs, resume.step, rank, GroupChecksums());
     cs.synced_before = true;
   }
   for (ChunkId chunk : resume.released_chunks) {
@@ -75,7 +75,7 @@ void JobTracker::CountRanksPast(Step step, ChunkId chunk, ChunkStep& cs, absl::T
     }
   });
   for (RankId member : info.members) {
-    if (rank_step(member) > step) cs.done.Insert(member, GroupChecksums());
+    if (rank_step(member) > step) InsertDone(cs, step, member, GroupChecksums());
   }
 }
 

@@ -61,6 +61,10 @@ void JobTracker::MaybeAdvance(RankId rank, absl::Time now, Decisions* out) {
   if (step == kNoStep) {
     state = &ranks_[rank];
     step = state->step;
+  } else if (plan_.complete() && rank_synced_[rank] < mine.size()) {
+    // Once the plan is complete every SyncDone recorded is of a chunk in `mine` (only its members
+    // report one), so fewer of them at the rank's step than `mine` means a chunk is missing.
+    return;
   }
   // SyncDones reported ahead (see CheckSyncDone) may finish several steps at once.
   bool advanced = false;

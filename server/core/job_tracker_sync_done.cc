@@ -146,14 +146,16 @@ bool JobTracker::SyncDoneInSlot(RankId rank, uint64_t generation, const SyncDone
       return false;
     }
   }
-  auto st = steps_.find(item.step);
-  if (st == steps_.end()) return false;
-  auto found = st->second.chunks.find(item.chunk);
-  if (found == st->second.chunks.end()) return false;
-  ChunkStep& cs = found->second;
-  if (!(cs.released || cs.synced_before) || cs.done.contains(rank)) return false;
+  ChunkStep* found = FindChunkStep(item.step, item.chunk);
+  if (found == nullptr) return false;
+  ChunkStep& cs = *found;
+  // A chunk-step started while the plan formed keeps its reports by rank: SyncDone looks there.
+  if (!(cs.released || cs.synced_before) || cs.done.slots() != &slots ||
+      cs.done.PresentAtSlot(*member_slot)) {
+    return false;
+  }
   // As the loop of SyncDone below records one fresh item.
-  cs.done.Insert(rank, item.checksums);
+  InsertDone(cs, item.step, rank, item.checksums, member_slot);
   AppendRankEvent(EventKind::kSyncDone, now, item.step, item.chunk, rank, /*optimizer=*/"",
                   cs.sequence, out);
   RecordIfSyncComplete(item.step, item.chunk, cs, now, out);
@@ -205,7 +207,7 @@ absl::Status JobTracker::SyncDone(RankId rank, uint64_t generation,
     const SyncDoneItem& item = items[i];
     if (!fresh[i]) continue;
     ChunkStep& cs = ChunkStepFor(item.step, item.chunk);
-    cs.done.Insert(rank, item.checksums);
+    InsertDone(cs, item.step, rank, item.checksums);
     if (item.executions > 1) {
       Event v = MakeChunkEvent(EventKind::kViolation, now, item.step, item.chunk);
       v.rank = rank;

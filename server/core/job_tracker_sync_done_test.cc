@@ -187,5 +187,79 @@ TEST(JobTrackerTest, MemberThatOnlySyncsAdvancesPastStepsItAcknowledgedAhead) {
   EXPECT_THAT(h.tracker().NoticesToHold(1), IsEmpty());
 }
 
+// Four chunks of dense parameters synced by dp = [0, 1]; rank 1 contributes nothing when
+// `rank1_contributes` is false (it only syncs, so it may acknowledge directives ahead).
+std::vector<RankPlan> FourChunkPlans(bool rank1_contributes) {
+  std::vector<RankPlan> plans;
+  for (RankId r : {0, 1}) {
+    std::vector<ChunkPart> parts;
+    for (ChunkId c = 0; c < 4; ++c) {
+      const bool contributes = r == 0 || rank1_contributes;
+      parts.push_back(
+          Part(c, contributes ? std::vector<std::string>{"dense"} : std::vector<std::string>{},
+               {Group("dp", {0, 1})}));
+    }
+    plans.push_back(Plan(r, 2, 4, parts));
+  }
+  return plans;
+}
+std::vector<ExpectedChunk> FourChunkExpected(bool rank1_contributes) {
+  std::vector<ExpectedChunk> chunks(4);
+  for (ExpectedChunk& c : chunks) {
+    c.contributors.push_back({0, "dense"});
+    if (rank1_contributes) c.contributors.push_back({1, "dense"});
+    c.members = {0, 1};
+  }
+  return chunks;
+}
+
+TEST(JobTrackerTest, ARankFinishesItsStepWithItsLastChunksSyncDoneWhateverPathRecordedTheOthers) {
+  Harness h(FourChunkPlans(true), FourChunkExpected(true));
+  h.JoinAll();
+  for (RankId r : {0, 1}) {
+    ASSERT_TRUE(h.Stage(r, {Item(0, 0, "dense"), Item(0, 1, "dense"), Item(0, 2, "dense"),
+                            Item(0, 3, "dense")})
+                    .ok());
+  }
+  // Rank 0: two chunks in one report (the general path), then one at a time (the common case).
+  ASSERT_TRUE(h.SyncDone(0, {Done(0, 0), Done(0, 1)}).ok());
+  ASSERT_TRUE(h.SyncDone(0, {Done(0, 2)}).ok());
+  EXPECT_EQ(h.tracker().rank_step(0), 0u);
+  ASSERT_TRUE(h.SyncDone(0, {Done(0, 3)}).ok());
+  EXPECT_EQ(h.tracker().rank_step(0), 1u);
+  // Rank 1: one at a time with a repeat among them (counted once), then two in one report.
+  ASSERT_TRUE(h.SyncDone(1, {Done(0, 3)}).ok());
+  ASSERT_TRUE(h.SyncDone(1, {Done(0, 3)}).ok());
+  ASSERT_TRUE(h.SyncDone(1, {Done(0, 0)}).ok());
+  EXPECT_EQ(h.tracker().rank_step(1), 0u);
+  ASSERT_TRUE(h.SyncDone(1, {Done(0, 1), Done(0, 2)}).ok());
+  EXPECT_EQ(h.tracker().rank_step(1), 1u);
+  EXPECT_THAT(h.tracker().NoticesToHold(1), IsEmpty());
+}
+
+TEST(JobTrackerTest, SyncDonesReportedAheadCountOnceTheRankReachesTheirStep) {
+  // Rank 1 only syncs: it acknowledges two of step 1's directives before finishing step 0, which
+  // then leaves it at step 1 with two chunks to go.
+  Harness h(FourChunkPlans(false), FourChunkExpected(false));
+  h.JoinAll();
+  for (Step s : {0, 1}) {
+    ASSERT_TRUE(h.Stage(0, {Item(s, 0, "dense"), Item(s, 1, "dense"), Item(s, 2, "dense"),
+                            Item(s, 3, "dense")})
+                    .ok());
+    ASSERT_TRUE(h.SyncDone(0, h.DoneItems(0, s)).ok());
+  }
+  ASSERT_TRUE(h.SyncDone(1, {Done(1, 0)}).ok());
+  ASSERT_TRUE(h.SyncDone(1, {Done(1, 1)}).ok());
+  for (ChunkId c = 0; c < 4; ++c) {
+    EXPECT_EQ(h.tracker().rank_step(1), 0u) << "chunk " << c;
+    ASSERT_TRUE(h.SyncDone(1, {Done(0, c)}).ok());
+  }
+  EXPECT_EQ(h.tracker().rank_step(1), 1u);
+  ASSERT_TRUE(h.SyncDone(1, {Done(1, 2)}).ok());
+  EXPECT_EQ(h.tracker().rank_step(1), 1u);
+  ASSERT_TRUE(h.SyncDone(1, {Done(1, 3)}).ok());
+  EXPECT_EQ(h.tracker().rank_step(1), 2u);
+}
+
 }  // namespace
 }  // namespace psync::core::testing
