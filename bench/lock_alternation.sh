@@ -11,7 +11,9 @@
 # (bench/lock_alternation_summary.py).
 #   [SPECS=...] [ORDER=...] [INPROC=1] bench/lock_alternation.sh BEFORE_DIR AFTER_DIR [OUT_DIR]
 # Each DIR holds psync-bench, psync-coordinator, psync-agent (and release_path_bench with
-# INPROC=1); their shared libraries in DIR/../lib when bundled for another host.
+# INPROC=1); their shared libraries in DIR/../lib when bundled for another host. BEFORE_RELAY and
+# AFTER_RELAY (default empty) are flags added to that label's relays, e.g. one build against
+# itself: BEFORE_RELAY=--relay_flush_window=0 AFTER_RELAY=--relay_flush_window=2ms.
 set -u
 if [ $# -lt 2 ]; then sed -n 2,15p "$0" >&2; exit 2; fi
 out=${3:-${OUT:-/tmp}}
@@ -38,10 +40,12 @@ for spec in ${SPECS:-16384:16:1000:4 131072:64:4000:8}; do
   IFS=: read -r ranks relays period procs <<<"$spec"
   for build in ${ORDER:-before after after before}; do
     bin=$(dir_of "$build")
+    if [ "$build" = after ]; then extra=${AFTER_RELAY:-}; else extra=${BEFORE_RELAY:-}; fi
     label="$build $ranks/$relays"
     port=$((port + 1))  # a port of its own: the last run's coordinator may still hold its own
     LD_LIBRARY_PATH=$bin/../lib:${LD_LIBRARY_PATH:-} timeout 280 "$bin/psync-bench" \
       --coordinator="$bin/psync-coordinator" --agent_binary="$bin/psync-agent" --relays="$relays" \
+      "--relay_args=--target={coordinator} --listen=127.0.0.1:0 --port_file={port_file} $extra" \
       --ranks="$ranks" --group_size=8 --optimizers=2 --chunks=8 --lazy_acks=true --floor=false \
       --steps=$((period >= 4000 ? 5 : 8)) --warmup_steps=1 --step_period_ms="$period" \
       --spread_us=100000 --simulated_nodes=8 --node_tick_us=20000 --pump_threads=2 \
