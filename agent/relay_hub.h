@@ -76,7 +76,8 @@ struct RelayHubOptions {
   // How long queued batches may wait for more to merge with, after the oldest arrived: the
   // coordinator reads fewer, larger messages, each check-in waiting up to this much longer. An
   // attach or detach queued behind them, or a merged batch's worth of messages, sends them at
-  // once. 0: sent as soon as the stream is free (merging only what queued meanwhile).
+  // once. 0: sent as soon as the stream is free (merging only what queued meanwhile). psync-agent
+  // passes its --relay_flush_window, 2 ms by default (AgentOptions::relay_flush_window).
   absl::Duration flush_window = absl::ZeroDuration();
 };
 
