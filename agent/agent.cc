@@ -109,6 +109,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   router.upstream.flush_messages = o.flush_messages;
   router.upstream.max_batch_messages = o.max_batch_messages;
   router.upstream.max_batch_bytes = o.max_batch_bytes;
+  router.upstream.merge.merge_sync_dones = o.merge_sync_dones;
   if (router.targets.size() == 1) {
     RelayHubOptions relay;
     relay.channel = router.channel_factory(router.targets.front());

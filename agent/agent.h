@@ -74,6 +74,9 @@ struct AgentOptions {
   // messages by default).
   size_t max_batch_messages = 1024;
   size_t max_batch_bytes = 512 << 10;
+  // The ranks' equal SyncDones as one entry of a batch (AgentBatch.merged_sync_dones). A
+  // coordinator older than that field rejects them: false while such a coordinator serves.
+  bool merge_sync_dones = true;
   // Reconnect delays of the upstream stream (also the channel's reconnect backoff).
   BackoffOptions backoff;
   // HTTP/2 keepalive of the channel to the coordinator (as ClientOptions::keepalive), so a dead

@@ -30,6 +30,8 @@ const CounterSpec kCounters[] = {
      "AgentDown messages read from the streams up (the coordinator's, or a relay's)."},
     {"merged_checkins", &AgentStats::merged_checkins,
      "MergedStaged entries written (one check-in of several ranks)."},
+    {"merged_sync_dones", &AgentStats::merged_sync_dones,
+     "MergedSyncDone entries written (one SyncDoneBatch of several ranks)."},
     {"notices_received", &AgentStats::notices_received,
      "AgentNotice entries received (one notice for several ranks)."},
     {"notices_delivered", &AgentStats::notices_delivered,

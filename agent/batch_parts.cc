@@ -44,6 +44,15 @@ v1::AgentBatch KeepMessages(const v1::AgentBatch& batch, const std::vector<bool>
     *kept = d;
     kept->set_message(renumbered[d.message()]);
   }
+  for (const v1::MergedSyncDone& d : batch.merged_sync_dones()) {
+    v1::MergedSyncDone kept;
+    for (uint32_t index : d.messages()) {
+      if (renumbered[index] != kDropped) kept.add_messages(renumbered[index]);
+    }
+    if (kept.messages().empty()) continue;
+    *kept.mutable_items() = d.items();
+    *out.add_merged_sync_dones() = std::move(kept);
+  }
   for (const v1::IndexedLeave& l : batch.leaves()) {
     if (renumbered[l.message()] == kDropped) continue;
     v1::IndexedLeave* kept = out.add_leaves();
@@ -81,11 +90,15 @@ uint32_t AppendBatch(v1::AgentBatch part, v1::AgentBatch* merged) {
   for (v1::IndexedSyncDone& done : *part.mutable_sync_dones()) {
     done.set_message(done.message() + offset);
   }
+  for (v1::MergedSyncDone& done : *part.mutable_merged_sync_dones()) {
+    for (uint32_t& index : *done.mutable_messages()) index += offset;
+  }
   for (v1::IndexedLeave& leave : *part.mutable_leaves())
     leave.set_message(leave.message() + offset);
   MoveAll(part.mutable_staged(), merged->mutable_staged());
   MoveAll(part.mutable_skips(), merged->mutable_skips());
   MoveAll(part.mutable_sync_dones(), merged->mutable_sync_dones());
+  MoveAll(part.mutable_merged_sync_dones(), merged->mutable_merged_sync_dones());
   MoveAll(part.mutable_leaves(), merged->mutable_leaves());
   return offset;
 }

@@ -29,6 +29,9 @@ ABSL_FLAG(absl::Duration, relay_flush_window, absl::Milliseconds(2),
           "merge into one message to the coordinator, after the oldest arrived (0: none, send "
           "when the stream is free)");
 ABSL_FLAG(uint64_t, max_batch_messages, 1024, "local messages per merged upstream message");
+ABSL_FLAG(bool, merge_sync_dones, true,
+          "send the ranks' equal SyncDones as one entry (AgentBatch.merged_sync_dones); false for "
+          "a coordinator older than that field, which rejects them");
 ABSL_FLAG(std::string, http_listen, "",
           "host:port (port 0: any free port) to serve GET /metrics on (Prometheus: the agent's "
           "counters and how long messages wait in it, both ways); empty: no HTTP side");
@@ -41,7 +44,8 @@ int main(int argc, char** argv) {
   const std::vector<psync::serve::FlagGroup> groups = {
       {"Serving the node's ranks", {"listen", "port_file", "drain_timeout", "cpus"}},
       {"Upstream (the coordinator)",
-       {"target", "flush_window", "flush_messages", "max_batch_messages", "relay_flush_window"}},
+       {"target", "flush_window", "flush_messages", "max_batch_messages", "merge_sync_dones",
+        "relay_flush_window"}},
       {"Metrics", {"http_listen", "http_port_file"}},
   };
   psync::serve::ParseDaemonFlags(argc, argv, "psync-agent",
@@ -61,6 +65,7 @@ int main(int argc, char** argv) {
   options.flush_messages = absl::GetFlag(FLAGS_flush_messages);
   options.relay_flush_window = absl::GetFlag(FLAGS_relay_flush_window);
   options.max_batch_messages = absl::GetFlag(FLAGS_max_batch_messages);
+  options.merge_sync_dones = absl::GetFlag(FLAGS_merge_sync_dones);
   options.http_listen = absl::GetFlag(FLAGS_http_listen);
   auto agent = psync::agent::Agent::Start(options);
   if (!agent.ok()) {

@@ -15,6 +15,46 @@ StagedKey KeyOf(const v1::Staged& s) {
           s.has_shard_checksum() ? s.shard_checksum() : 0};
 }
 
+bool SameSyncDone(const v1::SyncDone& a, const v1::SyncDone& b) {
+  if (a.step() != b.step() || a.chunk() != b.chunk() || a.executions() != b.executions() ||
+      a.checksums_size() != b.checksums_size()) {
+    return false;
+  }
+  for (int i = 0; i < a.checksums_size(); ++i) {
+    if (a.checksums(i).checksum() != b.checksums(i).checksum() ||
+        a.checksums(i).group() != b.checksums(i).group()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool SameItems(const google::protobuf::RepeatedPtrField<v1::SyncDone>& a,
+               const google::protobuf::RepeatedPtrField<v1::SyncDone>& b) {
+  if (a.size() != b.size()) return false;
+  for (int i = 0; i < a.size(); ++i) {
+    if (!SameSyncDone(a[i], b[i])) return false;
+  }
+  return true;
+}
+
+// The merged_sync_dones entry carrying exactly `items`, or a new one. A node's ranks send the
+// same few SyncDones: the newest kMaxScan entries are compared (beyond, equal items get an entry
+// of their own, which is correct, only less merged).
+v1::MergedSyncDone* EntryFor(const google::protobuf::RepeatedPtrField<v1::SyncDone>& items,
+                             v1::AgentBatch* batch) {
+  constexpr int kMaxScan = 16;
+  const int n = batch->merged_sync_dones_size();
+  for (int k = n - 1; k >= 0 && n - k <= kMaxScan; --k) {
+    if (SameItems(batch->merged_sync_dones(k).items(), items)) {
+      return batch->mutable_merged_sync_dones(k);
+    }
+  }
+  v1::MergedSyncDone* entry = batch->add_merged_sync_dones();
+  *entry->mutable_items() = items;
+  return entry;
+}
+
 }  // namespace
 
 uint64_t GenerationOf(const v1::SessionUp& up) {
@@ -33,7 +73,7 @@ uint64_t GenerationOf(const v1::SessionUp& up) {
 }
 
 v1::AgentBatch MergeMessages(const std::string& job_id, uint64_t generation,
-                             absl::Span<const MergeInput> messages) {
+                             absl::Span<const MergeInput> messages, const MergeOptions& options) {
   v1::AgentBatch batch;
   batch.set_job_id(job_id);
   batch.set_generation(generation);
@@ -74,6 +114,10 @@ v1::AgentBatch MergeMessages(const std::string& job_id, uint64_t generation,
         break;
       }
       case v1::SessionUp::kSyncDone: {
+        if (options.merge_sync_dones) {
+          EntryFor(up.sync_done().items(), &batch)->add_messages(index);
+          break;
+        }
         v1::IndexedSyncDone* done = batch.add_sync_dones();
         done->set_message(index);
         *done->mutable_items() = up.sync_done().items();

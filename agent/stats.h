@@ -27,6 +27,7 @@ struct AgentStats {
   uint64_t upstream_writer_wakeups = 0;
   uint64_t upstream_reads = 0;     // AgentDown messages read from the streams up
   uint64_t merged_checkins = 0;    // MergedStaged entries written (one check-in of several ranks)
+  uint64_t merged_sync_dones = 0;  // MergedSyncDone entries written (one SyncDone of several ranks)
   uint64_t notices_received = 0;   // AgentNotice entries received (one notice for several ranks)
   uint64_t notices_delivered = 0;  // notices handed to local Sessions (one per rank)
   uint64_t notices_unrouted = 0;   // notices for a rank with no local Session (dropped)
@@ -69,6 +70,7 @@ class AgentCounters {
   std::atomic<uint64_t> upstream_writer_wakeups{0};
   std::atomic<uint64_t> upstream_reads{0};
   std::atomic<uint64_t> merged_checkins{0};
+  std::atomic<uint64_t> merged_sync_dones{0};
   std::atomic<uint64_t> notices_received{0};
   std::atomic<uint64_t> notices_delivered{0};
   std::atomic<uint64_t> notices_unrouted{0};
@@ -127,6 +129,7 @@ class AgentCounters {
     s.upstream_writer_wakeups = upstream_writer_wakeups.load();
     s.upstream_reads = upstream_reads.load();
     s.merged_checkins = merged_checkins.load();
+    s.merged_sync_dones = merged_sync_dones.load();
     s.notices_received = notices_received.load();
     s.notices_delivered = notices_delivered.load();
     s.notices_unrouted = notices_unrouted.load();

@@ -192,8 +192,8 @@ void Upstream::BuildLocked() {
     v1::AgentUp up;
     up.set_request_id(id);
     up.set_lazy_ack(p.lazy);
-    *up.mutable_batch() =
-        MergeMessages(run.front().link->job_id(), GenerationOf(run.front().up), inputs);
+    *up.mutable_batch() = MergeMessages(run.front().link->job_id(), GenerationOf(run.front().up),
+                                        inputs, options_.merge);
     awaiting_ack_.emplace(id, std::move(p));
     stream_->Send(id, std::move(up), Delivery::kTracked);
     run.clear();
@@ -257,6 +257,7 @@ void Upstream::OnWrite(const v1::AgentUp& up) {
     counters_->upstream_batches.fetch_add(1);
     if (up.lazy_ack()) counters_->lazy_batches.fetch_add(1);
     counters_->merged_checkins.fetch_add(up.batch().staged_size());
+    counters_->merged_sync_dones.fetch_add(up.batch().merged_sync_dones_size());
   }
 }
 

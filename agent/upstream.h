@@ -62,6 +62,7 @@
 #include "absl/time/time.h"
 #include "agent/local_completion.h"
 #include "agent/local_rank.h"
+#include "agent/merge.h"
 #include "agent/stats.h"
 #include "client/backoff.h"
 #include "client/reconnecting_stream.h"
@@ -92,6 +93,7 @@ struct UpstreamOptions {
   size_t flush_messages = 1024;
   size_t max_batch_messages = 1024;
   size_t max_batch_bytes = 512 << 10;
+  MergeOptions merge;  // how the batches are merged (agent/merge.h)
 };
 
 class Upstream final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {

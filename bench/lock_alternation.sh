@@ -13,7 +13,9 @@
 # Each DIR holds psync-bench, psync-coordinator, psync-agent (and release_path_bench with
 # INPROC=1); their shared libraries in DIR/../lib when bundled for another host. BEFORE_RELAY and
 # AFTER_RELAY (default empty) are flags added to that label's relays, e.g. one build against
-# itself: BEFORE_RELAY=--relay_flush_window=0 AFTER_RELAY=--relay_flush_window=2ms.
+# itself: BEFORE_RELAY=--relay_flush_window=0 AFTER_RELAY=--relay_flush_window=2ms. BEFORE_ARGS
+# and AFTER_ARGS likewise add flags to that label's psync-bench, e.g.
+# BEFORE_ARGS=--node_merge_sync_dones=false.
 set -u
 if [ $# -lt 2 ]; then sed -n 2,15p "$0" >&2; exit 2; fi
 out=${3:-${OUT:-/tmp}}
@@ -41,6 +43,7 @@ for spec in ${SPECS:-16384:16:1000:4 131072:64:4000:8}; do
   for build in ${ORDER:-before after after before}; do
     bin=$(dir_of "$build")
     if [ "$build" = after ]; then extra=${AFTER_RELAY:-}; else extra=${BEFORE_RELAY:-}; fi
+    if [ "$build" = after ]; then args=${AFTER_ARGS:-}; else args=${BEFORE_ARGS:-}; fi
     label="$build $ranks/$relays"
     port=$((port + 1))  # a port of its own: the last run's coordinator may still hold its own
     LD_LIBRARY_PATH=$bin/../lib:${LD_LIBRARY_PATH:-} timeout 280 "$bin/psync-bench" \
@@ -51,7 +54,7 @@ for spec in ${SPECS:-16384:16:1000:4 131072:64:4000:8}; do
       --spread_us=100000 --simulated_nodes=8 --node_tick_us=20000 --pump_threads=2 \
       --node_processes="$procs" --hop_times --agent_metrics \
       "--coordinator_args=--history_steps=2 --http_listen=127.0.0.1:$port" --label="$label" \
-      --json >>"$out/lock-alternation.jsonl" 2>>"$out/lock-alternation.err" &
+      --json $args >>"$out/lock-alternation.jsonl" 2>>"$out/lock-alternation.err" &
     bench=$!
     # Once 2.7 steps' check-ins are in (past the warmup step), 4 s of the steps.
     for _ in $(seq 1 240); do

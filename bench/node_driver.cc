@@ -6,6 +6,7 @@
 #include <memory>
 #include <queue>
 #include <random>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -264,12 +265,24 @@ void NodeStream::Pump(int64_t now) {
     if (sync_dones_.empty() && (due_.empty() || due_.front().due_ns > now)) return;  // nothing due
     v1::AgentUp up;
     v1::AgentBatch* batch = up.mutable_batch();
-    // SyncDones first: they move their ranks to the next step before its check-ins.
+    // SyncDones first: they move their ranks to the next step before its check-ins. Equal ones
+    // share an entry, as psync-agent sends them (--merge_sync_dones).
+    absl::flat_hash_map<std::string, v1::MergedSyncDone*> equal_done;
     for (auto& [local, done] : sync_dones_) {
-      v1::IndexedSyncDone* s = batch->add_sync_dones();
-      s->set_message(static_cast<uint32_t>(batch->ranks_size()));
-      *s->add_items() = std::move(done);
+      const uint32_t message = static_cast<uint32_t>(batch->ranks_size());
       batch->add_ranks(first_rank_ + local);
+      if (!driver_->options().merge_sync_dones) {
+        v1::IndexedSyncDone* s = batch->add_sync_dones();
+        s->set_message(message);
+        *s->add_items() = std::move(done);
+        continue;
+      }
+      v1::MergedSyncDone*& entry = equal_done[done.SerializeAsString()];
+      if (entry == nullptr) {
+        entry = batch->add_merged_sync_dones();
+        *entry->add_items() = std::move(done);
+      }
+      entry->add_messages(message);
     }
     sync_dones_.clear();
     // Due check-ins of ranks that are at their step, merged per (step, chunk, optimizer). due_ is

@@ -59,6 +59,9 @@ struct NodeOptions {
   // Batches ask for lazy acks (AgentUp.lazy_ack), as psync-agent does when every message of a
   // batch is an asynchronous report.
   bool lazy_acks = false;
+  // Equal SyncDones of a batch share an AgentBatch.merged_sync_dones entry, as psync-agent sends
+  // them; false: one IndexedSyncDone each (psync-agent --merge_sync_dones=false).
+  bool merge_sync_dones = true;
   uint32_t join_concurrency = 64;
   // Threads that build and start the nodes' batches (node n on thread n % pump_threads), so that
   // the simulation keeps its own schedule: DriverResult::pump_lag_ns says how late it ran.

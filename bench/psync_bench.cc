@@ -138,6 +138,9 @@ ABSL_FLAG(uint32_t, pump_threads, 4,
           "pump_lag says how late they ran against the schedule)");
 ABSL_FLAG(int64_t, node_tick_us, 1000,
           "with --simulated_nodes: how often each node sends what became due (its flush window)");
+ABSL_FLAG(bool, node_merge_sync_dones, true,
+          "with --simulated_nodes: equal SyncDones of a batch share one merged_sync_dones "
+          "entry (AgentBatch), as psync-agent sends them; false: one IndexedSyncDone each");
 ABSL_FLAG(bool, node_flush_on_complete, true,
           "with --simulated_nodes: a node also sends at once when a check-in completes a chunk's "
           "step on the node (as psync-agent does), instead of waiting for the next tick");
@@ -515,6 +518,7 @@ absl::StatusOr<NodeOptions> NodeOptionsFromFlags(const DriverOptions& o) {
   n.step_period = o.step_period;
   n.tick = absl::Microseconds(absl::GetFlag(FLAGS_node_tick_us));
   n.flush_on_complete = absl::GetFlag(FLAGS_node_flush_on_complete);
+  n.merge_sync_dones = absl::GetFlag(FLAGS_node_merge_sync_dones);
   n.lazy_acks = o.lazy_acks;
   n.join_concurrency = o.join_concurrency;
   n.pump_threads = absl::GetFlag(FLAGS_pump_threads);
@@ -718,6 +722,8 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
       ",\"pump_threads\":", ranks_per_node > 0 ? absl::GetFlag(FLAGS_pump_threads) : 0,
       ",\"node_flush_on_complete\":",
       ranks_per_node > 0 && absl::GetFlag(FLAGS_node_flush_on_complete) ? "true" : "false",
+      ",\"node_merge_sync_dones\":",
+      ranks_per_node > 0 && absl::GetFlag(FLAGS_node_merge_sync_dones) ? "true" : "false",
       ",\"ok\":", ok ? "true" : "false", ",\"release_latency\":", latency.Json(),
       ",\"release_first_latency\":", first_latency.Json(),
       r->pump_lag_ns.empty() ? ""

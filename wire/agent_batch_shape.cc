@@ -9,7 +9,7 @@
 namespace psync::wire {
 namespace {
 
-enum class Seen : uint8_t { kNone, kStaged, kSkip, kSyncDone, kLeave };
+enum class Seen : uint8_t { kNone, kStaged, kSkip, kSyncDone, kMergedSyncDone, kLeave };
 
 const char* SeenName(Seen s) {
   switch (s) {
@@ -19,6 +19,8 @@ const char* SeenName(Seen s) {
       return "skips";
     case Seen::kSyncDone:
       return "sync_dones";
+    case Seen::kMergedSyncDone:
+      return "merged_sync_dones";
     case Seen::kLeave:
       return "leaves";
     case Seen::kNone:
@@ -87,6 +89,25 @@ absl::Status CheckAgentBatchShape(const v1::AgentBatch& batch) {
     if (absl::Status s = Claim(field, batch.sync_dones(i).message(), Seen::kSyncDone, &seen);
         !s.ok()) {
       return s;
+    }
+  }
+  for (int g = 0; g < batch.merged_sync_dones_size(); ++g) {
+    const v1::MergedSyncDone& m = batch.merged_sync_dones(g);
+    if (m.messages_size() == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch.merged_sync_dones[", g, "].messages must not be empty"));
+    }
+    for (int k = 0; k < m.messages_size(); ++k) {
+      const uint32_t index = m.messages(k);
+      if (k > 0 && index <= m.messages(k - 1)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("batch.merged_sync_dones[", g, "].messages[", k, "]: ", index,
+                         " must be above the previous index ", m.messages(k - 1)));
+      }
+      const auto field = [g, k] {
+        return absl::StrCat("batch.merged_sync_dones[", g, "].messages[", k, "]");
+      };
+      if (absl::Status s = Claim(field, index, Seen::kMergedSyncDone, &seen); !s.ok()) return s;
     }
   }
   for (int i = 0; i < batch.leaves_size(); ++i) {

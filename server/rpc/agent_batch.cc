@@ -7,6 +7,26 @@
 #include "wire/wire_status.h"
 
 namespace psync::server {
+namespace {
+
+// Appends `items` to `pool` (reserved beforehand, so earlier views stay valid) and views them.
+absl::Span<const core::SyncDoneItem> AppendSyncDones(
+    const google::protobuf::RepeatedPtrField<v1::SyncDone>& items,
+    std::vector<core::SyncDoneItem>* pool) {
+  const size_t first = pool->size();
+  for (const v1::SyncDone& d : items) {
+    core::SyncDoneItem& item = pool->emplace_back();
+    item.step = d.step();
+    item.chunk = d.chunk();
+    for (const v1::GroupChecksum& c : d.checksums()) {
+      item.checksums.push_back({wire::BoundEcho(c.group()), c.checksum()});
+    }
+    item.executions = std::max<uint32_t>(1, d.executions());
+  }
+  return absl::MakeConstSpan(pool->data() + first, pool->size() - first);
+}
+
+}  // namespace
 
 absl::Status ExpandAgentBatch(const v1::AgentBatch& batch, ExpandedBatch* out) {
   out->messages.clear();
@@ -23,6 +43,7 @@ absl::Status ExpandAgentBatch(const v1::AgentBatch& batch, ExpandedBatch* out) {
   }
   size_t done_total = 0;
   for (const v1::IndexedSyncDone& d : batch.sync_dones()) done_total += d.items_size();
+  for (const v1::MergedSyncDone& d : batch.merged_sync_dones()) done_total += d.items_size();
 
   // Staged items grouped by message (a counting sort: within a message they keep the order of
   // `staged`, the order the rank sent them in, see agent/merge.h, so item indices in errors
@@ -58,20 +79,19 @@ absl::Status ExpandAgentBatch(const v1::AgentBatch& batch, ExpandedBatch* out) {
   }
   out->sync_done_items.reserve(done_total);  // no reallocation below: the spans stay valid
   for (const v1::IndexedSyncDone& done : batch.sync_dones()) {
-    const size_t first = out->sync_done_items.size();
-    for (const v1::SyncDone& d : done.items()) {
-      core::SyncDoneItem& item = out->sync_done_items.emplace_back();
-      item.step = d.step();
-      item.chunk = d.chunk();
-      for (const v1::GroupChecksum& c : d.checksums()) {
-        item.checksums.push_back({wire::BoundEcho(c.group()), c.checksum()});
-      }
-      item.executions = std::max<uint32_t>(1, d.executions());
-    }
     RankMessage& m = out->messages[done.message()];
     m.kind = RankMessage::Kind::kSyncDone;
-    m.sync_done = absl::MakeConstSpan(out->sync_done_items.data() + first,
-                                      out->sync_done_items.size() - first);
+    m.sync_done = AppendSyncDones(done.items(), &out->sync_done_items);
+  }
+  for (const v1::MergedSyncDone& done : batch.merged_sync_dones()) {
+    // One copy of the items, viewed by every message carrying them.
+    const absl::Span<const core::SyncDoneItem> items =
+        AppendSyncDones(done.items(), &out->sync_done_items);
+    for (uint32_t index : done.messages()) {
+      RankMessage& m = out->messages[index];
+      m.kind = RankMessage::Kind::kSyncDone;
+      m.sync_done = items;
+    }
   }
   for (const v1::IndexedLeave& leave : batch.leaves()) {
     RankMessage& m = out->messages[leave.message()];

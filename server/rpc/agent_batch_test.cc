@@ -69,6 +69,76 @@ TEST(ExpandAgentBatchTest, RefusesMalformedBatches) {
   b.add_sync_dones()->set_message(1);
   EXPECT_THAT(Expand(b).message(),
               HasSubstr("batch.sync_dones[1].message: message 1 is already named in sync_dones"));
+
+  b = TwoMessages();
+  b.add_merged_sync_dones();
+  EXPECT_EQ(Expand(b).message(), "batch.merged_sync_dones[0].messages must not be empty");
+
+  b = TwoMessages();
+  b.add_merged_sync_dones()->add_messages(2);
+  EXPECT_EQ(Expand(b).message(),
+            "batch.merged_sync_dones[0].messages[0]: 2 is out of range [0, 2)");
+
+  b = TwoMessages();
+  v1::MergedSyncDone* d = b.add_merged_sync_dones();
+  d->add_messages(1);
+  d->add_messages(0);
+  EXPECT_EQ(Expand(b).message(),
+            "batch.merged_sync_dones[0].messages[1]: 0 must be above the previous index 1");
+
+  b = TwoMessages();
+  b.add_sync_dones()->set_message(0);
+  b.add_merged_sync_dones()->add_messages(0);
+  EXPECT_EQ(Expand(b).message(),
+            "batch.merged_sync_dones[0].messages[0]: message 0 is already named in sync_dones; a "
+            "message has one kind");
+
+  b = TwoMessages();
+  b.add_merged_sync_dones()->add_messages(1);
+  b.add_leaves()->set_message(1);
+  EXPECT_EQ(Expand(b).message(),
+            "batch.leaves[0].message: message 1 is already named in merged_sync_dones; a message "
+            "has one kind");
+}
+
+// A merged SyncDone expands to the same messages as the per-message form.
+TEST(ExpandAgentBatchTest, MergedSyncDonesExpandAsEachMessagesOwn) {
+  v1::SyncDone done;
+  done.set_step(4);
+  done.set_chunk(2);
+  done.set_executions(0);  // read as 1
+  v1::GroupChecksum* c = done.add_checksums();
+  c->set_group("dp0");
+  c->set_checksum(99);
+  v1::AgentBatch b = TwoMessages();
+  b.add_ranks(7);
+  b.add_staged()->add_messages(1);
+  b.mutable_staged(0)->set_step(5);
+  v1::MergedSyncDone* merged = b.add_merged_sync_dones();
+  *merged->add_items() = done;
+  done.set_chunk(3);
+  *merged->add_items() = done;
+  merged->add_messages(0);
+  merged->add_messages(2);
+  ExpandedBatch expanded;
+  ASSERT_TRUE(ExpandAgentBatch(b, &expanded).ok());
+  ASSERT_EQ(expanded.messages.size(), 3u);
+  EXPECT_EQ(expanded.messages[1].kind, RankMessage::Kind::kStaged);
+  for (size_t i : {0, 2}) {
+    const RankMessage& m = expanded.messages[i];
+    EXPECT_EQ(m.rank, i == 0 ? 0u : 7u);
+    ASSERT_EQ(m.kind, RankMessage::Kind::kSyncDone);
+    ASSERT_EQ(m.sync_done.size(), 2u);
+    EXPECT_EQ(m.sync_done[0].step, 4u);
+    EXPECT_EQ(m.sync_done[0].chunk, 2u);
+    EXPECT_EQ(m.sync_done[1].chunk, 3u);
+    EXPECT_EQ(m.sync_done[1].executions, 1u);
+    ASSERT_EQ(m.sync_done[1].checksums.size(), 1u);
+    EXPECT_EQ(m.sync_done[1].checksums[0].group, "dp0");
+    EXPECT_EQ(m.sync_done[1].checksums[0].checksum, 99u);
+  }
+  // One copy of the items, seen by both messages.
+  EXPECT_EQ(expanded.sync_done_items.size(), 2u);
 }
 
 v1::SessionDown Directive(uint64_t step, uint32_t chunk) {

@@ -190,7 +190,8 @@ TEST_F(AgentTest, ChecksInTogetherLeaveAsOneMessageAndTheDirectiveComesBackAsOne
   EXPECT_EQ(synced.notices_received, 1u);  // the release, once, for the 4 ranks
   EXPECT_EQ(synced.notices_delivered, 4u);
   EXPECT_EQ(synced.local_messages, 8u);
-  EXPECT_EQ(synced.upstream_batches, 2u);  // the 4 SyncDones went together too
+  EXPECT_EQ(synced.upstream_batches, 2u);   // the 4 SyncDones went together too
+  EXPECT_EQ(synced.merged_sync_dones, 1u);  // as one entry: the 4 ranks' checksums are equal
 
   const v1::JobStatus status = JobStatus(*coordinator_, "merged");
   EXPECT_EQ(status.counters().checkins(), 4u);
@@ -216,6 +217,37 @@ TEST_F(AgentTest, ChecksInTogetherLeaveAsOneMessageAndTheDirectiveComesBackAsOne
     EXPECT_THAT(event.ranks(), UnorderedElementsAre(0u, 1u, 2u, 3u)) << event.ShortDebugString();
   }
   context.TryCancel();
+}
+
+// Equal SyncDones share one entry of the agent's batch, yet the coordinator still compares every
+// rank's checksum: one rank that gathered other weights is a mismatch, and only one.
+TEST_F(AgentTest, ASyncDoneThatDisagreesBehindTheAgentIsStillAChecksumMismatch) {
+  auto node = StartHoldingAgent(4);
+  ASSERT_NE(node, nullptr);
+  std::vector<v1::JoinRequest> plans;
+  std::vector<std::unique_ptr<Client>> ranks;
+  for (uint32_t r = 0; r < 4; ++r) {
+    plans.push_back(MakeJoin("disagree", 4, r, 1));
+    ranks.push_back(ConnectRank(node->local_target(), plans.back()));
+    ASSERT_NE(ranks.back(), nullptr);
+  }
+  OnThreads(4, [&](size_t r) { ASSERT_TRUE(ranks[r]->ReportStaged(0, 0, "dense").ok()); });
+  OnThreads(4, [&](size_t r) {
+    ASSERT_TRUE(ranks[r]->WaitForDirective(0, 0, absl::Seconds(30)).ok());
+    std::vector<v1::GroupChecksum> sums = GroupChecksums(plans[r], 0, 0);
+    ASSERT_EQ(sums.size(), 1u);
+    if (r == 3) sums[0].set_checksum(sums[0].checksum() + 1);
+    ASSERT_TRUE(ranks[r]->ReportSyncDone(0, 0, sums).ok());
+  });
+  const agent::AgentStats s = node->stats();
+  EXPECT_EQ(s.upstream_batches, 2u);
+  EXPECT_EQ(s.merged_sync_dones, 2u);  // ranks 0-2 in one entry, rank 3 in its own
+
+  const v1::JobStatus status = JobStatus(*coordinator_, "disagree");
+  EXPECT_EQ(status.counters().syncs_done(), 4u);
+  EXPECT_EQ(status.counters().rejected(), 0u);
+  EXPECT_EQ(status.audit().complete(), 1u);
+  EXPECT_EQ(status.audit().checksum_mismatches(), 1u);
 }
 
 TEST_F(AgentTest, TheCheckInThatCompletesTheNodesChunkLeavesWithoutWaitingForTheWindow) {

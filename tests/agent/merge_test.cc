@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/batch_parts.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/rpc/agent_batch.h"
 
@@ -84,7 +85,7 @@ TEST(MergeTest, EachMessageKeepsItsItemsInOrder) {
   EXPECT_EQ(batch.staged_size(), 5);
 }
 
-TEST(MergeTest, SkipsAndSyncDonesStayPerMessage) {
+TEST(MergeTest, SkipsAndSyncDonesOfOneRankStayPerMessage) {
   v1::SessionUp skip;
   skip.mutable_skip()->set_generation(3);
   skip.mutable_skip()->set_step(9);
@@ -122,6 +123,68 @@ TEST(MergeTest, SkipsAndSyncDonesStayPerMessage) {
   EXPECT_EQ(expanded[2].kind, server::RankMessage::Kind::kStaged);
   EXPECT_TRUE(expanded[2].staged.empty());
   EXPECT_EQ(ItemsOf(expanded[3]), std::vector<std::string>{"9/1/dense"});
+}
+
+v1::SessionUp SyncDoneUp(uint32_t chunk, uint64_t checksum) {
+  v1::SessionUp up;
+  up.mutable_sync_done()->set_generation(3);
+  v1::SyncDone* d = up.mutable_sync_done()->add_items();
+  d->set_step(8);
+  d->set_chunk(chunk);
+  v1::GroupChecksum* c = d->add_checksums();
+  c->set_group("dp");
+  c->set_checksum(checksum);
+  return up;
+}
+
+TEST(MergeTest, EqualSyncDonesShareOneEntryAndExpandAsSent) {
+  // Ranks 0, 2 and 3 report the same SyncDone; rank 1 another checksum, rank 4 another chunk,
+  // rank 5 both chunks (a batch of two items), rank 6 checks in between.
+  const v1::SessionUp same = SyncDoneUp(1, 42);
+  const v1::SessionUp other_sum = SyncDoneUp(1, 43);
+  const v1::SessionUp other_chunk = SyncDoneUp(2, 42);
+  v1::SessionUp two = SyncDoneUp(1, 42);
+  *two.mutable_sync_done()->add_items() = other_chunk.sync_done().items(0);
+  const v1::SessionUp staged = Staged({{9, 1, "dense"}});
+  const std::vector<MergeInput> inputs = {{0, &same},  {1, &other_sum},   {2, &same},
+                                          {3, &same},  {4, &other_chunk}, {5, &two},
+                                          {6, &staged}};
+
+  const v1::AgentBatch merged = MergeMessages("job", 3, inputs);
+  EXPECT_EQ(merged.sync_dones_size(), 0);
+  ASSERT_EQ(merged.merged_sync_dones_size(), 4);
+  EXPECT_THAT(merged.merged_sync_dones(0).messages(), testing::ElementsAre(0u, 2u, 3u));
+  EXPECT_THAT(merged.merged_sync_dones(1).messages(), testing::ElementsAre(1u));
+  EXPECT_THAT(merged.merged_sync_dones(2).messages(), testing::ElementsAre(4u));
+  EXPECT_THAT(merged.merged_sync_dones(3).messages(), testing::ElementsAre(5u));
+
+  // Per message (what a coordinator older than merged_sync_dones reads): the same messages.
+  MergeOptions per_message_options;
+  per_message_options.merge_sync_dones = false;
+  const v1::AgentBatch per_message = MergeMessages("job", 3, inputs, per_message_options);
+  EXPECT_EQ(per_message.merged_sync_dones_size(), 0);
+  EXPECT_EQ(per_message.sync_dones_size(), 6);
+  server::ExpandedBatch a;
+  server::ExpandedBatch b;
+  ASSERT_TRUE(server::ExpandAgentBatch(merged, &a).ok());
+  ASSERT_TRUE(server::ExpandAgentBatch(per_message, &b).ok());
+  ASSERT_EQ(a.messages.size(), 7u);
+  ASSERT_EQ(b.messages.size(), 7u);
+  for (size_t i = 0; i < 7; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(a.messages[i].rank, b.messages[i].rank);
+    ASSERT_EQ(a.messages[i].kind, b.messages[i].kind);
+    ASSERT_EQ(a.messages[i].sync_done.size(), b.messages[i].sync_done.size());
+    for (size_t k = 0; k < a.messages[i].sync_done.size(); ++k) {
+      const core::SyncDoneItem& x = a.messages[i].sync_done[k];
+      const core::SyncDoneItem& y = b.messages[i].sync_done[k];
+      EXPECT_EQ(std::tie(x.step, x.chunk, x.executions), std::tie(y.step, y.chunk, y.executions));
+      EXPECT_EQ(x.checksums, y.checksums);
+    }
+  }
+  EXPECT_EQ(a.messages[1].sync_done[0].checksums[0].checksum, 43u);
+  EXPECT_EQ(a.messages[5].sync_done[1].chunk, 2u);
+  EXPECT_EQ(ItemsOf(a.messages[6]), std::vector<std::string>{"9/1/dense"});
 }
 
 TEST(MergeTest, LeavesStayPerMessageWithTheirFinishedFlag) {
