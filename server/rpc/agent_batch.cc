@@ -36,41 +36,47 @@ absl::Status ExpandAgentBatch(const v1::AgentBatch& batch, ExpandedBatch* out) {
   const size_t n = batch.ranks_size();
   std::vector<uint32_t>& items_of = out->scratch;  // staged items per message
   items_of.assign(n, 0);
-  size_t staged_total = 0;
   for (const v1::MergedStaged& m : batch.staged()) {
     for (uint32_t index : m.messages()) ++items_of[index];
-    staged_total += m.messages_size();
+  }
+  // The pool: first one item per entry, viewed by every message that carries only that item (the
+  // common case: a rank's check-in of one chunk); then the items of messages carrying several,
+  // grouped by message (a counting sort: within a message they keep the order of `staged`, the
+  // order the rank sent them in, see agent/merge.h, so item indices in errors match). items_of
+  // becomes each such message's next free position.
+  const size_t entries = batch.staged_size();
+  uint32_t start = static_cast<uint32_t>(entries);
+  for (uint32_t& count : items_of) {
+    const uint32_t c = count;
+    count = c > 1 ? start : 0;
+    if (c > 1) start += c;
+  }
+  out->staged_items.resize(start);
+  out->messages.resize(n);
+  for (size_t i = 0; i < n; ++i) out->messages[i].rank = batch.ranks(static_cast<int>(i));
+  for (size_t g = 0; g < entries; ++g) {
+    const v1::MergedStaged& m = batch.staged(static_cast<int>(g));
+    core::StagedItem& shared = out->staged_items[g];
+    shared.step = m.step();
+    shared.chunk = m.chunk();
+    shared.optimizer = wire::BoundEcho(m.optimizer());  // as StagedFromProto (convert.h)
+    if (m.has_shard_checksum()) shared.checksum = m.shard_checksum();
+    for (uint32_t index : m.messages()) {
+      RankMessage& message = out->messages[index];
+      if (items_of[index] == 0) {  // its only item
+        message.staged = absl::MakeConstSpan(&shared, 1);
+        continue;
+      }
+      if (message.staged.empty()) {
+        message.staged = absl::MakeConstSpan(out->staged_items.data() + items_of[index], 0);
+      }
+      out->staged_items[items_of[index]++] = shared;
+      message.staged = absl::MakeConstSpan(message.staged.data(), message.staged.size() + 1);
+    }
   }
   size_t done_total = 0;
   for (const v1::IndexedSyncDone& d : batch.sync_dones()) done_total += d.items_size();
   for (const v1::MergedSyncDone& d : batch.merged_sync_dones()) done_total += d.items_size();
-
-  // Staged items grouped by message (a counting sort: within a message they keep the order of
-  // `staged`, the order the rank sent them in, see agent/merge.h, so item indices in errors
-  // match). items_of becomes each message's next free position.
-  out->staged_items.resize(staged_total);
-  uint32_t start = 0;
-  for (uint32_t& count : items_of) {
-    const uint32_t c = count;
-    count = start;
-    start += c;
-  }
-  out->messages.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    RankMessage& m = out->messages[i];
-    m.rank = batch.ranks(static_cast<int>(i));
-    const uint32_t end = i + 1 < n ? items_of[i + 1] : static_cast<uint32_t>(staged_total);
-    m.staged = absl::MakeConstSpan(out->staged_items.data() + items_of[i], end - items_of[i]);
-  }
-  for (const v1::MergedStaged& m : batch.staged()) {
-    for (uint32_t index : m.messages()) {
-      core::StagedItem& item = out->staged_items[items_of[index]++];
-      item.step = m.step();
-      item.chunk = m.chunk();
-      item.optimizer = wire::BoundEcho(m.optimizer());  // as StagedFromProto (convert.h)
-      if (m.has_shard_checksum()) item.checksum = m.shard_checksum();
-    }
-  }
   for (const v1::IndexedSkip& skip : batch.skips()) {
     RankMessage& m = out->messages[skip.message()];
     m.kind = RankMessage::Kind::kSkip;

@@ -22,8 +22,9 @@ namespace psync::server {
 
 // The messages of one AgentBatch. Each message views its run of the two item pools (and a skip's
 // reason views the AgentBatch), so a batch costs a few allocations however many ranks it names,
-// and none once a reused ExpandedBatch has grown to the size of the batches it sees. Move-only: a
-// copy would leave the messages viewing the original's pools.
+// and none once a reused ExpandedBatch has grown to the size of the batches it sees. The messages
+// of one entry (a MergedStaged whose messages carry only its item, a MergedSyncDone) view one copy
+// of its items. Move-only: a copy would leave the messages viewing the original's pools.
 struct ExpandedBatch {
   ExpandedBatch() = default;
   ExpandedBatch(ExpandedBatch&&) = default;
@@ -32,9 +33,10 @@ struct ExpandedBatch {
   ExpandedBatch& operator=(const ExpandedBatch&) = delete;
 
   std::vector<RankMessage> messages;  // in the batch's order (message i is batch.ranks(i))
+  // One item per `staged` entry, then the runs of messages carrying several items.
   std::vector<core::StagedItem> staged_items;
   std::vector<core::SyncDoneItem> sync_done_items;
-  std::vector<uint32_t> scratch;  // per message: staged items, then where its run starts
+  std::vector<uint32_t> scratch;  // per message: staged items, then where its run starts (or 0)
 };
 
 // Fills `out` (its earlier contents are discarded, its capacity kept) with the messages of

@@ -141,6 +141,41 @@ TEST(ExpandAgentBatchTest, MergedSyncDonesExpandAsEachMessagesOwn) {
   EXPECT_EQ(expanded.sync_done_items.size(), 2u);
 }
 
+// Messages carrying only an entry's item view its one copy; a message carrying several items
+// gets its own run, in the order of the entries.
+TEST(ExpandAgentBatchTest, OneItemMessagesOfAnEntryViewOneCopy) {
+  v1::AgentBatch b = TwoMessages();
+  b.add_ranks(5);
+  v1::MergedStaged* dense = b.add_staged();
+  dense->set_step(3);
+  dense->set_optimizer("dense");
+  for (uint32_t m : {0u, 1u, 2u}) dense->add_messages(m);
+  v1::MergedStaged* expert = b.add_staged();
+  expert->set_step(3);
+  expert->set_optimizer("expert");
+  expert->set_shard_checksum(8);
+  expert->add_messages(1);
+  ExpandedBatch expanded;
+  ASSERT_TRUE(ExpandAgentBatch(b, &expanded).ok());
+  ASSERT_EQ(expanded.messages.size(), 3u);
+  const RankMessage& first = expanded.messages[0];
+  const RankMessage& both = expanded.messages[1];
+  const RankMessage& last = expanded.messages[2];
+  ASSERT_EQ(first.staged.size(), 1u);
+  ASSERT_EQ(last.staged.size(), 1u);
+  EXPECT_EQ(first.staged.data(), last.staged.data());
+  EXPECT_EQ(last.rank, 5u);
+  EXPECT_EQ(last.staged[0].optimizer, "dense");
+  EXPECT_EQ(last.staged[0].step, 3u);
+  EXPECT_FALSE(last.staged[0].checksum.has_value());
+  ASSERT_EQ(both.staged.size(), 2u);
+  EXPECT_NE(both.staged.data(), first.staged.data());
+  EXPECT_EQ(both.staged[0].optimizer, "dense");
+  EXPECT_EQ(both.staged[1].optimizer, "expert");
+  EXPECT_EQ(both.staged[1].checksum, 8u);
+  EXPECT_EQ(expanded.staged_items.size(), 4u);  // one per entry, then message 1's two
+}
+
 v1::SessionDown Directive(uint64_t step, uint32_t chunk) {
   v1::SessionDown d;
   d.mutable_directive()->set_generation(1);
