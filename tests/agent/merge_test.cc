@@ -1,10 +1,12 @@
 // MergeMessages against the coordinator's ExpandAgentBatch: merging shares check-ins between
 // ranks, and expanding restores every message exactly (kind, rank, items and their order). The
 // same for a relay's concatenation of several agents' batches (agent/batch_parts.h), and its
-// split of the coordinator's answer.
+// split of the coordinator's answer, and random nodes' messages through a relay.
 #include "agent/merge.h"
 
+#include <algorithm>
 #include <optional>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/rpc/agent_batch.h"
+#include "wire/agent_batch_shape.h"
 
 namespace psync::agent {
 namespace {
@@ -254,7 +257,14 @@ std::string Describe(const server::RankMessage& m) {
     case server::RankMessage::Kind::kSkip:
       return absl::StrCat(out, "skip ", m.skip_step, " ", m.skip_reason);
     case server::RankMessage::Kind::kSyncDone:
-      return absl::StrCat(out, "sync_done ", m.sync_done.size());
+      absl::StrAppend(&out, "sync_done");
+      for (const core::SyncDoneItem& d : m.sync_done) {
+        absl::StrAppend(&out, " ", d.step, "/", d.chunk, "x", d.executions);
+        for (const core::GroupChecksum& c : d.checksums) {
+          absl::StrAppend(&out, ",", c.group, "=", c.checksum);
+        }
+      }
+      return out;
     case server::RankMessage::Kind::kLeave:
       return absl::StrCat(out, "leave ", m.leave_finished);
     case server::RankMessage::Kind::kStaged:
@@ -298,6 +308,110 @@ TEST(BatchPartsTest, ConcatenatedBatchesExpandIntoEveryPartsMessagesInOrder) {
   EXPECT_EQ(Expanded(merged), expected);
   EXPECT_EQ(expected, (std::vector<std::string>{"0: 4/0/dense", "1: 4/0/dense 4/1/expert",
                                                 "8:skip 4 nan", "9: 4/0/dense#7", "10:"}));
+}
+
+// What `up` from `rank` is, in Describe's form, read from the proto the rank sent.
+std::string DescribeSent(uint32_t rank, const v1::SessionUp& up) {
+  std::string out = absl::StrCat(rank, ":");
+  if (up.has_skip()) return absl::StrCat(out, "skip ", up.skip().step(), " ", up.skip().reason());
+  if (up.has_leave()) return absl::StrCat(out, "leave ", up.leave().finished());
+  if (up.has_sync_done()) {
+    absl::StrAppend(&out, "sync_done");
+    for (const v1::SyncDone& d : up.sync_done().items()) {
+      absl::StrAppend(&out, " ", d.step(), "/", d.chunk(), "x", std::max(1u, d.executions()));
+      for (const v1::GroupChecksum& c : d.checksums()) {
+        absl::StrAppend(&out, ",", c.group(), "=", c.checksum());
+      }
+    }
+    return out;
+  }
+  for (const v1::Staged& i : up.staged().items()) {
+    absl::StrAppend(&out, " ", i.step(), "/", i.chunk(), "/", i.optimizer(),
+                    i.has_shard_checksum() ? absl::StrCat("#", i.shard_checksum()) : "");
+  }
+  return out;
+}
+
+// A random message of a small vocabulary, so that equal check-ins and SyncDones are common.
+v1::SessionUp RandomMessage(std::mt19937& random) {
+  v1::SessionUp up;
+  switch (random() % 8) {
+    case 0:
+      up.mutable_skip()->set_generation(3);
+      up.mutable_skip()->set_step(random() % 2);
+      up.mutable_skip()->set_reason(random() % 2 == 0 ? "nan" : "inf");
+      return up;
+    case 1:
+      up.mutable_leave()->set_generation(3);
+      up.mutable_leave()->set_finished(random() % 2 == 0);
+      return up;
+    case 2:
+    case 3:
+    case 4: {
+      up.mutable_sync_done()->set_generation(3);
+      for (uint32_t n = 1 + random() % 2; n > 0; --n) {
+        v1::SyncDone* d = up.mutable_sync_done()->add_items();
+        d->set_step(random() % 2);
+        d->set_chunk(random() % 2);
+        d->set_executions(random() % 3);
+        for (uint32_t g = random() % 3; g > 0; --g) {
+          v1::GroupChecksum* c = d->add_checksums();
+          c->set_group(random() % 2 == 0 ? "dp" : "ep");
+          c->set_checksum(random() % 2);
+        }
+      }
+      return up;
+    }
+    default:
+      up.mutable_staged()->set_generation(3);
+      for (uint32_t n = random() % 3; n > 0; --n) {
+        v1::Staged* i = up.mutable_staged()->add_items();
+        i->set_step(random() % 2);
+        i->set_chunk(random() % 2);
+        i->set_optimizer(random() % 2 == 0 ? "dense" : "expert");
+        if (random() % 4 == 0) i->set_shard_checksum(random() % 2);
+      }
+      return up;
+  }
+}
+
+// Random nodes' messages merged (SyncDones merged or not), some dropped by a relay, the rest
+// concatenated: the coordinator expands exactly the messages kept, in order, as their ranks sent
+// them.
+TEST(BatchPartsTest, RandomNodesThroughARelayExpandIntoExactlyTheMessagesKept) {
+  std::mt19937 random(29);
+  for (int round = 0; round < 500; ++round) {
+    SCOPED_TRACE(round);
+    v1::AgentBatch relayed;
+    std::vector<std::string> expected;
+    for (uint32_t node = 0, nodes = 1 + random() % 3; node < nodes; ++node) {
+      std::vector<v1::SessionUp> ups(1 + random() % 12);
+      std::vector<MergeInput> inputs;
+      for (size_t i = 0; i < ups.size(); ++i) {
+        ups[i] = RandomMessage(random);
+        inputs.push_back({node * 100 + static_cast<uint32_t>(random() % 4), &ups[i]});
+      }
+      MergeOptions options;
+      options.merge_sync_dones = random() % 4 != 0;
+      v1::AgentBatch part = MergeMessages("job", 3, inputs, options);
+      ASSERT_TRUE(wire::CheckAgentBatchShape(part).ok());
+      std::vector<bool> keep(inputs.size(), true);
+      if (random() % 2 == 0) {
+        for (size_t i = 0; i < keep.size(); ++i) keep[i] = random() % 3 != 0;
+        if (std::find(keep.begin(), keep.end(), true) == keep.end()) continue;
+        std::vector<uint32_t> index_of;
+        part = KeepMessages(part, keep, &index_of);
+        ASSERT_TRUE(wire::CheckAgentBatchShape(part).ok());
+      }
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        if (keep[i]) expected.push_back(DescribeSent(inputs[i].rank, ups[i]));
+      }
+      AppendBatch(std::move(part), &relayed);
+    }
+    if (expected.empty()) continue;
+    ASSERT_TRUE(wire::CheckAgentBatchShape(relayed).ok());
+    EXPECT_EQ(Expanded(relayed), expected);
+  }
 }
 
 TEST(BatchPartsTest, TheAnswerIsSplitByPartInEachPartsNumbering) {
