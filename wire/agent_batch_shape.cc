@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "wire/limits.h"
 
 namespace psync::wire {
@@ -47,6 +48,30 @@ absl::Status Claim(const FieldName& field, uint32_t index, Seen kind, std::vecto
   return absl::OkStatus();
 }
 
+// Entry `g` of the batch's list `list`, naming `messages`: at least one, strictly increasing, each
+// claimed as `kind` (a message may be named by several staged entries, by one entry of any other
+// list).
+absl::Status CheckEntry(absl::string_view list, int g,
+                        const google::protobuf::RepeatedField<uint32_t>& messages, Seen kind,
+                        std::vector<Seen>* seen) {
+  if (messages.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch.", list, "[", g, "].messages must not be empty"));
+  }
+  for (int k = 0; k < messages.size(); ++k) {
+    const uint32_t index = messages[k];
+    if (k > 0 && index <= messages[k - 1]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch.", list, "[", g, "].messages[", k, "]: ", index,
+                       " must be above the previous index ", messages[k - 1]));
+    }
+    if (index < seen->size() && (*seen)[index] == Seen::kStaged && kind == Seen::kStaged) continue;
+    const auto field = [&] { return absl::StrCat("batch.", list, "[", g, "].messages[", k, "]"); };
+    if (absl::Status s = Claim(field, index, kind, seen); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckAgentBatchShape(const v1::AgentBatch& batch) {
@@ -60,22 +85,9 @@ absl::Status CheckAgentBatchShape(const v1::AgentBatch& batch) {
   }
   std::vector<Seen> seen(n, Seen::kNone);
   for (int g = 0; g < batch.staged_size(); ++g) {
-    const v1::MergedStaged& m = batch.staged(g);
-    if (m.messages_size() == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("batch.staged[", g, "].messages must not be empty"));
-    }
-    for (int k = 0; k < m.messages_size(); ++k) {
-      const uint32_t index = m.messages(k);
-      if (k > 0 && index <= m.messages(k - 1)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("batch.staged[", g, "].messages[", k, "]: ", index,
-                         " must be above the previous index ", m.messages(k - 1)));
-      }
-      if (index >= n || seen[index] != Seen::kStaged) {
-        const auto field = [&] { return absl::StrCat("batch.staged[", g, "].messages[", k, "]"); };
-        if (absl::Status s = Claim(field, index, Seen::kStaged, &seen); !s.ok()) return s;
-      }
+    if (absl::Status s = CheckEntry("staged", g, batch.staged(g).messages(), Seen::kStaged, &seen);
+        !s.ok()) {
+      return s;
     }
   }
   for (int i = 0; i < batch.skips_size(); ++i) {
@@ -92,22 +104,10 @@ absl::Status CheckAgentBatchShape(const v1::AgentBatch& batch) {
     }
   }
   for (int g = 0; g < batch.merged_sync_dones_size(); ++g) {
-    const v1::MergedSyncDone& m = batch.merged_sync_dones(g);
-    if (m.messages_size() == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("batch.merged_sync_dones[", g, "].messages must not be empty"));
-    }
-    for (int k = 0; k < m.messages_size(); ++k) {
-      const uint32_t index = m.messages(k);
-      if (k > 0 && index <= m.messages(k - 1)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("batch.merged_sync_dones[", g, "].messages[", k, "]: ", index,
-                         " must be above the previous index ", m.messages(k - 1)));
-      }
-      const auto field = [g, k] {
-        return absl::StrCat("batch.merged_sync_dones[", g, "].messages[", k, "]");
-      };
-      if (absl::Status s = Claim(field, index, Seen::kMergedSyncDone, &seen); !s.ok()) return s;
+    if (absl::Status s = CheckEntry("merged_sync_dones", g, batch.merged_sync_dones(g).messages(),
+                                    Seen::kMergedSyncDone, &seen);
+        !s.ok()) {
+      return s;
     }
   }
   for (int i = 0; i < batch.leaves_size(); ++i) {
