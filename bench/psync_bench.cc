@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -24,6 +25,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -108,7 +110,8 @@ ABSL_FLAG(std::string, agent_binary, "", "the node agent binary (psync-agent)");
 ABSL_FLAG(std::string, agent_args,
           "--target={coordinator} --listen=127.0.0.1:0 --port_file={port_file}",
           "flags of each agent; {coordinator} is the coordinator's host:port, {port_file} a file "
-          "the agent writes its bound port to, {index} the agent's number");
+          "the agent writes its bound port to, {index} the agent's number; with "
+          "--listen=unix:PATH (e.g. unix:/tmp/agent-{index}.sock) its ranks connect there");
 ABSL_FLAG(std::string, relay_args,
           "--target={coordinator} --listen=127.0.0.1:0 --port_file={port_file}",
           "flags of each relay (--relays), as --agent_args");
@@ -370,10 +373,14 @@ absl::StatusOr<Processes> StartProcesses(const RunConfig& run, int index) {
     std::remove(port_file.c_str());
     std::remove(http_port_file.c_str());
     std::vector<std::string> argv = {agent_binary};
+    std::string unix_address;  // "unix:PATH" when it listens on a unix socket
     for (const std::string& a : SplitArgs(args)) {
       argv.push_back(absl::StrReplaceAll(
           a,
           {{"{coordinator}", target}, {"{port_file}", port_file}, {"{index}", absl::StrCat(i)}}));
+      if (absl::StartsWith(argv.back(), "--listen=unix:")) {
+        unix_address = argv.back().substr(std::strlen("--listen="));
+      }
     }
     if (agent_metrics) {
       argv.push_back("--http_listen=127.0.0.1:0");
@@ -382,7 +389,7 @@ absl::StatusOr<Processes> StartProcesses(const RunConfig& run, int index) {
     auto child = Subprocess::Start(OnCpus(cpus, std::move(argv)),
                                    TempPath(absl::StrCat(what, "-", index, "-", i, ".log")));
     if (!child.ok()) return child.status();
-    auto port = WaitForPortFile(port_file, child->get(), absl::Seconds(30));
+    auto port = WaitForPortFile(port_file, child->get(), absl::Seconds(30), !unix_address.empty());
     std::remove(port_file.c_str());
     if (!port.ok()) {
       return absl::Status(port.status().code(),
@@ -399,6 +406,7 @@ absl::StatusOr<Processes> StartProcesses(const RunConfig& run, int index) {
       http_ports->push_back(*http_port);
     }
     into->push_back(std::move(*child));
+    if (!unix_address.empty()) return unix_address;
     return absl::StrCat("127.0.0.1:", *port);
   };
   if (relays > 0 && p.coordinator_target.find(',') != std::string::npos) {

@@ -65,12 +65,12 @@ int Subprocess::Stop(absl::Duration grace) {
 }
 
 absl::StatusOr<int> WaitForPortFile(const std::string& path, Subprocess* child,
-                                    absl::Duration timeout) {
+                                    absl::Duration timeout, bool zero_ok) {
   const absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
     std::ifstream in(path);
-    int port = 0;
-    if (in && (in >> port) && port > 0) return port;
+    int port = -1;
+    if (in && (in >> port) && (port > 0 || (zero_ok && port == 0))) return port;
     if (child != nullptr && !child->Running()) {
       return absl::AbortedError(
           absl::StrCat("process ", child->pid(), " exited before writing ", path));

@@ -3,8 +3,9 @@
 //
 // Start() runs argv[0] with argv (no shell), its stdout and stderr appended to `log_path` (or
 // /dev/null when empty), in its own process group. WaitForPortFile() polls for a file the child
-// writes once it serves (psync-coordinator's --port_file) and returns the port; it fails early with
-// the child's exit status if the child dies. Stop() sends SIGTERM, waits up to `grace`, then
+// writes once it serves (psync-coordinator's --port_file) and returns the port (0 is accepted with
+// `zero_ok`: psync-agent listening on a unix socket writes 0); it fails early with the child's exit
+// status if the child dies. Stop() sends SIGTERM, waits up to `grace`, then
 // SIGKILL; the destructor calls Stop(). Errors: INTERNAL when fork/exec fails, DEADLINE_EXCEEDED
 // when the port file does not appear in time, ABORTED when the child exited first.
 // Thread-compatible.
@@ -45,7 +46,7 @@ class Subprocess {
 };
 
 absl::StatusOr<int> WaitForPortFile(const std::string& path, Subprocess* child,
-                                    absl::Duration timeout);
+                                    absl::Duration timeout, bool zero_ok = false);
 
 }  // namespace psync::bench
 
