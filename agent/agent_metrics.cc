@@ -26,6 +26,9 @@ const CounterSpec kCounters[] = {
      "AgentUp messages written up (attach, detach, batch)."},
     {"upstream_writer_wakeups", &AgentStats::upstream_writer_wakeups,
      "Times the upstream writer was woken to see what is due."},
+    {"upstream_wake_requests", &AgentStats::upstream_wake_requests,
+     "Times the upstream writer was asked to see what is due (an attach, a detach, a message "
+     "that makes the queue due or starts its window)."},
     {"upstream_reads", &AgentStats::upstream_reads,
      "AgentDown messages read from the streams up (the coordinator's, or a relay's)."},
     {"merged_checkins", &AgentStats::merged_checkins,

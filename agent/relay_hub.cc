@@ -59,7 +59,7 @@ void RelayHub::Disconnect(RelayedAgent* agent) {
   for (uint64_t handle : handles) ForgetLocked(handle, /*detach_upstream=*/true);
   downstream_.erase(agent);
   counters_->relayed_agents.fetch_sub(1);
-  stream_->Wake();
+  WakeWriter();
 }
 
 void RelayHub::Receive(const std::shared_ptr<RelayedAgent>& agent, v1::AgentUp* received) {
@@ -96,7 +96,7 @@ void RelayHub::Receive(const std::shared_ptr<RelayedAgent>& agent, v1::AgentUp* 
     // this message with those before it.
     if (queue_.size() > queued_before &&
         (queued_before == 0 || (held_before && HeldUntilLocked() <= now))) {
-      stream_->Wake();
+      WakeWriter();
     }
   }
   if (answer_now) {
@@ -250,6 +250,11 @@ void RelayHub::SendBatchLocked(std::vector<Queued>* run) {
   awaiting_ack_.emplace(id, std::move(p));
   stream_->Send(id, std::move(up), Delivery::kTracked);
   run->clear();
+}
+
+void RelayHub::WakeWriter() {
+  counters_->upstream_wake_requests.fetch_add(1);
+  stream_->Wake();
 }
 
 absl::Time RelayHub::Produce(absl::Time now) {

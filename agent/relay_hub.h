@@ -163,6 +163,8 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   void OnRead(const v1::AgentDown& down) override ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status OnClosed(const StreamEnd& end, bool* retry) override;
   absl::Time Produce(absl::Time now) override ABSL_LOCKS_EXCLUDED(mu_);
+  // Asks the writer to look at the queue (Produce), counted in upstream_wake_requests.
+  void WakeWriter();
   void OnWrite(const v1::AgentUp& up) override;
   // flush_window: until when the queued batches wait for more (InfinitePast: send them now).
   absl::Time HeldUntilLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

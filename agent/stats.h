@@ -25,6 +25,11 @@ struct AgentStats {
   // message that makes the queue due or starts its window, or the window's end. A message held by
   // the window behind others does not wake it.
   uint64_t upstream_writer_wakeups = 0;
+  // Times the writer was asked to look (a Wake: an attach, a detach, a message that makes the
+  // queue due or starts its window), counted where it is asked, so exactly: a writer asked again
+  // while it is taking the queue in may look once more than it was asked, and a window's end
+  // makes it look unasked.
+  uint64_t upstream_wake_requests = 0;
   uint64_t upstream_reads = 0;     // AgentDown messages read from the streams up
   uint64_t merged_checkins = 0;    // MergedStaged entries written (one check-in of several ranks)
   uint64_t merged_sync_dones = 0;  // MergedSyncDone entries written (one SyncDone of several ranks)
@@ -68,6 +73,7 @@ class AgentCounters {
   std::atomic<uint64_t> lazy_batches{0};
   std::atomic<uint64_t> upstream_messages{0};
   std::atomic<uint64_t> upstream_writer_wakeups{0};
+  std::atomic<uint64_t> upstream_wake_requests{0};
   std::atomic<uint64_t> upstream_reads{0};
   std::atomic<uint64_t> merged_checkins{0};
   std::atomic<uint64_t> merged_sync_dones{0};
@@ -127,6 +133,7 @@ class AgentCounters {
     s.lazy_batches = lazy_batches.load();
     s.upstream_messages = upstream_messages.load();
     s.upstream_writer_wakeups = upstream_writer_wakeups.load();
+    s.upstream_wake_requests = upstream_wake_requests.load();
     s.upstream_reads = upstream_reads.load();
     s.merged_checkins = merged_checkins.load();
     s.merged_sync_dones = merged_sync_dones.load();

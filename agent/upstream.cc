@@ -55,7 +55,7 @@ void Upstream::Attach(std::shared_ptr<LocalRank> link) {
   ++queued_controls_;
   links_[key] = AttachedRank{std::move(link), 0, false};
   counters_->local_sessions.fetch_add(1);
-  stream_->Wake();
+  WakeWriter();
 }
 
 void Upstream::Submit(const std::shared_ptr<LocalRank>& link, v1::SessionUp up) {
@@ -86,7 +86,7 @@ void Upstream::Submit(const std::shared_ptr<LocalRank>& link, v1::SessionUp up) 
       // only one queued (its window is the writer's new deadline). Behind others, the oldest
       // one's deadline covers it: waking the writer per message would cost a thread switch each.
       absl::Time deadline;
-      if (queue_.size() == 1 || DueLocked(now, &deadline)) stream_->Wake();
+      if (queue_.size() == 1 || DueLocked(now, &deadline)) WakeWriter();
       return;
     }
     // Its Session is ending with UNAVAILABLE: no answer, the client sends it again after it
@@ -114,7 +114,7 @@ void Upstream::Detach(const std::shared_ptr<LocalRank>& link) {
   q.at = absl::Now();
   queue_.push_back(std::move(q));
   ++queued_controls_;
-  stream_->Wake();
+  WakeWriter();
 }
 
 void Upstream::ForgetLocked(LocalRank* link) {
@@ -238,6 +238,11 @@ void Upstream::BuildLocked() {
     run.push_back(std::move(q));
   }
   flush_run();
+}
+
+void Upstream::WakeWriter() {
+  counters_->upstream_wake_requests.fetch_add(1);
+  stream_->Wake();
 }
 
 absl::Time Upstream::Produce(absl::Time now) {
