@@ -67,11 +67,9 @@ absl::Status ExpandAgentBatch(const v1::AgentBatch& batch, ExpandedBatch* out) {
         message.staged = absl::MakeConstSpan(&shared, 1);
         continue;
       }
-      if (message.staged.empty()) {
-        message.staged = absl::MakeConstSpan(out->staged_items.data() + items_of[index], 0);
-      }
-      out->staged_items[items_of[index]++] = shared;
-      message.staged = absl::MakeConstSpan(message.staged.data(), message.staged.size() + 1);
+      core::StagedItem* next = &out->staged_items[items_of[index]++];
+      *next = shared;
+      message.staged = absl::MakeConstSpan(next - message.staged.size(), message.staged.size() + 1);
     }
   }
   size_t done_total = 0;
