@@ -92,7 +92,7 @@ std::function<absl::StatusOr<int64_t>(const char* phase)> WorkerRendezvous(const
     const absl::Time deadline = absl::Now() + timeout;
     while (!Exists(go)) {
       if (absl::Now() > deadline) {
-        return absl::DeadlineExceededError(absl::StrCat("the other node processes did not reach '",
+        return absl::DeadlineExceededError(absl::StrCat("the other load processes did not reach '",
                                                         phase, "' within ",
                                                         absl::FormatDuration(timeout)));
       }
@@ -133,8 +133,18 @@ absl::Status WriteWorkerResult(const std::string& dir, uint32_t worker, const st
   return WriteAtomically(ResultFile(dir, worker), out.str());
 }
 
-absl::StatusOr<DriverResult> RunNodeProcesses(const NodeOptions& nodes,
-                                              const NodeProcessOptions& options) {
+WorkerRun WorkerRunOf(const NodeOptions& nodes) {
+  return WorkerRun{nodes.workload.ranks, nodes.workload.chunks,  nodes.warmup_steps,  nodes.steps,
+                   nodes.timeout,        nodes.on_measure_start, nodes.on_measure_end};
+}
+
+WorkerRun WorkerRunOf(const DriverOptions& ranks) {
+  return WorkerRun{ranks.ranks,   ranks.chunks,           ranks.warmup_steps,  ranks.steps,
+                   ranks.timeout, ranks.on_measure_start, ranks.on_measure_end};
+}
+
+absl::StatusOr<DriverResult> RunWorkerProcesses(const WorkerRun& run,
+                                                const NodeProcessOptions& options) {
   const uint32_t n = options.processes;
   std::vector<std::unique_ptr<Subprocess>> workers;
   std::vector<pid_t> pids;
@@ -149,31 +159,31 @@ absl::StatusOr<DriverResult> RunNodeProcesses(const NodeOptions& nodes,
   // A worker that ended early: its status, naming its log.
   auto ended = [&](uint32_t i, const char* where) {
     const int status = workers[i]->Stop();
-    return absl::AbortedError(absl::StrCat("node process ", i, " ended ", where, " (wait status ",
+    return absl::AbortedError(absl::StrCat("load process ", i, " ended ", where, " (wait status ",
                                            status, "; see ", options.dir, "/worker-", i, ".log)"));
   };
 
   int64_t measure_start = 0;
   double measured_seconds = 0;
   for (const char* phase : kPhases) {
-    const absl::Time deadline = absl::Now() + nodes.timeout;
+    const absl::Time deadline = absl::Now() + run.timeout;
     for (uint32_t i = 0; i < n; ++i) {
       while (!Exists(PhaseFile(options.dir, phase, i))) {
         if (!workers[i]->Running()) return ended(i, absl::StrCat("before '", phase, "'").c_str());
         if (absl::Now() > deadline) {
-          return absl::DeadlineExceededError(absl::StrCat("node process ", i, " did not reach '",
+          return absl::DeadlineExceededError(absl::StrCat("load process ", i, " did not reach '",
                                                           phase, "' within ",
-                                                          absl::FormatDuration(nodes.timeout)));
+                                                          absl::FormatDuration(run.timeout)));
         }
         absl::SleepFor(kPoll);
       }
     }
     if (std::string(phase) == "warm") {
-      if (nodes.on_measure_start) nodes.on_measure_start();
+      if (run.on_measure_start) run.on_measure_start();
       measure_start = NowNs();
     } else if (std::string(phase) == "measured") {
       measured_seconds = static_cast<double>(NowNs() - measure_start) * 1e-9;
-      if (nodes.on_measure_end) nodes.on_measure_end();
+      if (run.on_measure_end) run.on_measure_end();
     }
     if (absl::Status s =
             WriteAtomically(GoFile(options.dir, phase), absl::StrCat(NowNs() + kLeadNs, "\n"));
@@ -182,20 +192,20 @@ absl::StatusOr<DriverResult> RunNodeProcesses(const NodeOptions& nodes,
     }
   }
   // The workers close their streams and write their results.
-  const absl::Time deadline = absl::Now() + nodes.timeout;
+  const absl::Time deadline = absl::Now() + run.timeout;
   for (uint32_t i = 0; i < n; ++i) {
     while (workers[i]->Running() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
     const int status = workers[i]->Stop();
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return ended(i, "with a failure");
   }
 
-  const Workload& w = nodes.workload;
-  const uint64_t steps = nodes.warmup_steps + nodes.steps;
-  ReleaseRecords merged(steps, w.chunks);
+  const uint64_t steps = run.warmup_steps + run.steps;
+  ReleaseRecords merged(steps, run.chunks);
   DriverCounters counters;
   DriverResult result;
   for (uint32_t i = 0; i < n; ++i) {
-    absl::StatusOr<WorkerResult> r = ReadWorkerResult(ResultFile(options.dir, i), steps * w.chunks);
+    absl::StatusOr<WorkerResult> r =
+        ReadWorkerResult(ResultFile(options.dir, i), steps * run.chunks);
     if (!r.ok()) return r.status();
     std::atomic<uint64_t>* sums[] = {&counters.directives,
                                      &counters.duplicate_directives,
@@ -207,8 +217,8 @@ absl::StatusOr<DriverResult> RunNodeProcesses(const NodeOptions& nodes,
                                      &counters.acks};
     for (size_t k = 0; k < 8; ++k) sums[k]->fetch_add(r->counters[k]);
     for (uint64_t s = 0; s < steps; ++s) {
-      for (uint32_t c = 0; c < w.chunks; ++c) {
-        const auto& rec = r->records[s * w.chunks + c];
+      for (uint32_t c = 0; c < run.chunks; ++c) {
+        const auto& rec = r->records[s * run.chunks + c];
         ChunkRecord& m = merged.at(s, c);
         AtomicMax(m.last_send_ns, rec[0]);
         if (rec[1] != 0) AtomicMinSet(m.first_directive_ns, rec[1]);
@@ -224,10 +234,10 @@ absl::StatusOr<DriverResult> RunNodeProcesses(const NodeOptions& nodes,
     result.pump_lag_ns.insert(result.pump_lag_ns.end(), r->pump_lag_ns.begin(),
                               r->pump_lag_ns.end());
   }
-  result.releases_expected = steps * w.chunks;
+  result.releases_expected = steps * run.chunks;
   result.measured_seconds = measured_seconds;
   std::vector<int64_t> lags = std::move(result.pump_lag_ns);
-  SummarizeRun(merged, w.ranks, nodes.warmup_steps, counters, &result);
+  SummarizeRun(merged, run.ranks, run.warmup_steps, counters, &result);
   result.pump_lag_ns = std::move(lags);
   return result;
 }

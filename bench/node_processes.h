@@ -1,8 +1,10 @@
-// Several processes simulating one job's nodes (psync-bench --node_processes): at 131,072 ranks
+// Several processes generating one job's load (psync-bench --node_processes): at 131,072 ranks
 // one process holding 16,384 node streams cannot keep up reading them (docs/performance.md, "The
-// way down, timed at every hop"), so the nodes are spread over child processes of psync-bench,
-// node n in process n % processes, each joining, attaching and pumping its own nodes
-// (NodeOptions::worker) on one schedule.
+// way down, timed at every hop"), and one process reading 1,024 ranks' own Sessions is the
+// slowest hop behind real node agents, so the simulated nodes (node n in process n % processes,
+// NodeOptions::worker) or the ranks (rank r in process r % processes, DriverOptions::worker) are
+// spread over child processes of psync-bench, each joining, attaching and driving its own share
+// on one schedule.
 //
 // The processes meet at three points through files in a fresh folder (the run's; nothing else
 // writes there): each writes "<phase>.<worker>" on reaching "attached", "warm" or "measured" and
@@ -31,6 +33,7 @@
 #include "absl/time/time.h"
 #include "bench/driver_result.h"
 #include "bench/node_driver.h"
+#include "bench/rank_driver.h"
 #include "bench/release_records.h"
 
 namespace psync::bench {
@@ -46,10 +49,23 @@ struct NodeProcessOptions {
   std::function<void(const std::vector<pid_t>&)> on_started;
 };
 
-// The parent's side: `nodes` is the run's options (workload, steps, timeout, measure callbacks);
-// its targets and worker fields are the workers' business.
-absl::StatusOr<DriverResult> RunNodeProcesses(const NodeOptions& nodes,
-                                              const NodeProcessOptions& options);
+// What the parent needs to know of the run: its shape, its bound on each meeting point and what
+// runs when the measured steps start and end.
+struct WorkerRun {
+  uint32_t ranks = 0;
+  uint32_t chunks = 0;
+  uint64_t warmup_steps = 0;
+  uint64_t steps = 0;
+  absl::Duration timeout;
+  std::function<void()> on_measure_start;
+  std::function<void()> on_measure_end;
+};
+WorkerRun WorkerRunOf(const NodeOptions& nodes);
+WorkerRun WorkerRunOf(const DriverOptions& ranks);
+
+// The parent's side: starts the workers, meets them, merges their results.
+absl::StatusOr<DriverResult> RunWorkerProcesses(const WorkerRun& run,
+                                                const NodeProcessOptions& options);
 
 // A worker's side: the rendezvous for NodeOptions::rendezvous (waiting at most `timeout` at each
 // meeting point), and its result file.

@@ -129,11 +129,13 @@ ABSL_FLAG(uint32_t, simulated_nodes, 0,
           "ranks per simulated node agent: the benchmark speaks AgentSession for nodes of this "
           "many ranks itself (bench/node_driver.h; needs --step_period_ms, no --agents); 0: off");
 ABSL_FLAG(uint32_t, node_processes, 1,
-          "with --simulated_nodes: processes the nodes are spread over (child processes of "
-          "psync-bench, node n in process n % N; bench/node_processes.h), so that one process "
-          "does not read every node's stream; not with --hold_nodes");
-ABSL_FLAG(int32_t, node_worker, -1, "internal: this process is node process N of a run");
-ABSL_FLAG(std::string, node_worker_dir, "", "internal: the node processes' meeting folder");
+          "processes the load is spread over (child processes of psync-bench; "
+          "bench/node_processes.h): with --simulated_nodes node n in process n % N, so that one "
+          "process does not read every node's stream; otherwise rank r (its own Session, direct "
+          "or through --agents) in process r % N, as separate rank processes would be; not with "
+          "--hold_nodes");
+ABSL_FLAG(int32_t, node_worker, -1, "internal: this process is load process N of a run");
+ABSL_FLAG(std::string, node_worker_dir, "", "internal: the load processes' meeting folder");
 ABSL_FLAG(std::string, node_worker_job, "", "internal: the run's job id");
 ABSL_FLAG(std::vector<std::string>, node_worker_targets, {}, "internal: where the nodes connect");
 ABSL_FLAG(uint32_t, pump_threads, 4,
@@ -197,8 +199,8 @@ std::string TempPath(const std::string& what) {
 absl::Status CheckSimulatedNodeFlags() {
   const uint32_t processes = absl::GetFlag(FLAGS_node_processes);
   if (processes == 0) return absl::InvalidArgumentError("--node_processes must be at least 1");
-  if (processes > 1 && absl::GetFlag(FLAGS_simulated_nodes) == 0) {
-    return absl::InvalidArgumentError("--node_processes above 1 needs --simulated_nodes");
+  if (processes > absl::GetFlag(FLAGS_ranks) && absl::GetFlag(FLAGS_sweep_ranks).empty()) {
+    return absl::InvalidArgumentError("--node_processes must be at most --ranks");
   }
   if (processes > 1 && !absl::GetFlag(FLAGS_hold_nodes).empty()) {
     return absl::InvalidArgumentError(
@@ -544,35 +546,69 @@ std::vector<std::string>& CommandLine() {
   return *argv;
 }
 
-// A node process (--node_worker): simulates its share of the run's nodes, meets the others and
-// the parent at bench/node_processes.h's points, and writes its result there.
+// A load process (--node_worker): simulates its share of the run's nodes (--simulated_nodes) or
+// drives its share of the ranks, meets the others and the parent at bench/node_processes.h's
+// points, and writes its result there.
 int RunNodeWorker() {
   DriverOptions o =
       DriverOptionsFromFlags(RunConfig{absl::GetFlag(FLAGS_ranks), absl::GetFlag(FLAGS_chunks)});
   o.targets = absl::GetFlag(FLAGS_node_worker_targets);
   o.job_id = absl::GetFlag(FLAGS_node_worker_job);
-  absl::StatusOr<NodeOptions> n = NodeOptionsFromFlags(o);
   const std::string dir = absl::GetFlag(FLAGS_node_worker_dir);
   const uint32_t worker = static_cast<uint32_t>(absl::GetFlag(FLAGS_node_worker));
-  if (!n.ok()) {
-    std::cerr << "psync-bench node process " << worker << ": " << n.status() << "\n";
-    return 2;
-  }
-  n->worker = worker;
-  n->workers = absl::GetFlag(FLAGS_node_processes);
-  n->rendezvous = WorkerRendezvous(dir, worker, o.timeout);
+  o.worker = worker;
+  o.workers = absl::GetFlag(FLAGS_node_processes);
+  o.rendezvous = WorkerRendezvous(dir, worker, o.timeout);
   std::string records;
-  n->on_records = [&](ReleaseRecords& r, const DriverCounters& counters) {
+  o.on_records = [&](ReleaseRecords& r, const DriverCounters& counters) {
     records = FormatWorkerRecords(r, o.warmup_steps + o.steps, o.chunks, counters);
   };
-  absl::StatusOr<DriverResult> result = RunNodes(*n);
+  absl::StatusOr<DriverResult> result;
+  if (absl::GetFlag(FLAGS_simulated_nodes) > 0) {
+    absl::StatusOr<NodeOptions> n = NodeOptionsFromFlags(o);
+    if (!n.ok()) {
+      std::cerr << "psync-bench load process " << worker << ": " << n.status() << "\n";
+      return 2;
+    }
+    n->worker = o.worker;
+    n->workers = o.workers;
+    n->rendezvous = o.rendezvous;
+    n->on_records = o.on_records;
+    result = RunNodes(*n);
+  } else {
+    result = RunRanks(o);
+  }
   absl::Status written = result.status();
   if (written.ok()) written = WriteWorkerResult(dir, worker, records, *result);
   if (!written.ok()) {
-    std::cerr << "psync-bench node process " << worker << ": " << written << "\n";
+    std::cerr << "psync-bench load process " << worker << ": " << written << "\n";
     return 1;
   }
   return 0;
+}
+
+// Runs the load in `processes` child processes of this one (bench/node_processes.h), each
+// started with this process's command line and its worker's flags.
+absl::StatusOr<DriverResult> RunInProcesses(const WorkerRun& run, const DriverOptions& o,
+                                            uint32_t processes, int index,
+                                            std::vector<pid_t>* pids) {
+  NodeProcessOptions p;
+  p.processes = processes;
+  p.dir = TempPath(absl::StrCat("load-", index));
+  std::filesystem::remove_all(p.dir);
+  std::filesystem::create_directories(p.dir);
+  p.worker_argv = [&](uint32_t worker) {
+    std::vector<std::string> argv = CommandLine();
+    argv.push_back(absl::StrCat("--ranks=", o.ranks));
+    argv.push_back(absl::StrCat("--chunks=", o.chunks));
+    argv.push_back(absl::StrCat("--node_worker=", worker));
+    argv.push_back(absl::StrCat("--node_worker_dir=", p.dir));
+    argv.push_back(absl::StrCat("--node_worker_job=", o.job_id));
+    argv.push_back(absl::StrCat("--node_worker_targets=", absl::StrJoin(o.targets, ",")));
+    return argv;
+  };
+  p.on_started = [pids](const std::vector<pid_t>& started) { *pids = started; };
+  return RunWorkerProcesses(run, p);
 }
 
 // One run: start the processes, drive the ranks, sample, stop. Returns the JSON object; *ok is
@@ -650,6 +686,7 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
   };
   const auto load = LoadAverage();
   const uint32_t ranks_per_node = absl::GetFlag(FLAGS_simulated_nodes);
+  const uint32_t processes = absl::GetFlag(FLAGS_node_processes);
   absl::StatusOr<DriverResult> r;
   if (ranks_per_node > 0) {
     absl::StatusOr<NodeOptions> nodes = NodeOptionsFromFlags(o);
@@ -670,28 +707,13 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
       };
       n.hold_open = absl::Seconds(absl::GetFlag(FLAGS_hold_seconds));
     }
-    const uint32_t processes = absl::GetFlag(FLAGS_node_processes);
     if (processes > 1) {
-      NodeProcessOptions p;
-      p.processes = processes;
-      p.dir = TempPath(absl::StrCat("nodes-", index));
-      std::filesystem::remove_all(p.dir);
-      std::filesystem::create_directories(p.dir);
-      p.worker_argv = [&](uint32_t worker) {
-        std::vector<std::string> argv = CommandLine();
-        argv.push_back(absl::StrCat("--ranks=", o.ranks));
-        argv.push_back(absl::StrCat("--chunks=", o.chunks));
-        argv.push_back(absl::StrCat("--node_worker=", worker));
-        argv.push_back(absl::StrCat("--node_worker_dir=", p.dir));
-        argv.push_back(absl::StrCat("--node_worker_job=", o.job_id));
-        argv.push_back(absl::StrCat("--node_worker_targets=", absl::StrJoin(o.targets, ",")));
-        return argv;
-      };
-      p.on_started = [&](const std::vector<pid_t>& pids) { node_process_pids = pids; };
-      r = RunNodeProcesses(n, p);
+      r = RunInProcesses(WorkerRunOf(n), o, processes, index, &node_process_pids);
     } else {
       r = RunNodes(n);
     }
+  } else if (processes > 1) {
+    r = RunInProcesses(WorkerRunOf(o), o, processes, index, &node_process_pids);
   } else {
     r = RunRanks(o);
   }

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Smoke test of psync-bench: 8 ranks x 2 optimizers x 2 chunks x 3 steps against a coordinator it
-# starts, and a short gRPC floor; the throughput mode; simulated node agents. Checks the counts in the JSON (every (step, chunk) released once
-# to every rank, no duplicate or unexpected directive), never timings.
-#   psync_bench_smoke_test.sh PSYNC_BENCH PSYNC_COORDINATOR
+# starts, and a short gRPC floor; the throughput mode; simulated node agents; ranks spread over
+# several processes, direct and behind real node agents. Checks the counts in the JSON (every
+# (step, chunk) released once to every rank, no duplicate or unexpected directive), never timings.
+#   psync_bench_smoke_test.sh PSYNC_BENCH PSYNC_COORDINATOR PSYNC_AGENT
 set -euo pipefail
 bench=$1
 coordinator=$2
+agent=$3
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 
 out=$("$bench" --coordinator="$coordinator" --ranks=8 --optimizers=2 --chunks=2 --steps=3 \
@@ -74,7 +76,36 @@ fi
 grep -q "node_processes above 1 and --hold_nodes exclude each other" <<<"$out" ||
   { echo "FAIL: $out"; exit 1; }
 
+# Ranks on their own Sessions spread over processes (rank r in process r % P): one job, the merged
+# counts exact; directly to the coordinator, and behind 2 real node agents of 5 ranks each.
+run_ranks() {
+  out=$("$bench" --coordinator="$coordinator" --ranks=10 --optimizers=2 --chunks=2 --steps=3 \
+    --warmup_steps=1 --spread_us=2000 --lazy_acks=true --floor=false --json --log_dir="$tmp" "$@")
+  echo "$out"
+  expect '"ok":true'
+  expect '"releases_expected":8,'
+  expect '"releases_complete":8,'
+  expect '"distinct_sequences":8,'
+  expect '"duplicate_directives":0,'
+  expect '"unexpected_directives":0,'
+  expect '"sequence_mismatches":0,'
+  expect '"checkins":120,'  # 10 ranks x 2 optimizers x 2 chunks x 3 measured steps
+  expect '"directives":80,' # 10 ranks x 2 chunks x 4 steps, warmup included
+  expect '"release_latency":{"count":6,'
+}
+run_ranks --node_processes=3
+expect '"system":"psync"'
+run_ranks --node_processes=2 --agents=2 --agent_binary="$agent" \
+  "--agent_args=--target={coordinator} --listen=127.0.0.1:0 --port_file={port_file}"
+expect '"system":"psync+agents"'
+expect '"agents":2,'
+
 # Bad input names the flag and runs nothing.
+if out=$("$bench" --coordinator="$coordinator" --ranks=4 --node_processes=5 --floor=false \
+    --json --log_dir="$tmp" 2>&1); then
+  echo "FAIL: --node_processes above --ranks must fail"; exit 1
+fi
+grep -q -- "--node_processes must be at most --ranks" <<<"$out" || { echo "FAIL: $out"; exit 1; }
 if out=$("$bench" --coordinator="$coordinator" --simulated_nodes=4 --ranks=8 --floor=false \
     --json --log_dir="$tmp" 2>&1); then
   echo "FAIL: --simulated_nodes without --step_period_ms must fail"; exit 1

@@ -135,6 +135,7 @@ class Driver {
     workload_.group_size = options.group_size;
     workload_.seed = options.seed;
     for (uint32_t k = 0; k < options.optimizers; ++k) optimizers_.push_back(OptimizerName(k));
+    for (uint32_t r = options.worker; r < options.ranks; r += options.workers) mine_.push_back(r);
   }
 
   absl::StatusOr<DriverResult> Run();
@@ -185,15 +186,22 @@ class Driver {
   // Waits until `done` holds (evaluated under mu_); false after `timeout`.
   bool WaitFor(const std::function<bool()>& done, absl::Duration timeout);
   void CancelAll();
+  // When every process got to `phase` (DriverOptions::rendezvous): the NowNs() time the next phase
+  // starts at.
+  absl::StatusOr<int64_t> Meet(const char* phase) {
+    if (!options_.rendezvous) return NowNs();
+    return options_.rendezvous(phase);
+  }
 
   const DriverOptions options_;
   const uint64_t total_steps_;
   ReleaseRecords records_;
   Workload workload_;
   std::vector<std::string> optimizers_;
+  std::vector<uint32_t> mine_;  // the ranks this process drives (DriverOptions::worker)
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<v1::Coordinator::Stub>> stubs_;
-  std::vector<uint32_t> rank_stub_;  // per rank: index into stubs_
+  std::vector<uint32_t> rank_stub_;  // per rank (of mine_ only): index into stubs_
   std::vector<v1::JoinResponse> joined_;
   std::vector<std::unique_ptr<RankStream>> streams_;
   std::atomic<uint32_t> next_join_{0};
@@ -528,7 +536,7 @@ void Driver::StartJoin(uint32_t rank) {
           ++joins_done_;
         }
         const uint32_t next = next_join_.fetch_add(1);
-        if (next < options_.ranks && status.ok()) StartJoin(next);
+        if (next < mine_.size() && status.ok()) StartJoin(mine_[next]);
       });
 }
 
@@ -556,7 +564,7 @@ absl::Status Driver::Await(const char* phase, const std::function<bool()>& done)
     return absl::DeadlineExceededError(
         absl::StrCat(phase, " did not finish within ", absl::FormatDuration(options_.timeout),
                      " (joins ", joins_done_, ", attached ", attached_, ", parked ", parked_,
-                     ", finished ", finished_, " of ", options_.ranks, " ranks)"));
+                     ", finished ", finished_, " of ", mine_.size(), " ranks)"));
   }
   return failure_;
 }
@@ -575,19 +583,25 @@ void Driver::CancelAll() {
 
 absl::StatusOr<DriverResult> Driver::Run() {
   const DriverOptions& o = options_;
-  // Channels: `connections` per target (0: one per rank), each its own TCP connection.
+  // Channels: `connections` per target (0: one per rank), each its own TCP connection; only for
+  // this process's ranks.
   const uint32_t targets = static_cast<uint32_t>(o.targets.size());
+  const uint32_t count = static_cast<uint32_t>(mine_.size());
   std::vector<uint32_t> ranks_of(targets, 0);
   std::vector<uint32_t> target_of(o.ranks);
-  for (uint32_t r = 0; r < o.ranks; ++r) {
+  for (uint32_t r : mine_) {
     target_of[r] = static_cast<uint32_t>(static_cast<uint64_t>(r) * targets / o.ranks);
     ++ranks_of[target_of[r]];
   }
+  auto channels_of = [&](uint32_t t) {
+    return std::max<uint32_t>(
+        o.connections == 0 ? ranks_of[t] : std::min(o.connections, ranks_of[t]), 1);
+  };
   std::vector<uint32_t> first_stub(targets, 0);
   for (uint32_t t = 0; t < targets; ++t) {
     first_stub[t] = static_cast<uint32_t>(stubs_.size());
-    const uint32_t n = o.connections == 0 ? ranks_of[t] : std::min(o.connections, ranks_of[t]);
-    for (uint32_t i = 0; i < std::max<uint32_t>(n, 1); ++i) {
+    if (ranks_of[t] == 0) continue;
+    for (uint32_t i = 0; i < channels_of(t); ++i) {
       grpc::ChannelArguments args;
       args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
       args.SetInt("psync.bench.connection", static_cast<int>(i));
@@ -599,21 +613,20 @@ absl::StatusOr<DriverResult> Driver::Run() {
   }
   rank_stub_.resize(o.ranks);
   std::vector<uint32_t> seen(targets, 0);
-  for (uint32_t r = 0; r < o.ranks; ++r) {
+  for (uint32_t r : mine_) {
     const uint32_t t = target_of[r];
-    const uint32_t n = o.connections == 0 ? ranks_of[t] : std::min(o.connections, ranks_of[t]);
-    rank_stub_[r] = first_stub[t] + seen[t]++ % std::max<uint32_t>(n, 1);
+    rank_stub_[r] = first_stub[t] + seen[t]++ % channels_of(t);
   }
 
   DriverResult result;
   // Joins, a bounded number in flight.
   joined_.resize(o.ranks);
   const int64_t join_start = NowNs();
-  const uint32_t initial = std::min(std::max<uint32_t>(o.join_concurrency, 1), o.ranks);
+  const uint32_t initial = std::min(std::max<uint32_t>(o.join_concurrency, 1), count);
   next_join_ = initial;
-  for (uint32_t r = 0; r < initial; ++r) StartJoin(r);
+  for (uint32_t i = 0; i < initial; ++i) StartJoin(mine_[i]);
   absl::Status status =
-      Await("join", [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return joins_done_ == o.ranks; });
+      Await("join", [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return joins_done_ == count; });
   if (!status.ok()) {
     // Joins still in flight reference this driver: wait them out (each has a deadline).
     WaitFor([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return joins_done_ == joins_started_; },
@@ -624,40 +637,49 @@ absl::StatusOr<DriverResult> Driver::Run() {
 
   // Sessions.
   const int64_t attach_start = NowNs();
-  for (uint32_t r = 0; r < o.ranks; ++r) {
+  for (uint32_t r : mine_) {
     streams_.push_back(std::make_unique<RankStream>(this, r, stubs_[rank_stub_[r]].get(),
                                                     o.seed * 0x9E3779B97F4A7C15ull + r));
   }
-  for (uint32_t r = 0; r < o.ranks; ++r) {
-    streams_[r]->Start(joined_[r].generation(), joined_[r].session_id());
+  for (size_t i = 0; i < mine_.size(); ++i) {
+    streams_[i]->Start(joined_[mine_[i]].generation(), joined_[mine_[i]].session_id());
   }
-  status =
-      Await("attach", [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return attached_ == o.ranks; });
+  status = Await("attach", [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return attached_ == count; });
   result.attach_seconds = static_cast<double>(NowNs() - attach_start) / 1e9;
+  int64_t first_step_ns = 0;
+  if (status.ok()) {
+    absl::StatusOr<int64_t> go = Meet("attached");
+    status = go.status();
+    if (go.ok()) first_step_ns = *go;
+  }
 
   // Warmup steps, then the measured ones.
   int64_t measure_start = 0;
+  // The measured steps start when every process is warm (at once with one process).
   auto start_measuring = [&](uint64_t first_step) {
+    absl::StatusOr<int64_t> go = Meet("warm");
+    if (!go.ok()) return go.status();
     if (o.on_measure_start) o.on_measure_start();
-    measure_start = NowNs();
+    measure_start = o.rendezvous ? *go : NowNs();
     measure_start_ns_ = measure_start;
     for (auto& s : streams_) s->BeginStep(first_step, measure_start);
+    return absl::OkStatus();
   };
   if (status.ok()) {
     if (o.warmup_steps == 0) {
-      start_measuring(0);
+      status = start_measuring(0);
     } else {
-      const int64_t now = NowNs();
-      for (auto& s : streams_) s->BeginStep(0, now);
+      for (auto& s : streams_) s->BeginStep(0, first_step_ns);
       status =
-          Await("warmup", [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return parked_ == o.ranks; });
-      if (status.ok()) start_measuring(o.warmup_steps);
+          Await("warmup", [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return parked_ == count; });
+      if (status.ok()) status = start_measuring(o.warmup_steps);
     }
   }
   if (status.ok()) {
     status = Await("measured steps",
-                   [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return finished_ == o.ranks; });
+                   [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return finished_ == count; });
   }
+  if (status.ok()) status = Meet("measured").status();
   if (status.ok()) {
     result.measured_seconds = static_cast<double>(NowNs() - measure_start) / 1e9;
     if (o.on_measure_end) o.on_measure_end();
@@ -669,14 +691,15 @@ absl::StatusOr<DriverResult> Driver::Run() {
   // Close: half-close every stream; the coordinator ends each with OK.
   for (auto& s : streams_) s->Close(/*cancel=*/false);
   status =
-      Await("close", [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return streams_done_ == o.ranks; });
+      Await("close", [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return streams_done_ == count; });
   if (!status.ok()) {
     CancelAll();
     return status;
   }
 
   result.releases_expected = total_steps_ * o.chunks;
-  SummarizeRun(records_, o.ranks, o.warmup_steps, counters, &result);
+  if (o.on_records) o.on_records(records_, counters);
+  SummarizeRun(records_, count, o.warmup_steps, counters, &result);
   return result;
 }
 
@@ -697,6 +720,12 @@ absl::StatusOr<DriverResult> RunRanks(const DriverOptions& options) {
     return absl::InvalidArgumentError("spread must not be negative");
   }
   if (options.job_id.empty()) return absl::InvalidArgumentError("job_id must not be empty");
+  if (options.workers == 0 || options.worker >= options.workers) {
+    return absl::InvalidArgumentError("worker must be in [0, workers)");
+  }
+  if (options.workers > options.ranks) {
+    return absl::InvalidArgumentError("workers must be at most the ranks");
+  }
   auto driver = std::make_unique<Driver>(options);
   absl::StatusOr<DriverResult> result = driver->Run();
   // The last reactions may still be returning from the driver's mutex.
