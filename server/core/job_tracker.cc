@@ -114,6 +114,12 @@ Step JobTracker::rank_step(RankId rank) const {
   return it == ranks_.end() ? plan_.first_step() : it->second.step;
 }
 
+bool JobTracker::LateRepeat(RankId rank, Step step) const {
+  auto it = ranks_.find(rank);
+  return it != ranks_.end() && step >= it->second.run_from && step < it->second.step &&
+         steps_.find(step) == steps_.end();
+}
+
 ChunkStep& JobTracker::ChunkStepFor(Step step, ChunkId chunk) {
   auto [it, created] = steps_[step].chunks.try_emplace(chunk);
   if (!created) return it->second;

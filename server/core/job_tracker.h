@@ -203,6 +203,9 @@ class JobTracker {
     std::string session_id;
     Step step = 0;         // changed only through SetRankStep (it keeps step_census_)
     bool counted = false;  // step is counted in step_census_
+    // The first step of its run: the job's first step, or for a rank that joined a rebuilt
+    // generation without a resume (its process started again), the step it started at.
+    Step run_from = 0;
   };
 
   // The (step, chunk)'s state, created (and sized for the chunk's contributors) on first use.
@@ -222,11 +225,18 @@ class JobTracker {
     return step_census_.empty() ? if_none : step_census_.begin()->first;
   }
 
+  // A report of `step`, which is no longer retained, from a rank that is past it (here, or by its
+  // resume) and whose run includes it: the step was finished (released or skipped) with what the
+  // rank reported for it, and the client sends a report again when its Ack was lost with its
+  // connection. Answered OK as a duplicate; its checksum can no longer be compared. A step before
+  // the rank's run (before the job's first step) is still OUT_OF_RANGE.
+  bool LateRepeat(RankId rank, Step step) const;
   absl::Status CheckSender(RankId rank, uint64_t generation) const;
   // CheckSender, then 1..max_batch_items items.
   absl::Status CheckBatch(RankId rank, uint64_t generation, size_t items) const;
   // Validates item `i` of a check-in against the rank's step. Sets *duplicate when the item
-  // repeats a check-in already recorded with the same checksum.
+  // repeats a check-in already recorded with the same checksum, or is a late repeat (LateRepeat).
+  // The same for CheckSyncDone.
   absl::Status CheckStaged(RankId rank, size_t i, const StagedItem& item, bool* duplicate,
                            Decisions* out, absl::Time now) const;
   absl::Status CheckSyncDone(RankId rank, size_t i, const SyncDoneItem& item, bool* duplicate,

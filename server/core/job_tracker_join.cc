@@ -126,6 +126,7 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
     start = std::max(start, step_census_.begin()->first);
   }
   SetRankStep(plan.rank, state, start);
+  state.run_from = plan.resume.has_value() ? plan_.first_step() : start;
   if (plan.resume.has_value()) ApplyResume(plan.rank, *plan.resume, now, out);
   Event e = MakeEvent(EventKind::kJoin, now);
   e.rank = plan.rank;

@@ -57,6 +57,10 @@ absl::Status JobTracker::CheckStaged(RankId rank, size_t i, const StagedItem& it
   if (item.step > current) return CheckNotAhead(rank, absl::StrCat(where(), ".step"), item.step);
   auto st = steps_.find(item.step);
   if (item.step < current && st == steps_.end()) {
+    if (LateRepeat(rank, item.step)) {
+      *duplicate = true;
+      return absl::OkStatus();
+    }
     const Step oldest = steps_.empty() ? current : steps_.begin()->first;
     return absl::OutOfRangeError(
         absl::StrCat(where(), ".step ", item.step, " is before the oldest retained step ", oldest));

@@ -91,6 +91,10 @@ absl::Status JobTracker::CheckSyncDone(RankId rank, size_t i, const SyncDoneItem
         " has not been released (rank ", rank, " is at step ", current, ")"));
   }
   if (st == steps_.end() && item.step < current) {
+    if (LateRepeat(rank, item.step)) {
+      *duplicate = true;
+      return absl::OkStatus();
+    }
     return absl::OutOfRangeError(absl::StrCat(where(), ".step ", item.step,
                                               " is before the oldest retained step ",
                                               steps_.empty() ? current : steps_.begin()->first));

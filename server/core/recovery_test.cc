@@ -225,6 +225,17 @@ TEST(RecoveryTest, AFreshJoinerOfARebuiltJobStartsWhereTheResumedRanksAre) {
   ASSERT_TRUE(tracker.Stage(1, fresh->generation, {&dense, 1}, kNow, &staged).ok());
   EXPECT_THAT(Directives(staged),
               UnorderedElementsAre(std::make_tuple(0u, 9u, 0u), std::make_tuple(1u, 9u, 0u)));
+  // Step 8 is not known here. The resumed rank's run includes it (its resume says it finished it):
+  // a SyncDone of it is a late repeat of one whose Ack the old coordinator's crash lost, answered
+  // OK. The fresh joiner's run starts at step 9: its step 8 never was.
+  const SyncDoneItem late{8, 0, {GroupChecksum{"dp", 42}}};
+  Decisions repeat;
+  EXPECT_TRUE(tracker.SyncDone(0, fresh->generation, {&late, 1}, kNow, &repeat).ok());
+  EXPECT_TRUE(repeat.deliveries.empty());
+  const StagedItem before_run{8, 0, "dense", std::nullopt};
+  const absl::Status refused = tracker.Stage(1, fresh->generation, {&before_run, 1}, kNow, &repeat);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(refused.message(), "items[0].step 8 is before the oldest retained step 9");
   // Without resumes (a new generation from fresh joins) first_step stands.
   JobTracker plain("j", TrackerOptions());
   ASSERT_TRUE(plain.Join(Plan(0, std::nullopt), kNow, &d).ok());

@@ -2,11 +2,14 @@
 #include "tests/simulation/sim_coordinator.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "agent/merge.h"
 #include "server/ha/ownership.h"
+#include "server/rpc/agent_batch.h"
 #include "server/rpc/convert.h"
 #include "server/rpc/session_attach.h"
 #include "server/rpc/session_dispatch.h"
@@ -92,6 +95,7 @@ void SimCoordinator::Crash() {
   for (const auto& [id, stream] : streams_) connections.push_back(id);
   std::sort(connections.begin(), connections.end());
   streams_.clear();
+  held_.clear();  // what the agent's batches held is lost with the process
   owner_.reset();
   for (uint64_t c : connections) network_->Cut(c, "coordinator crashed");
   ++crashes_;
@@ -236,9 +240,21 @@ void SimCoordinator::OnUp(uint64_t connection, const v1::SessionUp& up) {
     case wire::SessionAction::kStaged:
     case wire::SessionAction::kSkip:
     case wire::SessionAction::kSyncDone:
+      if (agent_window_ > absl::ZeroDuration()) {
+        Hold(connection, stream, up);
+        return;
+      }
+      [[fallthrough]];
     case wire::SessionAction::kLeave: {
-      const std::string job_id = stream.job_id;
-      const uint32_t rank = stream.rank;
+      // A leave goes up after what its job's batch holds (as the agent's queue keeps them).
+      if (held_.contains(stream.job_id)) {
+        FlushAgentBatch(stream.job_id);
+        auto again = streams_.find(connection);
+        if (again == streams_.end() || again->second.sink == nullptr || owner_ == nullptr) return;
+      }
+      const Stream& current = streams_.at(connection);
+      const std::string job_id = current.job_id;
+      const uint32_t rank = current.rank;
       const absl::Status status =
           server::ApplySessionMessage(*owner_, job_id, rank, decision.action, up);
       // A replica that does not serve the job (any more) ends the Session with its redirect
@@ -255,7 +271,80 @@ void SimCoordinator::OnUp(uint64_t connection, const v1::SessionUp& up) {
   }
 }
 
+void SimCoordinator::Hold(uint64_t connection, const Stream& stream, const v1::SessionUp& up) {
+  std::vector<Held>& held = held_[stream.job_id];
+  held.push_back(Held{connection, stream.sink, stream.rank, up});
+  if (held.size() > 1) return;  // the window is running
+  const uint64_t incarnation = incarnation_;
+  const std::string job = stream.job_id;
+  world_->After(agent_window_, origin_, [this, incarnation, job] {
+    auto flush = [this, incarnation, job] {
+      if (owner_ != nullptr && incarnation_ == incarnation) FlushAgentBatch(job);
+    };
+    if (!Deferred(flush)) flush();
+  });
+}
+
+void SimCoordinator::FlushAgentBatch(const std::string& job) {
+  auto it = held_.find(job);
+  if (it == held_.end()) return;
+  std::vector<Held> held = std::move(it->second);
+  held_.erase(it);
+  // Only ranks still attached through the agent's stream are applied (server/rpc/agent_stream.cc
+  // refuses the others); their answers would go nowhere.
+  std::vector<Held> live;
+  for (Held& h : held) {
+    auto s = streams_.find(h.connection);
+    if (s != streams_.end() && s->second.sink == h.sink) live.push_back(std::move(h));
+  }
+  // One batch per run of one generation, in arrival order.
+  for (size_t begin = 0; begin < live.size();) {
+    const uint64_t generation = agent::GenerationOf(live[begin].up);
+    size_t end = begin + 1;
+    while (end < live.size() && agent::GenerationOf(live[end].up) == generation) ++end;
+    std::vector<agent::MergeInput> inputs;
+    for (size_t i = begin; i < end; ++i) inputs.push_back({live[i].rank, &live[i].up});
+    const v1::AgentBatch batch = agent::MergeMessages(job, generation, inputs);
+    server::ExpandedBatch expanded;
+    if (absl::Status s = server::ExpandAgentBatch(batch, &expanded); !s.ok()) {
+      // The agent's merge and the coordinator's expansion disagree: a bug of the code under test.
+      world_->Trace(absl::StrCat(address_, ": the agent's batch is malformed: ", s.ToString()));
+      std::abort();
+    }
+    ++agent_batches_;
+    agent_batch_messages_ += end - begin;
+    // What the batch decides goes down with its answer in one AgentDown, which the agent hands
+    // out answers first, then notices, then closes (agent/upstream.cc): corked until the answers
+    // are out.
+    corked_ = true;
+    const std::vector<absl::Status> statuses =
+        owner_->ApplyBatch(job, generation, expanded.messages);
+    corked_ = false;
+    for (size_t k = 0; k < statuses.size(); ++k) {
+      const Held& h = live[begin + k];
+      auto s = streams_.find(h.connection);
+      if (s == streams_.end() || s->second.sink != h.sink) continue;
+      // A replica that does not serve the job (any more) ends the Session with its redirect.
+      if (wire::RedirectOf(statuses[k]).has_value()) {
+        Detach(s->second);
+        CloseStream(h.connection, statuses[k]);
+        continue;
+      }
+      SendDown(h.connection, wire::AckFor(h.up.request_id(), statuses[k]));
+    }
+    std::vector<std::function<void()>> decided = std::move(corked_sends_);
+    corked_sends_.clear();
+    for (const auto& send : decided) send();
+    begin = end;
+  }
+}
+
 void SimCoordinator::SendDown(uint64_t connection, v1::SessionDown down) {
+  if (corked_) {
+    corked_sends_.push_back(
+        [this, connection, down = std::move(down)] { SendDown(connection, down); });
+    return;
+  }
   auto it = streams_.find(connection);
   if (it == streams_.end()) return;
   if (down.has_directive()) {
@@ -269,6 +358,10 @@ void SimCoordinator::SendDown(uint64_t connection, v1::SessionDown down) {
 }
 
 void SimCoordinator::CloseStream(uint64_t connection, const absl::Status& status) {
+  if (corked_) {
+    corked_sends_.push_back([this, connection, status] { CloseStream(connection, status); });
+    return;
+  }
   auto it = streams_.find(connection);
   if (it == streams_.end()) return;
   // Called by the owner (a superseded Session, an ended job) or for a Session it never attached:

@@ -12,6 +12,14 @@
 // epochs, "not served here" answers, reads answered) is told to a ReplicaWire. Pause() stops the
 // whole process (a long GC, SIGSTOP): what arrives meanwhile is handled when it ends, in order.
 //
+// Behind an agent (MergeLikeAnAgent), the ranks' check-ins, skips and SyncDones are not applied
+// as each arrives but as a node agent sends them: those of a job that arrive within the window are
+// merged by the agent's own code (agent/merge.h) into one AgentBatch per generation, which the
+// coordinator's own path expands (server/rpc/agent_batch.h) and applies at once
+// (Coordinator::ApplyBatch), each message then answered with its status. A message whose Session
+// ended meanwhile is not applied (the coordinator refuses a rank no longer attached to the
+// agent's stream); a crash loses what waits.
+//
 // RankPeer is what a rank's end of a connection receives. Not thread-safe (one simulation thread).
 // Does not own the world, the network, the etcd or the peers.
 #ifndef PSYNC_TESTS_SIMULATION_SIM_COORDINATOR_H_
@@ -23,6 +31,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -102,6 +111,12 @@ class SimCoordinator {
   absl::Time paused_until() const { return paused_until_; }
   // A read of `job`'s status arrives (the answer is judged by the ReplicaWire, not returned).
   void Read(const std::string& job);
+  // From now on, applies the ranks' messages as a node agent batches them over `window` (see
+  // above); zero: each as it arrives, as on its own Session.
+  void MergeLikeAnAgent(absl::Duration window) { agent_window_ = window; }
+  // Batches applied by MergeLikeAnAgent, and the messages in them.
+  uint64_t agent_batches() const { return agent_batches_; }
+  uint64_t agent_batch_messages() const { return agent_batch_messages_; }
 
   uint64_t crashes() const { return crashes_; }
   // The (generation, step, chunk)s this incarnation sent directives of at owner `epoch`.
@@ -124,6 +139,10 @@ class SimCoordinator {
   // Tells the ReplicaWire of a "not served here" answer of `job`.
   void NoteStatus(const std::string& job, const absl::Status& status);
   void OnUp(uint64_t connection, const v1::SessionUp& up);
+  // A check-in, skip or SyncDone behind an agent: waits in its job's batch.
+  void Hold(uint64_t connection, const Stream& stream, const v1::SessionUp& up);
+  // Applies `job`'s waiting messages as the agent's batches (MergeLikeAnAgent).
+  void FlushAgentBatch(const std::string& job);
   // The coordinator's end of `connection` found it cut: the rank is detached.
   void OnCut(uint64_t connection);
   void SendDown(uint64_t connection, v1::SessionDown down);
@@ -145,6 +164,20 @@ class SimCoordinator {
   uint64_t incarnation_ = 1;
   uint64_t crashes_ = 0;
   absl::flat_hash_map<uint64_t, Stream> streams_;
+  // MergeLikeAnAgent: the messages waiting, per job, in arrival order.
+  struct Held {
+    uint64_t connection = 0;
+    std::shared_ptr<Sink> sink;  // the Session's when it arrived: applied only while still it
+    uint32_t rank = 0;
+    v1::SessionUp up;
+  };
+  absl::Duration agent_window_ = absl::ZeroDuration();
+  // While a held batch is applied: what it sends down waits here, behind the batch's answers.
+  bool corked_ = false;
+  std::vector<std::function<void()>> corked_sends_;
+  absl::flat_hash_map<std::string, std::vector<Held>> held_;
+  uint64_t agent_batches_ = 0;
+  uint64_t agent_batch_messages_ = 0;
   // (epoch, generation, step, chunk) of every directive this incarnation sent.
   absl::flat_hash_set<std::tuple<uint64_t, uint64_t, uint64_t, uint32_t>> released_;
 };

@@ -30,6 +30,9 @@ ABSL_FLAG(uint32_t, max_rank_restarts, 2,
 ABSL_FLAG(uint32_t, replicas, 0,
           "0: a single coordinator; N: N coordinator replicas on a simulated etcd (with replica "
           "pauses and etcd partitions and slowdowns among the faults)");
+ABSL_FLAG(int64_t, agent_window_ms, 0,
+          "0: ranks on their own Sessions; N: their messages merged into a node agent's "
+          "AgentBatches over N ms (SimCoordinator::MergeLikeAnAgent)");
 ABSL_FLAG(bool, trace, false, "print the trace of --seed (of its shrunk run, if it fails)");
 ABSL_FLAG(bool, shrink, true, "shrink a failing seed's faults before printing its trace");
 ABSL_FLAG(bool, negative_controls, false,
@@ -43,6 +46,7 @@ SimulationOptions BaseOptions() {
   base.steps = absl::GetFlag(FLAGS_steps);
   base.rates.max_crashes = absl::GetFlag(FLAGS_max_crashes);
   base.replicas = absl::GetFlag(FLAGS_replicas);
+  base.agent_window = absl::Milliseconds(absl::GetFlag(FLAGS_agent_window_ms));
   base.rates.max_rank_restarts = absl::GetFlag(FLAGS_max_rank_restarts);
   return base;
 }

@@ -133,7 +133,10 @@ SimulationResult Simulate(const SimulationOptions& options) {
     }
   }
   std::vector<SimCoordinator*> targets;
-  for (auto& c : coordinators) targets.push_back(c.get());
+  for (auto& c : coordinators) {
+    c->MergeLikeAnAgent(options.agent_window);
+    targets.push_back(c.get());
+  }
   std::vector<std::unique_ptr<SimRank>> ranks;
   for (core::RankId r = 0; r < plan.world_size; ++r) {
     ranks.push_back(std::make_unique<SimRank>(&world, targets, &checker, SetupOf(plan, r)));
@@ -225,6 +228,8 @@ SimulationResult Simulate(const SimulationOptions& options) {
   result.cuts = network.cuts();
   for (const auto& c : coordinators) {
     result.crashes += c->crashes();
+    result.agent_batches += c->agent_batches();
+    result.agent_batch_messages += c->agent_batch_messages();
     if (c->replica() != nullptr) {
       result.lease_lapses += c->replica()->lapses();
       result.claims += c->replica()->claims();

@@ -36,6 +36,10 @@ struct SimulationOptions {
   uint32_t replicas = 0;
   // After the faults stop, every step must complete within this (simulated) time.
   absl::Duration settle = absl::Seconds(60);
+  // Zero: each rank's message is applied as it arrives, as on its own Session. Positive: the
+  // coordinators apply the ranks' check-ins, skips and SyncDones as a node agent sends them,
+  // merged into AgentBatches over this window (SimCoordinator::MergeLikeAnAgent).
+  absl::Duration agent_window = absl::ZeroDuration();
 };
 
 struct SimulationResult {
@@ -52,6 +56,9 @@ struct SimulationResult {
   uint64_t messages = 0;
   uint64_t cuts = 0;
   uint64_t crashes = 0;
+  // With agent_window: the AgentBatches applied and the ranks' messages in them.
+  uint64_t agent_batches = 0;
+  uint64_t agent_batch_messages = 0;
   // With replicas.
   uint64_t lease_lapses = 0;
   uint64_t claims = 0;

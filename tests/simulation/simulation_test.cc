@@ -26,6 +26,8 @@ struct Totals {
   uint64_t claims = 0;
   uint64_t releases = 0;
   uint64_t reads = 0;
+  uint64_t agent_batches = 0;
+  uint64_t agent_batch_messages = 0;
 };
 
 // Runs seeds 1..kSeeds with `base`; each must finish clean (the first that does not is reported
@@ -49,6 +51,8 @@ Totals RunSeeds(SimulationOptions base, const std::string& flags) {
     t.claims += r.claims;
     t.releases += r.releases_checked;
     t.reads += r.reads_checked;
+    t.agent_batches += r.agent_batches;
+    t.agent_batch_messages += r.agent_batch_messages;
   }
   return t;
 }
@@ -72,6 +76,19 @@ TEST(SimulationTest, SeedsWithCoordinatorCrashesRunClean) {
   const Totals t = RunSeeds(SimulationOptions(), "");
   ASSERT_TRUE(t.all_clean);
   EXPECT_GT(t.crashes, kSeeds / 3);
+}
+
+// The ranks behind a node agent: their messages merged by the agent's code into AgentBatches over
+// 5 ms and applied a batch at once (Coordinator::ApplyBatch, grouped check-ins), with coordinator
+// crashes and every other fault: every seed runs clean, and the batches do merge messages.
+TEST(SimulationTest, SeedsBehindAnAgentRunClean) {
+  SimulationOptions options;
+  options.agent_window = absl::Milliseconds(5);
+  const Totals t = RunSeeds(options, "--agent_window_ms=5");
+  ASSERT_TRUE(t.all_clean);
+  EXPECT_GT(t.crashes, kSeeds / 3);
+  EXPECT_GT(t.agent_batches, kSeeds * 10);
+  EXPECT_GT(t.agent_batch_messages, 2 * t.agent_batches) << "the batches hardly merge";
 }
 
 // Against three coordinator replicas on a simulated etcd, with replica crashes and pauses, etcd
