@@ -233,5 +233,49 @@ TEST_F(SessionContractTest, LaterMessageThatDoesNotParseEndsTheSessionWithInvali
       << after.DebugString();
 }
 
+// A rank whose connection was cut after a report was applied, before its Ack arrived, sends the
+// report again once it is back. When the job has meanwhile moved past that step and the history
+// window (1 step here) let it go, the report is a late repeat: answered OK, counted as a duplicate,
+// nothing else changes. A step before the job's first step is still OUT_OF_RANGE.
+class LateRepeatTest : public ServiceFixture {
+ protected:
+  void SetUp() override {
+    server::CoordinatorOptions options;
+    options.tracker.history_steps = 1;
+    StartServer(std::move(options));
+  }
+};
+
+TEST_F(LateRepeatTest, AReportSentAgainAfterTheWindowLetItGoIsAnsweredOk) {
+  v1::JoinResponse joined[2];
+  std::unique_ptr<RawSession> sessions[2];
+  for (uint32_t r = 0; r < 2; ++r) {
+    v1::JoinRequest request = MakeJoin("j", 2, r, 1);
+    request.set_first_step(3);
+    sessions[r] = JoinAndAttach(request, &joined[r]);
+  }
+  const uint64_t g = joined[0].generation();
+  for (uint64_t step = 3; step < 7; ++step) {
+    for (uint32_t r = 0; r < 2; ++r) ASSERT_TRUE(sessions[r]->Stage(g, step, 0, "dense").ok());
+    for (uint32_t r = 0; r < 2; ++r) ASSERT_TRUE(sessions[r]->SyncDone(g, step, 0).ok());
+  }
+  const v1::JobStatus before = JobStatus("j");
+  ASSERT_EQ(before.counters().checkins(), 8u);
+  ASSERT_EQ(before.counters().duplicate_checkins(), 0u);
+  // Rank 0 is at step 7; steps 3 and 4 are no longer held.
+  EXPECT_TRUE(sessions[0]->Stage(g, 4, 0, "dense").ok());
+  EXPECT_TRUE(sessions[0]->SyncDone(g, 3, 0).ok());
+  const v1::JobStatus after = JobStatus("j");
+  EXPECT_EQ(after.counters().checkins(), 8u);
+  EXPECT_EQ(after.counters().duplicate_checkins(), 1u);
+  EXPECT_EQ(after.counters().releases(), before.counters().releases());
+  EXPECT_EQ(after.counters().syncs_done(), before.counters().syncs_done());
+  EXPECT_EQ(after.counters().rejected(), 0u);
+  // Step 2 is before the job's first step: never part of any rank's run.
+  const grpc::Status before_run = sessions[0]->Stage(g, 2, 0, "dense");
+  EXPECT_EQ(before_run.error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  EXPECT_EQ(before_run.error_message(), "items[0].step 2 is before the oldest retained step 6");
+}
+
 }  // namespace
 }  // namespace psync::testing
