@@ -14,7 +14,8 @@
 //
 // Behind an agent (MergeLikeAnAgent), the ranks' check-ins, skips and SyncDones are not applied
 // as each arrives but as a node agent sends them: those of a job that arrive within the window are
-// merged by the agent's own code (agent/merge.h) into one AgentBatch per generation, which the
+// merged by the agent's own code (agent/merge.h) into one AgentBatch per generation (with nodes:
+// one per node, joined into one by a relay's own code, agent/batch_parts.h), which the
 // coordinator's own path expands (server/rpc/agent_batch.h) and applies at once
 // (Coordinator::ApplyBatch), each message then answered with its status. A message whose Session
 // ended meanwhile is not applied (the coordinator refuses a rank no longer attached to the
@@ -112,10 +113,17 @@ class SimCoordinator {
   // A read of `job`'s status arrives (the answer is judged by the ReplicaWire, not returned).
   void Read(const std::string& job);
   // From now on, applies the ranks' messages as a node agent batches them over `window` (see
-  // above); zero: each as it arrives, as on its own Session.
-  void MergeLikeAnAgent(absl::Duration window) { agent_window_ = window; }
+  // above); zero: each as it arrives, as on its own Session. With `ranks_per_node`, rank r is on
+  // node r / ranks_per_node, each node's messages are merged by its own agent, and a relay joins
+  // the nodes' batches into one; zero: one agent for every rank.
+  void MergeLikeAnAgent(absl::Duration window, uint32_t ranks_per_node = 0) {
+    agent_window_ = window;
+    ranks_per_node_ = ranks_per_node;
+  }
   // Batches applied by MergeLikeAnAgent, and the messages in them.
   uint64_t agent_batches() const { return agent_batches_; }
+  // Why a batch of MergeLikeAnAgent did not expand into the messages merged (empty: none failed).
+  const std::string& broken() const { return broken_; }
   uint64_t agent_batch_messages() const { return agent_batch_messages_; }
 
   uint64_t crashes() const { return crashes_; }
@@ -143,6 +151,7 @@ class SimCoordinator {
   void Hold(uint64_t connection, const Stream& stream, const v1::SessionUp& up);
   // Applies `job`'s waiting messages as the agent's batches (MergeLikeAnAgent).
   void FlushAgentBatch(const std::string& job);
+
   // The coordinator's end of `connection` found it cut: the rank is detached.
   void OnCut(uint64_t connection);
   void SendDown(uint64_t connection, v1::SessionDown down);
@@ -172,11 +181,13 @@ class SimCoordinator {
     v1::SessionUp up;
   };
   absl::Duration agent_window_ = absl::ZeroDuration();
+  uint32_t ranks_per_node_ = 0;
   // While a held batch is applied: what it sends down waits here, behind the batch's answers.
   bool corked_ = false;
   std::vector<std::function<void()>> corked_sends_;
   absl::flat_hash_map<std::string, std::vector<Held>> held_;
   uint64_t agent_batches_ = 0;
+  std::string broken_;
   uint64_t agent_batch_messages_ = 0;
   // (epoch, generation, step, chunk) of every directive this incarnation sent.
   absl::flat_hash_set<std::tuple<uint64_t, uint64_t, uint64_t, uint32_t>> released_;

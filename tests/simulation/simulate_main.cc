@@ -33,6 +33,9 @@ ABSL_FLAG(uint32_t, replicas, 0,
 ABSL_FLAG(int64_t, agent_window_ms, 0,
           "0: ranks on their own Sessions; N: their messages merged into a node agent's "
           "AgentBatches over N ms (SimCoordinator::MergeLikeAnAgent)");
+ABSL_FLAG(uint32_t, ranks_per_node, 0,
+          "with --agent_window_ms: 0, one agent for every rank; N, nodes of N ranks each with its "
+          "own agent, behind a relay that joins their batches");
 ABSL_FLAG(bool, trace, false, "print the trace of --seed (of its shrunk run, if it fails)");
 ABSL_FLAG(bool, shrink, true, "shrink a failing seed's faults before printing its trace");
 ABSL_FLAG(bool, negative_controls, false,
@@ -47,6 +50,7 @@ SimulationOptions BaseOptions() {
   base.rates.max_crashes = absl::GetFlag(FLAGS_max_crashes);
   base.replicas = absl::GetFlag(FLAGS_replicas);
   base.agent_window = absl::Milliseconds(absl::GetFlag(FLAGS_agent_window_ms));
+  base.ranks_per_node = absl::GetFlag(FLAGS_ranks_per_node);
   base.rates.max_rank_restarts = absl::GetFlag(FLAGS_max_rank_restarts);
   return base;
 }

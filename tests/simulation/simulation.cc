@@ -134,7 +134,7 @@ SimulationResult Simulate(const SimulationOptions& options) {
   }
   std::vector<SimCoordinator*> targets;
   for (auto& c : coordinators) {
-    c->MergeLikeAnAgent(options.agent_window);
+    c->MergeLikeAnAgent(options.agent_window, options.ranks_per_node);
     targets.push_back(c.get());
   }
   std::vector<std::unique_ptr<SimRank>> ranks;
@@ -202,8 +202,16 @@ SimulationResult Simulate(const SimulationOptions& options) {
   absl::Duration faults_end = options.rates.window;
   for (const Fault& f : result.faults) faults_end = std::max(faults_end, f.at + f.length);
   const absl::Time deadline = world.start() + faults_end + options.settle;
-  while (checker.first_violation().ok() && !all_finished() && world.RunNext(deadline)) {
+  auto broken = [&]() -> std::string {
+    for (const auto& c : coordinators) {
+      if (!c->broken().empty()) return c->broken();
+    }
+    return "";
+  };
+  while (checker.first_violation().ok() && broken().empty() && !all_finished() &&
+         world.RunNext(deadline)) {
   }
+  if (checker.first_violation().ok() && !broken().empty()) checker.Fail(broken());
   if (checker.first_violation().ok() && !all_finished()) {
     std::vector<std::string> stuck;
     for (const auto& rank : ranks) {

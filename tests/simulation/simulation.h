@@ -40,6 +40,9 @@ struct SimulationOptions {
   // coordinators apply the ranks' check-ins, skips and SyncDones as a node agent sends them,
   // merged into AgentBatches over this window (SimCoordinator::MergeLikeAnAgent).
   absl::Duration agent_window = absl::ZeroDuration();
+  // With agent_window: 0, one agent for every rank; N, nodes of N ranks (rank r on node r / N),
+  // each with its own agent, behind a relay that joins their batches.
+  uint32_t ranks_per_node = 0;
 };
 
 struct SimulationResult {

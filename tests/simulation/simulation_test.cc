@@ -91,6 +91,18 @@ TEST(SimulationTest, SeedsBehindAnAgentRunClean) {
   EXPECT_GT(t.agent_batch_messages, 2 * t.agent_batches) << "the batches hardly merge";
 }
 
+// The same through a relay: nodes of 2 ranks, each merged by its own agent, the nodes' batches
+// joined by the relay's code (agent/batch_parts.h) into one.
+TEST(SimulationTest, SeedsBehindARelayRunClean) {
+  SimulationOptions options;
+  options.agent_window = absl::Milliseconds(5);
+  options.ranks_per_node = 2;
+  const Totals t = RunSeeds(options, "--agent_window_ms=5 --ranks_per_node=2");
+  ASSERT_TRUE(t.all_clean);
+  EXPECT_GT(t.agent_batches, kSeeds * 10);
+  EXPECT_GT(t.agent_batch_messages, 2 * t.agent_batches) << "the batches hardly merge";
+}
+
 // Against three coordinator replicas on a simulated etcd, with replica crashes and pauses, etcd
 // partitions and slowdowns and rank restarts besides the other faults: every seed runs clean,
 // every release and read judged against etcd, and leases lapse and jobs move.
