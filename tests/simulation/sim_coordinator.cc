@@ -285,6 +285,49 @@ void SimCoordinator::Hold(uint64_t connection, const Stream& stream, const v1::S
   });
 }
 
+v1::AgentBatch SimCoordinator::MergeAsAgents(const std::string& job, uint64_t generation,
+                                             const std::vector<Held>& held, size_t begin,
+                                             size_t end, std::vector<size_t>* order) const {
+  // Behind a relay, each node's messages are merged by its agent, in arrival order, and the nodes'
+  // batches joined one after the other, a node in the order of its first message.
+  const auto node_of = [this](const Held& h) {
+    return ranks_per_node_ == 0 ? 0 : h.rank / ranks_per_node_;
+  };
+  std::vector<uint32_t> nodes;
+  for (size_t i = begin; i < end; ++i) {
+    if (std::find(nodes.begin(), nodes.end(), node_of(held[i])) == nodes.end()) {
+      nodes.push_back(node_of(held[i]));
+    }
+  }
+  v1::AgentBatch batch;
+  for (uint32_t node : nodes) {
+    std::vector<agent::MergeInput> inputs;
+    for (size_t i = begin; i < end; ++i) {
+      if (node_of(held[i]) != node) continue;
+      order->push_back(i);
+      inputs.push_back({held[i].rank, &held[i].up});
+    }
+    agent::AppendBatch(agent::MergeMessages(job, generation, inputs), &batch);
+  }
+  return batch;
+}
+
+absl::Status SimCoordinator::SameMessages(const server::ExpandedBatch& expanded,
+                                          const std::vector<Held>& held,
+                                          const std::vector<size_t>& order) {
+  if (expanded.messages.size() != order.size()) {
+    return absl::InternalError(
+        absl::StrCat(expanded.messages.size(), " messages instead of ", order.size()));
+  }
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (expanded.messages[k].rank != held[order[k]].rank) {
+      return absl::InternalError(
+          absl::StrCat("message ", k, " is not rank ", held[order[k]].rank, "'s"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 void SimCoordinator::FlushAgentBatch(const std::string& job) {
   auto it = held_.find(job);
   if (it == held_.end()) return;
@@ -302,40 +345,11 @@ void SimCoordinator::FlushAgentBatch(const std::string& job) {
     const uint64_t generation = agent::GenerationOf(live[begin].up);
     size_t end = begin + 1;
     while (end < live.size() && agent::GenerationOf(live[end].up) == generation) ++end;
-    // The messages as the batch lists them (`order`: indices into live). Behind a relay, each
-    // node's messages are merged by its agent, in arrival order, and the nodes' batches joined one
-    // after the other, a node in the order of its first message.
-    const auto node_of = [this](const Held& h) {
-      return ranks_per_node_ == 0 ? 0 : h.rank / ranks_per_node_;
-    };
-    std::vector<uint32_t> nodes;
-    for (size_t i = begin; i < end; ++i) {
-      if (std::find(nodes.begin(), nodes.end(), node_of(live[i])) == nodes.end()) {
-        nodes.push_back(node_of(live[i]));
-      }
-    }
     std::vector<size_t> order;
-    v1::AgentBatch batch;
-    for (uint32_t node : nodes) {
-      std::vector<agent::MergeInput> inputs;
-      for (size_t i = begin; i < end; ++i) {
-        if (node_of(live[i]) != node) continue;
-        order.push_back(i);
-        inputs.push_back({live[i].rank, &live[i].up});
-      }
-      agent::AppendBatch(agent::MergeMessages(job, generation, inputs), &batch);
-    }
+    const v1::AgentBatch batch = MergeAsAgents(job, generation, live, begin, end, &order);
     server::ExpandedBatch expanded;
     absl::Status expand = server::ExpandAgentBatch(batch, &expanded);
-    for (size_t k = 0; expand.ok() && k < order.size(); ++k) {
-      if (k >= expanded.messages.size() || expanded.messages[k].rank != live[order[k]].rank) {
-        expand = absl::InternalError(
-            absl::StrCat("message ", k, " is not rank ", live[order[k]].rank, "'s"));
-      }
-    }
-    if (expand.ok() && expanded.messages.size() != order.size()) {
-      expand = absl::InternalError("more messages than were merged");
-    }
+    if (expand.ok()) expand = SameMessages(expanded, live, order);
     if (!expand.ok()) {
       // The agents' merge, the relay's join and the coordinator's expansion disagree: a bug of the
       // code under test. Nothing of the batch is applied; the run fails with it.

@@ -40,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "proto/psync/v1/coordinator.pb.h"
 #include "server/owner/coordinator.h"
+#include "server/rpc/agent_batch.h"
 #include "tests/simulation/network.h"
 #include "tests/simulation/sim_etcd.h"
 #include "tests/simulation/sim_replica.h"
@@ -151,6 +152,15 @@ class SimCoordinator {
   void Hold(uint64_t connection, const Stream& stream, const v1::SessionUp& up);
   // Applies `job`'s waiting messages as the agent's batches (MergeLikeAnAgent).
   void FlushAgentBatch(const std::string& job);
+  struct Held;
+  // held[begin, end) (one generation) as the agents and the relay send them up; *order gets the
+  // batch's messages as indices into held.
+  v1::AgentBatch MergeAsAgents(const std::string& job, uint64_t generation,
+                               const std::vector<Held>& held, size_t begin, size_t end,
+                               std::vector<size_t>* order) const;
+  // OK when the expansion gives back the merged messages' ranks, in order.
+  static absl::Status SameMessages(const server::ExpandedBatch& expanded,
+                                   const std::vector<Held>& held, const std::vector<size_t>& order);
 
   // The coordinator's end of `connection` found it cut: the rank is detached.
   void OnCut(uint64_t connection);
