@@ -8,8 +8,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "bench/release_records.h"
 
 namespace psync::bench {
@@ -54,6 +56,25 @@ struct DriverCounters {
 // Fills the release counts and latencies of *result from the records of a finished run of `ranks`
 // ranks (latencies from step `warmup_steps` on), and its counts from `counters`. The timings and
 // releases_expected are left as they are.
+// Which share of a run's load this process generates when several do (bench/node_processes.h;
+// RunRanks and RunNodes say what a share is), and how it meets the others.
+struct LoadShare {
+  uint32_t worker = 0;
+  uint32_t workers = 1;
+  // Called as this process reaches "attached" (before the first step), "warm" (before the
+  // measured steps; on_measure_start runs after it) and "measured" (after them; before
+  // on_measure_end): returns the NowNs() time at which what follows starts, once every process
+  // got there. Empty: at once.
+  std::function<absl::StatusOr<int64_t>(const char* phase)> rendezvous;
+  // Called once the run is over, with the raw records of every (step, chunk) (warmup steps
+  // included) and this process's counters, before they are summed up.
+  std::function<void(ReleaseRecords& records, const DriverCounters& counters)> on_records;
+  // The rendezvous's answer for `phase`, or now without one.
+  absl::StatusOr<int64_t> Meet(const char* phase) const {
+    return rendezvous ? rendezvous(phase) : NowNs();
+  }
+};
+
 void SummarizeRun(const ReleaseRecords& records, uint32_t ranks, uint64_t warmup_steps,
                   const DriverCounters& counters, DriverResult* result);
 

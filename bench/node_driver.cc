@@ -158,11 +158,8 @@ class NodeDriver {
     }
     return true;
   }
-  // The next phase's start: when every process got to `phase` (NodeOptions::rendezvous).
-  absl::StatusOr<int64_t> Rendezvous(const char* phase) {
-    if (!options_.rendezvous) return NowNs();
-    return options_.rendezvous(phase);
-  }
+  // The next phase's start: when every process got to `phase` (NodeOptions::share).
+  absl::StatusOr<int64_t> Rendezvous(const char* phase) { return options_.share.Meet(phase); }
 
   const NodeOptions options_;
   const uint64_t total_steps_;
@@ -172,7 +169,7 @@ class NodeDriver {
   std::vector<std::unique_ptr<v1::Coordinator::Stub>> stubs_;
   std::vector<std::unique_ptr<NodeStream>> nodes_;
   std::mt19937_64 rng_{options_.workload.seed};
-  std::vector<uint32_t> my_nodes_;  // the nodes this process simulates (NodeOptions::worker)
+  std::vector<uint32_t> my_nodes_;  // the nodes this process simulates (NodeOptions::share)
   uint32_t my_ranks_ = 0;           // their ranks
 
   absl::Mutex mu_;
@@ -685,15 +682,16 @@ absl::StatusOr<DriverResult> NodeDriver::Run() {
   }
   if (o.tick <= absl::ZeroDuration()) return absl::InvalidArgumentError("tick must be positive");
   if (o.steps == 0) return absl::InvalidArgumentError("steps must be positive");
-  if (o.workers == 0 || o.worker >= o.workers) {
+  if (o.share.workers == 0 || o.share.worker >= o.share.workers) {
     return absl::InvalidArgumentError("worker must be in [0, workers)");
   }
-  if (o.workers > 1 && o.withhold) {
+  if (o.share.workers > 1 && o.withhold) {
     return absl::InvalidArgumentError("withhold needs a single process (workers 1)");
   }
   const uint32_t nodes = (w.ranks + o.ranks_per_node - 1) / o.ranks_per_node;
-  if (o.workers > nodes) return absl::InvalidArgumentError("workers must be at most the nodes");
-  for (uint32_t n = o.worker; n < nodes; n += o.workers) {
+  if (o.share.workers > nodes)
+    return absl::InvalidArgumentError("workers must be at most the nodes");
+  for (uint32_t n = o.share.worker; n < nodes; n += o.share.workers) {
     my_nodes_.push_back(n);
     my_ranks_ += std::min(o.ranks_per_node, w.ranks - n * o.ranks_per_node);
   }
@@ -764,7 +762,7 @@ absl::StatusOr<DriverResult> NodeDriver::Run() {
   }
   if (!status.ok()) return status;
 
-  if (o.on_records) o.on_records(records_, counters);
+  if (o.share.on_records) o.share.on_records(records_, counters);
   SummarizeRun(records_, my_ranks_, o.warmup_steps, counters, &result);
   result.pump_lag_ns = std::move(pump_lag_ns_);
   return result;

@@ -81,19 +81,10 @@ struct NodeOptions {
   absl::Duration hold_open = absl::ZeroDuration();
 
   // One of several processes simulating the job's nodes (bench/node_processes.h): this one joins,
-  // attaches and pumps the nodes n with n % workers == worker, and their ranks only; a release
-  // is complete here once it reached them (which, every rank being a contributor, means it was
-  // decided). Not with `withhold`.
-  uint32_t worker = 0;
-  uint32_t workers = 1;
-  // Called as this process reaches "attached" (before the first step), "warm" (before the
-  // measured steps; on_measure_start runs after it) and "measured" (after them; before
-  // on_measure_end): returns the NowNs() time at which what follows starts, once every process
-  // got there. Empty: at once.
-  std::function<absl::StatusOr<int64_t>(const char* phase)> rendezvous;
-  // Called once the run is over, with the raw records of every (step, chunk) (warmup steps
-  // included) and this process's counters, before they are summed up.
-  std::function<void(ReleaseRecords& records, const DriverCounters& counters)> on_records;
+  // attaches and pumps the nodes n with n % share.workers == share.worker, and their ranks only;
+  // a release is complete here once it reached them (which, every rank being a contributor, means
+  // it was decided). Not with `withhold`.
+  LoadShare share;
 };
 
 // Fills the fields of DriverResult that RunRanks fills; messages_up counts AgentUp messages and

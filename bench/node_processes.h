@@ -2,7 +2,7 @@
 // one process holding 16,384 node streams cannot keep up reading them (docs/performance.md, "The
 // way down, timed at every hop"), and one process reading 1,024 ranks' own Sessions is the
 // slowest hop behind real node agents, so the simulated nodes (node n in process n % processes,
-// NodeOptions::worker) or the ranks (rank r in process r % processes, DriverOptions::worker) are
+// NodeOptions::share) or the ranks (rank r in process r % processes, DriverOptions::share) are
 // spread over child processes of psync-bench, each joining, attaching and driving its own share
 // on one schedule.
 //

@@ -556,11 +556,11 @@ int RunNodeWorker() {
   o.job_id = absl::GetFlag(FLAGS_node_worker_job);
   const std::string dir = absl::GetFlag(FLAGS_node_worker_dir);
   const uint32_t worker = static_cast<uint32_t>(absl::GetFlag(FLAGS_node_worker));
-  o.worker = worker;
-  o.workers = absl::GetFlag(FLAGS_node_processes);
-  o.rendezvous = WorkerRendezvous(dir, worker, o.timeout);
+  o.share.worker = worker;
+  o.share.workers = absl::GetFlag(FLAGS_node_processes);
+  o.share.rendezvous = WorkerRendezvous(dir, worker, o.timeout);
   std::string records;
-  o.on_records = [&](ReleaseRecords& r, const DriverCounters& counters) {
+  o.share.on_records = [&](ReleaseRecords& r, const DriverCounters& counters) {
     records = FormatWorkerRecords(r, o.warmup_steps + o.steps, o.chunks, counters);
   };
   absl::StatusOr<DriverResult> result;
@@ -570,10 +570,7 @@ int RunNodeWorker() {
       std::cerr << "psync-bench load process " << worker << ": " << n.status() << "\n";
       return 2;
     }
-    n->worker = o.worker;
-    n->workers = o.workers;
-    n->rendezvous = o.rendezvous;
-    n->on_records = o.on_records;
+    n->share = o.share;
     result = RunNodes(*n);
   } else {
     result = RunRanks(o);

@@ -135,7 +135,9 @@ class Driver {
     workload_.group_size = options.group_size;
     workload_.seed = options.seed;
     for (uint32_t k = 0; k < options.optimizers; ++k) optimizers_.push_back(OptimizerName(k));
-    for (uint32_t r = options.worker; r < options.ranks; r += options.workers) mine_.push_back(r);
+    for (uint32_t r = options.share.worker; r < options.ranks; r += options.share.workers) {
+      mine_.push_back(r);
+    }
   }
 
   absl::StatusOr<DriverResult> Run();
@@ -186,19 +188,12 @@ class Driver {
   // Waits until `done` holds (evaluated under mu_); false after `timeout`.
   bool WaitFor(const std::function<bool()>& done, absl::Duration timeout);
   void CancelAll();
-  // When every process got to `phase` (DriverOptions::rendezvous): the NowNs() time the next phase
-  // starts at.
-  absl::StatusOr<int64_t> Meet(const char* phase) {
-    if (!options_.rendezvous) return NowNs();
-    return options_.rendezvous(phase);
-  }
-
   const DriverOptions options_;
   const uint64_t total_steps_;
   ReleaseRecords records_;
   Workload workload_;
   std::vector<std::string> optimizers_;
-  std::vector<uint32_t> mine_;  // the ranks this process drives (DriverOptions::worker)
+  std::vector<uint32_t> mine_;  // the ranks this process drives (DriverOptions::share)
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<v1::Coordinator::Stub>> stubs_;
   std::vector<uint32_t> rank_stub_;  // per rank (of mine_ only): index into stubs_
@@ -648,7 +643,7 @@ absl::StatusOr<DriverResult> Driver::Run() {
   result.attach_seconds = static_cast<double>(NowNs() - attach_start) / 1e9;
   int64_t first_step_ns = 0;
   if (status.ok()) {
-    absl::StatusOr<int64_t> go = Meet("attached");
+    absl::StatusOr<int64_t> go = options_.share.Meet("attached");
     status = go.status();
     if (go.ok()) first_step_ns = *go;
   }
@@ -657,10 +652,10 @@ absl::StatusOr<DriverResult> Driver::Run() {
   int64_t measure_start = 0;
   // The measured steps start when every process is warm (at once with one process).
   auto start_measuring = [&](uint64_t first_step) {
-    absl::StatusOr<int64_t> go = Meet("warm");
+    absl::StatusOr<int64_t> go = o.share.Meet("warm");
     if (!go.ok()) return go.status();
     if (o.on_measure_start) o.on_measure_start();
-    measure_start = o.rendezvous ? *go : NowNs();
+    measure_start = o.share.rendezvous ? *go : NowNs();
     measure_start_ns_ = measure_start;
     for (auto& s : streams_) s->BeginStep(first_step, measure_start);
     return absl::OkStatus();
@@ -679,7 +674,7 @@ absl::StatusOr<DriverResult> Driver::Run() {
     status = Await("measured steps",
                    [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return finished_ == count; });
   }
-  if (status.ok()) status = Meet("measured").status();
+  if (status.ok()) status = o.share.Meet("measured").status();
   if (status.ok()) {
     result.measured_seconds = static_cast<double>(NowNs() - measure_start) / 1e9;
     if (o.on_measure_end) o.on_measure_end();
@@ -698,7 +693,7 @@ absl::StatusOr<DriverResult> Driver::Run() {
   }
 
   result.releases_expected = total_steps_ * o.chunks;
-  if (o.on_records) o.on_records(records_, counters);
+  if (o.share.on_records) o.share.on_records(records_, counters);
   SummarizeRun(records_, count, o.warmup_steps, counters, &result);
   return result;
 }
@@ -720,10 +715,10 @@ absl::StatusOr<DriverResult> RunRanks(const DriverOptions& options) {
     return absl::InvalidArgumentError("spread must not be negative");
   }
   if (options.job_id.empty()) return absl::InvalidArgumentError("job_id must not be empty");
-  if (options.workers == 0 || options.worker >= options.workers) {
+  if (options.share.workers == 0 || options.share.worker >= options.share.workers) {
     return absl::InvalidArgumentError("worker must be in [0, workers)");
   }
-  if (options.workers > options.ranks) {
+  if (options.share.workers > options.ranks) {
     return absl::InvalidArgumentError("workers must be at most the ranks");
   }
   auto driver = std::make_unique<Driver>(options);

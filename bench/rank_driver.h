@@ -35,7 +35,6 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "bench/driver_result.h"
-#include "bench/release_records.h"
 
 namespace psync::bench {
 
@@ -72,20 +71,11 @@ struct DriverOptions {
   std::function<void()> on_measure_end;
 
   // One of several processes driving the job's ranks (bench/node_processes.h): this one joins,
-  // attaches and drives the ranks r with r % workers == worker only, each still connecting to
-  // targets[r * targets.size() / ranks], so that a node agent's ranks are spread over the
-  // processes as separate rank processes would be. A release is complete here once it reached
-  // this process's ranks.
-  uint32_t worker = 0;
-  uint32_t workers = 1;
-  // Called as this process reaches "attached" (before the first step), "warm" (before the
-  // measured steps; on_measure_start runs after it) and "measured" (after them; before
-  // on_measure_end): returns the NowNs() time at which what follows starts, once every process
-  // got there. Empty: at once.
-  std::function<absl::StatusOr<int64_t>(const char* phase)> rendezvous;
-  // Called once the run is over, with the raw records of every (step, chunk) (warmup steps
-  // included) and this process's counters, before they are summed up.
-  std::function<void(ReleaseRecords& records, const DriverCounters& counters)> on_records;
+  // attaches and drives the ranks r with r % share.workers == share.worker only, each still
+  // connecting to targets[r * targets.size() / ranks], so that a node agent's ranks are spread
+  // over the processes as separate rank processes would be. A release is complete here once it
+  // reached this process's ranks.
+  LoadShare share;
 };
 
 absl::StatusOr<DriverResult> RunRanks(const DriverOptions& options);
