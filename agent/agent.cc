@@ -1,5 +1,6 @@
 #include "agent/agent.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <utility>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/endpoints.h"
 #include "client/reconnecting_stream.h"
+#include "serve/cpu_budget.h"
 #include "serve/health_status.h"
 #include "serve/metrics/http_handler.h"
 #include "serve/rank_server.h"
@@ -41,6 +43,9 @@ absl::Status ValidateAgentOptions(const AgentOptions& options) {
   if (options.listen.empty()) return absl::InvalidArgumentError("listen must not be empty");
   if (options.flush_window < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("flush_window must be >= 0");
+  }
+  if (options.relay_fanout_threads < -1 || options.relay_fanout_threads > 64) {
+    return absl::InvalidArgumentError("relay_fanout_threads must be -1 (from the CPUs) or 0..64");
   }
   if (options.relay_flush_window < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("relay_flush_window must be >= 0");
@@ -117,6 +122,9 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
     relay.backoff = o.backoff;
     relay.max_batch_bytes = o.max_batch_bytes;
     relay.flush_window = o.relay_flush_window;
+    relay.fanout_threads = static_cast<size_t>(
+        o.relay_fanout_threads >= 0 ? o.relay_fanout_threads
+                                    : RelayFanoutThreadsFor(serve::DetectCpuBudget(0).cpus));
     agent->relay_ = std::make_unique<RelayHub>(std::move(relay), &agent->counters_);
   }
   agent->router_ = std::make_unique<Router>(std::move(router), &agent->counters_);

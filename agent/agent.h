@@ -33,6 +33,8 @@
 #ifndef PSYNC_AGENT_AGENT_H_
 #define PSYNC_AGENT_AGENT_H_
 
+#include <algorithm>
+#include <cstddef>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -70,6 +72,9 @@ struct AgentOptions {
   // relay saves the coordinator per message shortens the way up by more than the wait
   // (docs/performance.md, "A relay's window of 2 ms by default").
   absl::Duration relay_flush_window = absl::Milliseconds(2);
+  // Relaying: threads that write the downstream agents' shares of a coordinator message
+  // (RelayHubOptions::fanout_threads); -1: RelayFanoutThreadsFor the CPUs the process is given.
+  int relay_fanout_threads = -1;
   // Per AgentBatch: local messages (1..65536) and their bytes (the coordinator accepts 1 MiB
   // messages by default).
   size_t max_batch_messages = 1024;
@@ -88,6 +93,12 @@ struct AgentOptions {
   // agent/agent_metrics.h). Empty: no HTTP side.
   std::string http_listen;
 };
+
+// The relay's fan-out threads for `cpus` CPUs: one fewer (the thread reading the coordinator's
+// stream keeps one), at most 4; 0 below 3 CPUs, where one thread would only add a hand-over.
+inline size_t RelayFanoutThreadsFor(int cpus) {
+  return cpus < 3 ? 0 : static_cast<size_t>(std::min(cpus - 1, 4));
+}
 
 // OK or INVALID_ARGUMENT naming the field (a target list with no target names `target`; an
 // http_listen that is not host:port names `http_listen`).

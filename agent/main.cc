@@ -28,6 +28,11 @@ ABSL_FLAG(absl::Duration, relay_flush_window, absl::Milliseconds(2),
           "relaying other agents (one --target): how long their batches may wait for more to "
           "merge into one message to the coordinator, after the oldest arrived (0: none, send "
           "when the stream is free)");
+ABSL_FLAG(
+    int, relay_fanout_threads, -1,
+    "relaying other agents: threads that write their shares of each coordinator message "
+    "side by side, an agent's in order (0: the thread reading the coordinator writes them "
+    "all; -1: one fewer than the CPUs the process is given (--cpus), at most 4, none below 3)");
 ABSL_FLAG(uint64_t, max_batch_messages, 1024, "local messages per merged upstream message");
 ABSL_FLAG(bool, merge_sync_dones, true,
           "send the ranks' equal SyncDones as one entry (AgentBatch.merged_sync_dones); false for "
@@ -45,7 +50,7 @@ int main(int argc, char** argv) {
       {"Serving the node's ranks", {"listen", "port_file", "drain_timeout", "cpus"}},
       {"Upstream (the coordinator)",
        {"target", "flush_window", "flush_messages", "max_batch_messages", "merge_sync_dones",
-        "relay_flush_window"}},
+        "relay_flush_window", "relay_fanout_threads"}},
       {"Metrics", {"http_listen", "http_port_file"}},
   };
   psync::serve::ParseDaemonFlags(argc, argv, "psync-agent",
@@ -53,7 +58,7 @@ int main(int argc, char** argv) {
                                  "check-ins merged, directives fanned out.",
                                  groups, "agent/main.cc");
   psync::serve::UseReleaseMutexSettings();
-  psync::serve::UseCpuBudget("psync-agent", argv);
+  const psync::serve::CpuBudget cpus = psync::serve::UseCpuBudget("psync-agent", argv);
 
   // Block the stop signals in every thread; one thread waits for them.
   const sigset_t stop_signals = psync::serve::BlockStopSignals();
@@ -64,6 +69,10 @@ int main(int argc, char** argv) {
   options.flush_window = absl::GetFlag(FLAGS_flush_window);
   options.flush_messages = absl::GetFlag(FLAGS_flush_messages);
   options.relay_flush_window = absl::GetFlag(FLAGS_relay_flush_window);
+  options.relay_fanout_threads = absl::GetFlag(FLAGS_relay_fanout_threads);
+  if (options.relay_fanout_threads == -1) {
+    options.relay_fanout_threads = static_cast<int>(psync::agent::RelayFanoutThreadsFor(cpus.cpus));
+  }
   options.max_batch_messages = absl::GetFlag(FLAGS_max_batch_messages);
   options.merge_sync_dones = absl::GetFlag(FLAGS_merge_sync_dones);
   options.http_listen = absl::GetFlag(FLAGS_http_listen);

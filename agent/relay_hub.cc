@@ -1,6 +1,7 @@
 #include "agent/relay_hub.h"
 
 #include <algorithm>
+#include <atomic>
 #include <iostream>
 #include <utility>
 
@@ -17,7 +18,8 @@ namespace psync::agent {
 RelayHub::RelayHub(RelayHubOptions options, AgentCounters* counters)
     : options_(std::move(options)),
       counters_(counters),
-      stub_(v1::Coordinator::NewStub(options_.channel)) {
+      stub_(v1::Coordinator::NewStub(options_.channel)),
+      fanout_(options_.fanout_threads) {
   ReconnectingStreamOptions stream_options;
   stream_options.backoff = options_.backoff;
   stream_options.cancel_before_finish = true;  // a write blocked on a dead connection ends
@@ -100,7 +102,12 @@ void RelayHub::Receive(const std::shared_ptr<RelayedAgent>& agent, v1::AgentUp* 
     }
   }
   if (answer_now) {
-    agent->writer().Add([&](serve::AgentDownQueue& q) { q.AddAck(std::move(answer)); });
+    std::vector<FanoutPool::Task> task;
+    task.push_back({agent.get(), [agent, answer = std::move(answer)]() mutable {
+                      agent->writer().Add(
+                          [&](serve::AgentDownQueue& q) { q.AddAck(std::move(answer)); });
+                    }});
+    fanout_.Run(std::move(task));
   }
 }
 
@@ -115,7 +122,7 @@ void RelayHub::ReceiveAttach(const std::shared_ptr<RelayedAgent>& agent, uint64_
   // A repeated attach id replaces the older attachment's entry; the coordinator supersedes it.
   d.by_attach_id[request_id] = handle;
   d.by_rank(attach.job_id(), attach.rank()) = handle;
-  routes_(attach.job_id(), attach.rank()) = handle;
+  routes_(attach.job_id(), attach.rank()) = Route{handle, agent.get()};
   Queued q;
   q.kind = Queued::Kind::kAttach;
   q.handle = handle;
@@ -194,7 +201,7 @@ void RelayHub::ForgetLocked(uint64_t handle, bool detach_upstream) {
     }
     d->second.by_rank.EraseIf(job_id, rank, is_this);
   }
-  routes_.EraseIf(job_id, rank, is_this);
+  routes_.EraseIf(job_id, rank, [handle](const Route& r) { return r.handle == handle; });
   if (a.upstream_id == 0) return;  // its attach is still queued: the writer skips it
   by_upstream_id_.erase(a.upstream_id);
   if (!detach_upstream) return;
@@ -432,7 +439,7 @@ void RelayHub::AnswerPartsLocked(const AwaitingAck& batch, const v1::AgentAck* a
 
 void RelayHub::OnRead(const v1::AgentDown& down) {
   counters_->upstream_reads.fetch_add(1);
-  AgentCounters::ScopedTimer fanout(counters_->fanout_agents);
+  const absl::Time read_at = absl::Now();
   absl::flat_hash_map<RelayedAgent*, AgentShare> deliveries;
   std::vector<RelayedAgent*> order;
   {
@@ -491,16 +498,23 @@ void RelayHub::OnRead(const v1::AgentDown& down) {
       ranks_of.clear();
       std::vector<RelayedAgent*> agents;                 // in the order of their first rank
       const auto* routes = routes_.RanksOf(n.job_id());  // the job found once
+      // A node's ranks are most often next to each other in the list: a run of one agent's ranks
+      // is appended without looking the agent up again.
+      RelayedAgent* last_agent = nullptr;
+      std::vector<uint32_t>* last_ranks = nullptr;
       for (uint32_t rank : n.ranks()) {
-        const uint64_t* handle = serve::JobRankMap<uint64_t>::Find(routes, rank);
-        if (handle == nullptr) {
+        const Route* route = serve::JobRankMap<Route>::Find(routes, rank);
+        if (route == nullptr) {
           counters_->notices_unrouted.fetch_add(1);
           continue;
         }
-        RelayedAgent* agent = attachments_.at(*handle).agent;
-        auto [entry, inserted] = ranks_of.try_emplace(agent);
-        if (inserted) agents.push_back(agent);
-        entry->second.push_back(rank);
+        if (route->agent != last_agent) {
+          auto [entry, inserted] = ranks_of.try_emplace(route->agent);
+          if (inserted) agents.push_back(route->agent);
+          last_agent = route->agent;
+          last_ranks = &entry->second;
+        }
+        last_ranks->push_back(rank);
       }
       for (RelayedAgent* agent_key : agents) {
         auto d = downstream_.find(agent_key);
@@ -533,26 +547,45 @@ void RelayHub::OnRead(const v1::AgentDown& down) {
     }
   }
   // Each agent's share in one queue operation: it leaves in as few messages as the queue allows.
-  for (RelayedAgent* key : order) {
-    AgentShare& delivery = deliveries.at(key);
-    counters_->relay_notices.fetch_add(delivery.notices.size());
-    delivery.agent->writer().Add([&](serve::AgentDownQueue& q) {
-      for (auto& [lazy, ack] : delivery.answers) {
-        if (lazy) {
-          q.AckLater(ack.request_id());
-        } else {
-          q.AddAck(std::move(ack));
-        }
-      }
-      for (v1::AgentNotice& n : delivery.notices) {
-        const std::string key = serve::AgentDownQueue::NoticeKey(n.job_id(), n.notice());
-        q.AddNotice(n.job_id(), absl::MakeConstSpan(n.ranks().data(), n.ranks_size()), n.notice(),
-                    key);
-      }
-      for (v1::AgentRankClosed& c : delivery.closed) q.AddClosed(std::move(c));
-      q.FlushLazyAcks();
-    });
+  // The fan-out is timed from the read to the last share queued (on whichever thread that is).
+  metrics::Histogram* const timed = counters_->fanout_agents;
+  if (order.empty()) {
+    AgentCounters::Observe(timed, absl::Now() - read_at);
+    return;
   }
+  auto left = std::make_shared<std::atomic<size_t>>(order.size());
+  std::vector<FanoutPool::Task> tasks;
+  tasks.reserve(order.size());
+  for (RelayedAgent* key : order) {
+    auto delivery = std::make_shared<AgentShare>(std::move(deliveries.at(key)));
+    counters_->relay_notices.fetch_add(delivery->notices.size());
+    tasks.push_back({key, [delivery, left, timed, read_at] {
+                       WriteShare(*delivery);
+                       if (left->fetch_sub(1) == 1) {
+                         AgentCounters::Observe(timed, absl::Now() - read_at);
+                       }
+                     }});
+  }
+  fanout_.Run(std::move(tasks));
+}
+
+void RelayHub::WriteShare(AgentShare& delivery) {
+  delivery.agent->writer().Add([&](serve::AgentDownQueue& q) {
+    for (auto& [lazy, ack] : delivery.answers) {
+      if (lazy) {
+        q.AckLater(ack.request_id());
+      } else {
+        q.AddAck(std::move(ack));
+      }
+    }
+    for (v1::AgentNotice& n : delivery.notices) {
+      const std::string key = serve::AgentDownQueue::NoticeKey(n.job_id(), n.notice());
+      q.AddNotice(n.job_id(), absl::MakeConstSpan(n.ranks().data(), n.ranks_size()), n.notice(),
+                  key);
+    }
+    for (v1::AgentRankClosed& c : delivery.closed) q.AddClosed(std::move(c));
+    q.FlushLazyAcks();
+  });
 }
 
 }  // namespace psync::agent

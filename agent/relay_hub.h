@@ -24,7 +24,10 @@
 //  * anything else: INVALID_ARGUMENT, as the coordinator answers it.
 // Down: the coordinator's answers (in request order), then its notices, split by downstream agent
 // (one AgentNotice per agent for what was one for the relay), then its closures
-// (AgentRankClosed, under the agent's attach id), each agent's share added to its queue at once.
+// (AgentRankClosed, under the agent's attach id), each agent's share added to its queue at once,
+// on one of options.fanout_threads (so that a release's writes to many agents go out side by
+// side); every answer the relay gives an agent of its own goes through the same thread, so an
+// agent gets its shares and answers in the order the hub made them.
 //
 // Failures. The stream to the coordinator reconnects with backoff (client/reconnecting_stream.h,
 // as a node agent's own Upstream): every attach is sent again, then every batch not answered
@@ -55,6 +58,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/fanout_pool.h"
 #include "agent/relayed_agent.h"
 #include "agent/stats.h"
 #include "client/backoff.h"
@@ -79,6 +83,10 @@ struct RelayHubOptions {
   // once. 0: sent as soon as the stream is free (merging only what queued meanwhile). psync-agent
   // passes its --relay_flush_window, 2 ms by default (AgentOptions::relay_flush_window).
   absl::Duration flush_window = absl::ZeroDuration();
+  // Threads that write each downstream agent's share of a coordinator message
+  // (agent/fanout_pool.h), an agent's shares in order; 0: the thread reading the coordinator's
+  // stream writes them all. psync-agent passes its --relay_fanout_threads.
+  size_t fanout_threads = 0;
 };
 
 class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
@@ -186,6 +194,8 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   void AnswerPartsLocked(const AwaitingAck& batch, const v1::AgentAck* ack,
                          absl::flat_hash_map<RelayedAgent*, AgentShare>* deliveries,
                          std::vector<RelayedAgent*>* order) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds one agent's share to its queue (on a fan-out thread).
+  static void WriteShare(AgentShare& share);
   // Where `agent`'s share of the upstream message being handled goes.
   static AgentShare& ShareFor(absl::flat_hash_map<RelayedAgent*, AgentShare>* deliveries,
                               std::vector<RelayedAgent*>* order,
@@ -203,13 +213,19 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, Attachment> attachments_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<RelayedAgent*, Downstream> downstream_ ABSL_GUARDED_BY(mu_);
-  // The attachment notices of (job, rank) go to: the newest.
-  serve::JobRankMap<uint64_t> routes_ ABSL_GUARDED_BY(mu_);
+  // Where notices of (job, rank) go: the newest attachment, and its agent.
+  struct Route {
+    uint64_t handle = 0;
+    RelayedAgent* agent = nullptr;  // a key of downstream_
+  };
+  serve::JobRankMap<Route> routes_ ABSL_GUARDED_BY(mu_);
   // Upstream attach request id (current stream) -> handle.
   absl::flat_hash_map<uint64_t, uint64_t> by_upstream_id_ ABSL_GUARDED_BY(mu_);
   std::deque<Queued> queue_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, AwaitingAck> awaiting_ack_ ABSL_GUARDED_BY(mu_);
 
+  // Writes the agents' shares; destroyed after stream_, whose reader hands them over.
+  FanoutPool fanout_;
   // Last: destroyed (its threads joined) first.
   std::unique_ptr<ReconnectingStream<v1::AgentUp, v1::AgentDown>> stream_;
 };

@@ -79,17 +79,22 @@ class RelayTest : public ::testing::Test {
     EXPECT_EQ(status.sessions_connected(), ranks_.size());
   }
 
+  void RunTwoAgentsBehindARelay(int fanout_threads);
+
   std::unique_ptr<server::TestServer> server_;
   std::unique_ptr<v1::Coordinator::Stub> coordinator_;
   std::vector<v1::JoinRequest> plans_;
   std::vector<std::unique_ptr<Client>> ranks_;
 };
 
-TEST_F(RelayTest, RanksBehindTwoAgentsBehindARelayGetEveryDirectiveExactlyOnce) {
+// Ranks behind two agents behind a relay whose shares go down on `fanout_threads` threads.
+void RelayTest::RunTwoAgentsBehindARelay(int fanout_threads) {
   constexpr uint32_t kWorld = 8;
   constexpr uint32_t kChunks = 3;
   constexpr uint64_t kSteps = 4;
-  auto relay = StartAgent(server_->target());
+  agent::AgentOptions relay_options;
+  relay_options.relay_fanout_threads = fanout_threads;
+  auto relay = StartAgent(server_->target(), relay_options);
   ASSERT_NE(relay, nullptr);
   auto node_a = StartAgent(relay->local_target());
   auto node_b = StartAgent(relay->local_target());
@@ -129,6 +134,14 @@ TEST_F(RelayTest, RanksBehindTwoAgentsBehindARelayGetEveryDirectiveExactlyOnce) 
   EXPECT_EQ(s.relay_notices, 2 * s.notices_received);
   // What the node agents sent, the relay carried.
   EXPECT_EQ(s.relayed_batches, node_a->stats().upstream_batches + node_b->stats().upstream_batches);
+}
+
+TEST_F(RelayTest, RanksBehindTwoAgentsBehindARelayGetEveryDirectiveExactlyOnce) {
+  RunTwoAgentsBehindARelay(/*fanout_threads=*/0);
+}
+
+TEST_F(RelayTest, RanksBehindARelayWritingOnThreeFanoutThreadsGetEveryDirectiveExactlyOnce) {
+  RunTwoAgentsBehindARelay(/*fanout_threads=*/3);
 }
 
 // One raw AgentSession to the relay, as a node agent speaks it.
