@@ -103,6 +103,13 @@ absl::Status AgentMetrics::Register() {
       "before the write started (to: rank, a local Session; agent, a downstream agent).",
       {"to"}, metrics::QueueWaitBuckets());
   if (!down.ok()) return down.status();
+  auto write = registry_.AddHistogram(
+      "psync_agent_down_write_seconds",
+      "Per message written down: how long its write took, from its start until the stream took "
+      "it (it waits while the reader's flow-control window is full; to: rank, a local Session; "
+      "agent, a downstream agent).",
+      {"to"}, metrics::QueueWaitBuckets());
+  if (!write.ok()) return write.status();
   auto fanout = registry_.AddHistogram(
       "psync_agent_fanout_seconds",
       "Per message read from the stream up: the time to hand all of it down (answers and "
@@ -115,6 +122,8 @@ absl::Status AgentMetrics::Register() {
   counters_->upstream_wait_agents = (*up)->WithLabels({"agent"});
   counters_->down_wait_ranks = (*down)->WithLabels({"rank"});
   counters_->down_wait_agents = (*down)->WithLabels({"agent"});
+  counters_->down_write_ranks = (*write)->WithLabels({"rank"});
+  counters_->down_write_agents = (*write)->WithLabels({"agent"});
   return absl::OkStatus();
 }
 

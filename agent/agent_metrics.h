@@ -9,6 +9,9 @@
 //   psync_agent_down_wait_seconds{to}: per message written down, how long its oldest content
 //     (a notice, an answer) waited in that stream's queue before the write started. to="rank": a
 //     local rank's Session; to="agent": a downstream agent's AgentSession.
+//   psync_agent_down_write_seconds{to}: per message written down, how long the write took from
+//     its start until the stream took it (a reader that does not keep up fills its flow-control
+//     window, and the write waits); to as above.
 //   psync_agent_fanout_seconds{to}: per message read from the stream up, the time to hand all of
 //     it down (to="rank": a node agent's local Sessions; to="agent": a relay's downstream agents).
 //

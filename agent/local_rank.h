@@ -37,6 +37,7 @@ class LocalRank {
   // Neither is owned; `counters` must outlive the link.
   LocalRank(Reactor* reactor, AgentCounters* counters) : counters_(counters), writer_(reactor) {
     writer_.SetWaitObserver(metrics::SecondsObserver(counters->down_wait_ranks));
+    writer_.SetWriteObserver(metrics::SecondsObserver(counters->down_write_ranks));
   }
   LocalRank(const LocalRank&) = delete;
   LocalRank& operator=(const LocalRank&) = delete;

@@ -13,7 +13,8 @@ class RelaySession final : public grpc::ServerBidiReactor<v1::AgentUp, v1::Agent
   RelaySession(RelayHub* hub, CallsInFlight::Token call)
       : call_(std::move(call)),
         hub_(hub),
-        agent_(std::make_shared<RelayedAgent>(this, hub->counters().down_wait_agents)) {
+        agent_(std::make_shared<RelayedAgent>(this, hub->counters().down_wait_agents,
+                                              hub->counters().down_write_agents)) {
     hub_->Connect(agent_);
     StartRead(&up_);
   }

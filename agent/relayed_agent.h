@@ -21,11 +21,13 @@ class RelayedAgent {
  public:
   using Writer = serve::StreamWriter<v1::AgentUp, v1::AgentDown, serve::AgentDownQueue>;
 
-  // `reactor` is not owned; `down_waits` (may be null) gets each write's queue wait and must
-  // outlive the writer.
-  RelayedAgent(Writer::Reactor* reactor, metrics::Histogram* down_waits)
+  // `reactor` is not owned; `down_waits` and `down_writes` (either may be null) get each write's
+  // queue wait and its time, and must outlive the writer.
+  RelayedAgent(Writer::Reactor* reactor, metrics::Histogram* down_waits,
+               metrics::Histogram* down_writes = nullptr)
       : writer_(reactor, "node agent") {
     writer_.SetWaitObserver(metrics::SecondsObserver(down_waits));
+    writer_.SetWriteObserver(metrics::SecondsObserver(down_writes));
   }
   RelayedAgent(const RelayedAgent&) = delete;
   RelayedAgent& operator=(const RelayedAgent&) = delete;

@@ -103,6 +103,8 @@ class AgentCounters {
   metrics::Histogram* upstream_wait_agents = nullptr;
   metrics::Histogram* down_wait_ranks = nullptr;
   metrics::Histogram* down_wait_agents = nullptr;
+  metrics::Histogram* down_write_ranks = nullptr;
+  metrics::Histogram* down_write_agents = nullptr;
   metrics::Histogram* fanout_ranks = nullptr;
   metrics::Histogram* fanout_agents = nullptr;
 

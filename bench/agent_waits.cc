@@ -37,7 +37,10 @@ WaitHistogram* Which(AgentWaits* w, absl::string_view family, absl::string_view 
       {"psync_agent_fanout_seconds", "to=\"agent\"", &AgentWaits::fanout_to_agent},
       {"psync_agent_down_wait_seconds", "to=\"rank\"", &AgentWaits::down_to_rank},
       {"psync_agent_down_wait_seconds", "to=\"agent\"", &AgentWaits::down_to_agent},
+      {"psync_agent_down_write_seconds", "to=\"rank\"", &AgentWaits::write_to_rank},
+      {"psync_agent_down_write_seconds", "to=\"agent\"", &AgentWaits::write_to_agent},
       {"psync_agent_stream_down_wait_seconds", "", &AgentWaits::coordinator_down},
+      {"psync_agent_stream_down_write_seconds", "", &AgentWaits::coordinator_write},
       {"psync_decision_delivery_seconds", "", &AgentWaits::coordinator_delivery},
   };
   for (const Known& k : kKnown) {
@@ -77,7 +80,10 @@ void AgentWaits::Add(const AgentWaits& other, int sign) {
   fanout_to_agent.Add(other.fanout_to_agent, sign);
   down_to_rank.Add(other.down_to_rank, sign);
   down_to_agent.Add(other.down_to_agent, sign);
+  write_to_rank.Add(other.write_to_rank, sign);
+  write_to_agent.Add(other.write_to_agent, sign);
   coordinator_down.Add(other.coordinator_down, sign);
+  coordinator_write.Add(other.coordinator_write, sign);
   coordinator_delivery.Add(other.coordinator_delivery, sign);
 }
 
@@ -86,7 +92,8 @@ std::string AgentWaits::Json() const {
       "{\"up_from_rank\":", up_from_rank.Json(), ",\"up_from_agent\":", up_from_agent.Json(),
       ",\"fanout_to_rank\":", fanout_to_rank.Json(),
       ",\"fanout_to_agent\":", fanout_to_agent.Json(), ",\"down_to_rank\":", down_to_rank.Json(),
-      ",\"down_to_agent\":", down_to_agent.Json(), "}");
+      ",\"down_to_agent\":", down_to_agent.Json(), ",\"write_to_rank\":", write_to_rank.Json(),
+      ",\"write_to_agent\":", write_to_agent.Json(), "}");
 }
 
 AgentWaits ParseAgentWaits(absl::string_view text) {

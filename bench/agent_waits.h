@@ -33,16 +33,18 @@ struct WaitHistogram {
 };
 
 struct AgentWaits {
-  // psync_agent_upstream_wait_seconds, psync_agent_fanout_seconds and
-  // psync_agent_down_wait_seconds by label; the coordinator's psync_agent_stream_down_wait_seconds.
+  // psync_agent_upstream_wait_seconds, psync_agent_fanout_seconds,
+  // psync_agent_down_wait_seconds and psync_agent_down_write_seconds by label; the coordinator's
+  // psync_agent_stream_down_wait_seconds and psync_agent_stream_down_write_seconds.
   WaitHistogram up_from_rank, up_from_agent, fanout_to_rank, fanout_to_agent, down_to_rank,
-      down_to_agent, coordinator_down;
+      down_to_agent, write_to_rank, write_to_agent, coordinator_down, coordinator_write;
   // The coordinator's psync_decision_delivery_seconds.
   WaitHistogram coordinator_delivery;
 
   void Add(const AgentWaits& other, int sign = 1);
   // The agents' histograms: {"up_from_rank":..,"up_from_agent":..,"fanout_to_rank":..,
-  // "fanout_to_agent":..,"down_to_rank":..,"down_to_agent":..}.
+  // "fanout_to_agent":..,"down_to_rank":..,"down_to_agent":..,"write_to_rank":..,
+  // "write_to_agent":..}.
   std::string Json() const;
 };
 

@@ -33,10 +33,18 @@ psync_agent_fanout_seconds_bucket{to="agent",le="0.0001"} 2
 psync_agent_fanout_seconds_bucket{to="agent",le="+Inf"} 2
 psync_agent_fanout_seconds_sum{to="agent"} 0.0001
 psync_agent_fanout_seconds_count{to="agent"} 2
+psync_agent_down_write_seconds_bucket{to="agent",le="0.01"} 4
+psync_agent_down_write_seconds_bucket{to="agent",le="+Inf"} 5
+psync_agent_down_write_seconds_sum{to="agent"} 0.03
+psync_agent_down_write_seconds_count{to="agent"} 5
 psync_agent_stream_down_wait_seconds_bucket{le="1e-05"} 7
 psync_agent_stream_down_wait_seconds_bucket{le="+Inf"} 8
 psync_agent_stream_down_wait_seconds_sum 0.004
 psync_agent_stream_down_wait_seconds_count 8
+psync_agent_stream_down_write_seconds_bucket{le="0.001"} 8
+psync_agent_stream_down_write_seconds_bucket{le="+Inf"} 8
+psync_agent_stream_down_write_seconds_sum 0.002
+psync_agent_stream_down_write_seconds_count 8
 psync_decision_delivery_seconds_bucket{le="0.1"} 3
 psync_decision_delivery_seconds_bucket{le="+Inf"} 3
 psync_decision_delivery_seconds_sum 0.15
@@ -58,10 +66,16 @@ TEST(AgentWaitsTest, ReadsTheFanOutAndTheCoordinatorsUnlabelledFamilies) {
   const AgentWaits w = ParseAgentWaits(kAfter);
   EXPECT_EQ(w.fanout_to_agent.count, 2u);
   EXPECT_EQ(w.fanout_to_rank.count, 0u);
+  EXPECT_EQ(w.write_to_agent.count, 5u);
+  EXPECT_DOUBLE_EQ(w.write_to_agent.sum_s, 0.03);
+  EXPECT_DOUBLE_EQ(w.write_to_agent.QuantileBound(0.5), 0.01);
+  EXPECT_EQ(w.write_to_rank.count, 0u);
   EXPECT_EQ(w.coordinator_down.count, 8u);
   EXPECT_DOUBLE_EQ(w.coordinator_down.sum_s, 0.004);
   EXPECT_DOUBLE_EQ(w.coordinator_down.QuantileBound(0.5), 1e-5);
   EXPECT_TRUE(std::isinf(w.coordinator_down.QuantileBound(0.99)));
+  EXPECT_EQ(w.coordinator_write.count, 8u);
+  EXPECT_DOUBLE_EQ(w.coordinator_write.QuantileBound(0.99), 0.001);
   EXPECT_EQ(w.coordinator_delivery.count, 3u);
   EXPECT_DOUBLE_EQ(w.coordinator_delivery.QuantileBound(0.5), 0.1);
 }

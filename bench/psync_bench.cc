@@ -124,7 +124,8 @@ ABSL_FLAG(bool, agent_metrics, false,
           "relays, agents and the coordinator serve /metrics on 127.0.0.1; the JSON's "
           "relay_waits and agent_waits are the agents' wait histograms over the measured steps "
           "(how long messages waited inside them, both ways; agent/README.md, \"Metrics\"), and "
-          "coordinator_agent_stream_down_wait the coordinator's AgentSession queue wait");
+          "coordinator_agent_stream_down_wait and _write the coordinator's AgentSession queue "
+          "wait and write time");
 ABSL_FLAG(uint32_t, simulated_nodes, 0,
           "ranks per simulated node agent: the benchmark speaks AgentSession for nodes of this "
           "many ranks itself (bench/node_driver.h; needs --step_period_ms, no --agents); 0: off");
@@ -811,6 +812,7 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
       absl::StrAppend(
           &json,
           ",\"coordinator_agent_stream_down_wait\":", coordinator_waits.coordinator_down.Json(),
+          ",\"coordinator_agent_stream_down_write\":", coordinator_waits.coordinator_write.Json(),
           ",\"coordinator_decision_delivery\":", coordinator_waits.coordinator_delivery.Json());
     }
   }

@@ -24,7 +24,10 @@
 //
 // Queue wait (SetWaitObserver, optional): as each message's write starts, the observer gets how
 // long the oldest content it carries waited since it was queued (a merging queue's message is as
-// old as the Add that opened it). Read from the Clock; costs nothing when no observer is set.
+// old as the Add that opened it). Write time (SetWriteObserver, optional): as each write
+// completes (WriteDone(true)), how long it took from its start: the transport taking the message,
+// which waits while the peer's flow-control window is full. Both read from the Clock; they cost
+// nothing when no observer is set.
 //
 // Thread-safe: any thread may Add, Cork/Uncork, Close or CheckOverflow; the reactor calls
 // ReadAllowed from its read reaction, WriteDone from OnWriteDone and Detach from OnDone. Never
@@ -81,6 +84,9 @@ struct StreamLimits {
   // write starts, with how long its oldest content waited in the stream's queue
   // (StreamWriter::SetWaitObserver); empty: not timed.
   std::function<void(absl::Duration waited)> agent_down_wait;
+  // AgentSession streams: called (under the stream's writer lock: keep it cheap) as each write
+  // completes, with how long it took (StreamWriter::SetWriteObserver); empty: not timed.
+  std::function<void(absl::Duration took)> agent_down_write;
 };
 
 // What one queued message counts for against StreamLimits::queue_bytes: its serialized size plus
@@ -121,6 +127,12 @@ class StreamWriter {
   // starts, with its oldest content's wait in the queue. Set before the first Add.
   void SetWaitObserver(std::function<void(absl::Duration waited)> observe) {
     observe_wait_ = std::move(observe);
+  }
+
+  // Called under the writer's lock (keep it cheap) as each write completes, with how long it took
+  // from its start. Set before the first Add.
+  void SetWriteObserver(std::function<void(absl::Duration took)> observe) {
+    observe_write_ = std::move(observe);
   }
 
   // Runs add(Queue&) under the lock, then starts a write if one may start. Nothing is added once
@@ -196,6 +208,7 @@ class StreamWriter {
       absl::MutexLock lock(&mu_);
       if (reactor_ == nullptr) return;
       writing_ = false;
+      if (ok && observe_write_) observe_write_(clock_->Now() - write_started_);
       if (!ok) {
         ClearQueueLocked();
         if (!closing_) {
@@ -309,6 +322,7 @@ class StreamWriter {
       observe_wait_(clock_->Now() - opened_.front());
       opened_.pop_front();
     }
+    if (observe_write_) write_started_ = clock_->Now();
     return reactor_;
   }
 
@@ -321,6 +335,7 @@ class StreamWriter {
   std::function<void()> resume_read_;
   std::function<void()> on_overflow_;
   std::function<void(absl::Duration)> observe_wait_;
+  std::function<void(absl::Duration)> observe_write_;
 
   // State below is protected by mu_.
   absl::Mutex mu_;
@@ -331,6 +346,7 @@ class StreamWriter {
   std::deque<absl::Time> opened_ ABSL_GUARDED_BY(mu_);
   int corks_ ABSL_GUARDED_BY(mu_) = 0;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time write_started_ ABSL_GUARDED_BY(mu_);  // with a write observer: the current write began
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool read_paused_ ABSL_GUARDED_BY(mu_) = false;

@@ -184,6 +184,13 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(Serv
       {}, metrics::QueueWaitBuckets());
   if (!agent_down_wait.ok()) return agent_down_wait.status();
   streams.agent_down_wait = metrics::SecondsObserver((*agent_down_wait)->WithLabels({}));
+  auto agent_down_write = s->registry_.AddHistogram(
+      "psync_agent_stream_down_write_seconds",
+      "Per message written down an AgentSession: how long its write took, from its start until "
+      "the stream took it (it waits while the agent's flow-control window is full).",
+      {}, metrics::QueueWaitBuckets());
+  if (!agent_down_write.ok()) return agent_down_write.status();
+  streams.agent_down_write = metrics::SecondsObserver((*agent_down_write)->WithLabels({}));
   s->service_ = std::make_unique<CoordinatorService>(coordinator, s->rendezvous_.get(), streams,
                                                      s->replica_.get());
 

@@ -69,6 +69,7 @@ class AgentStreamBatcher final : public NoticeBatcher,
       : writer_(reactor, "agent", limits, /*clock=*/nullptr,
                 [this](absl::Duration after) { overflow_timer_(after); }) {
     if (limits.agent_down_wait) writer_.SetWaitObserver(limits.agent_down_wait);
+    if (limits.agent_down_write) writer_.SetWriteObserver(limits.agent_down_write);
   }
   void ArmOverflowTimer() {
     overflow_timer_ = serve::AlarmTimer(weak_from_this(),

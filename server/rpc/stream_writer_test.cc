@@ -366,6 +366,30 @@ TEST(StreamWriterWaitTest, AMergedMessageIsAsOldAsTheAddThatOpenedIt) {
   EXPECT_THAT(waits, ElementsAre(absl::ZeroDuration(), absl::Milliseconds(7)));
 }
 
+TEST(StreamWriterWaitTest, EachCompletedWriteIsTimedFromItsStart) {
+  SessionReactor reactor;
+  SessionStream stream(&reactor);
+  serve::FakeClock clock;
+  serve::SessionWriter writer(&reactor, serve::StreamLimits{}, &clock);
+  std::vector<absl::Duration> writes;
+  writer.SetWriteObserver([&](absl::Duration took) { writes.push_back(took); });
+
+  writer.Enqueue(Msg(1));  // starts at once
+  clock.Advance(absl::Milliseconds(3));
+  writer.Enqueue(Msg(2));  // queued behind it
+  clock.Advance(absl::Milliseconds(4));
+  writer.WriteDone(true);  // 1 took 7 ms; 2 starts now
+  clock.Advance(absl::Milliseconds(2));
+  writer.WriteDone(true);  // 2 took 2 ms, not counting its 4 ms in the queue
+  EXPECT_THAT(Ids(stream.writes), ElementsAre(1, 2));
+  EXPECT_THAT(writes, ElementsAre(absl::Milliseconds(7), absl::Milliseconds(2)));
+  // A failed write is not timed.
+  writer.Enqueue(Msg(3));
+  clock.Advance(absl::Milliseconds(1));
+  writer.WriteDone(false);
+  EXPECT_EQ(writes.size(), 2u);
+}
+
 // Flow control. Each Msg() counts QueuedBytes(Msg(1)) bytes; the bound holds two of them.
 class BoundedSessionWriterTest : public ::testing::Test {
  protected:
