@@ -108,6 +108,7 @@ TEST_F(AgentMetricsTest, ANodeAgentCountsEveryWaitOnceBothWays) {
   EXPECT_EQ(m.at("psync_agent_down_wait_seconds_count{to=\"rank\"}"),
             2 + s.local_acks + s.notices_delivered);
   EXPECT_EQ(m.at("psync_agent_down_wait_seconds_count{to=\"agent\"}"), 0);
+  EXPECT_EQ(m.at("psync_agent_down_write_seconds_count{to=\"agent\"}"), 0);
   EXPECT_EQ(m.at("psync_agent_fanout_seconds_count{to=\"agent\"}"), 0);
   // Fan-out: one per message read from the coordinator, and the coordinator timed every message
   // it wrote down the agent's stream (the last may still be on its way when the ranks are done).
@@ -115,6 +116,12 @@ TEST_F(AgentMetricsTest, ANodeAgentCountsEveryWaitOnceBothWays) {
     const double reads = node->stats().upstream_reads;
     return Scrape(*node).at("psync_agent_fanout_seconds_count{to=\"rank\"}") == reads &&
            Scrape(server_->http_port()).at("psync_agent_stream_down_wait_seconds_count") == reads;
+  }));
+  // Every write to a rank completes (its rank reads it) and is timed once; the agent may learn
+  // of the last one's completion after its rank already read it.
+  EXPECT_TRUE(WaitUntil([&] {
+    return Scrape(*node).at("psync_agent_down_write_seconds_count{to=\"rank\"}") ==
+           m.at("psync_agent_down_wait_seconds_count{to=\"rank\"}");
   }));
   // A wait is never negative, and every observation is in the +Inf bucket.
   EXPECT_GE(m.at("psync_agent_down_wait_seconds_sum{to=\"rank\"}"), 0);
@@ -139,6 +146,11 @@ TEST_F(AgentMetricsTest, ARelayCountsEachBatchItSendsUpAndEachMessageItWritesDow
   // on its way when the ranks are done).
   ASSERT_TRUE(WaitUntil([&] {
     return Scrape(*relay).at("psync_agent_down_wait_seconds_count{to=\"agent\"}") ==
+           node_a->stats().upstream_reads + node_b->stats().upstream_reads;
+  }));
+  // Every one of those writes completed (its agent read it), and was timed once.
+  EXPECT_TRUE(WaitUntil([&] {
+    return Scrape(*relay).at("psync_agent_down_write_seconds_count{to=\"agent\"}") ==
            node_a->stats().upstream_reads + node_b->stats().upstream_reads;
   }));
   const std::map<std::string, double> m = Scrape(*relay);
