@@ -3,7 +3,10 @@
 // share of a coordinator message: writing a share (serializing it, and the socket write gRPC makes
 // inline in StartWrite) costs tens of microseconds, so one thread writing a release to a few
 // hundred agents one after another holds the last of them for milliseconds; spread over a few
-// threads the shares go out side by side, each agent's still in order.
+// threads the shares go out side by side, each agent's still in order. Unlike the coordinator's
+// FanOut (server/owner/fan_out.h), whose Run returns once every slice ran, Run here returns at
+// once: the relay's reader goes on to the coordinator's next message while the shares are
+// written, and a key's order holds across messages.
 //
 // With 0 threads, Run calls every task at once on the caller's thread, in order.
 //
