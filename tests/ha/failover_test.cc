@@ -225,8 +225,9 @@ TEST(FailoverTest, OwnersKilledPausedAndEtcdRestartedNeverSyncEarlyOrTwice) {
       } else {
         d.replica = AwaitOwner(replicas, job, 20 * kTtl);
         ASSERT_FALSE(d.replica.empty()) << "no replica named an owner of " << job << " within "
-                                        << 20 * kTtl << "; the replicas' logs end:\n"
-                                        << ReplicaLogTails(dir, 20);
+                                        << 20 * kTtl << "; their views now:\n"
+                                        << replicas.Views() << "the replicas' logs end:\n"
+                                        << ReplicaLogTails(dir, 40);
         const int victim = replicas.IndexOf(d.replica);
         ASSERT_GE(victim, 0) << d.replica;
         d.at = chaos::MonotonicNanos();

@@ -58,6 +58,24 @@ std::string ReplicaProcesses::Owner(const std::string& job) const {
   return "";
 }
 
+std::string ReplicaProcesses::Views() const {
+  std::string out;
+  for (int i = 0; i < options_.replicas; ++i) {
+    if (pids_[i] <= 0) continue;
+    auto stub = v1::Coordinator::NewStub(
+        grpc::CreateChannel(addresses_[i], grpc::InsecureChannelCredentials()));
+    v1::ListReplicasResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+    const grpc::Status s = stub->ListReplicas(&context, v1::ListReplicasRequest(), &response);
+    absl::StrAppend(&out, "replica ", i, " (", addresses_[i], "): ",
+                    s.ok() ? response.ShortDebugString()
+                           : absl::StrCat("ListReplicas failed: ", s.error_message()),
+                    "\n");
+  }
+  return out;
+}
+
 std::string OwnerOf(const std::string& target, const std::string& job) {
   auto stub =
       v1::Coordinator::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));

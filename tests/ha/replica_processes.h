@@ -43,6 +43,9 @@ class ReplicaProcesses {
   int IndexOf(const std::string& address) const;
   // The owner of `job` as the first running replica that names one sees it ("" when none does).
   std::string Owner(const std::string& job) const;
+  // What each running replica's ListReplicas answers now, one line each (its status when the call
+  // fails): for the message of a test that found no owner.
+  std::string Views() const;
 
  private:
   const ReplicaOptions options_;
