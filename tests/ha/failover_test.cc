@@ -18,6 +18,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -92,10 +94,13 @@ std::string FaultName(Fault f) {
 // The job's owner, asking again while no replica names one that is ours: between a lapsed lease
 // and the next claim there is none, and a loaded replica may not answer ListReplicas within its
 // deadline. Empty when none was named within `patience`.
+// `between_polls` runs before each poll: the test's other timed actions (resuming a paused
+// replica) must not wait for this one.
 std::string AwaitOwner(const testing::ReplicaProcesses& replicas, const std::string& job,
-                       absl::Duration patience) {
+                       absl::Duration patience, const std::function<void()>& between_polls) {
   const absl::Time give_up = absl::Now() + patience;
   for (;;) {
+    between_polls();
     std::string owner = replicas.Owner(job);
     if ((!owner.empty() && replicas.IndexOf(owner) >= 0) || absl::Now() >= give_up) return owner;
     absl::SleepFor(absl::Milliseconds(100));
@@ -192,16 +197,22 @@ TEST(FailoverTest, OwnersKilledPausedAndEtcdRestartedNeverSyncEarlyOrTwice) {
   size_t next = 0;  // faults fired
   int paused = -1;
   absl::Time resume_at;
+  // A paused owner gets SIGCONT once its pause is over, also while the test waits for another
+  // job's owner: a replica left stopped for that wait (40 s) held its jobs' ranks on a connection
+  // that did not answer, and the other replicas named no owner of them.
+  const auto resume_if_due = [&] {
+    if (paused >= 0 && absl::Now() >= resume_at) {
+      kill(replicas.pid(paused), SIGCONT);
+      paused = -1;
+    }
+  };
   size_t running = rank_pids.size();
   while (running > 0 && absl::Now() < deadline) {
     running = chaos::ReapExited(
         rank_pids, &exited,
         [&](size_t i) { return absl::StrCat("job ", i / kRanks, " rank ", i % kRanks); },
         [&](size_t i) { return chaos::ReadFile(logs[i / kRanks][i % kRanks].path + ".stderr"); });
-    if (paused >= 0 && absl::Now() >= resume_at) {
-      kill(replicas.pid(paused), SIGCONT);
-      paused = -1;
-    }
+    resume_if_due();
     size_t due = kPlan.size();
     for (size_t f = 0; f < kPlan.size(); ++f) {
       if (!fired[f] && chaos::Progress(logs[kPlan[f].job]) >= kPlan[f].step) {
@@ -223,7 +234,7 @@ TEST(FailoverTest, OwnersKilledPausedAndEtcdRestartedNeverSyncEarlyOrTwice) {
         ASSERT_TRUE(release());
         ASSERT_TRUE(etcd.Start().ok());
       } else {
-        d.replica = AwaitOwner(replicas, job, 20 * kTtl);
+        d.replica = AwaitOwner(replicas, job, 20 * kTtl, resume_if_due);
         ASSERT_FALSE(d.replica.empty()) << "no replica named an owner of " << job << " within "
                                         << 20 * kTtl << "; their views now:\n"
                                         << replicas.Views() << "the replicas' logs end:\n"
