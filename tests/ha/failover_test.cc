@@ -19,7 +19,6 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <functional>
 #include <map>
 #include <string>
 #include <vector>
