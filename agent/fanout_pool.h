@@ -10,20 +10,19 @@
 //
 // With 0 threads, Run calls every task at once on the caller's thread, in order.
 //
+// Built on single-thread serve::BlockingPools, one per thread, a key always on the same one.
+//
 // Thread-safety: thread-safe. Ownership: owns its threads; the destructor runs every task handed
 // over, then joins them. A task must not call Run on the pool that runs it.
 #ifndef PSYNC_AGENT_FANOUT_POOL_H_
 #define PSYNC_AGENT_FANOUT_POOL_H_
 
 #include <cstddef>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "serve/blocking_pool.h"
 
 namespace psync::agent {
 
@@ -35,27 +34,19 @@ class FanoutPool {
   };
 
   explicit FanoutPool(size_t threads);
-  ~FanoutPool();
   FanoutPool(const FanoutPool&) = delete;
   FanoutPool& operator=(const FanoutPool&) = delete;
 
-  // Hands `tasks` over together: each thread is woken at most once for them.
+  // Hands `tasks` over, each to its key's thread.
   void Run(std::vector<Task> tasks);
 
   size_t threads() const { return shards_.size(); }
 
  private:
-  struct Shard {
-    absl::Mutex mu;
-    absl::CondVar ready;
-    std::deque<std::function<void()>> queue ABSL_GUARDED_BY(mu);
-    bool stopping ABSL_GUARDED_BY(mu) = false;
-    std::thread thread;
-  };
   size_t ShardOf(const void* key) const;
-  static void Work(Shard* shard);
 
-  std::vector<std::unique_ptr<Shard>> shards_;
+  // One thread each: a shard runs its tasks in the order queued.
+  std::vector<std::unique_ptr<serve::BlockingPool>> shards_;
 };
 
 }  // namespace psync::agent
