@@ -33,6 +33,7 @@ bool CheckinGroups::Build(absl::Span<const RankMessage> messages) {
   // before it).
   constexpr size_t kMaxGroups = 256;
   uint32_t last = 0;
+  bool shared_base = false;  // two groups carry the same check-in (with different checksums)
   for (const RankMessage& m : messages) {
     if (m.kind != RankMessage::Kind::kStaged || m.staged.size() != 1) {
       groups_.clear();
@@ -54,6 +55,7 @@ bool CheckinGroups::Build(absl::Span<const RankMessage> messages) {
       for (uint32_t g = 0; g < groups_.size(); ++g) {
         if (SameCheckin(*groups_[g].item, item)) {
           base = base_of_[g];
+          shared_base = true;
           break;
         }
       }
@@ -62,12 +64,19 @@ bool CheckinGroups::Build(absl::Span<const RankMessage> messages) {
     }
     ++groups_[last].end;  // a count for now
     group_of_.push_back(last);
-    keys_.push_back((static_cast<uint64_t>(base_of_[last]) << 32) | m.rank);
   }
-  std::sort(keys_.begin(), keys_.end());
-  if (std::adjacent_find(keys_.begin(), keys_.end()) != keys_.end()) {
-    groups_.clear();  // a rank repeats a check-in: its messages' order decides their answers
-    return false;
+  // A rank repeating a check-in within one group is applied in its messages' order there (the
+  // repeat answered as on its own). Across groups, which only a check-in sent with two checksums
+  // makes, the groups' order would decide the answers, so such a batch goes message by message.
+  if (shared_base) {
+    for (size_t i = 0; i < messages.size(); ++i) {
+      keys_.push_back((static_cast<uint64_t>(base_of_[group_of_[i]]) << 32) | messages[i].rank);
+    }
+    std::sort(keys_.begin(), keys_.end());
+    if (std::adjacent_find(keys_.begin(), keys_.end()) != keys_.end()) {
+      groups_.clear();
+      return false;
+    }
   }
   // Counting sort of the messages by group, keeping their order within a group.
   uint32_t start = 0;

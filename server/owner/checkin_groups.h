@@ -2,10 +2,13 @@
 // Coordinator::ApplyBatch applies each group at once (core::JobTracker::StageMerged) instead of
 // message by message. A batch is grouped only where the order of its messages cannot change an
 // answer: every message is a StagedBatch of exactly one item, and no (rank, step, chunk,
-// optimizer) is in two of its messages. Such messages read and write disjoint state (each its own
-// rank's mark of one chunk-step), except for the chunk's release, which waits for all of them
-// either way. Anything else (a SyncDone, a skip, a leave, several items, a rank repeating a
-// check-in, more than 256 distinct items) is applied in order, message by message.
+// optimizer) is in two of its messages with different checksums. Such messages read and write
+// disjoint state (each its own rank's mark of one chunk-step), except for the chunk's release,
+// which waits for all of them either way. A rank repeating an item (same checksum) stays in that
+// item's group, in its messages' order, so the repeat is answered after the first, as a duplicate,
+// exactly as on its own. Anything else (a SyncDone, a skip, a leave, several items, a rank
+// repeating a check-in with another checksum, more than 256 distinct items) is applied in order,
+// message by message.
 //
 // SplitIntoRuns cuts a batch that mixes kinds (a node's SyncDones of one chunk beside its next
 // check-ins, or a relay's batch of several nodes' messages) into runs applied in the batch's order:
@@ -51,7 +54,7 @@ class CheckinGroups {
   std::vector<Group> groups_;
   std::vector<uint32_t> base_of_;    // per group: the first group of its (step, chunk, optimizer)
   std::vector<uint32_t> group_of_;   // per message
-  std::vector<uint64_t> keys_;       // per message: (base << 32) | rank, to find repeats
+  std::vector<uint64_t> keys_;       // (base << 32) | rank per message, when a base is shared
   std::vector<core::RankId> ranks_;  // grouped
   std::vector<uint32_t> messages_;   // grouped
 };

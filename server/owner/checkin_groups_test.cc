@@ -83,13 +83,12 @@ TEST(CheckinGroupsTest, ChecksumsSplitGroups) {
 
 TEST(CheckinGroupsTest, MessageByMessageWhenOrderCouldMatter) {
   CheckinGroups groups;
-  // A rank repeating a check-in, with the same checksum or another.
-  const std::vector<core::StagedItem> same = {Item(0, 0, "dense"), Item(0, 0, "dense")};
-  EXPECT_FALSE(groups.Build(Messages({4, 4}, same)));
-  EXPECT_TRUE(groups.groups().empty());
+  // A rank repeating a check-in with another checksum: which comes first decides which one
+  // conflicts.
   const std::vector<core::StagedItem> other = {Item(0, 0, "dense", 1), Item(0, 1, "dense"),
                                                Item(0, 0, "dense", 2)};
   EXPECT_FALSE(groups.Build(Messages({4, 4, 4}, other)));
+  EXPECT_TRUE(groups.groups().empty());
   // The same rank's different check-ins are independent.
   EXPECT_TRUE(groups.Build(Messages({4, 4}, {Item(0, 0, "dense"), Item(0, 0, "expert")})));
 
@@ -109,15 +108,42 @@ TEST(CheckinGroupsTest, MessageByMessageWhenOrderCouldMatter) {
   EXPECT_FALSE(groups.Build({RankMessage{}}));  // an empty StagedBatch (refused by the tracker)
 }
 
-// Ranks out of order are grouped as they came; a repeat is found wherever it is.
-TEST(CheckinGroupsTest, RanksInAnyOrderAndRepeatsApart) {
+// Ranks out of order are grouped as they came; a rank repeating an item stays in its group, in
+// its messages' order (StageMerged answers the second as a duplicate, as on its own).
+TEST(CheckinGroupsTest, RanksInAnyOrderAndRepeatsOfAnItemInItsGroup) {
   const std::vector<core::StagedItem> items(4, Item(0, 0, "dense"));
   CheckinGroups groups;
   ASSERT_TRUE(groups.Build(Messages({3, 1, 2}, items)));
   ASSERT_EQ(groups.groups().size(), 1u);
   EXPECT_THAT(Describe(groups)[0].ranks, ElementsAre(3, 1, 2));
-  EXPECT_FALSE(groups.Build(Messages({1, 2, 5, 1}, items)));
-  EXPECT_TRUE(groups.Build(Messages({1, 2, 5, 7}, items)));
+  ASSERT_TRUE(groups.Build(Messages({1, 2, 5, 1}, items)));
+  ASSERT_EQ(groups.groups().size(), 1u);
+  EXPECT_THAT(Describe(groups)[0].ranks, ElementsAre(1, 2, 5, 1));
+  EXPECT_THAT(Describe(groups)[0].messages, ElementsAre(0, 1, 2, 3));
+}
+
+// Two checksums of one check-in: a repeat is found wherever it is, also past the groups Build
+// scans for an equal item, and only a rank in both makes the batch go one by one.
+TEST(CheckinGroupsTest, ARankInTwoChecksumsOfACheckinIsFoundApart) {
+  std::vector<core::StagedItem> items = {Item(0, 0, "dense", 1)};
+  std::vector<core::RankId> ranks = {1};
+  for (uint32_t c = 1; c <= 70; ++c) {  // more distinct items between them than Build scans
+    items.push_back(Item(0, c, "dense"));
+    ranks.push_back(2);
+  }
+  items.push_back(Item(0, 0, "dense", 2));
+  ranks.push_back(3);
+  CheckinGroups groups;
+  EXPECT_TRUE(groups.Build(Messages(ranks, items)));
+  EXPECT_EQ(groups.groups().size(), 72u);
+  ranks.back() = 1;
+  EXPECT_FALSE(groups.Build(Messages(ranks, items)));
+  // An equal item past the scan starts a group of its own; its ranks are checked the same way.
+  items.back() = Item(0, 0, "dense", 1);
+  EXPECT_FALSE(groups.Build(Messages(ranks, items)));
+  ranks.back() = 3;
+  EXPECT_TRUE(groups.Build(Messages(ranks, items)));
+  EXPECT_EQ(groups.groups().size(), 72u);
 }
 
 TEST(CheckinGroupsTest, MoreDistinctItemsThanANodeSendsGoOneByOne) {
@@ -175,10 +201,10 @@ TEST(SplitIntoRunsTest, CheckinsBetweenOtherMessagesAreGroupedInTheirPlace) {
   EXPECT_THAT(RunsOf(batch), ElementsAre("0-2", "2-4 grouped(1)", "4-5", "5-7 grouped(1)"));
 }
 
-// A run whose order could matter (a rank repeating a check-in) is applied one by one, joined to
-// the messages applied one by one around it.
+// A run whose order could matter (a rank repeating a check-in with another checksum) is applied
+// one by one, joined to the messages applied one by one around it.
 TEST(SplitIntoRunsTest, ARunThatCannotBeGroupedJoinsItsNeighboursOneByOne) {
-  const std::vector<core::StagedItem> items = {Item(0, 0, "dense"), Item(0, 0, "dense"),
+  const std::vector<core::StagedItem> items = {Item(0, 0, "dense", 1), Item(0, 0, "dense", 2),
                                                Item(0, 1, "dense"), Item(0, 1, "dense")};
   std::vector<RankMessage> batch;
   batch.push_back(Other(1, RankMessage::Kind::kSyncDone));
