@@ -116,6 +116,18 @@ absl::Status AgentMetrics::Register() {
       "notices queued to every local Session or downstream agent it names).",
       {"to"}, metrics::QueueWaitBuckets());
   if (!fanout.ok()) return fanout.status();
+  auto age = registry_.AddHistogram(
+      "psync_agent_directive_age_seconds",
+      "Per directive (one AgentNotice entry): its age, from the coordinator deciding the release "
+      "(SyncDirective.released_unix_micros, the coordinator's clock) to this agent's clock, when "
+      "it was read from the stream up (at: read), when it had been queued to every local Session "
+      "it names (queued_to_ranks), and by a relay when it had been queued to each downstream "
+      "agent (queued_to_agent, one per agent).",
+      {"at"}, metrics::QueueWaitBuckets());
+  if (!age.ok()) return age.status();
+  counters_->directive_age_read = (*age)->WithLabels({"read"});
+  counters_->directive_age_queued_to_ranks = (*age)->WithLabels({"queued_to_ranks"});
+  counters_->directive_age_queued_to_agent = (*age)->WithLabels({"queued_to_agent"});
   counters_->fanout_ranks = (*fanout)->WithLabels({"rank"});
   counters_->fanout_agents = (*fanout)->WithLabels({"agent"});
   counters_->upstream_wait_ranks = (*up)->WithLabels({"rank"});

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/answered_requests.h"
 #include "agent/batch_parts.h"
+#include "agent/directive_age.h"
 #include "serve/agent_down_queue.h"
 #include "wire/agent_batch_shape.h"
 #include "wire/limits.h"
@@ -495,6 +496,7 @@ void RelayHub::OnRead(const v1::AgentDown& down) {
     absl::flat_hash_map<RelayedAgent*, std::vector<uint32_t>> ranks_of;
     for (const v1::AgentNotice& n : down.notices()) {
       counters_->notices_received.fetch_add(1);
+      ObserveDirectiveAge(counters_->directive_age_read, n.notice(), read_at);
       ranks_of.clear();
       std::vector<RelayedAgent*> agents;                 // in the order of their first rank
       const auto* routes = routes_.RanksOf(n.job_id());  // the job found once
@@ -549,6 +551,7 @@ void RelayHub::OnRead(const v1::AgentDown& down) {
   // Each agent's share in one queue operation: it leaves in as few messages as the queue allows.
   // The fan-out is timed from the read to the last share queued (on whichever thread that is).
   metrics::Histogram* const timed = counters_->fanout_agents;
+  metrics::Histogram* const aged = counters_->directive_age_queued_to_agent;
   if (order.empty()) {
     AgentCounters::Observe(timed, absl::Now() - read_at);
     return;
@@ -559,8 +562,14 @@ void RelayHub::OnRead(const v1::AgentDown& down) {
   for (RelayedAgent* key : order) {
     auto delivery = std::make_shared<AgentShare>(std::move(deliveries.at(key)));
     counters_->relay_notices.fetch_add(delivery->notices.size());
-    tasks.push_back({key, [delivery, left, timed, read_at] {
+    tasks.push_back({key, [delivery, left, timed, aged, read_at] {
                        WriteShare(*delivery);
+                       if (aged != nullptr) {
+                         const absl::Time queued_at = absl::Now();
+                         for (const v1::AgentNotice& n : delivery->notices) {
+                           ObserveDirectiveAge(aged, n.notice(), queued_at);
+                         }
+                       }
                        if (left->fetch_sub(1) == 1) {
                          AgentCounters::Observe(timed, absl::Now() - read_at);
                        }

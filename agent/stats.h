@@ -107,6 +107,11 @@ class AgentCounters {
   metrics::Histogram* down_write_agents = nullptr;
   metrics::Histogram* fanout_ranks = nullptr;
   metrics::Histogram* fanout_agents = nullptr;
+  // How old a release is at the agent's hops (agent/directive_age.h): read from the stream up, and
+  // queued to local Sessions or to a downstream agent.
+  metrics::Histogram* directive_age_read = nullptr;
+  metrics::Histogram* directive_age_queued_to_ranks = nullptr;
+  metrics::Histogram* directive_age_queued_to_agent = nullptr;
 
   static void Observe(metrics::Histogram* histogram, absl::Duration waited) {
     if (histogram != nullptr) histogram->Observe(absl::ToDoubleSeconds(waited));

@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "agent/answered_requests.h"
+#include "agent/directive_age.h"
 #include "agent/merge.h"
 #include "wire/wire_status.h"
 
@@ -379,6 +380,7 @@ absl::Status Upstream::OnClosed(const StreamEnd& end, bool* retry) {
 void Upstream::OnRead(const v1::AgentDown& down) {
   counters_->upstream_reads.fetch_add(1);
   AgentCounters::ScopedTimer fanout(counters_->fanout_ranks);
+  const absl::Time read_at = absl::Now();
   // Callbacks collected under the lock, run after it.
   std::vector<std::pair<std::shared_ptr<LocalRank>, absl::Status>> attach_results;
   std::vector<std::pair<std::shared_ptr<LocalRank>, grpc::Status>> closes;
@@ -459,6 +461,7 @@ void Upstream::OnRead(const v1::AgentDown& down) {
     }
     for (const v1::AgentNotice& n : down.notices()) {
       counters_->notices_received.fetch_add(1);
+      ObserveDirectiveAge(counters_->directive_age_read, n.notice(), read_at);
       const auto* routes = routes_.RanksOf(n.job_id());  // the job found once
       for (uint32_t rank : n.ranks()) {
         LocalRank* const* route = serve::JobRankMap<LocalRank*>::Find(routes, rank);
@@ -499,6 +502,12 @@ void Upstream::OnRead(const v1::AgentDown& down) {
     }
   }
   for (auto& [link, notice] : notices) link->Notice(*notice);
+  if (!notices.empty() && counters_->directive_age_queued_to_ranks != nullptr) {
+    const absl::Time queued_at = absl::Now();
+    for (const v1::AgentNotice& n : down.notices()) {
+      ObserveDirectiveAge(counters_->directive_age_queued_to_ranks, n.notice(), queued_at);
+    }
+  }
   for (LocalAnswer& a : answers) {
     if (!a.status.has_value()) a.link->FlushLazyAcks();
   }

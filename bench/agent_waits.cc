@@ -42,6 +42,11 @@ WaitHistogram* Which(AgentWaits* w, absl::string_view family, absl::string_view 
       {"psync_agent_stream_down_wait_seconds", "", &AgentWaits::coordinator_down},
       {"psync_agent_stream_down_write_seconds", "", &AgentWaits::coordinator_write},
       {"psync_decision_delivery_seconds", "", &AgentWaits::coordinator_delivery},
+      {"psync_agent_directive_age_seconds", "at=\"read\"", &AgentWaits::age_read},
+      {"psync_agent_directive_age_seconds", "at=\"queued_to_ranks\"",
+       &AgentWaits::age_queued_to_ranks},
+      {"psync_agent_directive_age_seconds", "at=\"queued_to_agent\"",
+       &AgentWaits::age_queued_to_agent},
   };
   for (const Known& k : kKnown) {
     if (family == k.family && absl::StrContains(labels, k.label)) return &(w->*k.histogram);
@@ -85,6 +90,9 @@ void AgentWaits::Add(const AgentWaits& other, int sign) {
   coordinator_down.Add(other.coordinator_down, sign);
   coordinator_write.Add(other.coordinator_write, sign);
   coordinator_delivery.Add(other.coordinator_delivery, sign);
+  age_read.Add(other.age_read, sign);
+  age_queued_to_ranks.Add(other.age_queued_to_ranks, sign);
+  age_queued_to_agent.Add(other.age_queued_to_agent, sign);
 }
 
 std::string AgentWaits::Json() const {
@@ -93,7 +101,9 @@ std::string AgentWaits::Json() const {
       ",\"fanout_to_rank\":", fanout_to_rank.Json(),
       ",\"fanout_to_agent\":", fanout_to_agent.Json(), ",\"down_to_rank\":", down_to_rank.Json(),
       ",\"down_to_agent\":", down_to_agent.Json(), ",\"write_to_rank\":", write_to_rank.Json(),
-      ",\"write_to_agent\":", write_to_agent.Json(), "}");
+      ",\"write_to_agent\":", write_to_agent.Json(), ",\"directive_age_read\":", age_read.Json(),
+      ",\"directive_age_queued_to_ranks\":", age_queued_to_ranks.Json(),
+      ",\"directive_age_queued_to_agent\":", age_queued_to_agent.Json(), "}");
 }
 
 AgentWaits ParseAgentWaits(absl::string_view text) {

@@ -40,11 +40,15 @@ struct AgentWaits {
       down_to_agent, write_to_rank, write_to_agent, coordinator_down, coordinator_write;
   // The coordinator's psync_decision_delivery_seconds.
   WaitHistogram coordinator_delivery;
+  // psync_agent_directive_age_seconds by label: a release's age when the agent read it, had
+  // queued it to its local Sessions, and (a relay) to a downstream agent.
+  WaitHistogram age_read, age_queued_to_ranks, age_queued_to_agent;
 
   void Add(const AgentWaits& other, int sign = 1);
   // The agents' histograms: {"up_from_rank":..,"up_from_agent":..,"fanout_to_rank":..,
   // "fanout_to_agent":..,"down_to_rank":..,"down_to_agent":..,"write_to_rank":..,
-  // "write_to_agent":..}.
+  // "write_to_agent":..,"directive_age_read":..,"directive_age_queued_to_ranks":..,
+  // "directive_age_queued_to_agent":..}.
   std::string Json() const;
 };
 

@@ -49,6 +49,15 @@ psync_decision_delivery_seconds_bucket{le="0.1"} 3
 psync_decision_delivery_seconds_bucket{le="+Inf"} 3
 psync_decision_delivery_seconds_sum 0.15
 psync_decision_delivery_seconds_count 3
+psync_agent_directive_age_seconds_bucket{at="read",le="0.005"} 6
+psync_agent_directive_age_seconds_bucket{at="read",le="+Inf"} 6
+psync_agent_directive_age_seconds_sum{at="read"} 0.012
+psync_agent_directive_age_seconds_count{at="read"} 6
+psync_agent_directive_age_seconds_bucket{at="queued_to_agent",le="0.005"} 100
+psync_agent_directive_age_seconds_bucket{at="queued_to_agent",le="0.01"} 700
+psync_agent_directive_age_seconds_bucket{at="queued_to_agent",le="+Inf"} 768
+psync_agent_directive_age_seconds_sum{at="queued_to_agent"} 6.5
+psync_agent_directive_age_seconds_count{at="queued_to_agent"} 768
 )";
 
 TEST(AgentWaitsTest, ParsesTheWaitFamiliesAndIgnoresTheRest) {
@@ -78,6 +87,17 @@ TEST(AgentWaitsTest, ReadsTheFanOutAndTheCoordinatorsUnlabelledFamilies) {
   EXPECT_DOUBLE_EQ(w.coordinator_write.QuantileBound(0.99), 0.001);
   EXPECT_EQ(w.coordinator_delivery.count, 3u);
   EXPECT_DOUBLE_EQ(w.coordinator_delivery.QuantileBound(0.5), 0.1);
+}
+
+TEST(AgentWaitsTest, ReadsTheDirectiveAgesByHop) {
+  const AgentWaits w = ParseAgentWaits(kAfter);
+  EXPECT_EQ(w.age_read.count, 6u);
+  EXPECT_DOUBLE_EQ(w.age_read.sum_s, 0.012);
+  EXPECT_EQ(w.age_queued_to_agent.count, 768u);
+  EXPECT_DOUBLE_EQ(w.age_queued_to_agent.QuantileBound(0.5), 0.01);
+  EXPECT_TRUE(std::isinf(w.age_queued_to_agent.QuantileBound(0.99)));
+  EXPECT_EQ(w.age_queued_to_ranks.count, 0u);
+  EXPECT_NE(w.Json().find("\"directive_age_queued_to_agent\":{\"count\":768,"), std::string::npos);
 }
 
 TEST(AgentWaitsTest, AWindowIsTheDifferenceAndItsPercentilesAreBucketBounds) {

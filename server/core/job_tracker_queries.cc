@@ -33,7 +33,7 @@ std::vector<Notice> JobTracker::NoticesToHold(RankId rank) const {
       const std::vector<RankId>& members = plan_.chunk(chunk).members;
       if (!std::binary_search(members.begin(), members.end(), rank)) continue;
       out.push_back(SyncDirective{generation_, st->first, chunk, cs.sequence, cs.last,
-                                  cs.released_at - cs.first_checkin});
+                                  cs.released_at - cs.first_checkin, /*epoch=*/0, cs.released_at});
     }
   }
   return out;

@@ -26,7 +26,10 @@ TEST(JobTrackerTest, PendingRelistsDirectivesUntilSyncDone) {
   h.JoinAll();
   for (RankId r = 0; r < 4; ++r) EXPECT_THAT(h.tracker().NoticesToHold(r), IsEmpty());
   for (RankId r = 0; r < 4; ++r) ASSERT_TRUE(h.Stage(r, {Item(0, 1, "dense")}).ok());
+  const absl::Time released_c1 = h.now();
+  h.Tick(absl::Seconds(2));
   for (RankId r = 0; r < 4; ++r) ASSERT_TRUE(h.Stage(r, {Item(0, 2, "expert")}).ok());
+  h.Tick(absl::Seconds(5));
   auto pending = [&](RankId r) {
     Strings out;
     for (const Notice& n : h.tracker().NoticesToHold(r)) out.push_back(NoticeText(n));
@@ -37,6 +40,10 @@ TEST(JobTrackerTest, PendingRelistsDirectivesUntilSyncDone) {
   }
   const SyncDirective first = std::get<SyncDirective>(h.tracker().NoticesToHold(0)[0]);
   EXPECT_EQ(first.last, (Contributor{3, "dense"}));
+  // Listed again later, a directive keeps the time its release was decided.
+  EXPECT_EQ(first.released_at, released_c1);
+  EXPECT_EQ(std::get<SyncDirective>(h.tracker().NoticesToHold(0)[1]).released_at,
+            released_c1 + absl::Seconds(2));
   ASSERT_TRUE(h.SyncDone(0, {Done(0, 2)}).ok());
   EXPECT_THAT(pending(0), ElementsAre("directive g1 s0 c1 seq1"));
   EXPECT_THAT(pending(1), ElementsAre("directive g1 s0 c1 seq1", "directive g1 s0 c2 seq2"));

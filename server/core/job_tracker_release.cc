@@ -46,7 +46,8 @@ void JobTracker::MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decision
   cs.released = true;
   cs.sequence = ++sequence_;
   cs.released_at = now;
-  SyncDirective directive{generation_, step, chunk, cs.sequence, cs.last, now - cs.first_checkin};
+  SyncDirective directive{generation_, step, chunk, cs.sequence, cs.last, now - cs.first_checkin,
+                          /*epoch=*/0, now};
   // Grown once per release, not by doubling (a delivery moved is a notice moved); geometrically
   // over the several releases of one batch.
   std::vector<Delivery>& deliveries = out->deliveries;

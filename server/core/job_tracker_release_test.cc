@@ -47,6 +47,7 @@ TEST(JobTrackerTest, ReleasesOnlyAfterEveryContributorInEveryOrder) {
       for (size_t d = 0; d < 2; ++d) {
         EXPECT_EQ(DirectiveAt(h.out(), d).last, c);
         EXPECT_EQ(DirectiveAt(h.out(), d).wait, absl::Seconds(3));  // first check-in to release
+        EXPECT_EQ(DirectiveAt(h.out(), d).released_at, h.now());    // the deciding call's time
       }
       // One directive object for every member: addressing a release copies a pointer a rank.
       EXPECT_EQ(h.out().deliveries[0].notice, h.out().deliveries[1].notice);

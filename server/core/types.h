@@ -124,6 +124,9 @@ struct SyncDirective {
   // The releasing replica's ownership epoch (v1.SyncDirective.epoch): stamped by the coordinator
   // when it hands the directive out; the tracker leaves it 0.
   uint64_t epoch = 0;
+  // When the release was decided (the `now` of the call that decided it). A timestamp, not part
+  // of the directive's identity: left out of ==.
+  absl::Time released_at = absl::InfinitePast();
   friend bool operator==(const SyncDirective& a, const SyncDirective& b) {
     return a.generation == b.generation && a.step == b.step && a.chunk == b.chunk &&
            a.sequence == b.sequence && a.last == b.last && a.wait == b.wait && a.epoch == b.epoch;

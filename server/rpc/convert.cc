@@ -96,6 +96,9 @@ struct NoticeWriter {
     p->set_last_optimizer(d.last.optimizer);
     p->set_wait_micros(absl::ToInt64Microseconds(d.wait));
     p->set_epoch(d.epoch);
+    if (d.released_at != absl::InfinitePast()) {
+      p->set_released_unix_micros(absl::ToUnixMicros(d.released_at));
+    }
   }
   void operator()(const core::StepSkipped& s) const {
     v1::StepSkipped* p = out->mutable_step_skipped();

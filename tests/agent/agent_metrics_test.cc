@@ -123,6 +123,16 @@ TEST_F(AgentMetricsTest, ANodeAgentCountsEveryWaitOnceBothWays) {
     return Scrape(*node).at("psync_agent_down_write_seconds_count{to=\"rank\"}") ==
            m.at("psync_agent_down_wait_seconds_count{to=\"rank\"}");
   }));
+  // Every directive's age, once as read and once handed to the local Sessions (all of the
+  // coordinator's notices here are directives; the fan-out's end is observed after its reads).
+  EXPECT_GT(s.notices_received, 0u);
+  EXPECT_TRUE(WaitUntil([&] {
+    const std::map<std::string, double> now = Scrape(*node);
+    const double notices = node->stats().notices_received;
+    return now.at("psync_agent_directive_age_seconds_count{at=\"read\"}") == notices &&
+           now.at("psync_agent_directive_age_seconds_count{at=\"queued_to_ranks\"}") == notices;
+  }));
+  EXPECT_EQ(m.at("psync_agent_directive_age_seconds_count{at=\"queued_to_agent\"}"), 0);
   // A wait is never negative, and every observation is in the +Inf bucket.
   EXPECT_GE(m.at("psync_agent_down_wait_seconds_sum{to=\"rank\"}"), 0);
   EXPECT_EQ(m.at("psync_agent_down_wait_seconds_bucket{to=\"rank\",le=\"+Inf\"}"),
@@ -170,6 +180,20 @@ TEST_F(AgentMetricsTest, ARelayCountsEachBatchItSendsUpAndEachMessageItWritesDow
     return Scrape(*relay).at("psync_agent_fanout_seconds_count{to=\"agent\"}") == reads &&
            Scrape(server_->http_port()).at("psync_agent_stream_down_wait_seconds_count") == reads;
   }));
+  // A directive's age: once per entry read from the coordinator, once per share queued to a
+  // downstream agent (each node agent's notices), and at each node agent once more as it reads
+  // its share.
+  EXPECT_TRUE(WaitUntil([&] {
+    const std::map<std::string, double> now = Scrape(*relay);
+    const agent::AgentStats r = relay->stats();
+    return now.at("psync_agent_directive_age_seconds_count{at=\"read\"}") == r.notices_received &&
+           now.at("psync_agent_directive_age_seconds_count{at=\"queued_to_agent\"}") ==
+               r.relay_notices &&
+           node_a->stats().notices_received + node_b->stats().notices_received == r.relay_notices;
+  }));
+  EXPECT_GT(relay->stats().relay_notices, relay->stats().notices_received);  // split by agent
+  EXPECT_EQ(Scrape(*relay).at("psync_agent_directive_age_seconds_count{at=\"queued_to_ranks\"}"),
+            0);
 }
 
 TEST(AgentMetricsOptionsTest, AnHttpListenThatIsNotHostPortIsRefusedNamingTheField) {

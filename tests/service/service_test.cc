@@ -68,6 +68,7 @@ TEST_F(ServiceTest, ChunkIsReleasedOnceToEveryMemberAfterAllContributors) {
     EXPECT_EQ(notice.directive().last_rank(), 1u);
     EXPECT_EQ(notice.directive().last_optimizer(), "expert");
     EXPECT_EQ(notice.directive().wait_micros(), 3000);
+    EXPECT_EQ(notice.directive().released_unix_micros(), absl::ToUnixMicros(clock_.Now()));
   }
   // A duplicate after release is answered OK and releases nothing more.
   ASSERT_TRUE(s1->Stage(j1.generation(), 0, 0, "expert").ok());
