@@ -7,9 +7,10 @@
 # ORDER (default "1 6 6 1") lists the P of each run, per workload. With PIN=1 (default with 16 or
 # more CPUs) the coordinator runs on CPUs 0-1, the agents on 2-9 and the load processes on the
 # rest, so that neither the agents' nor the coordinator's figures are the load generator's.
-# Appends psync-bench's JSON lines (labelled "ranks-in-P") to OUT_DIR/rank-processes.jsonl and
-# prints the medians per workload and P.
-#   [ORDER=...] [PIN=0|1] bench/rank_process_runs.sh BIN_DIR [OUT_DIR]
+# EXTRA (default empty) adds psync-bench flags to every run, e.g. EXTRA=--agent_metrics for the
+# agents' wait histograms and directive ages in the JSON. Appends psync-bench's JSON lines
+# (labelled "ranks-in-P") to OUT_DIR/rank-processes.jsonl and prints the medians per workload and P.
+#   [ORDER=...] [PIN=0|1] [EXTRA=...] bench/rank_process_runs.sh BIN_DIR [OUT_DIR]
 # BIN_DIR holds psync-bench, psync-coordinator and psync-agent (their shared libraries in
 # BIN_DIR/../lib when bundled for another host, or on LD_LIBRARY_PATH).
 set -u
@@ -26,12 +27,13 @@ run() {  # P RANKS psync-bench flags...
     taskset=(taskset -c "10-$((cpus - 1))")
     placed=(--server_taskset=0-1 --agent_taskset=2-9)
   fi
+  # shellcheck disable=SC2086  # EXTRA is a list of flags
   LD_LIBRARY_PATH=$bin/../lib:$bin:${LD_LIBRARY_PATH:-} timeout 280 "${taskset[@]}" \
     "$bin/psync-bench" --coordinator="$bin/psync-coordinator" --agent_binary="$bin/psync-agent" \
     --agents=$((ranks / 8)) --ranks="$ranks" --node_processes="$p" "${placed[@]}" \
     "--agent_args=--target={coordinator} --listen=127.0.0.1:0 --port_file={port_file}" \
     --optimizers=2 --chunks=8 --lazy_acks=true --floor=false --steps=20 --step_period_ms=300 \
-    --hop_times --label="ranks-in-$p" --json "$@" \
+    --hop_times --label="ranks-in-$p" --json ${EXTRA:-} "$@" \
     >>"$out/rank-processes.jsonl" 2>>"$out/rank-processes.err"
   echo "ranks-in-$p ranks $ranks $* rc=$?"
 }
