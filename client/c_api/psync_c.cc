@@ -414,6 +414,7 @@ int32_t psync_wait_directive(psync_client* client, uint64_t step, uint32_t chunk
     directive->last_rank = d->last_rank();
     CopyTruncated(d->last_optimizer(), directive->last_optimizer);
     directive->wait_micros = d->wait_micros();
+    directive->released_unix_micros = d->released_unix_micros();
   }
   return Report(absl::OkStatus(), status);
 }

@@ -33,7 +33,9 @@
 extern "C" {
 #endif
 
-#define PSYNC_C_ABI_VERSION 1
+/* 2: psync_directive gained released_unix_micros (a caller's struct is written whole, so a library
+ * and a caller of different versions must not meet: the Python package refuses to load one). */
+#define PSYNC_C_ABI_VERSION 2
 #define PSYNC_STATUS_MESSAGE_BYTES 2048
 
 typedef struct psync_status {
@@ -57,6 +59,9 @@ typedef struct psync_directive {
   uint32_t last_rank;
   char last_optimizer[72];
   int64_t wait_micros;
+  /* When the coordinator decided the release, in microseconds since the Unix epoch by its clock
+   * (SyncDirective.released_unix_micros; 0 from a coordinator older than the field). */
+  int64_t released_unix_micros;
 } psync_directive;
 
 typedef struct psync_info {

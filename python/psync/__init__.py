@@ -160,6 +160,9 @@ class Directive:
     last_rank: int
     last_optimizer: str
     wait_micros: int
+    # When the coordinator decided the release (microseconds since the Unix epoch, its clock; 0 from
+    # an older coordinator): time.time() * 1e6 minus this is the release's age in the loop.
+    released_unix_micros: int = 0
 
 
 @dataclass(frozen=True)
@@ -396,7 +399,8 @@ class Client:
                                               _seconds(timeout, "timeout"), ctypes.byref(d),
                                               ctypes.byref(status)), status)
         return Directive(d.generation, d.step, d.chunk, d.sequence, d.last_rank,
-                         d.last_optimizer.decode("utf-8", "replace"), d.wait_micros)
+                         d.last_optimizer.decode("utf-8", "replace"), d.wait_micros,
+                         d.released_unix_micros)
 
     def poll_directive(self, step: int, chunk: int) -> Optional[Directive]:
         """The directive of (step, chunk) if it has arrived (handed out once), else None."""

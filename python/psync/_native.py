@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Callable, Optional
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 # The folder, beside the wheel's libpsync_c.so, of the shared libraries it carries.
 BUNDLED_LIBRARIES = ".libs"
 STATUS_MESSAGE_BYTES = 2048
@@ -44,6 +44,7 @@ class DirectiveStruct(ctypes.Structure):
         ("last_rank", ctypes.c_uint32),
         ("last_optimizer", ctypes.c_char * 72),
         ("wait_micros", ctypes.c_int64),
+        ("released_unix_micros", ctypes.c_int64),
     ]
 
 

@@ -30,6 +30,7 @@ def test_a_step_releases_each_chunk_once_and_the_audit_is_clean(coordinator):
         client.staged(0, 0, "dense")
         client.staged_batch([(0, 0, "expert"), (0, 1, "dense", 7)])
     assert a.poll_directive(0, 1) is None  # chunk 1 still misses both expert check-ins
+    released_after = int(time.time() * 1e6)  # chunk 1's last check-ins are not sent yet
     pendings = [c.staged_async(0, 1, "expert") for c in (a, b)]
     for p in pendings:
         p.result(timeout=10)
@@ -38,6 +39,10 @@ def test_a_step_releases_each_chunk_once_and_the_audit_is_clean(coordinator):
         for chunk in (0, 1):
             d = client.wait_directive(0, chunk, timeout=10)
             assert (d.step, d.chunk, d.generation) == (0, chunk, 1)
+            # Decided by the coordinator (same host, same clock) before the directive was read.
+            assert 0 < d.released_unix_micros <= int(time.time() * 1e6)
+            if chunk == 1:
+                assert d.released_unix_micros >= released_after
             client.sync_done_async(0, chunk, {"dp": 1234 + chunk}).result(timeout=10)
         # Handed out once: a second wait for the same chunk waits again.
         with pytest.raises(PsyncError) as e:
