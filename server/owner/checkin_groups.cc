@@ -66,8 +66,9 @@ bool CheckinGroups::Build(absl::Span<const RankMessage> messages) {
     group_of_.push_back(last);
   }
   // A rank repeating a check-in within one group is applied in its messages' order there (the
-  // repeat answered as on its own). Across groups, which only a check-in sent with two checksums
-  // makes, the groups' order would decide the answers, so such a batch goes message by message.
+  // repeat answered as on its own). Across groups of one check-in (two checksums, or an equal item
+  // past the scan) the groups' order would decide the answers: where a check-in is in two groups,
+  // a batch with any rank repeating a check-in goes message by message.
   if (shared_base) {
     for (size_t i = 0; i < messages.size(); ++i) {
       keys_.push_back((static_cast<uint64_t>(base_of_[group_of_[i]]) << 32) | messages[i].rank);

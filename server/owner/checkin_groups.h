@@ -1,14 +1,14 @@
 // CheckinGroups: a node's batch of one-item check-ins grouped by the item they carry, so that
 // Coordinator::ApplyBatch applies each group at once (core::JobTracker::StageMerged) instead of
 // message by message. A batch is grouped only where the order of its messages cannot change an
-// answer: every message is a StagedBatch of exactly one item, and no (rank, step, chunk,
-// optimizer) is in two of its messages with different checksums. Such messages read and write
-// disjoint state (each its own rank's mark of one chunk-step), except for the chunk's release,
-// which waits for all of them either way. A rank repeating an item (same checksum) stays in that
-// item's group, in its messages' order, so the repeat is answered after the first, as a duplicate,
-// exactly as on its own. Anything else (a SyncDone, a skip, a leave, several items, a rank
-// repeating a check-in with another checksum, more than 256 distinct items) is applied in order,
-// message by message.
+// answer: every message is a StagedBatch of exactly one item, and, where one of its check-ins
+// comes with two checksums (or an equal item starts a second group past Build's scan), no rank
+// repeats a check-in. Such messages read and write disjoint state (each its own rank's mark of one
+// chunk-step), except for the chunk's release, which waits for all of them either way. Otherwise
+// a rank repeating an item stays in that item's group, in its messages' order, so the repeat is
+// answered after the first, as a duplicate, exactly as on its own. Anything else (a SyncDone, a
+// skip, a leave, several items, a rank repeating a check-in in a batch where some check-in is in
+// two groups, more than 256 distinct items) is applied in order, message by message.
 //
 // SplitIntoRuns cuts a batch that mixes kinds (a node's SyncDones of one chunk beside its next
 // check-ins, or a relay's batch of several nodes' messages) into runs applied in the batch's order:
