@@ -56,9 +56,20 @@ void AgentDownQueue::AddNotice(const std::string& job_id, absl::Span<const uint3
       same = found == m.notice_index.end() ? -1 : found->second;
     }
     if (same >= 0) {
-      // The newest entry has no later one: every rank may join it. An older one takes a rank
-      // that has no notice after it. The index, once built, stays up to date with both.
+      // The newest entry has no later one: every rank may join it, as many at once as the open
+      // message has room for (Open's bound, counted once). An older one takes a rank that has no
+      // notice after it. The index, once built, stays up to date with both.
       const bool newest = same + 1 == m.down.notices_size();
+      if (newest && same >= m.indexed) {
+        const size_t room = m.items < kMaxItems ? kMaxItems - m.items : 0;
+        const size_t count = 1 + std::min(ranks.size() - i - 1, room);
+        m.items += count - 1;
+        m.down.mutable_notices(same)->mutable_ranks()->Add(ranks.begin() + i,
+                                                           ranks.begin() + i + count);
+        Count(m, 8 * count);
+        i += count - 1;
+        continue;
+      }
       bool joins = true;
       if (!newest || same < m.indexed) {
         if (last_of_job == nullptr) {

@@ -134,6 +134,22 @@ absl::Status InvariantChecker::OnDecisions(const Decisions& decisions) {
   }
   for (const Delivery& delivery : decisions.deliveries) {
     if (const auto* directive = std::get_if<SyncDirective>(delivery.notice.get())) {
+      if (delivery.members_of.has_value()) {
+        // To every member of the chunk: each as its own directive (the members expected).
+        if (*delivery.members_of != directive->chunk) {
+          return Fail(absl::StrCat("a directive of chunk ", directive->chunk,
+                                   " was addressed to the members of chunk ",
+                                   *delivery.members_of));
+        }
+        if (directive->chunk >= chunks_.size()) {
+          return Fail(
+              absl::StrCat("a directive to the members of undeclared chunk ", directive->chunk));
+        }
+        for (RankId member : chunks_[directive->chunk].members) {
+          if (auto s = CheckDirective(member, *directive); !s.ok()) return s;
+        }
+        continue;
+      }
       if (auto s = CheckDirective(delivery.rank, *directive); !s.ok()) return s;
     } else if (const auto* skipped = std::get_if<StepSkipped>(delivery.notice.get())) {
       if (auto s = CheckStepSkipped(*skipped); !s.ok()) return s;

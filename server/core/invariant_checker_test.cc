@@ -202,6 +202,49 @@ TEST(InvariantCheckerTest, CatchesReleaseOfASkippedStep) {
                   "step 0 of generation 1 was skipped after chunk 0 was released");
 }
 
+// A directive to a chunk's members as a whole counts as one to each expected member: a second one
+// (or one to a member by itself) is a second delivery, and one addressed to another chunk's members
+// is caught.
+TEST(InvariantCheckerTest, ADirectiveToTheMembersAsAWholeReachesEachMemberOnce) {
+  const std::vector<Step> steps = {0};
+  auto whole = [](ChunkId members_of, ChunkId chunk) {
+    Delivery d = Directive(0, 1, 0, chunk, 1);
+    d.members_of = members_of;
+    return d;
+  };
+  {
+    InvariantChecker checker = MakeChecker();
+    StageChunk0(checker, 1, 0);
+    Decisions d;
+    d.deliveries = {whole(0, 0)};
+    d.events = {Release(1, 0, 0, 1)};
+    ASSERT_TRUE(checker.OnDecisions(d).ok());
+    // Chunk 0 reached both its members: the first thing missing is chunk 1's release.
+    ExpectViolation(checker.CheckComplete(1, steps, {}),
+                    "generation 1 step 0 chunk 1 was never released");
+  }
+  {
+    InvariantChecker checker = MakeChecker();
+    StageChunk0(checker, 1, 0);
+    Decisions d;
+    d.deliveries = {whole(0, 0)};
+    d.events = {Release(1, 0, 0, 1)};
+    ASSERT_TRUE(checker.OnDecisions(d).ok());
+    Decisions again;
+    again.deliveries = {Directive(1, 1, 0, 0, 1)};
+    ExpectViolation(checker.OnDecisions(again), "sent to rank 1 twice");
+  }
+  {
+    InvariantChecker checker = MakeChecker();
+    StageChunk0(checker, 1, 0);
+    Decisions d;
+    d.deliveries = {whole(1, 0)};
+    d.events = {Release(1, 0, 0, 1)};
+    ExpectViolation(checker.OnDecisions(d),
+                    "a directive of chunk 0 was addressed to the members of chunk 1");
+  }
+}
+
 TEST(InvariantCheckerTest, CheckCompleteCatchesMissingReleaseAndDelivery) {
   const std::vector<Step> steps = {0};
   {

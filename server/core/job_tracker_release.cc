@@ -50,17 +50,21 @@ void JobTracker::MaybeRelease(Step step, ChunkId chunk, absl::Time now, Decision
                           /*epoch=*/0, now};
   // Grown once per release, not by doubling (a delivery moved is a notice moved); geometrically
   // over the several releases of one batch.
-  std::vector<Delivery>& deliveries = out->deliveries;
-  const size_t needed = deliveries.size() + info.members.size();
-  if (needed > deliveries.capacity()) {
-    deliveries.reserve(std::max(needed, 2 * deliveries.capacity()));
-  }
   // Members that already executed this sync (re-announced after a restart) need no directive;
   // most releases have none, and are not looked up member by member.
   const bool some_synced = cs.done.size() > 0;
   const std::shared_ptr<const Notice> notice = Decisions::Share(directive);
-  for (RankId member : info.members) {
-    if (!some_synced || !cs.done.contains(member)) out->Deliver(member, notice);
+  std::vector<Delivery>& deliveries = out->deliveries;
+  if (!some_synced && out->deliver_to_members_whole) {
+    deliveries.push_back(Delivery::ToMembersOf(chunk, notice));
+  } else {
+    const size_t needed = deliveries.size() + info.members.size();
+    if (needed > deliveries.capacity()) {
+      deliveries.reserve(std::max(needed, 2 * deliveries.capacity()));
+    }
+    for (RankId member : info.members) {
+      if (!some_synced || !cs.done.contains(member)) out->Deliver(member, notice);
+    }
   }
   Event e = MakeChunkEvent(EventKind::kRelease, now, step, chunk);
   e.rank = cs.last.rank;

@@ -59,6 +59,36 @@ TEST(JobTrackerTest, ReleasesOnlyAfterEveryContributorInEveryOrder) {
   EXPECT_EQ(orders, 24);
 }
 
+// The owner keeps each chunk's members grouped by where their notices go: asked to, the tracker
+// addresses a release to the chunk's members as a whole, one delivery a release instead of one a
+// member, for every chunk shape (mixed, dense-only, expert-only) and in chunk order. The checker
+// counts it as a directive to each expected member, exactly once.
+TEST(JobTrackerTest, AReleaseGoesToTheMembersAsAWholeWhenTheOwnerAsks) {
+  Harness h(MoePlans(), MoeExpected());
+  h.DeliverToMembersWhole();
+  h.JoinAll();
+  for (RankId r = 0; r < 3; ++r) {
+    ASSERT_TRUE(h.Stage(r, {Item(0, 2, "expert"), Item(0, 0, "dense"), Item(0, 0, "expert"),
+                            Item(0, 1, "dense")})
+                    .ok());
+    EXPECT_THAT(h.deliveries(), IsEmpty());
+  }
+  ASSERT_TRUE(h.Stage(3, {Item(0, 2, "expert"), Item(0, 0, "dense"), Item(0, 0, "expert"),
+                          Item(0, 1, "dense")})
+                  .ok());
+  EXPECT_THAT(h.deliveries(), ElementsAre("members of c0 directive g1 s0 c0 seq1",
+                                          "members of c1 directive g1 s0 c1 seq2",
+                                          "members of c2 directive g1 s0 c2 seq3"));
+  EXPECT_EQ(DirectiveAt(h.out(), 0).released_at, h.now());
+  // Every member's SyncDone completes each chunk: the release reached all four.
+  for (RankId r = 0; r < 4; ++r) {
+    ASSERT_TRUE(h.SyncDone(r, h.DoneItems(r, 0)).ok());
+  }
+  EXPECT_THAT(EventsOf(h.out(), EventKind::kSyncComplete), ::testing::SizeIs(3));
+  const absl::Status complete = h.checker().CheckComplete(h.generation(), {0}, {});
+  EXPECT_TRUE(complete.ok()) << complete;
+}
+
 TEST(JobTrackerTest, ABatchCompletingSeveralChunksReleasesEachOnceInChunkOrder) {
   Harness h(MoePlans(), MoeExpected());
   h.JoinAll();

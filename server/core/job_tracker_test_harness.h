@@ -45,7 +45,7 @@ class Harness {
         checker_(std::move(expected)) {}
 
   absl::StatusOr<JoinResult> Join(const RankPlan& plan) {
-    out_ = Decisions();
+    out_ = NewDecisions();
     absl::StatusOr<JoinResult> result = tracker_.Join(plan, now_, &out_);
     Audit();
     return result;
@@ -62,7 +62,7 @@ class Harness {
     return StageIn(rank, tracker_.generation(), std::move(items));
   }
   absl::Status StageIn(RankId rank, uint64_t generation, std::vector<StagedItem> items) {
-    out_ = Decisions();
+    out_ = NewDecisions();
     absl::Status status = tracker_.Stage(rank, generation, items, now_, &out_);
     if (status.ok()) checker_.OnStaged(rank, generation, items);
     Audit();
@@ -72,7 +72,7 @@ class Harness {
     return SkipIn(rank, tracker_.generation(), step, std::move(reason));
   }
   absl::Status SkipIn(RankId rank, uint64_t generation, Step step, std::string reason) {
-    out_ = Decisions();
+    out_ = NewDecisions();
     absl::Status status = tracker_.Skip(rank, generation, step, reason, now_, &out_);
     Audit();
     return status;
@@ -81,7 +81,7 @@ class Harness {
     return SyncDoneIn(rank, tracker_.generation(), std::move(items));
   }
   absl::Status SyncDoneIn(RankId rank, uint64_t generation, std::vector<SyncDoneItem> items) {
-    out_ = Decisions();
+    out_ = NewDecisions();
     absl::Status status = tracker_.SyncDone(rank, generation, items, now_, &out_);
     Audit();
     return status;
@@ -130,6 +130,9 @@ class Harness {
     EXPECT_EQ(State(), before) << "a refused call changed the state";
   }
 
+  // From now on, a release to every member is one Delivery::ToMembersOf, as the owner asks.
+  void DeliverToMembersWhole() { whole_ = true; }
+
   std::string State() const { return StateText(tracker_, now_); }
   Strings deliveries() const { return DeliveryTexts(out_); }
   Strings events() const { return EventTexts(out_); }
@@ -142,6 +145,11 @@ class Harness {
   InvariantChecker& checker() { return checker_; }
 
  private:
+  Decisions NewDecisions() const {
+    Decisions d;
+    d.deliver_to_members_whole = whole_;
+    return d;
+  }
   void Audit() {
     const absl::Status status = checker_.OnDecisions(out_);
     EXPECT_TRUE(status.ok()) << status;
@@ -153,6 +161,7 @@ class Harness {
   JobTracker tracker_;
   InvariantChecker checker_;
   Decisions out_;
+  bool whole_ = false;
 };
 
 // ---- Plans used below. Expected contributors and members are written out by hand. ----

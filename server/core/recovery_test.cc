@@ -90,6 +90,29 @@ TEST(RecoveryTest, SameStepReleasesWhatWasSyncedOnlyToRanksThatDidNot) {
   EXPECT_EQ(tracker.rank_step(1), 6u);
 }
 
+// An owner asking for releases to a chunk's members as a whole still gets a resumed release member
+// by member: only the members that had not synced it are named.
+TEST(RecoveryTest, AResumedReleaseNamesItsRanksWhenTheOwnerAsksForWholeChunks) {
+  JobTracker tracker("j", TrackerOptions());
+  Decisions d;
+  d.deliver_to_members_whole = true;
+  ResumeState r0{3, 5, {{0, "dense"}, {1, "dense"}, {1, "expert"}}, {0}};
+  ResumeState r1{3, 5, {{0, "dense"}, {1, "dense"}}, {}};
+  ASSERT_TRUE(tracker.Join(Plan(0, r0), kNow, &d).ok());
+  ASSERT_TRUE(tracker.Join(Plan(1, r1), kNow, &d).ok());
+  ASSERT_EQ(d.deliveries.size(), 1u);
+  EXPECT_FALSE(d.deliveries[0].members_of.has_value());
+  EXPECT_THAT(Directives(d), ElementsAre(std::make_tuple(1u, 5u, 0u)));
+  // Chunk 1, released of check-ins made here, goes to its members as a whole.
+  Decisions staged;
+  staged.deliver_to_members_whole = true;
+  StagedItem expert{5, 1, "expert", std::nullopt};
+  ASSERT_TRUE(tracker.Stage(1, 4, {&expert, 1}, kNow, &staged).ok());
+  ASSERT_EQ(staged.deliveries.size(), 1u);
+  EXPECT_EQ(staged.deliveries[0].members_of, std::optional<ChunkId>(1));
+  EXPECT_EQ(std::get<SyncDirective>(*staged.deliveries[0].notice).chunk, 1u);
+}
+
 TEST(RecoveryTest, RankAheadCountsAsStagedAndSyncedForTheStepItFinished) {
   JobTracker tracker("j", TrackerOptions());
   Decisions d;

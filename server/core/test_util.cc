@@ -61,6 +61,9 @@ std::string NoticeText(const Notice& notice) {
 }
 
 std::string DeliveryText(const Delivery& delivery) {
+  if (delivery.members_of.has_value()) {
+    return absl::StrCat("members of c", *delivery.members_of, " ", NoticeText(*delivery.notice));
+  }
   return absl::StrCat("r", delivery.rank, " ", NoticeText(*delivery.notice));
 }
 

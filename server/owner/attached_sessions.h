@@ -3,6 +3,11 @@
 // release's lookups of its members' sessions walk memory in rank order instead of hashing: at
 // 16,384 ranks a hashed lookup was most of the cost of addressing a release.
 //
+// It also keeps, for each chunk a release went to as a whole, its members grouped by transport
+// (RoutesTo): the next release of the chunk is addressed transport by transport, a run of ranks
+// copied, instead of member by member. Any attach or detach forgets them (they are rebuilt at the
+// chunk's next release), so a route never names a sink that is no longer attached.
+//
 // Thread-compatible: the Job's lock guards it.
 #ifndef PSYNC_SERVER_OWNER_ATTACHED_SESSIONS_H_
 #define PSYNC_SERVER_OWNER_ATTACHED_SESSIONS_H_
@@ -12,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/types/span.h"
 #include "server/core/types.h"
 #include "server/owner/session_sink.h"
 
@@ -24,6 +31,19 @@ struct AttachedSession {
   NoticeBatcher* transport = nullptr;
 };
 
+// The attached members of one chunk, grouped by where their notices go.
+struct MemberRoutes {
+  // Members attached through one transport, in member order.
+  struct Route {
+    NoticeBatcher* transport = nullptr;
+    std::shared_ptr<SessionSink> holder;  // the first of them: keeps the transport alive
+    std::vector<core::RankId> ranks;
+  };
+  std::vector<Route> by_transport;  // in the order of each transport's first member
+  // Members whose sinks have no transport, in member order.
+  std::vector<std::pair<core::RankId, std::shared_ptr<SessionSink>>> own_sinks;
+};
+
 class AttachedSessions {
  public:
   // The session of `rank`, or null when it has none.
@@ -32,8 +52,14 @@ class AttachedSessions {
   }
   bool contains(core::RankId rank) const { return Find(rank) != nullptr; }
 
+  // The attached ones of `members` (chunk `chunk`'s) grouped by transport: built on the first
+  // call after any attach or detach, or when the chunk's members differ from the last call's (a
+  // new generation's plan), and kept until then. Valid until the next call or change.
+  const MemberRoutes& RoutesTo(core::ChunkId chunk, absl::Span<const core::RankId> members);
+
   // `sink` (not null) becomes `rank`'s session; returns the sink it replaced, or null.
   std::shared_ptr<SessionSink> Attach(core::RankId rank, std::shared_ptr<SessionSink> sink) {
+    ForgetRoutes();
     if (rank >= by_rank_.size()) by_rank_.resize(static_cast<size_t>(rank) + 1);
     AttachedSession& slot = by_rank_[rank];
     if (slot.sink == nullptr) ++size_;
@@ -48,6 +74,7 @@ class AttachedSessions {
         by_rank_[rank].sink.get() != sink) {
       return false;
     }
+    ForgetRoutes();
     by_rank_[rank] = AttachedSession();
     --size_;
     return true;
@@ -68,14 +95,25 @@ class AttachedSessions {
     return all;
   }
   void Clear() {
+    ForgetRoutes();
     by_rank_.clear();
     by_rank_.shrink_to_fit();
     size_ = 0;
   }
 
  private:
+  // What RoutesTo built for one chunk, and for which members.
+  struct ChunkRoutes {
+    std::vector<core::RankId> members;  // compared whole: a memory compare, not a lookup a rank
+    MemberRoutes routes;
+  };
+  void ForgetRoutes() {
+    if (!routes_.empty()) routes_.clear();
+  }
+
   std::vector<AttachedSession> by_rank_;
   size_t size_ = 0;
+  absl::flat_hash_map<core::ChunkId, ChunkRoutes> routes_;
 };
 
 }  // namespace psync::server

@@ -77,6 +77,7 @@ absl::StatusOr<core::JoinResult> Coordinator::Join(const core::RankPlan& plan) {
         absl::MutexLock job_lock(&job.mu);
         job.last_activity = now;
         core::Decisions decisions;
+        decisions.deliver_to_members_whole = true;
         const uint64_t generation_before = job.tracker->generation();
         result = job.tracker->Join(plan, now, &decisions, NewSecret());
         job.Record(decisions, &out);
@@ -205,6 +206,7 @@ absl::Status Coordinator::Apply(
       const absl::Time now = clock_->Now();
       job->last_activity = now;
       core::Decisions decisions;
+      decisions.deliver_to_members_whole = true;
       status = CheckServed(*job);
       if (status.ok()) status = input(*job->tracker, now, &decisions);
       job->Record(decisions, &out);

@@ -16,6 +16,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "server/core/types.h"
 #include "server/owner/event_log.h"
 #include "server/owner/session_sink.h"
@@ -46,6 +47,11 @@ struct Effects {
   void AddNotice(const std::shared_ptr<SessionSink>& sink, NoticeBatcher* transport,
                  const std::string& job_id, core::RankId rank,
                  const std::shared_ptr<const core::Notice>& notice);
+  // AddNotice for each of `ranks` in order, all attached through `transport` (not null), one of
+  // whose sinks is `holder`: their transport's run grows by the ranks at once.
+  void AddNoticeToRanks(const std::shared_ptr<SessionSink>& holder, NoticeBatcher* transport,
+                        const std::string& job_id, absl::Span<const core::RankId> ranks,
+                        const std::shared_ptr<const core::Notice>& notice);
   bool has_notices() const { return !notices.empty() || !transport_notices.empty(); }
 
   // Sinks without a transport, each with its notice.
@@ -66,6 +72,11 @@ struct Effects {
   void AddEvent(core::Event event) { events.push_back(std::move(event)); }
 
  private:
+  // The run of `notice` (of `job_id`) at the end of `transport`'s notices, made if needed.
+  TransportNotices::Run& RunFor(const std::shared_ptr<SessionSink>& sink, NoticeBatcher* transport,
+                                const std::string& job_id,
+                                const std::shared_ptr<const core::Notice>& notice);
+
   // Index in transport_notices of each transport addressed, and of the last one (a release names
   // a node's ranks one after the other).
   absl::flat_hash_map<const NoticeBatcher*, size_t> transport_index_;

@@ -81,5 +81,43 @@ TEST(EffectsTest, ANoticeAfterAnotherStartsANewRun) {
   EXPECT_EQ(runs[2].notice, c0_again);
 }
 
+// Ranks added to a transport at once join its run exactly as the same ranks added one by one: the
+// same runs, holders and rank order, whichever way each notice was addressed.
+TEST(EffectsTest, RanksAddedAtOnceMatchRanksAddedOneByOne) {
+  NullTransport x;
+  NullTransport y;
+  auto on_x = std::make_shared<NullSink>(&x);
+  auto on_y = std::make_shared<NullSink>(&y);
+  const auto c0 = Directive(0);
+  const auto c1 = Directive(1);
+  Effects one_by_one;
+  Effects at_once;
+  for (core::RankId r : {4, 6}) one_by_one.AddNotice(on_x, &x, "job", r, c0);
+  one_by_one.AddNotice(on_y, &y, "job", 1, c0);
+  for (core::RankId r : {8, 9}) one_by_one.AddNotice(on_x, &x, "job", r, c0);
+  one_by_one.AddNotice(on_x, &x, "job", 4, c1);
+  const std::vector<core::RankId> first = {4, 6};
+  const std::vector<core::RankId> second = {8, 9};
+  const std::vector<core::RankId> none;
+  at_once.AddNoticeToRanks(on_x, &x, "job", first, c0);
+  at_once.AddNoticeToRanks(on_y, &y, "job", none, c1);  // nothing addressed: no run, no transport
+  at_once.AddNotice(on_y, &y, "job", 1, c0);
+  at_once.AddNoticeToRanks(on_x, &x, "job", second, c0);
+  at_once.AddNotice(on_x, &x, "job", 4, c1);
+  ASSERT_EQ(at_once.transport_notices.size(), one_by_one.transport_notices.size());
+  for (size_t t = 0; t < at_once.transport_notices.size(); ++t) {
+    const TransportNotices& a = at_once.transport_notices[t];
+    const TransportNotices& b = one_by_one.transport_notices[t];
+    EXPECT_EQ(a.transport, b.transport);
+    EXPECT_EQ(a.holder, b.holder);
+    ASSERT_EQ(a.runs.size(), b.runs.size());
+    for (size_t r = 0; r < a.runs.size(); ++r) {
+      EXPECT_EQ(a.runs[r].notice, b.runs[r].notice);
+      EXPECT_EQ(a.runs[r].ranks, b.runs[r].ranks);
+    }
+  }
+  EXPECT_THAT(at_once.transport_notices[0].runs[0].ranks, ElementsAre(4, 6, 8, 9));
+}
+
 }  // namespace
 }  // namespace psync::server

@@ -154,22 +154,39 @@ void Job::QueueNotices(const std::vector<core::Delivery>& deliveries, Effects* e
   // A run of deliveries of the same notice (a release's directive to every member: one object,
   // so one pointer compare a rank) shares one copy stamped with the epoch, addressed to the
   // transports of the members' sinks with their ranks (Effects::AddNotice). Equal notices made
-  // apart (each rank's own) share it too.
+  // apart (each rank's own) share it too. A delivery to every member of a chunk is addressed
+  // transport by transport, through the chunk's routes kept between releases.
   const core::Notice* source = nullptr;  // the tracker's notice `stamped` copies
   std::shared_ptr<const core::Notice> stamped;
+  const auto stamp = [&](const std::shared_ptr<const core::Notice>& notice) {
+    if (notice.get() == source) return;
+    core::Notice copy = *notice;
+    if (auto* directive = std::get_if<core::SyncDirective>(&copy)) directive->epoch = epoch;
+    if (stamped == nullptr || !(*stamped == copy)) {
+      stamped = std::make_shared<const core::Notice>(std::move(copy));
+    }
+    source = notice.get();
+  };
+  const std::string& job_id = tracker->job_id();
   for (const core::Delivery& d : deliveries) {
+    if (d.members_of.has_value()) {
+      const MemberRoutes& routes =
+          sessions.RoutesTo(*d.members_of, tracker->plan().chunk(*d.members_of).members);
+      if (routes.by_transport.empty() && routes.own_sinks.empty()) continue;
+      stamp(d.notice);
+      for (const auto& [rank, sink] : routes.own_sinks) {
+        effects->AddNotice(sink, nullptr, job_id, rank, stamped);
+      }
+      for (const MemberRoutes::Route& route : routes.by_transport) {
+        effects->AddNoticeToRanks(route.holder, route.transport, job_id, route.ranks, stamped);
+      }
+      continue;
+    }
     const AttachedSession* session = sessions.Find(d.rank);
     // A rank without a session gets its pending notices when it attaches.
     if (session == nullptr) continue;
-    if (d.notice.get() != source) {
-      core::Notice notice = *d.notice;
-      if (auto* directive = std::get_if<core::SyncDirective>(&notice)) directive->epoch = epoch;
-      if (stamped == nullptr || !(*stamped == notice)) {
-        stamped = std::make_shared<const core::Notice>(std::move(notice));
-      }
-      source = d.notice.get();
-    }
-    effects->AddNotice(session->sink, session->transport, tracker->job_id(), d.rank, stamped);
+    stamp(d.notice);
+    effects->AddNotice(session->sink, session->transport, job_id, d.rank, stamped);
   }
 }
 
@@ -241,6 +258,7 @@ void Job::EnforceLiveness(const LivenessRules& rules, absl::Time now, Effects* e
     }
     if (gone >= rules.lost_rank_abort_after) {
       core::Decisions decisions;
+      decisions.deliver_to_members_whole = true;
       tracker->Abort(
           absl::StrCat("rank ", rank, " lost: no session for ", absl::FormatDuration(gone)), now,
           &decisions);

@@ -88,6 +88,7 @@ size_t Job::ApplyCheckinGroups(absl::Span<const CheckinRun> runs, absl::Time now
     for (size_t s = begin; s < end; ++s) {
       ChunkShare& share = shares[s];
       share.decisions.merge_rank_events = decisions.merge_rank_events;
+      share.decisions.deliver_to_members_whole = decisions.deliver_to_members_whole;
       for (const auto& [r, g] : share.groups) {
         const CheckinGroups::Group& group = runs[r].groups->groups()[g];
         const absl::Span<const core::RankId> ranks = runs[r].groups->ranks(group);

@@ -245,6 +245,34 @@ TEST(AgentDownQueueTest, ManyRanksAtOnceFillMessagesAsOneAtATimeWould) {
   EXPECT_EQ(second.SerializeAsString(), one_by_one.Take().SerializeAsString());
 }
 
+// A release of more ranks than two messages hold, after other notices, goes into the newest
+// entries in bulk: byte for byte the messages the ranks added one by one make.
+TEST(AgentDownQueueTest, AReleaseOfMoreRanksThanAMessageHoldsMatchesOneByOne) {
+  serve::AgentDownQueue at_once;
+  serve::AgentDownQueue one_by_one;
+  for (serve::AgentDownQueue* q : {&at_once, &one_by_one}) {
+    q->AddAck(v1::AgentAck());
+    q->AddNotice("job", 7, Directive(3, 0));
+  }
+  std::vector<core::RankId> ranks;
+  for (core::RankId r = 0; r < 2 * serve::AgentDownQueue::kMaxItems + 100; ++r) ranks.push_back(r);
+  const v1::SessionDown notice = Directive(3, 1);
+  at_once.AddNotice("job", ranks, notice, serve::AgentDownQueue::NoticeKey("job", notice));
+  for (core::RankId r : ranks) one_by_one.AddNotice("job", r, notice);
+  EXPECT_EQ(at_once.bytes(), one_by_one.bytes());
+  ASSERT_EQ(at_once.size(), 3u);
+  ASSERT_EQ(one_by_one.size(), 3u);
+  int ranks_sent = 0;
+  while (!at_once.empty()) {
+    const v1::AgentDown down = at_once.Take();
+    for (const v1::AgentNotice& n : down.notices()) {
+      if (n.notice().directive().chunk() == 1) ranks_sent += n.ranks_size();
+    }
+    EXPECT_EQ(down.SerializeAsString(), one_by_one.Take().SerializeAsString());
+  }
+  EXPECT_EQ(ranks_sent, static_cast<int>(ranks.size()));
+}
+
 TEST(AgentDownQueueTest, ManyRanksAtOnceKeepEachRanksOrder) {
   serve::AgentDownQueue q;
   q.AddNotice("job", 0, Directive(1, 0));
