@@ -121,8 +121,10 @@ class Job {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) ABSL_LOCKS_EXCLUDED(observer_mu);
   // The observer, once it observed every event queued by ObserveLater.
   observe::JobObserver& CaughtUpObserver() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(observer_mu);
-  // Routes `deliveries` (moved from) to the attached sessions, stamping directives with the
-  // ownership epoch. A rank without a session gets its pending notices when it attaches.
+  // Routes `deliveries` to the attached sessions, stamping directives with the ownership epoch; a
+  // delivery to a chunk's members as a whole goes transport by transport through the chunk's
+  // routes (AttachedSessions::RoutesTo). A rank without a session gets its pending notices when
+  // it attaches.
   void QueueNotices(const std::vector<core::Delivery>& deliveries, Effects* effects)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // A refused message: the `rejected` counter and a kRejected event.
