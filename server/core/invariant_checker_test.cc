@@ -212,35 +212,31 @@ TEST(InvariantCheckerTest, ADirectiveToTheMembersAsAWholeReachesEachMemberOnce) 
     d.members_of = members_of;
     return d;
   };
-  {
-    InvariantChecker checker = MakeChecker();
+  // Chunk 0 staged and released, its directive addressed to `members_of`'s members as a whole.
+  auto released = [&](InvariantChecker& checker, ChunkId members_of) {
     StageChunk0(checker, 1, 0);
     Decisions d;
-    d.deliveries = {whole(0, 0)};
+    d.deliveries = {whole(members_of, 0)};
     d.events = {Release(1, 0, 0, 1)};
-    ASSERT_TRUE(checker.OnDecisions(d).ok());
+    return checker.OnDecisions(d);
+  };
+  {
+    InvariantChecker checker = MakeChecker();
+    ASSERT_TRUE(released(checker, 0).ok());
     // Chunk 0 reached both its members: the first thing missing is chunk 1's release.
     ExpectViolation(checker.CheckComplete(1, steps, {}),
                     "generation 1 step 0 chunk 1 was never released");
   }
   {
     InvariantChecker checker = MakeChecker();
-    StageChunk0(checker, 1, 0);
-    Decisions d;
-    d.deliveries = {whole(0, 0)};
-    d.events = {Release(1, 0, 0, 1)};
-    ASSERT_TRUE(checker.OnDecisions(d).ok());
+    ASSERT_TRUE(released(checker, 0).ok());
     Decisions again;
     again.deliveries = {Directive(1, 1, 0, 0, 1)};
     ExpectViolation(checker.OnDecisions(again), "sent to rank 1 twice");
   }
   {
     InvariantChecker checker = MakeChecker();
-    StageChunk0(checker, 1, 0);
-    Decisions d;
-    d.deliveries = {whole(1, 0)};
-    d.events = {Release(1, 0, 0, 1)};
-    ExpectViolation(checker.OnDecisions(d),
+    ExpectViolation(released(checker, 1),
                     "a directive of chunk 0 was addressed to the members of chunk 1");
   }
 }

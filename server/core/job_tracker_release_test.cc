@@ -59,6 +59,17 @@ TEST(JobTrackerTest, ReleasesOnlyAfterEveryContributorInEveryOrder) {
   EXPECT_EQ(orders, 24);
 }
 
+// Every MoePlans rank stages all of step 0 in one batch, its items out of chunk order; nothing is
+// released before rank 3's batch, which completes all three chunks.
+void StageEveryChunkOfStep0(Harness& h) {
+  for (RankId r = 0; r < 4; ++r) {
+    if (r > 0) EXPECT_THAT(h.deliveries(), IsEmpty());
+    ASSERT_TRUE(h.Stage(r, {Item(0, 2, "expert"), Item(0, 0, "dense"), Item(0, 0, "expert"),
+                            Item(0, 1, "dense")})
+                    .ok());
+  }
+}
+
 // The owner keeps each chunk's members grouped by where their notices go: asked to, the tracker
 // addresses a release to the chunk's members as a whole, one delivery a release instead of one a
 // member, for every chunk shape (mixed, dense-only, expert-only) and in chunk order. The checker
@@ -67,15 +78,7 @@ TEST(JobTrackerTest, AReleaseGoesToTheMembersAsAWholeWhenTheOwnerAsks) {
   Harness h(MoePlans(), MoeExpected());
   h.DeliverToMembersWhole();
   h.JoinAll();
-  for (RankId r = 0; r < 3; ++r) {
-    ASSERT_TRUE(h.Stage(r, {Item(0, 2, "expert"), Item(0, 0, "dense"), Item(0, 0, "expert"),
-                            Item(0, 1, "dense")})
-                    .ok());
-    EXPECT_THAT(h.deliveries(), IsEmpty());
-  }
-  ASSERT_TRUE(h.Stage(3, {Item(0, 2, "expert"), Item(0, 0, "dense"), Item(0, 0, "expert"),
-                          Item(0, 1, "dense")})
-                  .ok());
+  StageEveryChunkOfStep0(h);
   EXPECT_THAT(h.deliveries(), ElementsAre("members of c0 directive g1 s0 c0 seq1",
                                           "members of c1 directive g1 s0 c1 seq2",
                                           "members of c2 directive g1 s0 c2 seq3"));
@@ -92,15 +95,7 @@ TEST(JobTrackerTest, AReleaseGoesToTheMembersAsAWholeWhenTheOwnerAsks) {
 TEST(JobTrackerTest, ABatchCompletingSeveralChunksReleasesEachOnceInChunkOrder) {
   Harness h(MoePlans(), MoeExpected());
   h.JoinAll();
-  for (RankId r = 0; r < 3; ++r) {
-    ASSERT_TRUE(h.Stage(r, {Item(0, 2, "expert"), Item(0, 0, "dense"), Item(0, 0, "expert"),
-                            Item(0, 1, "dense")})
-                    .ok());
-    EXPECT_THAT(h.deliveries(), IsEmpty());
-  }
-  ASSERT_TRUE(h.Stage(3, {Item(0, 2, "expert"), Item(0, 0, "dense"), Item(0, 0, "expert"),
-                          Item(0, 1, "dense")})
-                  .ok());
+  StageEveryChunkOfStep0(h);
   EXPECT_THAT(h.deliveries(),
               ElementsAre("r0 directive g1 s0 c0 seq1", "r1 directive g1 s0 c0 seq1",
                           "r2 directive g1 s0 c0 seq1", "r3 directive g1 s0 c0 seq1",
