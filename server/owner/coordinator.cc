@@ -76,8 +76,7 @@ absl::StatusOr<core::JoinResult> Coordinator::Join(const core::RankPlan& plan) {
       {
         absl::MutexLock job_lock(&job.mu);
         job.last_activity = now;
-        core::Decisions decisions;
-        decisions.deliver_to_members_whole = true;
+        core::Decisions decisions = Job::NewDecisions();
         const uint64_t generation_before = job.tracker->generation();
         result = job.tracker->Join(plan, now, &decisions, NewSecret());
         job.Record(decisions, &out);
@@ -205,8 +204,7 @@ absl::Status Coordinator::Apply(
       TimedMutexLock job_lock(&job->mu, &job->lock_times);
       const absl::Time now = clock_->Now();
       job->last_activity = now;
-      core::Decisions decisions;
-      decisions.deliver_to_members_whole = true;
+      core::Decisions decisions = Job::NewDecisions();
       status = CheckServed(*job);
       if (status.ok()) status = input(*job->tracker, now, &decisions);
       job->Record(decisions, &out);

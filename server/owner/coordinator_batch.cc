@@ -82,12 +82,10 @@ std::vector<absl::Status> Coordinator::ApplyBatch(const std::string& job_id, uin
 
 void Coordinator::ApplyRound(Job& job, absl::Span<BatchCombiner::Task* const> tasks) {
   TimedMutexLock job_lock(&job.mu, &job.lock_times);
-  core::Decisions decisions;  // reused: its vectors keep their capacity
+  core::Decisions decisions = Job::NewDecisions();  // reused: its vectors keep their capacity
   // A node's ranks' same check-in (or SyncDone) is one record: counted and observed once every
   // message of its batch is applied, since a later message may still join an earlier record.
   decisions.merge_rank_events = true;
-  decisions.deliver_to_members_whole =
-      true;  // a release's members by transport (Job::QueueNotices)
   // Batches of different streams bind no order between them. When their last runs of check-ins
   // (a node's batch ends with its check-ins, after its SyncDones) are many together, those runs
   // are applied at once, chunk by chunk on several threads, after every batch's earlier messages
@@ -178,8 +176,7 @@ std::vector<absl::Status> Coordinator::ApplyBatchWithLeaves(const std::string& j
       } else {
         // Rare (a node's ranks finishing): every message's events are observed as it is applied,
         // so none is merged into a record already observed.
-        core::Decisions decisions;
-        decisions.deliver_to_members_whole = true;
+        core::Decisions decisions = Job::NewDecisions();
         for (; next < messages.size() && !ends; ++next) {
           const RankMessage& m = messages[next];
           if (m.kind != RankMessage::Kind::kLeave) {

@@ -172,7 +172,6 @@ void Job::QueueNotices(const std::vector<core::Delivery>& deliveries, Effects* e
     if (d.members_of.has_value()) {
       const MemberRoutes& routes =
           sessions.RoutesTo(*d.members_of, tracker->plan().chunk(*d.members_of).members);
-      if (routes.by_transport.empty() && routes.own_sinks.empty()) continue;
       stamp(d.notice);
       for (const auto& [rank, sink] : routes.own_sinks) {
         effects->AddNotice(sink, nullptr, job_id, rank, stamped);
@@ -257,8 +256,7 @@ void Job::EnforceLiveness(const LivenessRules& rules, absl::Time now, Effects* e
       effects->AddEvent(std::move(e));
     }
     if (gone >= rules.lost_rank_abort_after) {
-      core::Decisions decisions;
-      decisions.deliver_to_members_whole = true;
+      core::Decisions decisions = NewDecisions();
       tracker->Abort(
           absl::StrCat("rank ", rank, " lost: no session for ", absl::FormatDuration(gone)), now,
           &decisions);

@@ -58,6 +58,13 @@ class Job {
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
 
+  // Decisions for a call into the tracker: a release to every member of a chunk comes as one
+  // delivery (core::Decisions::deliver_to_members_whole), which QueueNotices routes.
+  static core::Decisions NewDecisions() {
+    core::Decisions decisions;
+    decisions.deliver_to_members_whole = true;
+    return decisions;
+  }
   // Moves decisions.events (emptied) to the end of effects->events, counts and observes them
   // (ObserveFrom) and queues decisions.deliveries (QueueNotices).
   void Record(core::Decisions& decisions, Effects* effects) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu)
