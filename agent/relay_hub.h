@@ -13,9 +13,10 @@
 //  * batch: a message of a rank not attached through that downstream stream is refused by the
 //    relay with the coordinator's FAILED_PRECONDITION and left out (agent/batch_parts.h); the
 //    rest goes up. Well-formed batches (wire/agent_batch_shape.h, the coordinator's own check) of
-//    the same job and generation queued together (within flush_window of the oldest, when set)
-//    go up as ONE AgentBatch, their messages concatenated (at most kMaxAgentBatchMessages and
-//    max_batch_bytes), lazy when every part is;
+//    the same job and generation queued together (within flush_window of the oldest, when set,
+//    unless an urgent one arrives: AgentUp.urgent, which sends it and all queued before it at
+//    once) go up as ONE AgentBatch, their messages concatenated (at most kMaxAgentBatchMessages
+//    and max_batch_bytes), lazy when every part is, urgent when any part is;
 //    a malformed one goes up alone, for the coordinator to refuse naming the field. The
 //    coordinator's answer comes back split by part, with the message indices of each agent's own
 //    batch; a part accepted whole whose agent sent it lazily is answered by acked_through, as the
@@ -79,9 +80,10 @@ struct RelayHubOptions {
   size_t max_batch_bytes = 512 << 10;
   // How long queued batches may wait for more to merge with, after the oldest arrived: the
   // coordinator reads fewer, larger messages, each check-in waiting up to this much longer. An
-  // attach or detach queued behind them, or a merged batch's worth of messages, sends them at
-  // once. 0: sent as soon as the stream is free (merging only what queued meanwhile). psync-agent
-  // passes its --relay_flush_window, 2 ms by default (AgentOptions::relay_flush_window).
+  // urgent batch (AgentUp.urgent), an attach or detach queued behind them, or a merged batch's
+  // worth of messages, sends them at once. 0: sent as soon as the stream is free (merging only what
+  // queued meanwhile). psync-agent passes its --relay_flush_window, 2 ms by default
+  // (AgentOptions::relay_flush_window).
   absl::Duration flush_window = absl::ZeroDuration();
   // Threads that write each downstream agent's share of a coordinator message
   // (agent/fanout_pool.h), an agent's shares in order; 0: the thread reading the coordinator's
@@ -137,6 +139,7 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
     bool mergeable = false;  // kBatch: well formed, may share an AgentBatch with others
     size_t bytes = 0;        // kBatch: the batch's size
     absl::Time at;           // kBatch: when it arrived
+    bool urgent = false;     // kBatch: its agent sent it urgent (AgentUp.urgent): not held
     // kBatch: whose it is.
     struct Part {
       std::weak_ptr<RelayedAgent> agent;
