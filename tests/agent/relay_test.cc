@@ -348,6 +348,54 @@ TEST_F(RelayTest, ARelayWindowSendsAnUrgentBatchAtOnceWithTheBatchesHeldBeforeIt
   EXPECT_EQ(JobStatus(*coordinator_, job).counters().checkins(), 2u);
 }
 
+// A node agent marks urgent only the batch a release waits for: behind a relay that holds batches
+// for an hour, rank 0's check-in (its node still waits for rank 1's) stays held; rank 1's, which
+// completes the chunk on the node, goes up at once and takes rank 0's with it.
+TEST_F(RelayTest, ANodeAgentMarksUrgentTheCheckinThatCompletesAChunkOnItsNode) {
+  agent::AgentOptions holding;
+  holding.relay_flush_window = absl::Hours(1);
+  auto relay = StartAgent(server_->target(), holding);
+  ASSERT_NE(relay, nullptr);
+  agent::AgentOptions prompt;
+  prompt.flush_window = absl::ZeroDuration();  // each message leaves the node agent at once
+  auto node = StartAgent(relay->local_target(), prompt);
+  ASSERT_NE(node, nullptr);
+  for (uint32_t r = 0; r < 2; ++r) {
+    plans_.push_back(MakeJoin("completes", 2, r, 1));
+    ranks_.push_back(ConnectRank(node->local_target(), plans_[r]));
+    ASSERT_NE(ranks_.back(), nullptr);
+  }
+  ASSERT_EQ(CheckinsOf(plans_[0]).size(), 1u);
+  v1::Staged item;
+  item.set_step(0);
+  item.set_chunk(0);
+  item.set_optimizer(CheckinsOf(plans_[0])[0].second);
+  absl::Mutex mu;
+  std::vector<absl::Status> answers;
+  const auto note = [&](absl::Status s) {
+    absl::MutexLock lock(&mu);
+    answers.push_back(s);
+  };
+
+  ranks_[0]->ReportStagedAsync({item}, note);
+  ASSERT_TRUE(WaitUntil([&] { return relay->stats().relayed_batches == 1; }));
+  EXPECT_EQ(relay->stats().upstream_batches, 0u) << "not urgent: held by the window";
+  ranks_[1]->ReportStagedAsync({item}, note);
+  for (uint32_t r = 0; r < 2; ++r) {
+    EXPECT_TRUE(ranks_[r]->WaitForDirective(0, 0, absl::Seconds(30)).ok()) << "rank " << r;
+  }
+  const agent::AgentStats s = relay->stats();
+  EXPECT_EQ(s.relayed_batches, 2u);
+  EXPECT_EQ(s.upstream_batches, 1u);
+  EXPECT_EQ(s.relay_merged_batches, 1u);
+  ASSERT_TRUE(WaitUntil([&] {
+    absl::MutexLock lock(&mu);
+    return answers.size() == 2;
+  }));
+  absl::MutexLock lock(&mu);
+  EXPECT_THAT(answers, ::testing::Each(::testing::Property(&absl::Status::ok, true)));
+}
+
 // Node agents behind two relays in a row that hold batches for an hour: each step's releases
 // still come, because the check-in that completes a chunk on its node goes up urgent from the node
 // agent and stays urgent in the batch the lower relay merges it into. Every report is
