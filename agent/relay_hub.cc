@@ -95,7 +95,8 @@ void RelayHub::Receive(const std::shared_ptr<RelayedAgent>& agent, v1::AgentUp* 
     }
     // The writer takes the whole queue once it is due (Produce): it needs waking only for a
     // queue it left empty, or when this message ends the window it sleeps through (an attach or
-    // a detach behind held batches, an urgent batch, or the most messages one batch carries);
+    // a detach behind held batches, an urgent batch with urgent_at_once, or the most messages one
+    // batch carries);
     // otherwise it takes
     // this message with those before it.
     if (queue_.size() > queued_before &&
@@ -328,8 +329,8 @@ absl::Time RelayHub::HeldUntilLocked() const {
   if (options_.flush_window <= absl::ZeroDuration() || queue_.empty()) return absl::InfinitePast();
   size_t messages = 0;
   for (const Queued& q : queue_) {
-    if (q.kind != Queued::Kind::kBatch) return absl::InfinitePast();  // in order with it: now
-    if (q.urgent) return absl::InfinitePast();  // a release may wait for it: now
+    if (q.kind != Queued::Kind::kBatch) return absl::InfinitePast();       // in order with it: now
+    if (q.urgent && options_.urgent_at_once) return absl::InfinitePast();  // a release may wait
     messages += q.part.count;
   }
   if (messages >= wire::kMaxAgentBatchMessages) return absl::InfinitePast();

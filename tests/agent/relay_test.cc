@@ -3,13 +3,16 @@
 // every directive exactly once and the coordinator keeps per-rank state; the relay refuses what
 // the coordinator would refuse on a direct stream (a rank not attached on the stream a message came
 // on) and splits each notice by agent; with a window, it merges several agents' batches into one
-// and still sends at once the batches a release may wait for (AgentUp.urgent);
+// and, with --relay_urgent_at_once, still sends at once the batches a release may wait for
+// (AgentUp.urgent);
 // a relay that restarts, or whose own stream to the coordinator breaks, loses and repeats nothing.
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -25,6 +28,30 @@ namespace psync::testing {
 namespace {
 
 using ::testing::ElementsAre;
+
+// The answers of asynchronous reports, shared with their callbacks (which may run after a test's
+// body, when the ranks' clients go).
+class Answers {
+ public:
+  void Add(absl::Status s) {
+    absl::MutexLock lock(&mu_);
+    ++count_;
+    if (!s.ok()) refused_.push_back(std::move(s));
+  }
+  size_t count() {
+    absl::MutexLock lock(&mu_);
+    return count_;
+  }
+  std::vector<absl::Status> Refused() {
+    absl::MutexLock lock(&mu_);
+    return refused_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  size_t count_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<absl::Status> refused_ ABSL_GUARDED_BY(mu_);
+};
 
 class RelayTest : public ::testing::Test {
  protected:
@@ -311,14 +338,41 @@ TEST_F(RelayTest, ARelayWindowMergesTheBatchesOfSeveralAgentsUntilAnAttachSendsT
   EXPECT_EQ(s.upstream_wake_requests - requests, 2u);
 }
 
-// An urgent batch (AgentUp.urgent: a release may wait for it) ends the window: it goes up at once,
-// merged with the batch held before it; the next batch that is not urgent is held again.
+// Without --relay_urgent_at_once (the default) an urgent batch waits for the window like any
+// other, until an attach behind it sends it.
+TEST_F(RelayTest, ByDefaultARelayHoldsAnUrgentBatchForItsWindow) {
+  const std::string job = "relay-urgent-held";
+  const std::vector<v1::JoinResponse> joined = JoinDirectly(job, 2);
+  ASSERT_EQ(joined.size(), 2u);
+  agent::AgentOptions options;
+  options.relay_flush_window = absl::Hours(1);
+  ASSERT_FALSE(options.relay_urgent_at_once);
+  auto relay = StartAgent(server_->target(), options);
+  ASSERT_NE(relay, nullptr);
+  RawAgentStream a(relay->local_target());
+  a.Attach(1, job, 0, joined[0]);
+  EXPECT_EQ(a.AckOf(1).code(), 0);
+  a.Stage(2, job, joined[0].generation(), 0, {0}, /*urgent=*/true);
+  ASSERT_TRUE(WaitUntil([&] { return relay->stats().relayed_batches == 1; }));
+  EXPECT_EQ(relay->stats().upstream_batches, 0u) << "held by the window";
+  EXPECT_EQ(JobStatus(*coordinator_, job).counters().checkins(), 0u);
+  a.Attach(3, job, 1, joined[1]);
+  EXPECT_EQ(a.AckOf(2).rejected_size(), 0);
+  EXPECT_EQ(a.AckOf(3).code(), 0);
+  EXPECT_EQ(relay->stats().upstream_batches, 1u);
+  EXPECT_EQ(JobStatus(*coordinator_, job).counters().checkins(), 1u);
+}
+
+// With --relay_urgent_at_once an urgent batch (AgentUp.urgent: a release may wait for it) ends the
+// window: it goes up at once, merged with the batch held before it; the next batch that is not
+// urgent is held again.
 TEST_F(RelayTest, ARelayWindowSendsAnUrgentBatchAtOnceWithTheBatchesHeldBeforeIt) {
   const std::string job = "relay-urgent";
   const std::vector<v1::JoinResponse> joined = JoinDirectly(job, 3);
   ASSERT_EQ(joined.size(), 3u);
   agent::AgentOptions options;
   options.relay_flush_window = absl::Hours(1);
+  options.relay_urgent_at_once = true;
   auto relay = StartAgent(server_->target(), options);
   ASSERT_NE(relay, nullptr);
   RawAgentStream a(relay->local_target());
@@ -349,11 +403,13 @@ TEST_F(RelayTest, ARelayWindowSendsAnUrgentBatchAtOnceWithTheBatchesHeldBeforeIt
 }
 
 // A node agent marks urgent only the batch a release waits for: behind a relay that holds batches
-// for an hour, rank 0's check-in (its node still waits for rank 1's) stays held; rank 1's, which
-// completes the chunk on the node, goes up at once and takes rank 0's with it.
+// for an hour (sending urgent ones at once), rank 0's check-in (its node still waits for rank 1's)
+// stays held; rank 1's, which completes the chunk on the node, goes up at once and takes rank 0's
+// with it.
 TEST_F(RelayTest, ANodeAgentMarksUrgentTheCheckinThatCompletesAChunkOnItsNode) {
   agent::AgentOptions holding;
   holding.relay_flush_window = absl::Hours(1);
+  holding.relay_urgent_at_once = true;
   auto relay = StartAgent(server_->target(), holding);
   ASSERT_NE(relay, nullptr);
   agent::AgentOptions prompt;
@@ -370,12 +426,8 @@ TEST_F(RelayTest, ANodeAgentMarksUrgentTheCheckinThatCompletesAChunkOnItsNode) {
   item.set_step(0);
   item.set_chunk(0);
   item.set_optimizer(CheckinsOf(plans_[0])[0].second);
-  absl::Mutex mu;
-  std::vector<absl::Status> answers;
-  const auto note = [&](absl::Status s) {
-    absl::MutexLock lock(&mu);
-    answers.push_back(s);
-  };
+  const auto answers = std::make_shared<Answers>();
+  const auto note = [answers](absl::Status s) { answers->Add(std::move(s)); };
 
   ranks_[0]->ReportStagedAsync({item}, note);
   ASSERT_TRUE(WaitUntil([&] { return relay->stats().relayed_batches == 1; }));
@@ -388,15 +440,12 @@ TEST_F(RelayTest, ANodeAgentMarksUrgentTheCheckinThatCompletesAChunkOnItsNode) {
   EXPECT_EQ(s.relayed_batches, 2u);
   EXPECT_EQ(s.upstream_batches, 1u);
   EXPECT_EQ(s.relay_merged_batches, 1u);
-  ASSERT_TRUE(WaitUntil([&] {
-    absl::MutexLock lock(&mu);
-    return answers.size() == 2;
-  }));
-  absl::MutexLock lock(&mu);
-  EXPECT_THAT(answers, ::testing::Each(::testing::Property(&absl::Status::ok, true)));
+  ASSERT_TRUE(WaitUntil([&] { return answers->count() == 2; }));
+  EXPECT_THAT(answers->Refused(), ::testing::IsEmpty());
 }
 
-// Node agents behind two relays in a row that hold batches for an hour: each step's releases
+// Node agents behind two relays in a row that hold batches for an hour (with
+// --relay_urgent_at_once): each step's releases
 // still come, because the check-in that completes a chunk on its node goes up urgent from the node
 // agent and stays urgent in the batch the lower relay merges it into. Every report is
 // asynchronous (a blocking one would wait the hour for its Ack); what else is queued leaves with
@@ -407,6 +456,7 @@ TEST_F(RelayTest, ReleasesPassTwoRelaysInARowThatHoldBatchesForAnHour) {
   constexpr uint64_t kSteps = 3;
   agent::AgentOptions holding;
   holding.relay_flush_window = absl::Hours(1);
+  holding.relay_urgent_at_once = true;
   auto upper = StartAgent(server_->target(), holding);
   ASSERT_NE(upper, nullptr);
   auto lower = StartAgent(upper->local_target(), holding);
@@ -417,12 +467,10 @@ TEST_F(RelayTest, ReleasesPassTwoRelaysInARowThatHoldBatchesForAnHour) {
   ASSERT_NE(node_b, nullptr);
   ConnectAll("urgent", {node_a.get(), node_b.get()}, kWorld, kChunks);
 
-  absl::Mutex mu;
-  std::vector<absl::Status> refused;  // any report answered with an error
-  const auto note = [&](absl::Status s) {
-    absl::MutexLock lock(&mu);
-    if (!s.ok()) refused.push_back(s);
-  };
+  // Shared with the callbacks: the last step's SyncDones may still be held when the test ends, and
+  // their callbacks run when the ranks' clients go.
+  const auto answers = std::make_shared<Answers>();
+  const auto note = [answers](absl::Status s) { answers->Add(std::move(s)); };
   OnThreads(kWorld, [&](size_t r) {
     Client& rank = *ranks_[r];
     for (uint64_t step = 0; step < kSteps; ++step) {
@@ -454,8 +502,7 @@ TEST_F(RelayTest, ReleasesPassTwoRelaysInARowThatHoldBatchesForAnHour) {
   // The steps before the last were synced by every rank (else the next step's check-ins would
   // have been refused); the last step's SyncDones may still be held.
   EXPECT_GE(status.counters().syncs_done(), (kSteps - 1) * kChunks * kWorld);
-  absl::MutexLock lock(&mu);
-  EXPECT_THAT(refused, ::testing::IsEmpty());
+  EXPECT_THAT(answers->Refused(), ::testing::IsEmpty());
 }
 
 TEST_F(RelayTest, ARelayThatRestartsLosesAndRepeatsNothing) {
