@@ -122,7 +122,6 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
     relay.backoff = o.backoff;
     relay.max_batch_bytes = o.max_batch_bytes;
     relay.flush_window = o.relay_flush_window;
-    relay.urgent_at_once = o.relay_urgent_at_once;
     relay.fanout_threads = static_cast<size_t>(
         o.relay_fanout_threads >= 0 ? o.relay_fanout_threads
                                     : RelayFanoutThreadsFor(serve::DetectCpuBudget(0).cpus));

@@ -72,10 +72,6 @@ struct AgentOptions {
   // relay saves the coordinator per message shortens the way up by more than the wait
   // (docs/performance.md, "A relay's window of 2 ms by default").
   absl::Duration relay_flush_window = absl::Milliseconds(2);
-  // Relaying: an urgent batch (AgentUp.urgent) is not held for the window
-  // (RelayHubOptions::urgent_at_once). Off by default: measured so far only at up to 2,048
-  // ranks on 2 cores (docs/performance.md, "A batch a release may wait for").
-  bool relay_urgent_at_once = false;
   // Relaying: threads that write the downstream agents' shares of a coordinator message
   // (RelayHubOptions::fanout_threads); -1: RelayFanoutThreadsFor the CPUs the process is given.
   int relay_fanout_threads = -1;

@@ -28,9 +28,6 @@ ABSL_FLAG(absl::Duration, relay_flush_window, absl::Milliseconds(2),
           "relaying other agents (one --target): how long their batches may wait for more to "
           "merge into one message to the coordinator, after the oldest arrived (0: none, send "
           "when the stream is free)");
-ABSL_FLAG(bool, relay_urgent_at_once, false,
-          "relaying: send a batch its agent marked urgent (one a release may wait for) at once, "
-          "with every batch queued before it, instead of holding it for --relay_flush_window");
 ABSL_FLAG(
     int, relay_fanout_threads, -1,
     "relaying other agents: threads that write their shares of each coordinator message "
@@ -53,7 +50,7 @@ int main(int argc, char** argv) {
       {"Serving the node's ranks", {"listen", "port_file", "drain_timeout", "cpus"}},
       {"Upstream (the coordinator)",
        {"target", "flush_window", "flush_messages", "max_batch_messages", "merge_sync_dones",
-        "relay_flush_window", "relay_urgent_at_once", "relay_fanout_threads"}},
+        "relay_flush_window", "relay_fanout_threads"}},
       {"Metrics", {"http_listen", "http_port_file"}},
   };
   psync::serve::ParseDaemonFlags(argc, argv, "psync-agent",
@@ -72,7 +69,6 @@ int main(int argc, char** argv) {
   options.flush_window = absl::GetFlag(FLAGS_flush_window);
   options.flush_messages = absl::GetFlag(FLAGS_flush_messages);
   options.relay_flush_window = absl::GetFlag(FLAGS_relay_flush_window);
-  options.relay_urgent_at_once = absl::GetFlag(FLAGS_relay_urgent_at_once);
   options.relay_fanout_threads = absl::GetFlag(FLAGS_relay_fanout_threads);
   if (options.relay_fanout_threads == -1) {
     options.relay_fanout_threads = static_cast<int>(psync::agent::RelayFanoutThreadsFor(cpus.cpus));

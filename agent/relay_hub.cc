@@ -95,9 +95,7 @@ void RelayHub::Receive(const std::shared_ptr<RelayedAgent>& agent, v1::AgentUp* 
     }
     // The writer takes the whole queue once it is due (Produce): it needs waking only for a
     // queue it left empty, or when this message ends the window it sleeps through (an attach or
-    // a detach behind held batches, an urgent batch with urgent_at_once, or the most messages one
-    // batch carries);
-    // otherwise it takes
+    // a detach behind held batches, or the most messages one batch carries); otherwise it takes
     // this message with those before it.
     if (queue_.size() > queued_before &&
         (queued_before == 0 || (held_before && HeldUntilLocked() <= now))) {
@@ -154,7 +152,6 @@ bool RelayHub::ReceiveBatch(const std::shared_ptr<RelayedAgent>& agent, v1::Agen
   q.part.agent = agent;
   q.part.downstream_id = up.request_id();
   q.part.lazy = up.lazy_ack();
-  q.urgent = up.urgent();
   // A malformed batch goes up alone and whole: the coordinator refuses it, naming the field.
   q.mergeable = wire::CheckAgentBatchShape(batch).ok();
   // Only ranks attached through this agent's stream may send through it (as on the coordinator).
@@ -244,7 +241,6 @@ void RelayHub::SendBatchLocked(std::vector<Queued>* run) {
   p.lazy = true;
   v1::AgentUp up;
   up.set_request_id(id);
-  for (const Queued& q : *run) up.set_urgent(up.urgent() || q.urgent);
   if (run->size() == 1) {
     Queued& q = run->front();
     p.lazy = q.part.lazy;
@@ -329,8 +325,7 @@ absl::Time RelayHub::HeldUntilLocked() const {
   if (options_.flush_window <= absl::ZeroDuration() || queue_.empty()) return absl::InfinitePast();
   size_t messages = 0;
   for (const Queued& q : queue_) {
-    if (q.kind != Queued::Kind::kBatch) return absl::InfinitePast();       // in order with it: now
-    if (q.urgent && options_.urgent_at_once) return absl::InfinitePast();  // a release may wait
+    if (q.kind != Queued::Kind::kBatch) return absl::InfinitePast();  // in order with it: now
     messages += q.part.count;
   }
   if (messages >= wire::kMaxAgentBatchMessages) return absl::InfinitePast();

@@ -13,10 +13,9 @@
 //  * batch: a message of a rank not attached through that downstream stream is refused by the
 //    relay with the coordinator's FAILED_PRECONDITION and left out (agent/batch_parts.h); the
 //    rest goes up. Well-formed batches (wire/agent_batch_shape.h, the coordinator's own check) of
-//    the same job and generation queued together (within flush_window of the oldest, when set,
-//    unless an urgent one arrives with urgent_at_once: AgentUp.urgent, which sends it and all
-//    queued before it at once) go up as ONE AgentBatch, their messages concatenated (at most
-//    kMaxAgentBatchMessages and max_batch_bytes), lazy when every part is, urgent when any part is;
+//    the same job and generation queued together (within flush_window of the oldest, when set)
+//    go up as ONE AgentBatch, their messages concatenated (at most kMaxAgentBatchMessages and
+//    max_batch_bytes), lazy when every part is;
 //    a malformed one goes up alone, for the coordinator to refuse naming the field. The
 //    coordinator's answer comes back split by part, with the message indices of each agent's own
 //    batch; a part accepted whole whose agent sent it lazily is answered by acked_through, as the
@@ -80,15 +79,10 @@ struct RelayHubOptions {
   size_t max_batch_bytes = 512 << 10;
   // How long queued batches may wait for more to merge with, after the oldest arrived: the
   // coordinator reads fewer, larger messages, each check-in waiting up to this much longer. An
-  // urgent batch (AgentUp.urgent) with urgent_at_once, an attach or detach queued behind them, or
-  // a merged batch's worth of messages, sends them at once. 0: sent as soon as the stream is free
-  // (merging only what queued meanwhile). psync-agent passes its --relay_flush_window, 2 ms by
-  // default (AgentOptions::relay_flush_window).
+  // attach or detach queued behind them, or a merged batch's worth of messages, sends them at
+  // once. 0: sent as soon as the stream is free (merging only what queued meanwhile). psync-agent
+  // passes its --relay_flush_window, 2 ms by default (AgentOptions::relay_flush_window).
   absl::Duration flush_window = absl::ZeroDuration();
-  // An urgent batch (AgentUp.urgent: its agent says a release may wait for it) is not held for
-  // flush_window: it goes up at once with every batch queued before it. Either way a merged
-  // batch is marked urgent when any of its parts is, so that a relay above can tell.
-  bool urgent_at_once = false;
   // Threads that write each downstream agent's share of a coordinator message
   // (agent/fanout_pool.h), an agent's shares in order; 0: the thread reading the coordinator's
   // stream writes them all. psync-agent passes its --relay_fanout_threads.
@@ -143,7 +137,6 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
     bool mergeable = false;  // kBatch: well formed, may share an AgentBatch with others
     size_t bytes = 0;        // kBatch: the batch's size
     absl::Time at;           // kBatch: when it arrived
-    bool urgent = false;     // kBatch: its agent sent it urgent (AgentUp.urgent): not held
     // kBatch: whose it is.
     struct Part {
       std::weak_ptr<RelayedAgent> agent;

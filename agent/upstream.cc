@@ -64,21 +64,18 @@ void Upstream::Submit(const std::shared_ptr<LocalRank>& link, v1::SessionUp up) 
     absl::MutexLock lock(&mu_);
     if (links_.contains(link.get())) {
       counters_->local_messages.fetch_add(1);
-      bool urgent = false;
       if (up.has_staged()) {
         counters_->local_checkins.fetch_add(up.staged().items_size());
         for (const v1::Staged& item : up.staged().items()) {
           if (completion_.Checkin(link->job_id(), link->rank(), item.step(), item.chunk())) {
-            urgent = true;
+            write_now_ = true;
           }
         }
       }
       // A skip vote is rare, and its rank waits for the step's outcome: never held back.
-      if (up.has_skip()) urgent = true;
-      write_now_ = write_now_ || urgent;
+      if (up.has_skip()) write_now_ = true;
       Queued q;
       q.kind = Queued::Kind::kMessage;
-      q.urgent = urgent;
       q.link = link;
       q.bytes = up.ByteSizeLong();
       q.up = std::move(up);
@@ -187,18 +184,15 @@ void Upstream::BuildLocked() {
     p.kind = AwaitingAck::Kind::kBatch;
     // Lazy when no rank of it waits for its answer (asynchronous reports only).
     p.lazy = true;
-    bool urgent = false;  // a release may wait for a message of it (AgentUp.urgent)
     for (const Queued& q : run) {
       inputs.push_back({q.link->rank(), &q.up});
       p.origins.push_back({q.link, q.up.request_id(), q.up.lazy_ack()});
       p.lazy = p.lazy && q.up.lazy_ack();
-      urgent = urgent || q.urgent;
     }
     const uint64_t id = next_request_id_++;
     v1::AgentUp up;
     up.set_request_id(id);
     up.set_lazy_ack(p.lazy);
-    up.set_urgent(urgent);
     *up.mutable_batch() = MergeMessages(run.front().link->job_id(), GenerationOf(run.front().up),
                                         inputs, options_.merge);
     awaiting_ack_.emplace(id, std::move(p));

@@ -15,9 +15,7 @@
 //    completes a (step, chunk) on this node (every local rank that declared the chunk in the Join
 //    the agent forwarded has checked in with each of its optimizers: agent/local_completion.h)
 //    or is one the agent cannot count (a rank whose Join it did not see), or a skip vote is
-//    queued, so the window never delays the check-in a release waits for; the batch carrying such
-//    a message is marked urgent (AgentUp.urgent), so a relay's window does not either. Attach and
-//    detach are
+//    queued, so the window never delays the check-in a release waits for. Attach and detach are
 //    written at once, in order with the messages around them. Each message's Ack carries the
 //    coordinator's status for that message.
 //  * Detach: a local Session ended; the rank is detached upstream so the coordinator's liveness
@@ -140,8 +138,6 @@ class Upstream final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
     v1::AgentDetach detach;           // kDetach
     size_t bytes = 0;
     absl::Time at;
-    // kMessage: a release may wait for it (it made write_now_ true), so its batch goes up urgent.
-    bool urgent = false;
   };
   // A written AgentUp waiting for its AgentAck.
   struct AwaitingAck {

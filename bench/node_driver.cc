@@ -315,21 +315,6 @@ void NodeStream::Pump(int64_t now) {
     due_.resize(kept);
     due_step_.resize(kept);
     if (batch->ranks_size() == 0) return;
-    // With flush_on_complete, urgent (AgentUp.urgent) as psync-agent marks it: it carries the
-    // node's last check-in of a (step, chunk), none of which is left to send (a step's check-ins
-    // are all planned at once).
-    for (const auto& [step_item, entry] : merged) {
-      if (!driver_->options().flush_on_complete) break;
-      const uint32_t chunk = step_item.second / w.optimizers;
-      bool last = true;
-      for (size_t d = 0; d < due_.size() && last; ++d) {
-        last = !(due_step_[d] == step_item.first && due_[d].chunk == chunk);
-      }
-      if (last) {
-        up.set_urgent(true);
-        break;
-      }
-    }
     batch->set_job_id(job_id_);
     batch->set_generation(generation_);
     up.set_request_id(next_request_id_++);

@@ -54,8 +54,7 @@ struct NodeOptions {
   absl::Duration tick = absl::Milliseconds(1);
   // Also write at once when a check-in completes a (step, chunk) on its node (every local
   // contributor of the chunk handed its check-in), as psync-agent does with a flush window: the
-  // check-in that completes a chunk everywhere does not wait for the next tick. That batch is
-  // marked urgent (AgentUp.urgent), as psync-agent marks it, so a relay does not hold it either.
+  // check-in that completes a chunk everywhere does not wait for the next tick.
   bool flush_on_complete = true;
   // Batches ask for lazy acks (AgentUp.lazy_ack), as psync-agent does when every message of a
   // batch is an asynchronous report.

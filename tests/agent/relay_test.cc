@@ -2,20 +2,14 @@
 // their ranks on one AgentSession stream to a real in-process coordinator. Ranks behind it get
 // every directive exactly once and the coordinator keeps per-rank state; the relay refuses what
 // the coordinator would refuse on a direct stream (a rank not attached on the stream a message came
-// on) and splits each notice by agent; with a window, it merges several agents' batches into one
-// and, with --relay_urgent_at_once, still sends at once the batches a release may wait for
-// (AgentUp.urgent);
+// on) and splits each notice by agent; with a window, it merges several agents' batches into one;
 // a relay that restarts, or whose own stream to the coordinator breaks, loses and repeats nothing.
 #include <memory>
 #include <string>
 #include <thread>
-#include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/testing/tcp_proxy.h"
 #include "gmock/gmock.h"
@@ -28,30 +22,6 @@ namespace psync::testing {
 namespace {
 
 using ::testing::ElementsAre;
-
-// The answers of asynchronous reports, shared with their callbacks (which may run after a test's
-// body, when the ranks' clients go).
-class Answers {
- public:
-  void Add(absl::Status s) {
-    absl::MutexLock lock(&mu_);
-    ++count_;
-    if (!s.ok()) refused_.push_back(std::move(s));
-  }
-  size_t count() {
-    absl::MutexLock lock(&mu_);
-    return count_;
-  }
-  std::vector<absl::Status> Refused() {
-    absl::MutexLock lock(&mu_);
-    return refused_;
-  }
-
- private:
-  absl::Mutex mu_;
-  size_t count_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<absl::Status> refused_ ABSL_GUARDED_BY(mu_);
-};
 
 class RelayTest : public ::testing::Test {
  protected:
@@ -194,13 +164,11 @@ class RawAgentStream {
     a->set_session_id(joined.session_id());
     ASSERT_TRUE(stream_->Write(up));
   }
-  // Batch `request_id`: each of `ranks` checks in "dense" for `chunk` of step 0; `urgent` as
-  // AgentUp.urgent.
+  // Batch `request_id`: each of `ranks` checks in "dense" for `chunk` of step 0.
   void Stage(uint64_t request_id, const std::string& job, uint64_t generation, uint32_t chunk,
-             const std::vector<uint32_t>& ranks, bool urgent = false) {
+             const std::vector<uint32_t>& ranks) {
     v1::AgentUp up;
     up.set_request_id(request_id);
-    up.set_urgent(urgent);
     v1::AgentBatch* batch = up.mutable_batch();
     batch->set_job_id(job);
     batch->set_generation(generation);
@@ -336,173 +304,6 @@ TEST_F(RelayTest, ARelayWindowMergesTheBatchesOfSeveralAgentsUntilAnAttachSendsT
   // attach that ended the window, not for the second batch held behind the first (its Receive was
   // done before the attach's began).
   EXPECT_EQ(s.upstream_wake_requests - requests, 2u);
-}
-
-// Without --relay_urgent_at_once (the default) an urgent batch waits for the window like any
-// other, until an attach behind it sends it.
-TEST_F(RelayTest, ByDefaultARelayHoldsAnUrgentBatchForItsWindow) {
-  const std::string job = "relay-urgent-held";
-  const std::vector<v1::JoinResponse> joined = JoinDirectly(job, 2);
-  ASSERT_EQ(joined.size(), 2u);
-  agent::AgentOptions options;
-  options.relay_flush_window = absl::Hours(1);
-  ASSERT_FALSE(options.relay_urgent_at_once);
-  auto relay = StartAgent(server_->target(), options);
-  ASSERT_NE(relay, nullptr);
-  RawAgentStream a(relay->local_target());
-  a.Attach(1, job, 0, joined[0]);
-  EXPECT_EQ(a.AckOf(1).code(), 0);
-  a.Stage(2, job, joined[0].generation(), 0, {0}, /*urgent=*/true);
-  ASSERT_TRUE(WaitUntil([&] { return relay->stats().relayed_batches == 1; }));
-  EXPECT_EQ(relay->stats().upstream_batches, 0u) << "held by the window";
-  EXPECT_EQ(JobStatus(*coordinator_, job).counters().checkins(), 0u);
-  a.Attach(3, job, 1, joined[1]);
-  EXPECT_EQ(a.AckOf(2).rejected_size(), 0);
-  EXPECT_EQ(a.AckOf(3).code(), 0);
-  EXPECT_EQ(relay->stats().upstream_batches, 1u);
-  EXPECT_EQ(JobStatus(*coordinator_, job).counters().checkins(), 1u);
-}
-
-// With --relay_urgent_at_once an urgent batch (AgentUp.urgent: a release may wait for it) ends the
-// window: it goes up at once, merged with the batch held before it; the next batch that is not
-// urgent is held again.
-TEST_F(RelayTest, ARelayWindowSendsAnUrgentBatchAtOnceWithTheBatchesHeldBeforeIt) {
-  const std::string job = "relay-urgent";
-  const std::vector<v1::JoinResponse> joined = JoinDirectly(job, 3);
-  ASSERT_EQ(joined.size(), 3u);
-  agent::AgentOptions options;
-  options.relay_flush_window = absl::Hours(1);
-  options.relay_urgent_at_once = true;
-  auto relay = StartAgent(server_->target(), options);
-  ASSERT_NE(relay, nullptr);
-  RawAgentStream a(relay->local_target());
-  RawAgentStream b(relay->local_target());
-  a.Attach(1, job, 0, joined[0]);
-  EXPECT_EQ(a.AckOf(1).code(), 0);
-  b.Attach(2, job, 1, joined[1]);
-  EXPECT_EQ(b.AckOf(2).code(), 0);
-  b.Attach(3, job, 2, joined[2]);
-  EXPECT_EQ(b.AckOf(3).code(), 0);
-
-  a.Stage(4, job, joined[0].generation(), 0, {0});
-  ASSERT_TRUE(WaitUntil([&] { return relay->stats().relayed_batches == 1; }));
-  EXPECT_EQ(relay->stats().upstream_batches, 0u) << "held by the window";
-  b.Stage(5, job, joined[1].generation(), 0, {1}, /*urgent=*/true);
-  EXPECT_EQ(a.AckOf(4).rejected_size(), 0);
-  EXPECT_EQ(b.AckOf(5).rejected_size(), 0);
-  agent::AgentStats s = relay->stats();
-  EXPECT_EQ(s.upstream_batches, 1u);
-  EXPECT_EQ(s.relay_merged_batches, 1u);
-  EXPECT_EQ(JobStatus(*coordinator_, job).counters().checkins(), 2u);
-
-  b.Stage(6, job, joined[2].generation(), 0, {2});
-  ASSERT_TRUE(WaitUntil([&] { return relay->stats().relayed_batches == 3; }));
-  s = relay->stats();
-  EXPECT_EQ(s.upstream_batches, 1u) << "held by the window again";
-  EXPECT_EQ(JobStatus(*coordinator_, job).counters().checkins(), 2u);
-}
-
-// A node agent marks urgent only the batch a release waits for: behind a relay that holds batches
-// for an hour (sending urgent ones at once), rank 0's check-in (its node still waits for rank 1's)
-// stays held; rank 1's, which completes the chunk on the node, goes up at once and takes rank 0's
-// with it.
-TEST_F(RelayTest, ANodeAgentMarksUrgentTheCheckinThatCompletesAChunkOnItsNode) {
-  agent::AgentOptions holding;
-  holding.relay_flush_window = absl::Hours(1);
-  holding.relay_urgent_at_once = true;
-  auto relay = StartAgent(server_->target(), holding);
-  ASSERT_NE(relay, nullptr);
-  agent::AgentOptions prompt;
-  prompt.flush_window = absl::ZeroDuration();  // each message leaves the node agent at once
-  auto node = StartAgent(relay->local_target(), prompt);
-  ASSERT_NE(node, nullptr);
-  for (uint32_t r = 0; r < 2; ++r) {
-    plans_.push_back(MakeJoin("completes", 2, r, 1));
-    ranks_.push_back(ConnectRank(node->local_target(), plans_[r]));
-    ASSERT_NE(ranks_.back(), nullptr);
-  }
-  ASSERT_EQ(CheckinsOf(plans_[0]).size(), 1u);
-  v1::Staged item;
-  item.set_step(0);
-  item.set_chunk(0);
-  item.set_optimizer(CheckinsOf(plans_[0])[0].second);
-  const auto answers = std::make_shared<Answers>();
-  const auto note = [answers](absl::Status s) { answers->Add(std::move(s)); };
-
-  ranks_[0]->ReportStagedAsync({item}, note);
-  ASSERT_TRUE(WaitUntil([&] { return relay->stats().relayed_batches == 1; }));
-  EXPECT_EQ(relay->stats().upstream_batches, 0u) << "not urgent: held by the window";
-  ranks_[1]->ReportStagedAsync({item}, note);
-  for (uint32_t r = 0; r < 2; ++r) {
-    EXPECT_TRUE(ranks_[r]->WaitForDirective(0, 0, absl::Seconds(30)).ok()) << "rank " << r;
-  }
-  const agent::AgentStats s = relay->stats();
-  EXPECT_EQ(s.relayed_batches, 2u);
-  EXPECT_EQ(s.upstream_batches, 1u);
-  EXPECT_EQ(s.relay_merged_batches, 1u);
-  ASSERT_TRUE(WaitUntil([&] { return answers->count() == 2; }));
-  EXPECT_THAT(answers->Refused(), ::testing::IsEmpty());
-}
-
-// Node agents behind two relays in a row that hold batches for an hour (with
-// --relay_urgent_at_once): each step's releases
-// still come, because the check-in that completes a chunk on its node goes up urgent from the node
-// agent and stays urgent in the batch the lower relay merges it into. Every report is
-// asynchronous (a blocking one would wait the hour for its Ack); what else is queued leaves with
-// the urgent batches, in order (each step's SyncDones before the next step's check-ins).
-TEST_F(RelayTest, ReleasesPassTwoRelaysInARowThatHoldBatchesForAnHour) {
-  constexpr uint32_t kWorld = 4;
-  constexpr uint32_t kChunks = 2;
-  constexpr uint64_t kSteps = 3;
-  agent::AgentOptions holding;
-  holding.relay_flush_window = absl::Hours(1);
-  holding.relay_urgent_at_once = true;
-  auto upper = StartAgent(server_->target(), holding);
-  ASSERT_NE(upper, nullptr);
-  auto lower = StartAgent(upper->local_target(), holding);
-  ASSERT_NE(lower, nullptr);
-  auto node_a = StartAgent(lower->local_target());
-  auto node_b = StartAgent(lower->local_target());
-  ASSERT_NE(node_a, nullptr);
-  ASSERT_NE(node_b, nullptr);
-  ConnectAll("urgent", {node_a.get(), node_b.get()}, kWorld, kChunks);
-
-  // Shared with the callbacks: the last step's SyncDones may still be held when the test ends, and
-  // their callbacks run when the ranks' clients go.
-  const auto answers = std::make_shared<Answers>();
-  const auto note = [answers](absl::Status s) { answers->Add(std::move(s)); };
-  OnThreads(kWorld, [&](size_t r) {
-    Client& rank = *ranks_[r];
-    for (uint64_t step = 0; step < kSteps; ++step) {
-      for (const auto& [chunk, optimizer] : CheckinsOf(plans_[r])) {
-        v1::Staged item;
-        item.set_step(step);
-        item.set_chunk(chunk);
-        item.set_optimizer(optimizer);
-        rank.ReportStagedAsync({item}, note);
-      }
-      for (uint32_t chunk = 0; chunk < kChunks; ++chunk) {
-        auto directive = rank.WaitForDirective(step, chunk, absl::Seconds(30));
-        ASSERT_TRUE(directive.ok())
-            << "rank " << r << " step " << step << " chunk " << chunk << ": " << directive.status();
-        rank.ReportSyncDoneAsync(step, chunk, GroupChecksums(plans_[r], step, chunk),
-                                 /*executions=*/1, note);
-      }
-    }
-  });
-  for (size_t r = 0; r < ranks_.size(); ++r) {
-    const ClientStats s = ranks_[r]->stats();
-    EXPECT_EQ(s.directives_received, kSteps * kChunks) << "rank " << r;
-    EXPECT_EQ(s.duplicate_directives_dropped, 0u) << "rank " << r;
-  }
-  const v1::JobStatus status = JobStatus(*coordinator_, "urgent");
-  EXPECT_EQ(status.counters().releases(), kSteps * kChunks);
-  EXPECT_EQ(status.counters().rejected(), 0u);
-  EXPECT_EQ(status.audit().double_releases(), 0u);
-  // The steps before the last were synced by every rank (else the next step's check-ins would
-  // have been refused); the last step's SyncDones may still be held.
-  EXPECT_GE(status.counters().syncs_done(), (kSteps - 1) * kChunks * kWorld);
-  EXPECT_THAT(answers->Refused(), ::testing::IsEmpty());
 }
 
 TEST_F(RelayTest, ARelayThatRestartsLosesAndRepeatsNothing) {
