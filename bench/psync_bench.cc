@@ -45,6 +45,10 @@
 #include "bench/subprocess.h"
 #include "bench/workload.h"
 #include "serve/daemon.h"
+#include "serve/daemon_cpus.h"
+#include "serve/processor_count.h"
+
+ABSL_DECLARE_FLAG(int, cpus);
 
 ABSL_FLAG(std::string, coordinator, "", "psync-coordinator binary to start for each run");
 ABSL_FLAG(std::string, coordinator_args, "",
@@ -922,6 +926,13 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "psync-bench: release latency and cost of the psync coordinator (see bench/README.md)");
   absl::ParseCommandLine(argc, argv);
+  // gRPC's pools in this process and in its node processes (--node_processes, started with this
+  // command line) sized for --cpus, or for this process's affinity mask and CPU quota; the
+  // coordinator and the relays it starts size their own (their --cpus in --coordinator_args,
+  // --relay_args), so the count --cpus put in the environment is not handed down to them.
+  const bool cpus_flag = absl::GetFlag(FLAGS_cpus) > 0;
+  psync::serve::UseCpuBudget("psync-bench", argv);
+  if (cpus_flag) unsetenv(psync::serve::kCpusEnvironmentVariable);
   psync::serve::UseReleaseMutexSettings();
   if (absl::GetFlag(FLAGS_serve_echo)) {
     return psync::bench::ServeEcho("127.0.0.1:0", absl::GetFlag(FLAGS_echo_port_file));
