@@ -6,8 +6,8 @@
 // library answers sysconf(_SC_NPROCESSORS_CONF) and sysconf(_SC_NPROCESSORS_ONLN), for every
 // library in the process, with its CPU budget: $PSYNC_CPUS when it is a positive count, else
 // DetectCpuBudget (serve/cpu_budget.h: the affinity mask and the cgroup quota), computed at the
-// first such call. Every other sysconf() name goes to the C library. Only the daemons link it
-// (never libpsync_c.so, which lives in the users' processes).
+// first such call. Every other sysconf() name goes to the C library. Only the daemons and
+// psync-bench link it (never libpsync_c.so, which lives in the users' processes).
 //
 // Thread-safety: sysconf() and ProcessorCount() from any thread, before main included.
 #ifndef PSYNC_SERVE_PROCESSOR_COUNT_H_
