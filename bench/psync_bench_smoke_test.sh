@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Smoke test of psync-bench: 8 ranks x 2 optimizers x 2 chunks x 3 steps against a coordinator it
 # starts, and a short gRPC floor; the throughput mode; simulated node agents; ranks spread over
-# several processes, direct and behind real node agents. Checks the counts in the JSON (every
-# (step, chunk) released once to every rank, no duplicate or unexpected directive), never timings.
+# several processes, direct and behind real node agents; --cpus sizing the node processes only.
+# Checks the counts in the JSON (every (step, chunk) released once to every rank, no duplicate or
+# unexpected directive), never timings.
 #   psync_bench_smoke_test.sh PSYNC_BENCH PSYNC_COORDINATOR PSYNC_AGENT
 set -euo pipefail
 bench=$1
@@ -75,6 +76,23 @@ expect '"ranks_per_node":4,'
 # The same nodes spread over 2 processes (node n in process n % 2): one job, the merged counts
 # exact.
 run_nodes --node_processes=2
+# --cpus sizes gRPC's pools in psync-bench's node processes, and not in the coordinator it starts.
+cpus_logs=$tmp/cpus
+mkdir -p "$cpus_logs"
+out=$("$bench" --coordinator="$coordinator" --simulated_nodes=4 --ranks=10 --optimizers=2 \
+  --chunks=2 --steps=3 --warmup_steps=1 --step_period_ms=50 --spread_us=5000 --floor=false \
+  --json --log_dir="$cpus_logs" --node_processes=2 --cpus=3)
+echo "$out"
+expect_ten_ranks_counts
+for worker in 0 1; do
+  grep -q "psync-bench: thread pools sized for 3 CPUs" "$cpus_logs"/psync-bench-*-load-0/worker-$worker.log ||
+    { echo "FAIL: node process $worker was not sized for --cpus=3"; exit 1; }
+done
+grep -q "psync-coordinator: thread pools sized for" "$cpus_logs"/psync-bench-*-coordinator-0.log ||
+  { echo "FAIL: the coordinator's log names no budget"; exit 1; }
+if grep -q "PSYNC_CPUS" "$cpus_logs"/psync-bench-*-coordinator-0.log; then
+  echo "FAIL: the coordinator was sized by psync-bench's --cpus"; exit 1
+fi
 if out=$("$bench" --coordinator="$coordinator" --simulated_nodes=4 --ranks=8 --floor=false \
     --step_period_ms=50 --node_processes=2 --hold_nodes=0 --json --log_dir="$tmp" 2>&1); then
   echo "FAIL: --node_processes with --hold_nodes must fail"; exit 1
