@@ -63,7 +63,9 @@ TEST(JobTrackerTest, ReleasesOnlyAfterEveryContributorInEveryOrder) {
 // released before rank 3's batch, which completes all three chunks.
 void StageEveryChunkOfStep0(Harness& h) {
   for (RankId r = 0; r < 4; ++r) {
-    if (r > 0) EXPECT_THAT(h.deliveries(), IsEmpty());
+    if (r > 0) {
+      EXPECT_THAT(h.deliveries(), IsEmpty());
+    }
     ASSERT_TRUE(h.Stage(r, {Item(0, 2, "expert"), Item(0, 0, "dense"), Item(0, 0, "expert"),
                             Item(0, 1, "dense")})
                     .ok());
