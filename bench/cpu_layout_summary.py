@@ -1,6 +1,7 @@
 """Prints bench/cpu_layout_runs.sh's runs, one line each, then the medians per layout: the release
-latency and its hops, the load generator's lag, the relays' directive ages (mean), and the CPU of
-the coordinator, the relays and the load generator.
+latency and its hops, the load generator's lag, the relays' directive ages (mean), the CPU of
+the coordinator, the relays and the load generator (and of all three), and the AgentSession
+messages each node sent and read per step.
 
     python3 bench/cpu_layout_summary.py OUT_DIR/cpu-layouts.jsonl
 """
@@ -8,6 +9,11 @@ import collections
 import json
 import statistics
 import sys
+
+
+def nodes_steps(r):
+    return r["ranks"] / r["ranks_per_node"] * (r["steps"] + r["warmup_steps"])
+
 
 COLUMNS = [
     # name, how to read it from a run (ms or cores)
@@ -26,6 +32,12 @@ COLUMNS = [
     ("relays cores", lambda r: r["relays"]["cpu_fraction"]),
     ("relay max", lambda r: r["relays"]["cpu_fraction_max"]),
     ("load cores", lambda r: r["bench_cpu_s"] / r["measured_s"]),
+    ("all cores", lambda r: r["coordinator"]["cpu_fraction"] + r["relays"]["cpu_fraction"] +
+     r["bench_cpu_s"] / r["measured_s"]),
+    # AgentSession messages a node sent and read per step, over the whole run (warm-up and
+    # attaches included): the relays' and the load generator's work
+    ("up/node-step", lambda r: r["messages_up"] / nodes_steps(r)),
+    ("down/node-step", lambda r: r["messages_down"] / nodes_steps(r)),
 ]
 
 
