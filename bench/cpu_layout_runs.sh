@@ -24,6 +24,8 @@ bin=$(cd "$1" && pwd)
 out=${2:-${OUT:-/tmp}}
 mkdir -p "$out"
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/relay_workload.sh
+. "$here/relay_workload.sh"
 IFS=: read -r ranks relays period procs <<<"${SPEC:-16384:16:1000:8}"
 layouts=(${LAYOUTS:-load4:0:1-3:4-7 load8:0:1-3:4-11 load12:0:1-3:4-15 relays7:0:1-7:8-15 unpinned:::})
 order=()
@@ -42,9 +44,8 @@ for layout in "${order[@]}"; do
     --coordinator="$bin/psync-coordinator" --agent_binary="$bin/psync-agent" --relays="$relays" \
     "--relay_args=--target={coordinator} --listen=127.0.0.1:0 --port_file={port_file} ${relay_flags//,/ }" \
     --server_taskset="$coordinator_cpus" --relay_taskset="$relay_cpus" \
-    --ranks="$ranks" --group_size=8 --optimizers=2 --chunks=8 --lazy_acks=true --floor=false \
-    --steps=$((period >= 4000 ? 5 : 8)) --warmup_steps=1 --step_period_ms="$period" \
-    --spread_us=100000 --simulated_nodes=8 --node_tick_us=20000 --pump_threads=2 \
+    --ranks="$ranks" "${RELAY_WORKLOAD[@]}" --steps=$((period >= 4000 ? 5 : 8)) --warmup_steps=1 \
+    --step_period_ms="$period" --pump_threads=2 \
     --node_processes="$procs" --hop_times --agent_metrics \
     --coordinator_args=--history_steps=2 --label="$name $ranks/$relays" \
     --json ${load_flags//,/ } ${EXTRA:-} >>"$out/cpu-layouts.jsonl" 2>>"$out/cpu-layouts.err"

@@ -21,6 +21,8 @@ if [ $# -lt 2 ]; then sed -n 2,15p "$0" >&2; exit 2; fi
 out=${3:-${OUT:-/tmp}}
 mkdir -p "$out"
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/relay_workload.sh
+. "$here/relay_workload.sh"
 dir_of() { if [ "$1" = after ]; then (cd "$AFTER" && pwd); else (cd "$BEFORE" && pwd); fi; }
 BEFORE=$1 AFTER=$2
 port=17300
@@ -49,9 +51,8 @@ for spec in ${SPECS:-16384:16:1000:4 131072:64:4000:8}; do
     LD_LIBRARY_PATH=$bin/../lib:${LD_LIBRARY_PATH:-} timeout 280 "$bin/psync-bench" \
       --coordinator="$bin/psync-coordinator" --agent_binary="$bin/psync-agent" --relays="$relays" \
       "--relay_args=--target={coordinator} --listen=127.0.0.1:0 --port_file={port_file} $extra" \
-      --ranks="$ranks" --group_size=8 --optimizers=2 --chunks=8 --lazy_acks=true --floor=false \
-      --steps=$((period >= 4000 ? 5 : 8)) --warmup_steps=1 --step_period_ms="$period" \
-      --spread_us=100000 --simulated_nodes=8 --node_tick_us=20000 --pump_threads=2 \
+      --ranks="$ranks" "${RELAY_WORKLOAD[@]}" --steps=$((period >= 4000 ? 5 : 8)) --warmup_steps=1 \
+      --step_period_ms="$period" --pump_threads=2 \
       --node_processes="$procs" --hop_times --agent_metrics \
       "--coordinator_args=--history_steps=2 --http_listen=127.0.0.1:$port" --label="$label" \
       --json $args >>"$out/lock-alternation.jsonl" 2>>"$out/lock-alternation.err" &

@@ -14,6 +14,9 @@ set -u
 if [ $# -lt 2 ]; then sed -n 2,12p "$0" >&2; exit 2; fi
 out=${3:-${OUT:-/tmp}}
 mkdir -p "$out"
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/relay_workload.sh
+. "$here/relay_workload.sh"
 for spec in ${SPECS:-131072:64:4000:8 16384:16:1000:4}; do
   IFS=: read -r ranks relays period procs <<<"$spec"
   for build in before after after before; do
@@ -22,9 +25,8 @@ for spec in ${SPECS:-131072:64:4000:8 16384:16:1000:4}; do
     bin=$(cd "$dir" && pwd)
     LD_LIBRARY_PATH=$bin/../lib:${LD_LIBRARY_PATH:-} timeout 280 "$bin/psync-bench" \
       --coordinator="$bin/psync-coordinator" --agent_binary="$bin/psync-agent" --relays="$relays" \
-      --ranks="$ranks" --group_size=8 --optimizers=2 --chunks=8 --lazy_acks=true --floor=false \
-      --steps=5 --warmup_steps=1 --step_period_ms="$period" --spread_us=100000 \
-      --simulated_nodes=8 --node_tick_us=20000 --pump_threads=$((8 / procs > 2 ? 8 / procs : 2)) \
+      --ranks="$ranks" "${RELAY_WORKLOAD[@]}" --steps=5 --warmup_steps=1 \
+      --step_period_ms="$period" --pump_threads=$((8 / procs > 2 ? 8 / procs : 2)) \
       --node_processes="$procs" --hop_times --agent_metrics --coordinator_args=--history_steps=2 \
       --label="$build" --json >>"$out/relay-alternation.jsonl" 2>>"$out/relay-alternation.err"
     echo "$build: $ranks ranks, $relays relays rc=$?"

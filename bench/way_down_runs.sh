@@ -12,6 +12,9 @@ if [ $# -lt 1 ]; then sed -n 2,9p "$0" >&2; exit 2; fi
 bin=$(cd "$1" && pwd)
 out=${2:-${OUT:-/tmp}}
 mkdir -p "$out"
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/relay_workload.sh
+. "$here/relay_workload.sh"
 export LD_LIBRARY_PATH=$bin:${LD_LIBRARY_PATH:-}
 for w in "${RANKS_PACED:-256} --spread_us=200000" "${RANKS_BURST:-1024} --spread_us=1000"; do
   # shellcheck disable=SC2086
@@ -27,10 +30,9 @@ done
 for spec in ${RELAY_RUNS:-16384:16:1000 131072:64:4000 131072:256:4000}; do
   IFS=: read -r ranks relays period <<<"$spec"
   timeout 200 "$bin/psync-bench" --coordinator="$bin/psync-coordinator" \
-    --agent_binary="$bin/psync-agent" --relays="$relays" --ranks="$ranks" --group_size=8 \
-    --optimizers=2 --chunks=8 --lazy_acks=true --floor=false --steps=5 --warmup_steps=1 \
-    --step_period_ms="$period" --spread_us=100000 --simulated_nodes=8 --node_tick_us=20000 \
-    --pump_threads=8 --hop_times --agent_metrics --coordinator_args=--history_steps=2 \
+    --agent_binary="$bin/psync-agent" --relays="$relays" --ranks="$ranks" \
+    "${RELAY_WORKLOAD[@]}" --steps=5 --warmup_steps=1 --step_period_ms="$period" --pump_threads=8 \
+    --hop_times --agent_metrics --coordinator_args=--history_steps=2 \
     --label=relays-hops --json >>"$out/hops-all.jsonl" 2>>"$out/hops-all.err"
   echo "relays: $ranks ranks, $relays relays rc=$?"
 done
