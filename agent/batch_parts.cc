@@ -74,78 +74,32 @@ void MoveAll(google::protobuf::RepeatedPtrField<T>* from,
   for (T* e : elements) to->AddAllocated(e);
 }
 
-// Where each repeated entry field of a batch ends: the entries from there on are a part's.
-struct EntryCounts {
-  int staged = 0;
-  int skips = 0;
-  int sync_dones = 0;
-  int merged_sync_dones = 0;
-  int leaves = 0;
-};
+}  // namespace
 
-EntryCounts CountsOf(const v1::AgentBatch& batch) {
-  return {batch.staged_size(), batch.skips_size(), batch.sync_dones_size(),
-          batch.merged_sync_dones_size(), batch.leaves_size()};
-}
-
-// Moves every message index of `batch`'s entries from `from` on by `offset`.
-void ShiftEntries(v1::AgentBatch* batch, const EntryCounts& from, uint32_t offset) {
-  for (int i = from.staged; i < batch->staged_size(); ++i) {
-    for (uint32_t& index : *batch->mutable_staged(i)->mutable_messages()) index += offset;
-  }
-  for (int i = from.skips; i < batch->skips_size(); ++i) {
-    v1::IndexedSkip* skip = batch->mutable_skips(i);
-    skip->set_message(skip->message() + offset);
-  }
-  for (int i = from.sync_dones; i < batch->sync_dones_size(); ++i) {
-    v1::IndexedSyncDone* done = batch->mutable_sync_dones(i);
-    done->set_message(done->message() + offset);
-  }
-  for (int i = from.merged_sync_dones; i < batch->merged_sync_dones_size(); ++i) {
-    for (uint32_t& index : *batch->mutable_merged_sync_dones(i)->mutable_messages()) {
-      index += offset;
-    }
-  }
-  for (int i = from.leaves; i < batch->leaves_size(); ++i) {
-    v1::IndexedLeave* leave = batch->mutable_leaves(i);
-    leave->set_message(leave->message() + offset);
-  }
-}
-
-// Appends `part`'s ranks to `merged` (taking its job and generation when empty); returns the
-// part's offset.
-uint32_t AppendRanks(const v1::AgentBatch& part, v1::AgentBatch* merged) {
+uint32_t AppendBatch(v1::AgentBatch part, v1::AgentBatch* merged) {
   const uint32_t offset = static_cast<uint32_t>(merged->ranks_size());
   if (offset == 0) {
     merged->set_job_id(part.job_id());
     merged->set_generation(part.generation());
   }
   merged->mutable_ranks()->Add(part.ranks().begin(), part.ranks().end());
-  return offset;
-}
-
-}  // namespace
-
-uint32_t AppendBatch(v1::AgentBatch part, v1::AgentBatch* merged) {
-  const uint32_t offset = AppendRanks(part, merged);
-  ShiftEntries(&part, EntryCounts{}, offset);
+  for (v1::MergedStaged& m : *part.mutable_staged()) {
+    for (uint32_t& index : *m.mutable_messages()) index += offset;
+  }
+  for (v1::IndexedSkip& skip : *part.mutable_skips()) skip.set_message(skip.message() + offset);
+  for (v1::IndexedSyncDone& done : *part.mutable_sync_dones()) {
+    done.set_message(done.message() + offset);
+  }
+  for (v1::MergedSyncDone& done : *part.mutable_merged_sync_dones()) {
+    for (uint32_t& index : *done.mutable_messages()) index += offset;
+  }
+  for (v1::IndexedLeave& leave : *part.mutable_leaves())
+    leave.set_message(leave.message() + offset);
   MoveAll(part.mutable_staged(), merged->mutable_staged());
   MoveAll(part.mutable_skips(), merged->mutable_skips());
   MoveAll(part.mutable_sync_dones(), merged->mutable_sync_dones());
   MoveAll(part.mutable_merged_sync_dones(), merged->mutable_merged_sync_dones());
   MoveAll(part.mutable_leaves(), merged->mutable_leaves());
-  return offset;
-}
-
-uint32_t AppendBatchCopy(const v1::AgentBatch& part, v1::AgentBatch* merged) {
-  const uint32_t offset = AppendRanks(part, merged);
-  const EntryCounts before = CountsOf(*merged);
-  merged->mutable_staged()->MergeFrom(part.staged());
-  merged->mutable_skips()->MergeFrom(part.skips());
-  merged->mutable_sync_dones()->MergeFrom(part.sync_dones());
-  merged->mutable_merged_sync_dones()->MergeFrom(part.merged_sync_dones());
-  merged->mutable_leaves()->MergeFrom(part.leaves());
-  ShiftEntries(merged, before, offset);
   return offset;
 }
 

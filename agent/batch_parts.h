@@ -5,8 +5,7 @@
 // and their content: a kept message's check-ins are the entries that named it, in the same order,
 // so the coordinator expands it exactly as before. Entries left naming no message are dropped.
 //
-// AppendBatch / AppendBatchCopy / SplitRejected: several node agents' batches of one job and
-// generation as one
+// AppendBatch / SplitRejected: several node agents' batches of one job and generation as one
 // (each part's messages after the previous part's, every index moved by the part's offset: the
 // coordinator expands the merged batch into exactly the parts' messages, in order), and the
 // coordinator's answer to it split back by part. All require well-formed batches
@@ -31,10 +30,6 @@ v1::AgentBatch KeepMessages(const v1::AgentBatch& batch, const std::vector<bool>
 // `merged` had, which is returned (the part's offset). An empty `merged` takes the part's job and
 // generation.
 uint32_t AppendBatch(v1::AgentBatch part, v1::AgentBatch* merged);
-// The same, copying `part`'s entries (left as they are) into `merged`: for a part and a merged
-// batch on different arenas, where moving an entry would copy it anyway (a relay's parts parsed
-// on arenas of their own, its merged batch on the arena of the message that goes up).
-uint32_t AppendBatchCopy(const v1::AgentBatch& part, v1::AgentBatch* merged);
 
 // The rejected messages of `ack`, an answer to a batch made of parts of `counts` messages in
 // order, by part, each renumbered from its part's first message. Indices past the parts are

@@ -1,7 +1,6 @@
 #include "agent/batch_parts.h"
 
 #include "gmock/gmock.h"
-#include "google/protobuf/arena.h"
 #include "gtest/gtest.h"
 
 namespace psync::agent {
@@ -106,46 +105,6 @@ TEST(BatchPartsTest, AppendedMergedSyncDonesMoveByThePartsOffset) {
   EXPECT_THAT(merged.merged_sync_dones(0).messages(), ElementsAre(4u, 6u, 7u));
   EXPECT_THAT(merged.merged_sync_dones(1).messages(), ElementsAre(5u));
   EXPECT_EQ(merged.merged_sync_dones(1).items(0).chunk(), 7u);
-}
-
-// Every kind of entry: FourMessages' check-ins and skip, FourSyncDones' merged SyncDones, a
-// SyncDone of one message and a leave.
-v1::AgentBatch EveryEntry() {
-  v1::AgentBatch batch = FourMessages();
-  const v1::AgentBatch dones = FourSyncDones();
-  *batch.mutable_merged_sync_dones() = dones.merged_sync_dones();
-  v1::IndexedSyncDone* own = batch.add_sync_dones();
-  own->set_message(1);
-  own->add_items()->set_chunk(4);
-  v1::IndexedLeave* leave = batch.add_leaves();
-  leave->set_message(3);
-  leave->set_finished(true);
-  return batch;
-}
-
-TEST(BatchPartsTest, CopiedPartsFromArenasMergeAsMovedOnes) {
-  v1::AgentBatch moved = FourMessages();
-  AppendBatch(EveryEntry(), &moved);
-  AppendBatch(EveryEntry(), &moved);
-
-  // Parts parsed on arenas of their own, merged into a batch on another one.
-  google::protobuf::Arena parts_arena;
-  google::protobuf::Arena merged_arena;
-  auto* part = google::protobuf::Arena::CreateMessage<v1::AgentBatch>(&parts_arena);
-  ASSERT_TRUE(part->ParseFromString(EveryEntry().SerializeAsString()));
-  auto* copied = google::protobuf::Arena::CreateMessage<v1::AgentBatch>(&merged_arena);
-  EXPECT_EQ(AppendBatchCopy(FourMessages(), copied), 0u);
-  EXPECT_EQ(AppendBatchCopy(*part, copied), 4u);
-  EXPECT_EQ(AppendBatchCopy(*part, copied), 8u);
-
-  EXPECT_EQ(copied->SerializeAsString(), moved.SerializeAsString());
-  EXPECT_EQ(part->SerializeAsString(), EveryEntry().SerializeAsString());  // left as it was
-  ASSERT_EQ(copied->leaves_size(), 2);
-  EXPECT_EQ(copied->leaves(1).message(), 11u);
-  ASSERT_EQ(copied->sync_dones_size(), 2);
-  EXPECT_EQ(copied->sync_dones(0).message(), 5u);
-  EXPECT_THAT(copied->merged_sync_dones(2).messages(), ElementsAre(8u, 10u, 11u));
-  EXPECT_THAT(copied->staged(5).messages(), ElementsAre(9u, 11u));
 }
 
 }  // namespace

@@ -3,31 +3,18 @@
 #include <algorithm>
 #include <atomic>
 #include <iostream>
-#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "agent/answered_requests.h"
 #include "agent/batch_parts.h"
 #include "agent/directive_age.h"
-#include "google/protobuf/arena.h"
 #include "serve/agent_down_queue.h"
 #include "wire/agent_batch_shape.h"
 #include "wire/limits.h"
 #include "wire/wire_status.h"
 
 namespace psync::agent {
-namespace {
-
-// A message up merges a few to a few hundred node batches (at most max_batch_bytes on the wire).
-google::protobuf::ArenaOptions UpstreamArenaOptions() {
-  google::protobuf::ArenaOptions options;
-  options.start_block_size = 16 << 10;
-  options.max_block_size = 256 << 10;
-  return options;
-}
-
-}  // namespace
 
 RelayHub::RelayHub(RelayHubOptions options, AgentCounters* counters)
     : options_(std::move(options)),
@@ -78,36 +65,14 @@ void RelayHub::Disconnect(RelayedAgent* agent) {
   WakeWriter();
 }
 
-std::unique_ptr<RelayHub::ReadBuffer> RelayHub::NewReadBuffer() {
-  {
-    absl::MutexLock lock(&mu_);
-    if (!spare_reads_.empty()) {
-      std::unique_ptr<ReadBuffer> read = std::move(spare_reads_.back());
-      spare_reads_.pop_back();
-      return read;
-    }
-  }
-  return std::make_unique<ReadBuffer>(kReadBufferBlock);
-}
-
-void RelayHub::RecycleLocked(std::unique_ptr<ReadBuffer> read) {
-  if (read == nullptr || spare_reads_.size() >= kSpareReadBuffers) return;
-  read->Renew();
-  spare_reads_.push_back(std::move(read));
-}
-
-void RelayHub::Receive(const std::shared_ptr<RelayedAgent>& agent,
-                       std::unique_ptr<ReadBuffer>* read) {
-  const v1::AgentUp& up = *(*read)->get();
+void RelayHub::Receive(const std::shared_ptr<RelayedAgent>& agent, v1::AgentUp* received) {
+  const v1::AgentUp& up = *received;
   v1::AgentAck answer;
   answer.set_request_id(up.request_id());
   bool answer_now = false;
   {
     absl::MutexLock lock(&mu_);
-    if (!downstream_.contains(agent.get())) {  // disconnected meanwhile
-      (*read)->Renew();
-      return;
-    }
+    if (!downstream_.contains(agent.get())) return;  // disconnected meanwhile
     const size_t queued_before = queue_.size();
     const absl::Time now = absl::Now();
     const bool held_before = queued_before > 0 && HeldUntilLocked() > now;  // a window is running
@@ -120,7 +85,7 @@ void RelayHub::Receive(const std::shared_ptr<RelayedAgent>& agent,
         answer_now = true;
         break;
       case v1::AgentUp::kBatch:
-        answer_now = !ReceiveBatch(agent, read, &answer);
+        answer_now = !ReceiveBatch(agent, received, &answer);
         break;
       case v1::AgentUp::KIND_NOT_SET:
         wire::SetWireStatus(
@@ -136,15 +101,6 @@ void RelayHub::Receive(const std::shared_ptr<RelayedAgent>& agent,
         (queued_before == 0 || (held_before && HeldUntilLocked() <= now))) {
       WakeWriter();
     }
-    if (*read == nullptr && !spare_reads_.empty()) {  // its batch was queued in it
-      *read = std::move(spare_reads_.back());
-      spare_reads_.pop_back();
-    }
-  }
-  if (*read == nullptr) {
-    *read = std::make_unique<ReadBuffer>(kReadBufferBlock);
-  } else {
-    (*read)->Renew();
   }
   if (answer_now) {
     std::vector<FanoutPool::Task> task;
@@ -185,9 +141,9 @@ void RelayHub::ReceiveDetach(RelayedAgent* agent, const v1::AgentDetach& detach)
   ForgetLocked(handle, /*detach_upstream=*/true);
 }
 
-bool RelayHub::ReceiveBatch(const std::shared_ptr<RelayedAgent>& agent,
-                            std::unique_ptr<ReadBuffer>* read, v1::AgentAck* answer_now) {
-  const v1::AgentUp& up = *(*read)->get();
+bool RelayHub::ReceiveBatch(const std::shared_ptr<RelayedAgent>& agent, v1::AgentUp* received,
+                            v1::AgentAck* answer_now) {
+  const v1::AgentUp& up = *received;
   const v1::AgentBatch& batch = up.batch();
   const Downstream& d = downstream_.at(agent.get());
   Queued q;
@@ -219,13 +175,13 @@ bool RelayHub::ReceiveBatch(const std::shared_ptr<RelayedAgent>& agent,
     return false;
   }
   if (q.part.refused.empty()) {
-    q.read = std::move(*read);  // no copy: the batch stays where it was parsed
+    q.up.mutable_batch()->Swap(received->mutable_batch());  // no copy
   } else {
     *q.up.mutable_batch() = KeepMessages(batch, keep, &q.part.index_of);
     q.part.lazy = false;  // a refusal is always answered at once
   }
-  q.part.count = static_cast<uint32_t>(q.batch().ranks_size());
-  q.bytes = q.batch().ByteSizeLong();
+  q.part.count = static_cast<uint32_t>(q.up.batch().ranks_size());
+  q.bytes = q.up.batch().ByteSizeLong();
   counters_->relayed_batches.fetch_add(1);
   queue_.push_back(std::move(q));
   return true;
@@ -283,22 +239,24 @@ void RelayHub::SendBatchLocked(std::vector<Queued>* run) {
   AwaitingAck p;
   p.kind = Queued::Kind::kBatch;
   p.lazy = true;
-  // The message up and what it holds live on an arena of their own until the coordinator's answer
-  // (or a reconnect's resend) is done with them: copying the parts there costs no allocation
-  // per entry, and freeing them one block at a time.
-  auto arena = std::make_shared<google::protobuf::Arena>(UpstreamArenaOptions());
-  v1::AgentUp* up = google::protobuf::Arena::CreateMessage<v1::AgentUp>(arena.get());
-  up->set_request_id(id);
-  for (Queued& q : *run) {
-    AppendBatchCopy(q.batch(), up->mutable_batch());
-    p.lazy = p.lazy && q.part.lazy;
+  v1::AgentUp up;
+  up.set_request_id(id);
+  if (run->size() == 1) {
+    Queued& q = run->front();
+    p.lazy = q.part.lazy;
     p.parts.push_back(std::move(q.part));
-    RecycleLocked(std::move(q.read));
+    *up.mutable_batch() = std::move(*q.up.mutable_batch());
+  } else {
+    for (Queued& q : *run) {
+      AppendBatch(std::move(*q.up.mutable_batch()), up.mutable_batch());
+      p.lazy = p.lazy && q.part.lazy;
+      p.parts.push_back(std::move(q.part));
+    }
+    counters_->relay_merged_batches.fetch_add(run->size() - 1);
   }
-  if (run->size() > 1) counters_->relay_merged_batches.fetch_add(run->size() - 1);
-  up->set_lazy_ack(p.lazy);
+  up.set_lazy_ack(p.lazy);
   awaiting_ack_.emplace(id, std::move(p));
-  stream_->SendTracked(id, std::shared_ptr<const v1::AgentUp>(arena, up));
+  stream_->Send(id, std::move(up), Delivery::kTracked);
   run->clear();
 }
 

@@ -66,7 +66,6 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/psync/v1/coordinator.grpc.pb.h"
 #include "serve/job_rank_map.h"
-#include "wire/arena_message.h"
 
 namespace psync::agent {
 
@@ -102,15 +101,9 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
 
   // A downstream agent's stream opened (starts the upstream stream on first use).
   void Connect(const std::shared_ptr<RelayedAgent>& agent) ABSL_LOCKS_EXCLUDED(mu_);
-  // What a downstream stream reads each AgentUp into: parsed on an arena of its own, so that a
-  // batch costs a block or two of memory instead of an allocation per entry.
-  using ReadBuffer = wire::ArenaMessage<v1::AgentUp>;
-  // An empty ReadBuffer for a downstream stream's next read.
-  std::unique_ptr<ReadBuffer> NewReadBuffer() ABSL_LOCKS_EXCLUDED(mu_);
-  // One AgentUp read from `agent`'s stream into **read. A batch queued whole keeps its buffer
-  // until it goes up; *read is then replaced. Either way *read comes back empty, ready for the
-  // next read.
-  void Receive(const std::shared_ptr<RelayedAgent>& agent, std::unique_ptr<ReadBuffer>* read)
+  // One AgentUp read from `agent`'s stream. Its batch may be moved out (*up is reused for the next
+  // read).
+  void Receive(const std::shared_ptr<RelayedAgent>& agent, v1::AgentUp* up)
       ABSL_LOCKS_EXCLUDED(mu_);
   // `agent`'s stream ended: its ranks are detached upstream. Idempotent.
   void Disconnect(RelayedAgent* agent) ABSL_LOCKS_EXCLUDED(mu_);
@@ -139,12 +132,11 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   struct Queued {
     enum class Kind { kAttach, kDetach, kBatch };
     Kind kind = Kind::kBatch;
-    uint64_t handle = 0;  // kAttach
-    v1::AgentUp up;       // kDetach, and kBatch when not in `read` (request id set when written)
-    std::unique_ptr<ReadBuffer> read;  // kBatch: the buffer it was read into, when queued whole
-    bool mergeable = false;            // kBatch: well formed, may share an AgentBatch with others
-    size_t bytes = 0;                  // kBatch: the batch's size
-    absl::Time at;                     // kBatch: when it arrived
+    uint64_t handle = 0;     // kAttach
+    v1::AgentUp up;          // kDetach, kBatch (request id set when written)
+    bool mergeable = false;  // kBatch: well formed, may share an AgentBatch with others
+    size_t bytes = 0;        // kBatch: the batch's size
+    absl::Time at;           // kBatch: when it arrived
     // kBatch: whose it is.
     struct Part {
       std::weak_ptr<RelayedAgent> agent;
@@ -156,9 +148,6 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
       std::vector<v1::MessageStatus> refused;  // the agent's messages the relay refused
     };
     Part part;
-    const v1::AgentBatch& batch() const {
-      return read != nullptr ? read->get()->batch() : up.batch();
-    }
   };
   // A written AgentUp waiting for its AgentAck.
   struct AwaitingAck {
@@ -193,10 +182,8 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   void ReceiveDetach(RelayedAgent* agent, const v1::AgentDetach& detach)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues the batch up; false when none of its messages may go up: *answer_now is its answer.
-  bool ReceiveBatch(const std::shared_ptr<RelayedAgent>& agent, std::unique_ptr<ReadBuffer>* read,
+  bool ReceiveBatch(const std::shared_ptr<RelayedAgent>& agent, v1::AgentUp* up,
                     v1::AgentAck* answer_now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A buffer whose batch went up: emptied and kept for a later read (up to kSpareReadBuffers).
-  void RecycleLocked(std::unique_ptr<ReadBuffer> read) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forgets an attachment; queues its upstream detach when it was written.
   void ForgetLocked(uint64_t handle, bool detach_upstream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::AgentUp AttachUpLocked(uint64_t handle, Attachment& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -235,10 +222,6 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   // Upstream attach request id (current stream) -> handle.
   absl::flat_hash_map<uint64_t, uint64_t> by_upstream_id_ ABSL_GUARDED_BY(mu_);
   std::deque<Queued> queue_ ABSL_GUARDED_BY(mu_);
-  // Emptied read buffers (their first block kept) for the downstream streams' next reads.
-  static constexpr size_t kSpareReadBuffers = 64;
-  static constexpr size_t kReadBufferBlock = 4096;  // a node's batch of a few dozen entries
-  std::vector<std::unique_ptr<ReadBuffer>> spare_reads_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, AwaitingAck> awaiting_ack_ ABSL_GUARDED_BY(mu_);
 
   // Writes the agents' shares; destroyed after stream_, whose reader hands them over.

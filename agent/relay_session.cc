@@ -16,7 +16,7 @@ class RelaySession final : public grpc::ServerBidiReactor<v1::AgentUp, v1::Agent
         agent_(std::make_shared<RelayedAgent>(this, hub->counters().down_wait_agents,
                                               hub->counters().down_write_agents)) {
     hub_->Connect(agent_);
-    StartRead(read_->get());
+    StartRead(&up_);
   }
 
   void OnReadDone(bool ok) override {
@@ -25,8 +25,8 @@ class RelaySession final : public grpc::ServerBidiReactor<v1::AgentUp, v1::Agent
       agent_->writer().Close(grpc::Status::OK);
       return;
     }
-    hub_->Receive(agent_, &read_);
-    StartRead(read_->get());
+    hub_->Receive(agent_, &up_);
+    StartRead(&up_);
   }
 
   void OnWriteDone(bool ok) override { agent_->writer().WriteDone(ok); }
@@ -47,8 +47,7 @@ class RelaySession final : public grpc::ServerBidiReactor<v1::AgentUp, v1::Agent
   const CallsInFlight::Token call_;
   RelayHub* const hub_;
   const std::shared_ptr<RelayedAgent> agent_;
-  // Touched by the read reactions only, one at a time; replaced when the hub keeps a batch in it.
-  std::unique_ptr<RelayHub::ReadBuffer> read_ = hub_->NewReadBuffer();
+  v1::AgentUp up_;  // touched by the read reactions only, one at a time
 };
 
 }  // namespace

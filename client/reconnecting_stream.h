@@ -20,10 +20,9 @@
 // nothing to write it calls protocol->Produce() (e.g. to merge queued check-ins once a flush
 // window elapsed).
 //
-// Messages. Send(id, up, kTracked) (or SendTracked, for a message already shared) keeps `up` until
-// Acknowledge(id) or Abandon(id): it is written on the current stream and on every later one. kOnce
-// messages are written on the current stream only (dropped if it breaks first). Ids must rise with
-// every Send (request ids do).
+// Messages. Send(id, up, kTracked) keeps `up` until Acknowledge(id) or Abandon(id): it is written
+// on the current stream and on every later one. kOnce messages are written on the current stream
+// only (dropped if it breaks first). Ids must rise with every Send (request ids do).
 //
 // Thread-safety: all public methods are thread-safe. Protocol callbacks run on the stream's own
 // threads (Prepare, OnOpen, OnRead, OnClosed on the reader thread; Produce and OnWrite on the
@@ -180,13 +179,6 @@ class ReconnectingStream {
     } else {
       outgoing_.push_back({id, false, false, std::move(up)});
     }
-  }
-  // Queues `up` tracked (Delivery::kTracked) as it is shared: e.g. a message on an arena that the
-  // pointer keeps alive (its aliasing constructor). Never changed in place afterwards.
-  void SendTracked(uint64_t id, std::shared_ptr<const Up> up) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    tracked_.emplace(id, Tracked{std::move(up), 0});
-    outgoing_.push_back({id, true, false, Up()});
   }
   // `id` was answered: it is not written again. False if it was not tracked (or already settled).
   bool Acknowledge(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_) {

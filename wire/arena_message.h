@@ -2,7 +2,7 @@
 // arena that is reset between messages, so that parsing a message with many repeated fields and
 // strings costs one or two block allocations instead of one allocation per field. The arena's
 // first block is owned here and kept across resets, so a message that fits in it (kInitialBlock
-// bytes, or the size given) costs no allocation at all.
+// bytes) costs no allocation at all.
 //
 // Thread-safety: none; one reader at a time (a reactor's read reactions). Owns the message.
 #ifndef PSYNC_WIRE_ARENA_MESSAGE_H_
@@ -20,9 +20,9 @@ class ArenaMessage {
  public:
   static constexpr size_t kInitialBlock = 2048;
 
-  explicit ArenaMessage(size_t initial_block = kInitialBlock)
-      : initial_block_(new char[initial_block]),
-        arena_(Options(initial_block_.get(), initial_block)),
+  ArenaMessage()
+      : initial_block_(new char[kInitialBlock]),
+        arena_(Options(initial_block_.get())),
         message_(google::protobuf::Arena::CreateMessage<Message>(&arena_)) {}
   ArenaMessage(const ArenaMessage&) = delete;
   ArenaMessage& operator=(const ArenaMessage&) = delete;
@@ -40,10 +40,10 @@ class ArenaMessage {
   }
 
  private:
-  static google::protobuf::ArenaOptions Options(char* block, size_t size) {
+  static google::protobuf::ArenaOptions Options(char* block) {
     google::protobuf::ArenaOptions options;
     options.initial_block = block;
-    options.initial_block_size = size;
+    options.initial_block_size = kInitialBlock;
     return options;
   }
 

@@ -307,8 +307,7 @@ v1::AgentBatch SimCoordinator::MergeAsAgents(const std::string& job, uint64_t ge
       order->push_back(i);
       inputs.push_back({held[i].rank, &held[i].up});
     }
-    agent::AppendBatchCopy(agent::MergeMessages(job, generation, inputs),
-                           &batch);  // a relay's join
+    agent::AppendBatch(agent::MergeMessages(job, generation, inputs), &batch);
   }
   return batch;
 }
