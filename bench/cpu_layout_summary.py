@@ -15,6 +15,10 @@ def nodes_steps(r):
     return r["ranks"] / r["ranks_per_node"] * (r["steps"] + r["warmup_steps"])
 
 
+def load_cores(r):
+    return r["bench_cpu_s"] / r["measured_s"]
+
+
 COLUMNS = [
     # name, how to read it from a run (ms or cores)
     ("last p50", lambda r: r["release_latency"]["p50_us"] / 1e3),
@@ -31,9 +35,9 @@ COLUMNS = [
     ("coord cores", lambda r: r["coordinator"]["cpu_fraction"]),
     ("relays cores", lambda r: r["relays"]["cpu_fraction"]),
     ("relay max", lambda r: r["relays"]["cpu_fraction_max"]),
-    ("load cores", lambda r: r["bench_cpu_s"] / r["measured_s"]),
-    ("all cores", lambda r: r["coordinator"]["cpu_fraction"] + r["relays"]["cpu_fraction"] +
-     r["bench_cpu_s"] / r["measured_s"]),
+    ("load cores", load_cores),
+    ("all cores",
+     lambda r: r["coordinator"]["cpu_fraction"] + r["relays"]["cpu_fraction"] + load_cores(r)),
     # AgentSession messages a node sent and read per step, over the whole run (warm-up and
     # attaches included): the relays' and the load generator's work
     ("up/node-step", lambda r: r["messages_up"] / nodes_steps(r)),
