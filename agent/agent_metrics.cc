@@ -63,9 +63,6 @@ const CounterSpec kCounters[] = {
      "Messages of downstream agents the relay refused itself."},
     {"relay_notices", &AgentStats::relay_notices,
      "AgentNotice entries written down to downstream agents."},
-    {"relay_merged_shares", &AgentStats::relay_merged_shares,
-     "Shares for a downstream agent that went down with an earlier one, staged while it waited "
-     "for its fan-out thread."},
 };
 
 }  // namespace

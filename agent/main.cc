@@ -107,8 +107,7 @@ int main(int argc, char** argv) {
     std::cerr << "psync-agent: relayed " << s.relayed_attaches << " attaches and "
               << s.relayed_batches << " batches of other agents (" << s.relay_merged_batches
               << " merged into another's, " << s.relay_refused << " messages refused), "
-              << s.relay_notices << " notice entries down to them, " << s.relay_merged_shares
-              << " shares merged into an earlier one's\n";
+              << s.relay_notices << " notice entries down to them\n";
   }
   return 0;
 }

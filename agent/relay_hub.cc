@@ -104,23 +104,12 @@ void RelayHub::Receive(const std::shared_ptr<RelayedAgent>& agent, v1::AgentUp* 
   }
   if (answer_now) {
     std::vector<FanoutPool::Task> task;
-    Stage(agent,
-          {[answer = std::move(answer)](serve::AgentDownQueue& q) mutable {
-             q.AddAck(std::move(answer));
-           },
-           nullptr},
-          &task);
+    task.push_back({agent.get(), [agent, answer = std::move(answer)]() mutable {
+                      agent->writer().Add(
+                          [&](serve::AgentDownQueue& q) { q.AddAck(std::move(answer)); });
+                    }});
     fanout_.Run(std::move(task));
   }
-}
-
-void RelayHub::Stage(const std::shared_ptr<RelayedAgent>& agent, RelayedAgent::Staged::Add add,
-                     std::vector<FanoutPool::Task>* tasks) {
-  if (!agent->Stage(std::move(add))) return;  // a drain is due: this share goes with it
-  tasks->push_back({agent.get(), [agent, counters = counters_] {
-                      const size_t added = agent->Drain();
-                      if (added > 1) counters->relay_merged_shares.fetch_add(added - 1);
-                    }});
 }
 
 void RelayHub::ReceiveAttach(const std::shared_ptr<RelayedAgent>& agent, uint64_t request_id,
@@ -559,9 +548,8 @@ void RelayHub::OnRead(const v1::AgentDown& down) {
       ForgetLocked(handle, /*detach_upstream=*/false);
     }
   }
-  // Each agent's share in one queue operation (with whatever else is staged for it then): it
-  // leaves in as few messages as the queue allows. The fan-out is timed from the read to the last
-  // share queued (on whichever thread that is).
+  // Each agent's share in one queue operation: it leaves in as few messages as the queue allows.
+  // The fan-out is timed from the read to the last share queued (on whichever thread that is).
   metrics::Histogram* const timed = counters_->fanout_agents;
   metrics::Histogram* const aged = counters_->directive_age_queued_to_agent;
   if (order.empty()) {
@@ -574,37 +562,39 @@ void RelayHub::OnRead(const v1::AgentDown& down) {
   for (RelayedAgent* key : order) {
     auto delivery = std::make_shared<AgentShare>(std::move(deliveries.at(key)));
     counters_->relay_notices.fetch_add(delivery->notices.size());
-    // Staged in the agent it names: the share must not hold the agent too.
-    const std::shared_ptr<RelayedAgent> agent = std::move(delivery->agent);
-    Stage(agent,
-          {[delivery](serve::AgentDownQueue& q) { ApplyShare(*delivery, q); },
-           [delivery, left, timed, aged, read_at] {
-             if (aged != nullptr) {
-               const absl::Time queued_at = absl::Now();
-               for (const v1::AgentNotice& n : delivery->notices) {
-                 ObserveDirectiveAge(aged, n.notice(), queued_at);
-               }
-             }
-             if (left->fetch_sub(1) == 1) AgentCounters::Observe(timed, absl::Now() - read_at);
-           }},
-          &tasks);
+    tasks.push_back({key, [delivery, left, timed, aged, read_at] {
+                       WriteShare(*delivery);
+                       if (aged != nullptr) {
+                         const absl::Time queued_at = absl::Now();
+                         for (const v1::AgentNotice& n : delivery->notices) {
+                           ObserveDirectiveAge(aged, n.notice(), queued_at);
+                         }
+                       }
+                       if (left->fetch_sub(1) == 1) {
+                         AgentCounters::Observe(timed, absl::Now() - read_at);
+                       }
+                     }});
   }
   fanout_.Run(std::move(tasks));
 }
 
-void RelayHub::ApplyShare(AgentShare& delivery, serve::AgentDownQueue& q) {
-  for (auto& [lazy, ack] : delivery.answers) {
-    if (lazy) {
-      q.AckLater(ack.request_id());
-    } else {
-      q.AddAck(std::move(ack));
+void RelayHub::WriteShare(AgentShare& delivery) {
+  delivery.agent->writer().Add([&](serve::AgentDownQueue& q) {
+    for (auto& [lazy, ack] : delivery.answers) {
+      if (lazy) {
+        q.AckLater(ack.request_id());
+      } else {
+        q.AddAck(std::move(ack));
+      }
     }
-  }
-  for (v1::AgentNotice& n : delivery.notices) {
-    const std::string key = serve::AgentDownQueue::NoticeKey(n.job_id(), n.notice());
-    q.AddNotice(n.job_id(), absl::MakeConstSpan(n.ranks().data(), n.ranks_size()), n.notice(), key);
-  }
-  for (v1::AgentRankClosed& c : delivery.closed) q.AddClosed(std::move(c));
+    for (v1::AgentNotice& n : delivery.notices) {
+      const std::string key = serve::AgentDownQueue::NoticeKey(n.job_id(), n.notice());
+      q.AddNotice(n.job_id(), absl::MakeConstSpan(n.ranks().data(), n.ranks_size()), n.notice(),
+                  key);
+    }
+    for (v1::AgentRankClosed& c : delivery.closed) q.AddClosed(std::move(c));
+    q.FlushLazyAcks();
+  });
 }
 
 }  // namespace psync::agent

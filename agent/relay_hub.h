@@ -24,12 +24,10 @@
 //  * anything else: INVALID_ARGUMENT, as the coordinator answers it.
 // Down: the coordinator's answers (in request order), then its notices, split by downstream agent
 // (one AgentNotice per agent for what was one for the relay), then its closures
-// (AgentRankClosed, under the agent's attach id), each agent's share staged for it and added to its
-// queue on one of options.fanout_threads (so that a release's writes to many agents go out side by
-// side); shares staged while the agent's earlier one still waits for its thread are added with it,
-// in one message where the queue allows (agent/staged_adds.h). Every answer the relay gives an
-// agent of its own is staged the same way, so an agent gets its shares and answers in the order the
-// hub made them.
+// (AgentRankClosed, under the agent's attach id), each agent's share added to its queue at once,
+// on one of options.fanout_threads (so that a release's writes to many agents go out side by
+// side); every answer the relay gives an agent of its own goes through the same thread, so an
+// agent gets its shares and answers in the order the hub made them.
 //
 // Failures. The stream to the coordinator reconnects with backoff (client/reconnecting_stream.h,
 // as a node agent's own Upstream): every attach is sent again, then every batch not answered
@@ -196,12 +194,8 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   void AnswerPartsLocked(const AwaitingAck& batch, const v1::AgentAck* ack,
                          absl::flat_hash_map<RelayedAgent*, AgentShare>* deliveries,
                          std::vector<RelayedAgent*>* order) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Adds one agent's share to its queue (on a fan-out thread, in the agent's drain).
-  static void ApplyShare(AgentShare& share, serve::AgentDownQueue& q);
-  // Stages `add` for `agent`; when that arranges a drain, appends the drain to `tasks` (for
-  // fanout_.Run).
-  void Stage(const std::shared_ptr<RelayedAgent>& agent, RelayedAgent::Staged::Add add,
-             std::vector<FanoutPool::Task>* tasks);
+  // Adds one agent's share to its queue (on a fan-out thread).
+  static void WriteShare(AgentShare& share);
   // Where `agent`'s share of the upstream message being handled goes.
   static AgentShare& ShareFor(absl::flat_hash_map<RelayedAgent*, AgentShare>* deliveries,
                               std::vector<RelayedAgent*>* order,

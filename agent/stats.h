@@ -62,10 +62,6 @@ struct AgentStats {
   uint64_t relay_merged_batches = 0;  // of those, how many went up inside another's AgentBatch
   uint64_t relay_refused = 0;
   uint64_t relay_notices = 0;
-  // Shares of coordinator messages (or the relay's own answers) that went down to an agent in
-  // the same queue operation as an earlier one, staged while that one waited for its fan-out
-  // thread (agent/staged_adds.h).
-  uint64_t relay_merged_shares = 0;
 };
 
 class AgentCounters {
@@ -99,7 +95,6 @@ class AgentCounters {
   std::atomic<uint64_t> relay_merged_batches{0};
   std::atomic<uint64_t> relay_refused{0};
   std::atomic<uint64_t> relay_notices{0};
-  std::atomic<uint64_t> relay_merged_shares{0};
 
   // How long messages wait in the agent (agent/agent_metrics.h says what each one times). Set
   // once, before anything is observed, by AgentMetrics::Create; null where no one did (the
@@ -167,7 +162,6 @@ class AgentCounters {
     s.relay_merged_batches = relay_merged_batches.load();
     s.relay_refused = relay_refused.load();
     s.relay_notices = relay_notices.load();
-    s.relay_merged_shares = relay_merged_shares.load();
     return s;
   }
 };
