@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <queue>
 #include <random>
@@ -47,7 +48,8 @@ class NodeStream final : public grpc::ClientBidiReactor<v1::AgentUp, v1::AgentDo
         count_(count),
         stub_(stub),
         rank_step_(count, 0),
-        held_(count, 0) {}
+        held_(count, 0),
+        dones_held_(count, 0) {}
 
   // Attaches every rank of the node with its Join answer and starts the call.
   void Start(const std::vector<v1::JoinResponse>& joined);
@@ -63,7 +65,7 @@ class NodeStream final : public grpc::ClientBidiReactor<v1::AgentUp, v1::AgentDo
   void Close(bool cancel) ABSL_LOCKS_EXCLUDED(mu_);
   bool Answered() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    return acked_ == sent_;
+    return acked_ == sent_ && sync_dones_.empty();
   }
 
   void OnWriteDone(bool ok) override;
@@ -107,8 +109,15 @@ class NodeStream final : public grpc::ClientBidiReactor<v1::AgentUp, v1::AgentDo
   std::vector<uint64_t> due_step_ ABSL_GUARDED_BY(mu_);   // step of due_[i]
   std::vector<uint64_t> rank_step_ ABSL_GUARDED_BY(mu_);  // step each rank is staging
   std::vector<uint32_t> held_ ABSL_GUARDED_BY(mu_);       // directives of rank_step_ held, per rank
-  std::vector<std::pair<uint32_t, v1::SyncDone>> sync_dones_ ABSL_GUARDED_BY(mu_);
-  bool pump_after_write_ ABSL_GUARDED_BY(mu_) = false;  // a flush came while writing
+  // SyncDones not sent yet, in the order their directives were read (so by due time).
+  struct DueSyncDone {
+    uint32_t local = 0;
+    v1::SyncDone done;
+    int64_t due_ns = 0;
+  };
+  std::deque<DueSyncDone> sync_dones_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint32_t> dones_held_ ABSL_GUARDED_BY(mu_);  // per rank: its entries in sync_dones_
+  bool pump_after_write_ ABSL_GUARDED_BY(mu_) = false;     // a flush came while writing
 };
 
 class NodeDriver {
@@ -259,13 +268,17 @@ void NodeStream::Pump(int64_t now) {
       pump_after_write_ = true;
       return;
     }
-    if (sync_dones_.empty() && (due_.empty() || due_.front().due_ns > now)) return;  // nothing due
+    const bool done_due = !sync_dones_.empty() && sync_dones_.front().due_ns <= now;
+    if (!done_due && (due_.empty() || due_.front().due_ns > now)) return;  // nothing due
     v1::AgentUp up;
     v1::AgentBatch* batch = up.mutable_batch();
     // SyncDones first: they move their ranks to the next step before its check-ins. Equal ones
     // share an entry, as psync-agent sends them (--merge_sync_dones).
     absl::flat_hash_map<std::string, v1::MergedSyncDone*> equal_done;
-    for (auto& [local, done] : sync_dones_) {
+    for (; !sync_dones_.empty() && sync_dones_.front().due_ns <= now; sync_dones_.pop_front()) {
+      const uint32_t local = sync_dones_.front().local;
+      v1::SyncDone& done = sync_dones_.front().done;
+      --dones_held_[local];
       const uint32_t message = static_cast<uint32_t>(batch->ranks_size());
       batch->add_ranks(first_rank_ + local);
       if (!driver_->options().merge_sync_dones) {
@@ -281,7 +294,6 @@ void NodeStream::Pump(int64_t now) {
       }
       entry->add_messages(message);
     }
-    sync_dones_.clear();
     // Due check-ins of ranks that are at their step, merged per (step, chunk, optimizer). due_ is
     // sorted by time (steps do not overlap: spread < step_period).
     absl::flat_hash_map<std::pair<uint64_t, uint32_t>, v1::MergedStaged*> merged;
@@ -290,7 +302,8 @@ void NodeStream::Pump(int64_t now) {
     for (; i < due_.size() && due_[i].due_ns <= now; ++i) {
       const DueCheckin& d = due_[i];
       const uint64_t step = due_step_[i];
-      if (rank_step_[d.local] != step) {  // the rank still waits for directives of its step
+      // The rank still waits for directives of its step, or its SyncDones of the step before.
+      if (rank_step_[d.local] != step || dones_held_[d.local] > 0) {
         due_[kept] = d;
         due_step_[kept] = step;
         ++kept;
@@ -442,6 +455,10 @@ void NodeStream::HandleDown(const v1::AgentDown& down, int64_t now) {
         continue;
     }
     const v1::SyncDirective& d = n.notice().directive();
+    // Without a delay a SyncDone goes in the next batch, whatever time that batch's pump read.
+    const absl::Duration delay = driver_->options().sync_done_delay;
+    const int64_t done_due_ns = delay > absl::ZeroDuration() ? now + absl::ToInt64Nanoseconds(delay)
+                                                             : std::numeric_limits<int64_t>::min();
     const uint64_t recorded_steps = driver_->options().warmup_steps + driver_->options().steps;
     // The held step (NodeOptions::withhold) is answered but not recorded.
     const bool held_step = driver_->options().withhold && d.step() == recorded_steps;
@@ -467,7 +484,8 @@ void NodeStream::HandleDown(const v1::AgentDown& down, int64_t now) {
       }
       ++held_[local];
       if (r != nullptr) r->ranks_released.fetch_add(1);
-      sync_dones_.emplace_back(local, SyncDoneFor(w, rank, d.step(), d.chunk()));
+      sync_dones_.push_back({local, SyncDoneFor(w, rank, d.step(), d.chunk()), done_due_ns});
+      ++dones_held_[local];
       if (held_[local] == w.chunks) {
         held_[local] = 0;
         ++rank_step_[local];

@@ -11,8 +11,10 @@
 // last local check-in of a (step, chunk) becomes due, each node sends what became due as one
 // AgentBatch: SyncDones first, then check-ins merged per (step, chunk, optimizer) into one entry
 // naming every message that carries it; while a node's previous write is in flight it keeps
-// collecting (as the agent's writer does). A rank's check-ins of step s+1 wait until its node holds
-// the rank's directives of step s. Warmup steps run first; the measured steps start once every
+// collecting (as the agent's writer does). A rank's SyncDone of a chunk is due `sync_done_delay`
+// after its node read the chunk's directive (the param sync's own time; zero: at once). A rank's
+// check-ins of step s+1 wait until its node holds the rank's directives of step s and has sent its
+// SyncDones of step s. Warmup steps run first; the measured steps start once every
 // warmup release reached every rank.
 //
 // Release latency of a (step, chunk): the last check-in handed by its rank to its node (its due
@@ -62,6 +64,11 @@ struct NodeOptions {
   // Equal SyncDones of a batch share an AgentBatch.merged_sync_dones entry, as psync-agent sends
   // them; false: one IndexedSyncDone each (psync-agent --merge_sync_dones=false).
   bool merge_sync_dones = true;
+  // How long a rank's param sync takes: its SyncDone of a chunk is due this long after its node
+  // read the chunk's directive, and goes in the node's next batch after that. Zero: the next batch.
+  // Keep it under step_period - spread: a rank's next check-ins wait for its SyncDones, and their
+  // latency counts from when they were due.
+  absl::Duration sync_done_delay = absl::ZeroDuration();
   uint32_t join_concurrency = 64;
   // Threads that build and start the nodes' batches (node n on thread n % pump_threads), so that
   // the simulation keeps its own schedule: DriverResult::pump_lag_ns says how late it ran.

@@ -154,6 +154,10 @@ ABSL_FLAG(bool, node_merge_sync_dones, true,
 ABSL_FLAG(bool, node_flush_on_complete, true,
           "with --simulated_nodes: a node also sends at once when a check-in completes a chunk's "
           "step on the node (as psync-agent does), instead of waiting for the next tick");
+ABSL_FLAG(int64_t, node_sync_done_delay_us, 0,
+          "with --simulated_nodes: how long a rank's param sync takes: its SyncDone of a chunk "
+          "is due this long after its node read the chunk's directive (0: in the node's next "
+          "batch)");
 ABSL_FLAG(std::vector<std::string>, slow_nodes, {},
           "with --simulated_nodes: nodes (0, 1, ...) whose check-ins come --slow_by_us later in "
           "every step (stragglers)");
@@ -229,6 +233,9 @@ absl::Status CheckSimulatedNodeFlags() {
   }
   if (absl::GetFlag(FLAGS_node_tick_us) <= 0) {
     return absl::InvalidArgumentError("--node_tick_us must be positive");
+  }
+  if (absl::GetFlag(FLAGS_node_sync_done_delay_us) < 0) {
+    return absl::InvalidArgumentError("--node_sync_done_delay_us must not be negative");
   }
   return absl::OkStatus();
 }
@@ -534,6 +541,7 @@ absl::StatusOr<NodeOptions> NodeOptionsFromFlags(const DriverOptions& o) {
   n.tick = absl::Microseconds(absl::GetFlag(FLAGS_node_tick_us));
   n.flush_on_complete = absl::GetFlag(FLAGS_node_flush_on_complete);
   n.merge_sync_dones = absl::GetFlag(FLAGS_node_merge_sync_dones);
+  n.sync_done_delay = absl::Microseconds(absl::GetFlag(FLAGS_node_sync_done_delay_us));
   n.lazy_acks = o.lazy_acks;
   n.join_concurrency = o.join_concurrency;
   n.pump_threads = absl::GetFlag(FLAGS_pump_threads);
@@ -756,6 +764,8 @@ absl::StatusOr<std::string> RunOnce(const RunConfig& run, int index,
       ranks_per_node > 0 && absl::GetFlag(FLAGS_node_flush_on_complete) ? "true" : "false",
       ",\"node_merge_sync_dones\":",
       ranks_per_node > 0 && absl::GetFlag(FLAGS_node_merge_sync_dones) ? "true" : "false",
+      ",\"node_sync_done_delay_us\":",
+      ranks_per_node > 0 ? absl::GetFlag(FLAGS_node_sync_done_delay_us) : 0,
       ",\"ok\":", ok ? "true" : "false", ",\"release_latency\":", latency.Json(),
       ",\"release_first_latency\":", first_latency.Json(),
       r->pump_lag_ns.empty() ? ""

@@ -76,6 +76,10 @@ expect '"ranks_per_node":4,'
 # The same nodes spread over 2 processes (node n in process n % 2): one job, the merged counts
 # exact.
 run_nodes --node_processes=2
+# Param syncs of 20 ms (each SyncDone 20 ms after its directive; the next step's check-ins of a
+# rank wait for its SyncDones): the same exact counts.
+run_nodes --node_sync_done_delay_us=20000
+expect '"node_sync_done_delay_us":20000,'
 # --cpus sizes gRPC's pools in psync-bench's node processes, and not in the coordinator it starts.
 cpus_logs=$tmp/cpus
 mkdir -p "$cpus_logs"
@@ -126,4 +130,9 @@ if out=$("$bench" --coordinator="$coordinator" --simulated_nodes=4 --ranks=8 --f
   echo "FAIL: --simulated_nodes without --step_period_ms must fail"; exit 1
 fi
 grep -q "needs --step_period_ms > 0" <<<"$out" || { echo "FAIL: $out"; exit 1; }
+if out=$("$bench" --coordinator="$coordinator" --simulated_nodes=4 --ranks=8 --floor=false \
+    --step_period_ms=50 --node_sync_done_delay_us=-1 --json --log_dir="$tmp" 2>&1); then
+  echo "FAIL: a negative --node_sync_done_delay_us must fail"; exit 1
+fi
+grep -q -- "--node_sync_done_delay_us must not be negative" <<<"$out" || { echo "FAIL: $out"; exit 1; }
 echo "PASS"

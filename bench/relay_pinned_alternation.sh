@@ -8,10 +8,11 @@
 # order, then in reverse, and so on. Appends psync-bench's JSON lines (labelled with the arm's name)
 # to OUT_DIR/relay-pinned.jsonl and prints each arm's medians (bench/relay_pinned_summary.py).
 #   [ROUNDS=n] [SPREAD_US=us] bench/relay_pinned_alternation.sh OUT_DIR ARM...
-# ARM is name:BIN_DIR[:relay_flags], relay_flags comma-separated (e.g. --relay_fanout_threads=1);
-# BIN_DIR holds psync-bench, psync-coordinator and psync-agent. Needs CPUs 0 and 1.
+# ARM is name:BIN_DIR[:relay_flags[:bench_flags]], each list of flags comma-separated (e.g.
+# --relay_fanout_threads=1 for the relay, --node_sync_done_delay_us=50000 for psync-bench); BIN_DIR
+# holds psync-bench, psync-coordinator and psync-agent. Needs CPUs 0 and 1.
 set -u
-if [ $# -lt 2 ]; then sed -n 2,13p "$0" >&2; exit 2; fi
+if [ $# -lt 2 ]; then sed -n 2,14p "$0" >&2; exit 2; fi
 out=$1
 shift
 mkdir -p "$out"
@@ -26,7 +27,7 @@ for round in $(seq 1 "${ROUNDS:-4}"); do
     for ((i = ${#arms[@]} - 1; i >= 0; i--)); do order+=("${arms[$i]}"); done
   fi
   for arm in "${order[@]}"; do
-    IFS=: read -r name dir relay_flags <<<"$arm"
+    IFS=: read -r name dir relay_flags bench_flags <<<"$arm"
     bin=$(cd "$dir" && pwd)
     LD_LIBRARY_PATH=$bin/../lib:${LD_LIBRARY_PATH:-} timeout 120 taskset -c 0 "$bin/psync-bench" \
       --coordinator="$bin/psync-coordinator" --agent_binary="$bin/psync-agent" --relays=1 \
@@ -34,7 +35,8 @@ for round in $(seq 1 "${ROUNDS:-4}"); do
       "--relay_args=--target={coordinator} --listen=127.0.0.1:0 --port_file={port_file} --cpus=1 ${relay_flags//,/ }" \
       --ranks=1024 "${RELAY_WORKLOAD[@]}" --spread_us="${SPREAD_US:-100000}" --steps=12 \
       --warmup_steps=1 --step_period_ms=500 --pump_threads=1 --node_processes=1 --cpus=1 \
-      --hop_times --agent_metrics --label="$name" --json >>"$out/relay-pinned.jsonl" \
+      --hop_times --agent_metrics --label="$name" --json ${bench_flags//,/ } \
+      >>"$out/relay-pinned.jsonl" \
       2>>"$out/relay-pinned.err"
     echo "$name rc=$?"
   done
