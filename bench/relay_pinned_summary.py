@@ -8,6 +8,8 @@ import json
 import statistics
 import sys
 
+from cpu_layout_summary import nodes_steps
+
 ROWS = [
     # (label, unit, value of one run)
     ("relay CPU a check-in", "us", lambda r, n: r["relays"]["cpu_s_per_1m_checkins"]),
@@ -34,7 +36,7 @@ def main(path):
         clean = all(r["ok"] and r["duplicate_directives"] == 0 for r in rs)
         print(f"{arm}: {len(rs)} runs, {'exactly once' if clean else 'NOT exactly once'}")
         for label, unit, value in ROWS:
-            xs = [value(r, r["ranks"] // 8 * (r["steps"] + r["warmup_steps"])) for r in rs]
+            xs = [value(r, nodes_steps(r)) for r in rs]
             each = " ".join(f"{x:.2f}" for x in xs)
             print(f"  {label:28s} {statistics.median(xs):8.2f} {unit:2s} [{each}]")
 
