@@ -383,6 +383,7 @@ absl::Status Client::Prepare(bool* retry) {
   {
     absl::MutexLock lock(&mu_);
     first_join = !joined_;
+    progress_.OnJoined(response.restarted_after());
   }
   if (first_join) {
     next_step_ = response.next_step();  // before attached_once_, which Connect() waits for

@@ -73,6 +73,7 @@ std::optional<psync::v1::Resume> ResumeTracker::Build(uint64_t generation) const
   psync::v1::Resume resume;
   resume.set_generation(generation);
   resume.set_step(*step_);
+  resume.set_restarted_after(restarted_after_);
   for (const auto& [chunk, optimizer] : staged_) {
     psync::v1::Staged* item = resume.add_staged();
     item->set_step(*step_);

@@ -42,6 +42,17 @@ TEST(ResumeTrackerTest, AJoinedRankAlwaysResumes) {
 
 // A directive of a later step (a chunk the rank syncs without staging in it) does not finish the
 // current step, whose SyncDone may still be unanswered; it counts once the rank reaches that step.
+// The resume names the latest aborted generation its rank's latest join was told of.
+TEST(ResumeTrackerTest, TheResumeNamesTheAbortItsRunBeganAfter) {
+  ResumeTracker tracker;
+  tracker.OnJoined(0);
+  tracker.Start(0);
+  EXPECT_EQ(tracker.Build(1)->restarted_after(), 0u);
+  tracker.OnJoined(3);
+  EXPECT_EQ(tracker.Build(4)->restarted_after(), 3u);
+  EXPECT_EQ(tracker.Build(4)->generation(), 4u);
+}
+
 TEST(ResumeTrackerTest, ADirectiveOfALaterStepWaitsForTheRankToReachIt) {
   ResumeTracker tracker;
   tracker.OnAcknowledged(Staged(7, 0, "dense"));

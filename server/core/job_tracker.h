@@ -64,6 +64,9 @@ struct JoinResult {
   Step next_step = 0;
   bool reconnect = false;  // same incarnation joined again
   bool resumed = false;    // the plan's resume was applied (see RankPlan::resume)
+  // The latest generation the tracker knows was aborted (its own aborts, or learned from a resume's
+  // restarted_after): the rank's run began after it.
+  uint64_t restarted_after = 0;
 };
 
 struct ChunkSnapshot {
@@ -254,9 +257,12 @@ class JobTracker {
   absl::Status CheckNotAhead(RankId rank, absl::string_view field, Step step) const;
   std::string UnfinishedChunks(RankId rank) const;
 
-  // The new generation is the current one + 1, or `at_least` when that is higher.
+  // The new generation is the current one + 1, or `at_least` when that is higher. `stale_runs`:
+  // the current generation's runs began before an abort the caller learned of from a resume (and
+  // recorded in aborted_through_): its ranks are aborted to start over, never to re-join with their
+  // resumes.
   void StartGeneration(absl::Time now, absl::string_view reason, Decisions* out,
-                       uint64_t at_least = 0);
+                       uint64_t at_least = 0, bool stale_runs = false);
   // Records what a resuming rank re-announced (its step, check-ins and executed syncs).
   void ApplyResume(RankId rank, const ResumeState& resume, absl::Time now, Decisions* out);
   // Once the plan is complete: counts ranks past a step as having staged and synced it, releases
@@ -330,8 +336,10 @@ class JobTracker {
 
   uint64_t generation_ = 0;
   bool rebuilt_ = false;  // a resume was applied in this generation
-  // The latest generation this tracker ended by starting another (0: none), and why: a resume of
-  // it, or of an older one, comes from a rank that missed the Abort.
+  // The latest generation known aborted (0: none), and why: one this tracker ended by starting
+  // another, or one a resume names as aborted before its run began (ResumeState::restarted_after).
+  // A resume of it or an older one, or of a run that began before it, comes from a rank that missed
+  // the Abort.
   uint64_t aborted_through_ = 0;
   std::string aborted_why_;
   // Steps a resuming rank saw skipped (Resume.skipped_steps): nothing of them is released, and the

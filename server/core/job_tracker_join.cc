@@ -13,18 +13,21 @@
 namespace psync::core {
 
 void JobTracker::StartGeneration(absl::Time now, absl::string_view reason, Decisions* out,
-                                 uint64_t at_least) {
+                                 uint64_t at_least, bool stale_runs) {
   const uint64_t next = std::max(generation_ + 1, at_least);
   // A generation still forming from resumes released nothing: its ranks continue their runs by
-  // re-joining with their resumes. (Found by the deterministic simulation, seed 585.)
-  const bool rejoin = state_ == JobState::kForming && rebuilt_;
+  // re-joining with their resumes (found by the deterministic simulation, seed 585), unless those
+  // runs began before an abort (stale_runs).
+  const bool rejoin = !stale_runs && state_ == JobState::kForming && rebuilt_;
   if (generation_ > 0 && state_ != JobState::kAborted) {  // aborted ranks already know
     for (RankId rank : JoinedRanks()) {
       out->Deliver(rank, AbortNotice{generation_, ranks_[rank].step,
                                      absl::StrCat(reason, "; join generation ", next), rejoin});
     }
   }
-  if (generation_ > 0 && !rejoin) {  // a renumbered forming generation's ranks resume
+  // A renumbered forming generation's ranks resume; stale runs were ended by the abort the caller
+  // recorded.
+  if (generation_ > 0 && !rejoin && !stale_runs && generation_ >= aborted_through_) {
     aborted_through_ = generation_;
     aborted_why_ = std::string(reason);
   }
@@ -63,12 +66,14 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
     // seed 459.)
     const bool resumed =
         rebuilt_ && plan.resume.has_value() && plan.resume->generation < generation_;
-    return JoinResult{generation_, existing->second.session_id, existing->second.step, true,
-                      resumed};
+    return JoinResult{
+        generation_,     existing->second.session_id, existing->second.step, true, resumed,
+        aborted_through_};
   }
 
-  // A resume of a generation this tracker itself ended (the rank missed the Abort, e.g. its
-  // connection was cut): its run cannot continue here. The rank starts again, as after the Abort.
+  // A resume of a generation known aborted (the rank missed the Abort, e.g. its connection was
+  // cut), or of a run that began before such an abort (it went on in a generation rebuilt from
+  // resumes after it): its run cannot continue here. The rank starts again, as after the Abort.
   // (Found by the deterministic simulation, seed 302 with rank restarts: such a resume merged into
   // the generation a restarted rank had opened, beside that rank's fresh run.)
   if (plan.resume.has_value() && plan.resume->generation <= aborted_through_) {
@@ -76,11 +81,32 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
         "job '", job_id_.str(), "' generation ", plan.resume->generation, " was aborted (",
         aborted_why_, "); join again without a resume, from generation ", generation_));
   }
+  if (plan.resume.has_value() && plan.resume->restarted_after < aborted_through_) {
+    return absl::AbortedError(
+        absl::StrCat("job '", job_id_.str(), "': rank ", plan.rank,
+                     "'s run began before generation ", aborted_through_, " was aborted (",
+                     aborted_why_, "; resume.restarted_after is ", plan.resume->restarted_after,
+                     "); join again without a resume, from generation ", generation_));
+  }
+  // A resume of a run that began after an abort this tracker never saw (another replica aborted a
+  // generation and lost the job, or this coordinator restarted since): every run it holds now
+  // began before that abort, which ended them. They start over; this rank's run goes on. (Found by
+  // the deterministic simulation, seed 6247 against replicas: a rank restarted, the others missed
+  // the Abort of their generation and the owner crashed; the new owner rebuilt the job from all of
+  // their resumes, and the restarted rank waited at step 2 while the others were at step 13.)
+  const bool learns_abort =
+      plan.resume.has_value() && plan.resume->restarted_after > aborted_through_;
+  const bool stale_runs = learns_abort && generation_ > 0 && state_ != JobState::kAborted;
 
   // Decide whether this join opens a new generation, then check the plan against it without
   // changing anything until the plan merges.
   std::string new_generation_reason;
-  if (generation_ == 0) {
+  if (stale_runs) {
+    new_generation_reason =
+        absl::StrCat("rank ", plan.rank, " resumes a run that began after generation ",
+                     plan.resume->restarted_after, " was aborted; the runs of generation ",
+                     generation_, " began before it and start over");
+  } else if (generation_ == 0) {
     new_generation_reason = "first join";
   } else if (state_ == JobState::kAborted) {
     new_generation_reason =
@@ -105,10 +131,14 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
   } else {
     JobPlan trial;
     if (auto s = trial.Merge(plan); !s.ok()) return s;
+    if (learns_abort) {
+      aborted_through_ = plan.resume->restarted_after;
+      aborted_why_ = absl::StrCat("rank ", plan.rank, "'s run began after it");
+    }
     // A coordinator that never saw the job continues the generation numbering of resuming ranks,
     // and so does one that opened a generation for fresh joiners before a resuming rank came.
     StartGeneration(now, new_generation_reason, out,
-                    plan.resume.has_value() ? plan.resume->generation + 1 : 0);
+                    plan.resume.has_value() ? plan.resume->generation + 1 : 0, stale_runs);
     plan_ = std::move(trial);
   }
 
@@ -137,8 +167,8 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
     state_ = JobState::kRunning;
     Reconcile(now, out);
   }
-  return JoinResult{generation_, state.session_id, ranks_[plan.rank].step, false,
-                    plan.resume.has_value()};
+  return JoinResult{generation_, state.session_id,        ranks_[plan.rank].step,
+                    false,       plan.resume.has_value(), aborted_through_};
 }
 
 absl::Status JobTracker::CheckGeneration(uint64_t generation) const {

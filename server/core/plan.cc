@@ -183,6 +183,12 @@ absl::Status ValidateRankPlan(const RankPlan& plan, const PlanLimits& limits) {
       return Invalid("resume.step",
                      absl::StrCat(resume.step, " is before first_step ", plan.first_step));
     }
+    // A run began after the abort of restarted_after and goes on in generations opened after it.
+    if (resume.restarted_after > 0 && resume.restarted_after >= resume.generation) {
+      return Invalid("resume.restarted_after",
+                     absl::StrCat(resume.restarted_after, " is not before resume.generation ",
+                                  resume.generation));
+    }
     for (size_t i = 0; i < resume.staged.size(); ++i) {
       const auto& [chunk, optimizer] = resume.staged[i];
       const ChunkPart* part = nullptr;

@@ -455,6 +455,117 @@ TEST(RecoveryTest, ResumeIsValidatedAgainstThePlan) {
   released.released_chunks = {0, 9};
   EXPECT_EQ(ValidateRankPlan(Plan(0, released), PlanLimits()).message(),
             "resume.released_chunks[1] chunk 9 is not a chunk of this plan");
+  ResumeState after{2, 5, {}, {}};
+  after.restarted_after = 2;
+  s = ValidateRankPlan(Plan(0, after), PlanLimits());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "resume.restarted_after 2 is not before resume.generation 2");
+  after.restarted_after = 1;
+  EXPECT_TRUE(ValidateRankPlan(Plan(0, after), PlanLimits()).ok());
+}
+
+ResumeState ResumeAfter(uint64_t generation, Step step, uint64_t restarted_after) {
+  ResumeState r{generation, step, {}, {}};
+  r.restarted_after = restarted_after;
+  return r;
+}
+
+// A join answers with the latest generation the tracker knows was aborted: 0 before any abort,
+// the aborted generation to the rank whose restart ended it and to every later joiner.
+TEST(RecoveryTest, AJoinNamesTheLatestAbortedGeneration) {
+  JobTracker tracker("j", TrackerOptions());
+  Decisions d;
+  EXPECT_EQ(tracker.Join(Plan(0, std::nullopt), kNow, &d)->restarted_after, 0u);
+  EXPECT_EQ(tracker.Join(Plan(1, std::nullopt), kNow, &d)->restarted_after, 0u);
+  RankPlan restarted = Plan(0, std::nullopt);
+  restarted.incarnation = "inc0-again";
+  auto again = tracker.Join(restarted, kNow, &d);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->generation, 2u);
+  EXPECT_EQ(again->restarted_after, 1u);
+  EXPECT_EQ(tracker.Join(Plan(1, std::nullopt), kNow, &d)->restarted_after, 1u);
+  EXPECT_EQ(tracker.Join(restarted, kNow, &d)->restarted_after, 1u);  // a reconnect
+}
+
+// Found by the deterministic simulation, seed 6247 against replicas: rank 0's process restarted
+// (its join aborted generation 1 and opened 2), rank 1 missed the Abort, and the owner crashed. The
+// new owner rebuilt generation 2 from rank 1's resume of generation 1; rank 0's resume says its
+// run began after generation 1 was aborted, so rank 1's run is ended: it gets an AbortNotice to
+// start over (not to re-join with its resume), its resume is refused from then on, and it joins
+// afresh at rank 0's step.
+TEST(RecoveryTest, AResumeOfARunAfterAnUnknownAbortEndsTheRunsRebuiltBeforeIt) {
+  JobTracker tracker("j", TrackerOptions());
+  Decisions d;
+  auto stale = tracker.Join(Plan(1, ResumeAfter(1, 13, 0)), kNow, &d);
+  ASSERT_TRUE(stale.ok()) << stale.status();
+  EXPECT_EQ(stale->generation, 2u);
+  EXPECT_TRUE(stale->resumed);
+  Decisions lifted;
+  auto r0 = tracker.Join(Plan(0, ResumeAfter(2, 0, 1)), kNow, &lifted);
+  ASSERT_TRUE(r0.ok()) << r0.status();
+  EXPECT_EQ(r0->generation, 3u);
+  EXPECT_TRUE(r0->resumed);
+  EXPECT_EQ(r0->restarted_after, 1u);
+  ASSERT_EQ(lifted.deliveries.size(), 1u);
+  EXPECT_EQ(lifted.deliveries[0].rank, 1u);
+  const auto* abort = std::get_if<AbortNotice>(lifted.deliveries[0].notice.get());
+  ASSERT_NE(abort, nullptr);
+  EXPECT_EQ(abort->generation, 2u);
+  EXPECT_FALSE(abort->rejoin);
+  EXPECT_EQ(abort->reason,
+            "rank 0 resumes a run that began after generation 1 was aborted; the runs of "
+            "generation 2 began before it and start over; join generation 3");
+  // Rank 1 missed that Abort too: its resume (of generation 2 now) is refused, changing nothing.
+  Decisions refused;
+  auto late = tracker.Join(Plan(1, ResumeAfter(2, 13, 0)), kNow, &refused);
+  ASSERT_EQ(late.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(late.status().message(),
+            "job 'j': rank 1's run began before generation 1 was aborted (rank 0's run began "
+            "after it; resume.restarted_after is 0); join again without a resume, from "
+            "generation 3");
+  EXPECT_TRUE(refused.deliveries.empty());
+  EXPECT_EQ(tracker.generation(), 3u);
+  auto fresh = tracker.Join(Plan(1, std::nullopt), kNow, &d);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ(fresh->generation, 3u);
+  EXPECT_EQ(fresh->next_step, 0u);
+  EXPECT_EQ(fresh->restarted_after, 1u);
+  EXPECT_EQ(tracker.state(), JobState::kRunning);
+}
+
+// The same resumes in the other order: the run that began after the abort comes first, and the
+// resume of the aborted generation is refused.
+TEST(RecoveryTest, AResumeOfARunBeforeALearnedAbortIsRefused) {
+  JobTracker tracker("j", TrackerOptions());
+  Decisions d;
+  auto r0 = tracker.Join(Plan(0, ResumeAfter(2, 0, 1)), kNow, &d);
+  ASSERT_TRUE(r0.ok()) << r0.status();
+  EXPECT_EQ(r0->generation, 3u);
+  EXPECT_EQ(r0->restarted_after, 1u);
+  auto late = tracker.Join(Plan(1, ResumeAfter(1, 13, 0)), kNow, &d);
+  ASSERT_EQ(late.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(std::string(late.status().message()),
+              ::testing::HasSubstr("generation 1 was aborted (rank 0's run began after it)"));
+  EXPECT_EQ(tracker.Join(Plan(1, std::nullopt), kNow, &d)->generation, 3u);
+}
+
+// Runs that all began after the same abort (every rank joined again after it) resume together
+// when the job moves: nothing is refused or aborted.
+TEST(RecoveryTest, ResumesOfRunsAfterTheSameAbortResumeTogether) {
+  JobTracker tracker("j", TrackerOptions());
+  Decisions d;
+  auto r1 = tracker.Join(Plan(1, ResumeAfter(2, 7, 1)), kNow, &d);
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  Decisions second;
+  auto r0 = tracker.Join(Plan(0, ResumeAfter(2, 7, 1)), kNow, &second);
+  ASSERT_TRUE(r0.ok()) << r0.status();
+  EXPECT_EQ(r1->generation, 3u);
+  EXPECT_EQ(r0->generation, 3u);
+  EXPECT_TRUE(r0->resumed);
+  for (const Delivery& delivery : second.deliveries) {
+    EXPECT_EQ(std::get_if<AbortNotice>(delivery.notice.get()), nullptr);
+  }
+  EXPECT_EQ(tracker.state(), JobState::kRunning);
 }
 
 }  // namespace

@@ -71,6 +71,9 @@ struct ResumeState {
   std::vector<Step> skipped_steps;
   // (step, chunk) after `step` whose directive it received (at most 64, the most recent).
   std::vector<std::pair<Step, ChunkId>> released_ahead;
+  // The latest generation known aborted when the rank's run began (JoinResult::restarted_after of
+  // its latest join; 0: none).
+  uint64_t restarted_after = 0;
 };
 
 // What one rank declares when it joins.

@@ -21,6 +21,7 @@ core::RankPlan RankPlanFromProto(const v1::JoinRequest& request) {
   if (request.has_resume()) {
     core::ResumeState resume;
     resume.generation = request.resume().generation();
+    resume.restarted_after = request.resume().restarted_after();
     resume.step = request.resume().step();
     for (const v1::Staged& staged : request.resume().staged()) {
       resume.staged.emplace_back(staged.chunk(), staged.optimizer());
@@ -49,6 +50,16 @@ core::RankPlan RankPlanFromProto(const v1::JoinRequest& request) {
     plan.chunks.push_back(std::move(part));
   }
   return plan;
+}
+
+v1::JoinResponse JoinResponseToProto(const core::JoinResult& joined) {
+  v1::JoinResponse response;
+  response.set_generation(joined.generation);
+  response.set_session_id(joined.session_id);
+  response.set_next_step(joined.next_step);
+  response.set_resumed(joined.resumed);
+  response.set_restarted_after(joined.restarted_after);
+  return response;
 }
 
 std::vector<core::StagedItem> StagedFromProto(const v1::StagedBatch& batch) {

@@ -14,6 +14,7 @@
 namespace psync::server {
 
 core::RankPlan RankPlanFromProto(const v1::JoinRequest& request);
+v1::JoinResponse JoinResponseToProto(const core::JoinResult& joined);
 // Client text in them (optimizer and group names) is cut by BoundEcho (wire_status.h): a longer
 // name is never a declared one, and what the coordinator quotes and records stays bounded.
 std::vector<core::StagedItem> StagedFromProto(const v1::StagedBatch& batch);

@@ -23,12 +23,7 @@ grpc::ServerUnaryReactor* CoordinatorService::Join(grpc::CallbackServerContext* 
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto join = [this, reactor, request, response] {
     absl::StatusOr<core::JoinResult> result = coordinator_->Join(RankPlanFromProto(*request));
-    if (result.ok()) {
-      response->set_generation(result->generation);
-      response->set_session_id(result->session_id);
-      response->set_next_step(result->next_step);
-      response->set_resumed(result->resumed);
-    }
+    if (result.ok()) *response = JoinResponseToProto(*result);
     reactor->Finish(wire::ToGrpcStatus(result.status()));
   };
   // A replica's Join may claim the job in etcd, and wait for it: not on a callback thread.

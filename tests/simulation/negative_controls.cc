@@ -38,7 +38,7 @@ std::vector<NegativeControl> NegativeControls() {
       {"repeat_generation_on_move",
        "a new owner merges a resume of a higher generation into the generation it opened for a "
        "fresh joiner",
-       &f.repeat_generation_on_move, "a generation number goes down", 500, 3},
+       &f.repeat_generation_on_move, "a generation number goes down or repeats", 500, 3},
   };
 }
 

@@ -188,12 +188,7 @@ void SimCoordinator::FinishJoin(uint64_t connection, const v1::JoinRequest& requ
   absl::StatusOr<core::JoinResult> joined = owner_->Join(server::RankPlanFromProto(request));
   absl::StatusOr<v1::JoinResponse> answer;
   if (joined.ok()) {
-    v1::JoinResponse response;
-    response.set_generation(joined->generation);
-    response.set_session_id(joined->session_id);
-    response.set_next_step(joined->next_step);
-    response.set_resumed(joined->resumed);
-    answer = std::move(response);
+    answer = server::JoinResponseToProto(*joined);
   } else {
     answer = joined.status();
     NoteStatus(request.job_id(), joined.status());

@@ -124,6 +124,7 @@ void SimRank::OnJoinAnswer(uint64_t connection, absl::StatusOr<v1::JoinResponse>
     return;
   }
   const v1::JoinResponse& r = *answer;
+  progress_.OnJoined(r.restarted_after());
   if (!joined_) {
     joined_ = true;
     generation_ = r.generation();
@@ -135,11 +136,13 @@ void SimRank::OnJoinAnswer(uint64_t connection, absl::StatusOr<v1::JoinResponse>
     world_->After(absl::ZeroDuration(), origin_, [this, run = run_] {
       if (run == run_) StartStep();
     });
-  } else if (r.generation() < generation_) {
-    // Generations never repeat: a number its run was in before names other releases.
+  } else if (r.generation() < generation_ || (r.resumed() && r.generation() == generation_)) {
+    // Generations never repeat: a number its run was in before names other releases. A resume is
+    // continued in a generation above the one it names.
     checker_->Violation(absl::StrCat("rank ", rank(), " re-joined with its resume of generation ",
                                      generation_, " and was put in generation ", r.generation(),
-                                     ": a generation number goes down"));
+                                     r.resumed() ? " (resumed)" : "",
+                                     ": a generation number goes down or repeats"));
     phase_ = Phase::kFailed;
     return;
   } else if (r.generation() != generation_ && r.resumed()) {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "serve/injected_faults.h"
 #include "tests/simulation/negative_controls.h"
@@ -139,6 +140,27 @@ TEST(SimulationTest, AReplicaPausedPastItsLeaseIsTakenOverFrom) {
   }
   EXPECT_GE(lapses, 1u);  // at least the owner's (a run may end before another pause does)
   EXPECT_EQ(claims, 4u);  // one per run, and the one takeover from the paused owner
+}
+
+// Seed 6247 against replicas: rank 0's process restarted (its join aborted generation 1), the other
+// ranks missed the Abort, and the owner crashed. The new owner rebuilt the job from all of their
+// resumes and rank 0 waited at step 2 while the others were at step 13, until a resume named the
+// abort its run began after (Resume.restarted_after): now the others' runs start over with it.
+TEST(SimulationTest, RunsThatMissedAnAbortStartOverAtTheNewOwner) {
+  SimulationOptions options;
+  options.seed = 6247;
+  options.replicas = 3;
+  options.trace = true;
+  const SimulationResult r = Simulate(options);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  size_t started_over = 0;
+  for (const std::string& line : r.trace) {
+    if (absl::StrContains(line, "resumes a run that began after generation 1 was aborted") &&
+        absl::StrContains(line, "restarts as run")) {
+      ++started_over;
+    }
+  }
+  EXPECT_EQ(started_over, 2u);  // ranks 1 and 2
 }
 
 TEST(SimulationTest, ASeedReplaysBitForBit) {
