@@ -263,6 +263,8 @@ class JobTracker {
   // resumes.
   void StartGeneration(absl::Time now, absl::string_view reason, Decisions* out,
                        uint64_t at_least = 0, bool stale_runs = false);
+  // What a Join answers `rank` (joined in the current generation).
+  JoinResult Answer(const RankState& rank, bool reconnect, bool resumed) const;
   // Records what a resuming rank re-announced (its step, check-ins and executed syncs).
   void ApplyResume(RankId rank, const ResumeState& resume, absl::Time now, Decisions* out);
   // Once the plan is complete: counts ranks past a step as having staged and synced it, releases

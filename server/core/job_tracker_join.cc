@@ -66,9 +66,7 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
     // seed 459.)
     const bool resumed =
         rebuilt_ && plan.resume.has_value() && plan.resume->generation < generation_;
-    return JoinResult{
-        generation_,     existing->second.session_id, existing->second.step, true, resumed,
-        aborted_through_};
+    return Answer(existing->second, /*reconnect=*/true, resumed);
   }
 
   // A resume of a generation known aborted (the rank missed the Abort, e.g. its connection was
@@ -167,8 +165,11 @@ absl::StatusOr<JoinResult> JobTracker::Join(const RankPlan& plan, absl::Time now
     state_ = JobState::kRunning;
     Reconcile(now, out);
   }
-  return JoinResult{generation_, state.session_id,        ranks_[plan.rank].step,
-                    false,       plan.resume.has_value(), aborted_through_};
+  return Answer(ranks_[plan.rank], /*reconnect=*/false, plan.resume.has_value());
+}
+
+JoinResult JobTracker::Answer(const RankState& rank, bool reconnect, bool resumed) const {
+  return JoinResult{generation_, rank.session_id, rank.step, reconnect, resumed, aborted_through_};
 }
 
 absl::Status JobTracker::CheckGeneration(uint64_t generation) const {
