@@ -54,9 +54,9 @@ class ResumeTracker {
   void OnDirective(uint64_t step, uint32_t chunk);
   // Every rank skipped `step`: the rank works on step + 1 now.
   void OnStepSkipped(uint64_t step);
-  // The rank's latest join was answered with JoinResponse.restarted_after = `generation`: the
-  // resume names it (Resume.restarted_after), so that a coordinator rebuilding the job tells this
-  // run from runs that began before a later abort.
+  // The rank's latest join was answered with this JoinResponse.restarted_after: the resume names
+  // it (Resume.restarted_after), so that a coordinator rebuilding the job tells this run from runs
+  // that began before a later abort.
   void OnJoined(uint64_t restarted_after) { restarted_after_ = restarted_after; }
 
   // The resume for a re-join in `generation`; nullopt only before Start (a rank that never joined).

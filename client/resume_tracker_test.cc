@@ -40,8 +40,6 @@ TEST(ResumeTrackerTest, AJoinedRankAlwaysResumes) {
   EXPECT_EQ(tracker.Build(2)->step(), 4u);
 }
 
-// A directive of a later step (a chunk the rank syncs without staging in it) does not finish the
-// current step, whose SyncDone may still be unanswered; it counts once the rank reaches that step.
 // The resume names the latest aborted generation its rank's latest join was told of.
 TEST(ResumeTrackerTest, TheResumeNamesTheAbortItsRunBeganAfter) {
   ResumeTracker tracker;
@@ -53,6 +51,8 @@ TEST(ResumeTrackerTest, TheResumeNamesTheAbortItsRunBeganAfter) {
   EXPECT_EQ(tracker.Build(4)->generation(), 4u);
 }
 
+// A directive of a later step (a chunk the rank syncs without staging in it) does not finish the
+// current step, whose SyncDone may still be unanswered; it counts once the rank reaches that step.
 TEST(ResumeTrackerTest, ADirectiveOfALaterStepWaitsForTheRankToReachIt) {
   ResumeTracker tracker;
   tracker.OnAcknowledged(Staged(7, 0, "dense"));
