@@ -45,6 +45,14 @@ COLUMNS = [
 ]
 
 
+def value(read, r):
+    """A column's value, or NaN where the run has no such part (no relays: --relays=0)."""
+    try:
+        return read(r)
+    except KeyError:
+        return float("nan")
+
+
 def row(label, values, ok):
     print("%-22s %s %s" % (label, " ".join("%12.2f" % v for v in values), ok))
 
@@ -54,7 +62,7 @@ def main(path):
     print("%-22s %s" % ("run", " ".join("%12s" % c for c, _ in COLUMNS)))
     for line in open(path):
         r = json.loads(line)
-        values = [f(r) for _, f in COLUMNS]
+        values = [value(f, r) for _, f in COLUMNS]
         ok = "exactly once" if r["ok"] else "NOT OK"
         row(r["system"], values, ok)
         runs.setdefault(r["system"], []).append((values, r["ok"]))
