@@ -90,12 +90,12 @@ void Ownership::SetJobKeys(const std::vector<KeyValue>& keys, absl::Time sent) {
   owners_.clear();
   for (const KeyValue& kv : keys) {
     if (!absl::StartsWith(kv.key, kJobPrefix)) continue;
-    owners_[kv.key.substr(sizeof(kJobPrefix) - 1)] = {kv.value,
-                                                      static_cast<uint64_t>(kv.create_revision)};
+    owners_[kv.key.substr(sizeof(kJobPrefix) - 1)] = {
+        kv.value, static_cast<uint64_t>(kv.create_revision), kv.lease};
   }
   for (auto it = owned_.begin(); it != owned_.end();) {
     auto seen = owners_.find(it->first);
-    if (seen == owners_.end() || seen->second.second != it->second) {
+    if (seen == owners_.end() || seen->second.epoch != it->second) {
       lost_.push_back(it->first);
       owned_.erase(it++);
     } else {
@@ -107,7 +107,7 @@ void Ownership::SetJobKeys(const std::vector<KeyValue>& keys, absl::Time sent) {
 Route Ownership::ClaimAnswered(const std::string& job, const KeyValue& key, absl::Time now) {
   LapseIfPastDeadline(now);
   const uint64_t epoch = static_cast<uint64_t>(key.create_revision);
-  owners_[job] = {key.value, epoch};
+  owners_[job] = {key.value, epoch, key.lease};
   // (Injected: a key of this replica's lapsed lease, an older epoch, taken as its own.)
   const bool any_lease = serve::IsInjected(serve::Injected().accept_stale_epoch);
   if (key.value == options_.self && (key.lease == lease_ || any_lease) && Holding(now)) {
@@ -127,12 +127,17 @@ Route Ownership::RouteJoin(const std::string& job, absl::Time now) {
   if (auto it = owned_.find(job); it != owned_.end() && ServesOwnedJob(now)) {
     return Route{RouteKind::kServe, it->second, options_.self, ""};
   }
-  if (auto it = owners_.find(job); it != owners_.end() && it->second.first != options_.self) {
-    return Route{RouteKind::kRedirect, it->second.second, it->second.first, ""};
+  if (auto it = owners_.find(job); it != owners_.end() && it->second.owner != options_.self) {
+    return Route{RouteKind::kRedirect, it->second.epoch, it->second.owner, ""};
   }
   if (!Holding(now)) {
     return Route{RouteKind::kRefuse, 0, "",
                  "this replica holds no etcd lease now (it cannot own jobs until it renews one)"};
+  }
+  if (auto it = owners_.find(job); it != owners_.end() && it->second.lease == lease_) {
+    // This replica's key under the lease it holds: a claim whose answer never came (etcd applied
+    // the transaction after the call timed out). Claiming again is answered with this key.
+    return Route{RouteKind::kClaim, 0, "", ""};
   }
   if (owners_.contains(job)) {  // this replica's address, another (lapsed) lease
     // (Injected: claimed again, and the answer's stale key taken as this lease's.)
@@ -157,8 +162,8 @@ Route Ownership::RouteMessage(const std::string& job, absl::Time now) {
   if (!lost_.empty() && std::find(lost_.begin(), lost_.end(), job) != lost_.end()) {
     return Route{RouteKind::kRefuse, 0, "", LostText(job)};
   }
-  if (auto it = owners_.find(job); it != owners_.end() && it->second.first != options_.self) {
-    return Route{RouteKind::kRedirect, it->second.second, it->second.first, ""};
+  if (auto it = owners_.find(job); it != owners_.end() && it->second.owner != options_.self) {
+    return Route{RouteKind::kRedirect, it->second.epoch, it->second.owner, ""};
   }
   return Route{RouteKind::kRefuse, 0, "",
                absl::StrCat("job '", job, "' is not owned by this replica: join again")};
@@ -180,8 +185,14 @@ Route Ownership::RouteQuery(const std::string& job, absl::Time now) {
                  absl::StrCat("this replica has not read etcd since ", absl::FormatTime(view_sent_),
                               ": it cannot tell who owns job '", job, "'")};
   }
-  if (auto it = owners_.find(job); it != owners_.end() && it->second.first != options_.self) {
-    return Route{RouteKind::kRedirect, it->second.second, it->second.first, ""};
+  if (auto it = owners_.find(job); it != owners_.end() && it->second.owner != options_.self) {
+    return Route{RouteKind::kRedirect, it->second.epoch, it->second.owner, ""};
+  }
+  if (auto it = owners_.find(job); it != owners_.end() && it->second.lease == lease_) {
+    return Route{RouteKind::kRefuse, 0, "",
+                 absl::StrCat("job '", job,
+                              "' is claimed under this replica's lease but not served yet: its "
+                              "next join here serves it")};
   }
   if (owners_.contains(job)) {  // this replica's address under a lapsed lease, until it expires
     return Route{
@@ -216,7 +227,7 @@ void Ownership::Release(const std::string& job) {
 std::vector<JobOwner> Ownership::Owners() const {
   std::vector<JobOwner> out;
   out.reserve(owners_.size());
-  for (const auto& [job, owner] : owners_) out.push_back({job, owner.first, owner.second});
+  for (const auto& [job, key] : owners_) out.push_back({job, key.owner, key.epoch});
   return out;
 }
 

@@ -136,8 +136,11 @@ class Ownership {
 
   // --- Decisions. Each first lapses the lease when `now` is at or past its deadline.
   // A Join for `job` at `now`: kServe (owned here), kRedirect (owned elsewhere, or unowned and
-  // another replica is preferred), kClaim (unowned, this replica is preferred), kRefuse (no lease
-  // held: this replica cannot own anything now).
+  // another replica is preferred), kClaim (unowned, this replica is preferred; or its key is
+  // attached to this replica's current lease: a claim whose answer never came, since etcd applied
+  // the transaction after the call timed out; claiming again is answered with that key), kRefuse
+  // (no lease held: this replica cannot own anything now; or the key is this replica's under a
+  // lapsed lease, until it expires).
   Route RouteJoin(const std::string& job, absl::Time now);
   // Any other message of `job` (attach, check-ins): kServe when owned here and the lease is held,
   // kRedirect when another replica owns it, else kRefuse (the client joins again).
@@ -186,8 +189,14 @@ class Ownership {
   std::vector<std::string> replicas_;
   // Jobs owned here: job -> epoch.
   absl::flat_hash_map<std::string, uint64_t> owned_;
-  // Every job's owner as last seen in etcd: job -> (owner, epoch).
-  absl::btree_map<std::string, std::pair<std::string, uint64_t>> owners_;
+  // A job key as last seen in etcd.
+  struct SeenKey {
+    std::string owner;  // the replica's address
+    uint64_t epoch = 0;
+    int64_t lease = 0;  // the lease the key is attached to
+  };
+  // Every job's key as last seen in etcd.
+  absl::btree_map<std::string, SeenKey> owners_;
   std::vector<std::string> lost_;
 };
 

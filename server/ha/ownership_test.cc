@@ -186,6 +186,41 @@ TEST_F(OwnershipTest, ClaimServesWithTheKeysCreateRevisionAsEpoch) {
   EXPECT_EQ(message.epoch, claimed.epoch);
 }
 
+// A claim whose call timed out after etcd applied it leaves the key under this replica's current
+// lease, with no answer. Once the view shows that key, a Join claims again (not "a lapsed lease":
+// nothing would ever expire it while the replica keeps its lease alive), and the transaction's
+// answer, the existing key, is served at its epoch.
+TEST_F(OwnershipTest, AClaimWhoseAnswerWasLostIsClaimedAgainUnderTheSameLease) {
+  TestReplica a("a:1", &etcd_, &clock_);
+  ASSERT_EQ(a.ownership.RouteJoin("job1", clock_.Now()).kind, RouteKind::kClaim);
+  const absl::StatusOr<KeyValue> applied =
+      etcd_.CreateIfAbsent(std::string(kJobPrefix) + "job1", "a:1", a.lease);  // answer lost
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  a.Refresh();
+  EXPECT_FALSE(a.ownership.Owns("job1"));
+  const Route query = a.ownership.RouteQuery("job1", clock_.Now());
+  EXPECT_EQ(query.kind, RouteKind::kRefuse);
+  EXPECT_EQ(query.reason,
+            "job 'job1' is claimed under this replica's lease but not served yet: its next join "
+            "here serves it");
+  ASSERT_EQ(a.ownership.RouteJoin("job1", clock_.Now()).kind, RouteKind::kClaim);
+  const Route claimed = a.Claim("job1");
+  ASSERT_EQ(claimed.kind, RouteKind::kServe);
+  EXPECT_EQ(claimed.epoch, static_cast<uint64_t>(applied->create_revision));
+  EXPECT_EQ(a.ownership.RouteMessage("job1", clock_.Now()).kind, RouteKind::kServe);
+  EXPECT_EQ(a.ownership.lapses(), 0u);
+
+  // The same key under a lease this replica no longer holds is still refused until it expires.
+  TestReplica b("b:1", &etcd_, &clock_);
+  ASSERT_TRUE(etcd_.CreateIfAbsent(std::string(kJobPrefix) + "job2", "b:1", b.lease).ok());
+  b.ownership.Lapse();
+  b.ownership.LeaseGranted(*etcd_.GrantLease(kTtl), clock_.Now());
+  b.Refresh();
+  const Route join = b.ownership.RouteJoin("job2", clock_.Now());
+  EXPECT_EQ(join.kind, RouteKind::kRefuse);
+  EXPECT_EQ(join.reason, "job 'job2' is held by a lapsed lease of this replica until it expires");
+}
+
 TEST_F(OwnershipTest, TwoReplicasRacingForAJobOneOwnsItTheOtherRedirects) {
   TestReplica a("a:1", &etcd_, &clock_);
   TestReplica b("b:1", &etcd_, &clock_);
