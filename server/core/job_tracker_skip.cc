@@ -23,8 +23,10 @@ absl::Status JobTracker::Skip(RankId rank, uint64_t generation, Step step, absl:
   if (step > current) return CheckNotAhead(rank, "step", step);
   auto st = steps_.find(step);
   if (step < current) {
-    // A duplicate: skipped here, or (a vote re-sent after a coordinator restart) before.
-    if ((st != steps_.end() && st->second.skipped) || skipped_before_.count(step) > 0) {
+    // A duplicate: skipped here, or (a vote re-sent after a coordinator restart) before, or no
+    // longer retained (LateRepeat: a rank that voted moves past the step only once it is skipped).
+    if ((st != steps_.end() && st->second.skipped) || skipped_before_.count(step) > 0 ||
+        LateRepeat(rank, step)) {
       return absl::OkStatus();
     }
     if (st == steps_.end()) {

@@ -183,6 +183,18 @@ TEST(SimulationTest, AClaimAnsweredTooLateIsServedUnderTheSameLease) {
   EXPECT_EQ(claims, 1u);
 }
 
+// Seed 25044 against replicas, one rank and one retained step: the rank's skip vote of step 11
+// lost its answer with a cut connection after steps 11 and 12 were skipped. Re-sent after the
+// resume, it was refused OUT_OF_RANGE ("before the oldest retained step 12"), which a check-in or
+// SyncDone in its place is not: it is a late repeat, answered OK.
+TEST(SimulationTest, ASkipVoteRepeatedAfterItsStepLeftTheHistoryIsALateRepeat) {
+  SimulationOptions options;
+  options.seed = 25044;
+  options.replicas = 3;
+  const SimulationResult r = Simulate(options);
+  EXPECT_TRUE(r.status.ok()) << r.status;
+}
+
 TEST(SimulationTest, ASeedReplaysBitForBit) {
   SimulationOptions options;
   options.seed = 7;
