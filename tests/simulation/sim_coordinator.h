@@ -130,6 +130,10 @@ class SimCoordinator {
   uint64_t crashes() const { return crashes_; }
   // The (generation, step, chunk)s this incarnation sent directives of at owner `epoch`.
   size_t ReleasedAt(uint64_t epoch) const;
+  // Whether a directive of (generation, step, chunk) went to a rank's stream at `epoch`.
+  bool Sent(uint64_t epoch, uint64_t generation, uint64_t step, uint32_t chunk) const {
+    return released_.contains(std::make_tuple(epoch, generation, step, chunk));
+  }
 
  private:
   class Sink;
