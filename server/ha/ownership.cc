@@ -115,9 +115,7 @@ Route Ownership::ClaimAnswered(const std::string& job, const KeyValue& key, absl
     return Route{RouteKind::kServe, epoch, options_.self, ""};
   }
   if (key.value == options_.self) {
-    return Route{
-        RouteKind::kRefuse, 0, "",
-        absl::StrCat("job '", job, "' is held by a lapsed lease of this replica until it expires")};
+    return Route{RouteKind::kRefuse, 0, "", LapsedLeaseText(job)};
   }
   return Route{RouteKind::kRedirect, epoch, key.value, ""};
 }
@@ -127,26 +125,25 @@ Route Ownership::RouteJoin(const std::string& job, absl::Time now) {
   if (auto it = owned_.find(job); it != owned_.end() && ServesOwnedJob(now)) {
     return Route{RouteKind::kServe, it->second, options_.self, ""};
   }
-  if (auto it = owners_.find(job); it != owners_.end() && it->second.owner != options_.self) {
-    return Route{RouteKind::kRedirect, it->second.epoch, it->second.owner, ""};
+  const auto seen = owners_.find(job);
+  if (seen != owners_.end() && seen->second.owner != options_.self) {
+    return Route{RouteKind::kRedirect, seen->second.epoch, seen->second.owner, ""};
   }
   if (!Holding(now)) {
     return Route{RouteKind::kRefuse, 0, "",
                  "this replica holds no etcd lease now (it cannot own jobs until it renews one)"};
   }
-  if (auto it = owners_.find(job); it != owners_.end() && it->second.lease == lease_) {
+  if (seen != owners_.end() && seen->second.lease == lease_) {
     // This replica's key under the lease it holds: a claim whose answer never came (etcd applied
     // the transaction after the call timed out). Claiming again is answered with this key.
     return Route{RouteKind::kClaim, 0, "", ""};
   }
-  if (owners_.contains(job)) {  // this replica's address, another (lapsed) lease
+  if (seen != owners_.end()) {  // this replica's address, another (lapsed) lease
     // (Injected: claimed again, and the answer's stale key taken as this lease's.)
     if (serve::IsInjected(serve::Injected().accept_stale_epoch)) {
       return Route{RouteKind::kClaim, 0, "", ""};
     }
-    return Route{
-        RouteKind::kRefuse, 0, "",
-        absl::StrCat("job '", job, "' is held by a lapsed lease of this replica until it expires")};
+    return Route{RouteKind::kRefuse, 0, "", LapsedLeaseText(job)};
   }
   const std::string preferred = Preferred(job);
   if (preferred == options_.self) return Route{RouteKind::kClaim, 0, "", ""};
@@ -185,25 +182,28 @@ Route Ownership::RouteQuery(const std::string& job, absl::Time now) {
                  absl::StrCat("this replica has not read etcd since ", absl::FormatTime(view_sent_),
                               ": it cannot tell who owns job '", job, "'")};
   }
-  if (auto it = owners_.find(job); it != owners_.end() && it->second.owner != options_.self) {
-    return Route{RouteKind::kRedirect, it->second.epoch, it->second.owner, ""};
+  const auto seen = owners_.find(job);
+  if (seen != owners_.end() && seen->second.owner != options_.self) {
+    return Route{RouteKind::kRedirect, seen->second.epoch, seen->second.owner, ""};
   }
-  if (auto it = owners_.find(job); it != owners_.end() && it->second.lease == lease_) {
+  if (seen != owners_.end() && seen->second.lease == lease_) {
     return Route{RouteKind::kRefuse, 0, "",
                  absl::StrCat("job '", job,
                               "' is claimed under this replica's lease but not served yet: its "
                               "next join here serves it")};
   }
-  if (owners_.contains(job)) {  // this replica's address under a lapsed lease, until it expires
-    return Route{
-        RouteKind::kRefuse, 0, "",
-        absl::StrCat("job '", job, "' is held by a lapsed lease of this replica until it expires")};
+  if (seen != owners_.end()) {  // this replica's address under a lapsed lease, until it expires
+    return Route{RouteKind::kRefuse, 0, "", LapsedLeaseText(job)};
   }
   return Route{RouteKind::kUnowned, 0, "", ""};
 }
 
 bool Ownership::ServesOwnedJob(absl::Time now) const {
   return Holding(now) || serve::IsInjected(serve::Injected().skip_fencing);
+}
+
+std::string Ownership::LapsedLeaseText(const std::string& job) {
+  return absl::StrCat("job '", job, "' is held by a lapsed lease of this replica until it expires");
 }
 
 std::string Ownership::LostText(const std::string& job) const {

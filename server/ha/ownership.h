@@ -178,6 +178,8 @@ class Ownership {
   // job still owned past the deadline exists only under an injected bug that keeps the lease past
   // it; skip_fencing serves it anyway.)
   bool ServesOwnedJob(absl::Time now) const;
+  // Why a Join or read of `job` is refused while its key names this replica under a lapsed lease.
+  static std::string LapsedLeaseText(const std::string& job);
 
   const OwnershipOptions options_;
   int64_t lease_ = 0;
