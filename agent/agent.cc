@@ -115,21 +115,14 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   router.upstream.max_batch_messages = o.max_batch_messages;
   router.upstream.max_batch_bytes = o.max_batch_bytes;
   router.upstream.merge.merge_sync_dones = o.merge_sync_dones;
-  if (router.targets.size() == 1) {
-    RelayHubOptions relay;
-    relay.channel = router.channel_factory(router.targets.front());
-    relay.target = router.targets.front();
-    relay.backoff = o.backoff;
-    relay.max_batch_bytes = o.max_batch_bytes;
-    relay.flush_window = o.relay_flush_window;
-    relay.fanout_threads = static_cast<size_t>(
-        o.relay_fanout_threads >= 0 ? o.relay_fanout_threads
-                                    : RelayFanoutThreadsFor(serve::DetectCpuBudget(0).cpus));
-    agent->relay_ = std::make_unique<RelayHub>(std::move(relay), &agent->counters_);
-  }
+  router.relay.backoff = o.backoff;
+  router.relay.max_batch_bytes = o.max_batch_bytes;
+  router.relay.flush_window = o.relay_flush_window;
+  router.relay.fanout_threads = static_cast<size_t>(
+      o.relay_fanout_threads >= 0 ? o.relay_fanout_threads
+                                  : RelayFanoutThreadsFor(serve::DetectCpuBudget(0).cpus));
   agent->router_ = std::make_unique<Router>(std::move(router), &agent->counters_);
-  agent->service_ =
-      std::make_unique<AgentService>(agent->router_.get(), agent->relay_.get(), &agent->counters_);
+  agent->service_ = std::make_unique<AgentService>(agent->router_.get(), &agent->counters_);
 
   auto server =
       serve::StartRankServer(o.listen, grpc::InsecureServerCredentials(),
@@ -164,8 +157,7 @@ void Agent::Drain(absl::Duration grace) {
     // Shutdown returned once every reactor's OnDone ran; the last of them lets go of the Router
     // only when it is destroyed (agent/calls_in_flight.h).
     if (service_ != nullptr) service_->AwaitCallsDone();
-    if (router_ != nullptr) router_->Shutdown();
-    if (relay_ != nullptr) relay_->Shutdown();
+    if (router_ != nullptr) router_->Shutdown();  // its relay hubs too
     if (http_ != nullptr) http_->Shutdown();
   });
 }

@@ -19,10 +19,12 @@
 // behaves as a single coordinator: one stream, re-attached after every reconnect; a redirect it
 // answers (a Service in front of replicas) is still followed to the owner.
 //
-// Relaying. With one target, the agent also serves other node agents' AgentSessions (a relay
-// tier: agents -> relay -> coordinator) through one more stream of its own to the coordinator
-// (agent/relay_hub.h, opened when the first agent connects); psync-agent started with --target
-// pointing at another agent uses it as its relay.
+// Relaying. The agent also serves other node agents' AgentSessions (a relay tier: agents -> relay
+// -> coordinator) through one more stream of its own per replica it relays to (agent/relay_hub.h,
+// opened when the first agent's job goes there); each job goes to its replica as the agent's own
+// do (agent/relayed_routes.h), so the node agents behind it keep their one stream to the relay
+// through a failover. psync-agent started with --target pointing at another agent uses it as its
+// relay.
 //
 // Start() binds the listening address and, with one target, starts connecting upstream (in the
 // background, retrying with backoff; with several, a replica's stream opens when a job first goes
@@ -43,7 +45,6 @@
 #include "absl/time/time.h"
 #include "agent/agent_metrics.h"
 #include "agent/agent_service.h"
-#include "agent/relay_hub.h"
 #include "agent/router.h"
 #include "agent/stats.h"
 #include "client/backoff.h"
@@ -139,7 +140,6 @@ class Agent {
   std::unique_ptr<AgentMetrics> metrics_;
   std::unique_ptr<http::Server> http_;  // with http_listen only
   std::unique_ptr<Router> router_;
-  std::unique_ptr<RelayHub> relay_;  // one target (or a fixed channel) only
   std::unique_ptr<AgentService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

@@ -131,8 +131,8 @@ grpc::ServerUnaryReactor* Forwarded(CallsInFlight::Token token,
 
 }  // namespace
 
-AgentService::AgentService(Router* router, RelayHub* relay, AgentCounters* counters)
-    : router_(router), relay_(relay), counters_(counters) {
+AgentService::AgentService(Router* router, AgentCounters* counters)
+    : router_(router), counters_(counters) {
   MarkMethodCallback(wire::SessionMethodIndex(),
                      wire::NewSessionHandler([this](grpc::CallbackServerContext*) {
                        return NewLocalSession(router_, counters_, calls_.Enter());
@@ -260,17 +260,7 @@ grpc::ServerUnaryReactor* AgentService::KvGet(grpc::CallbackServerContext* conte
 
 grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>* AgentService::AgentSession(
     grpc::CallbackServerContext* /*context*/) {
-  if (relay_ != nullptr) return NewRelaySession(relay_, calls_.Enter());
-  class Refuse final : public grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown> {
-   public:
-    Refuse() {
-      Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                          "this agent has several --target replicas; it relays AgentSessions "
-                          "only with one --target"));
-    }
-    void OnDone() override { delete this; }
-  };
-  return new Refuse();
+  return NewRelaySession(router_, calls_.Enter());
 }
 
 }  // namespace psync::agent

@@ -12,8 +12,8 @@
 //    details): a rank always comes back through its agent. An unreachable replica or a redirect
 //    to nobody moves the job to the next replica of the list, and the rank gets UNAVAILABLE (its
 //    client retries).
-//  * AgentSession: another node agent relayed through this one (agent/relay_hub.h), when the agent
-//    has a relay hub (one --target); UNIMPLEMENTED otherwise.
+//  * AgentSession: another node agent relayed through this one, each job to its replica
+//    (agent/relayed_routes.h, agent/relay_hub.h).
 //  * WatchEvents: UNIMPLEMENTED (watch the coordinator directly).
 //
 // Never blocks in a reactor. Thread-safe; does not own the router or the counters. Every Session
@@ -23,7 +23,6 @@
 #define PSYNC_AGENT_AGENT_SERVICE_H_
 
 #include "agent/calls_in_flight.h"
-#include "agent/relay_hub.h"
 #include "agent/router.h"
 #include "agent/stats.h"
 #include "grpcpp/grpcpp.h"
@@ -36,9 +35,10 @@ class AgentService final : public v1::Coordinator::CallbackService {
   // Attempts of one forwarded call (the first and the redirects followed).
   static constexpr int kMaxForwardHops = 3;
 
-  // None is owned; all must outlive the service. `relay` may be null (AgentSession refused).
-  // Session is served with SessionUpFrames (wire/session_up_frame.h), as on the coordinator.
-  AgentService(Router* router, RelayHub* relay, AgentCounters* counters);
+  // Neither is owned; both must outlive the service. Session is served with SessionUpFrames
+  // (wire/session_up_frame.h), as on the coordinator; AgentSession relays another node agent
+  // (agent/relay_session.h).
+  AgentService(Router* router, AgentCounters* counters);
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
                                  const v1::JoinRequest* request,
@@ -81,7 +81,6 @@ class AgentService final : public v1::Coordinator::CallbackService {
 
  private:
   Router* const router_;
-  RelayHub* const relay_;
   AgentCounters* const counters_;
   CallsInFlight calls_;
 };

@@ -25,7 +25,7 @@ ABSL_FLAG(absl::Duration, flush_window, absl::Milliseconds(20),
           "never wait (0: none, send when the stream is free)");
 ABSL_FLAG(uint64_t, flush_messages, 1024, "send at once when this many messages are queued");
 ABSL_FLAG(absl::Duration, relay_flush_window, absl::Milliseconds(2),
-          "relaying other agents (one --target): how long their batches may wait for more to "
+          "relaying other agents: how long their batches may wait for more to "
           "merge into one message to the coordinator, after the oldest arrived (0: none, send "
           "when the stream is free)");
 ABSL_FLAG(

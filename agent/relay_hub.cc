@@ -32,7 +32,13 @@ RelayHub::RelayHub(RelayHubOptions options, AgentCounters* counters)
 
 RelayHub::~RelayHub() { Shutdown(); }
 
-void RelayHub::Shutdown() { stream_->Close(absl::ZeroDuration()); }
+void RelayHub::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    started_ = true;  // a later Connect starts nothing
+  }
+  stream_->Close(absl::ZeroDuration());
+}
 
 bool RelayHub::connected() const { return stream_->open(); }
 
@@ -44,7 +50,6 @@ void RelayHub::Connect(const std::shared_ptr<RelayedAgent>& agent) {
   {
     absl::MutexLock lock(&mu_);
     downstream_[agent.get()].agent = agent;
-    counters_->relayed_agents.fetch_add(1);
     start = !started_;
     started_ = true;
   }
@@ -61,7 +66,6 @@ void RelayHub::Disconnect(RelayedAgent* agent) {
   std::sort(handles.begin(), handles.end());
   for (uint64_t handle : handles) ForgetLocked(handle, /*detach_upstream=*/true);
   downstream_.erase(agent);
-  counters_->relayed_agents.fetch_sub(1);
   WakeWriter();
 }
 
@@ -345,6 +349,12 @@ void RelayHub::OnWrite(const v1::AgentUp& up) {
 
 absl::Status RelayHub::Prepare(bool* retry) {
   *retry = true;
+  absl::MutexLock lock(&mu_);
+  if (options_.leave_when_unreachable && unreachable_ && attachments_.empty() && queue_.empty()) {
+    // Nobody to carry to a replica that did not answer: try again after a (growing) backoff.
+    return absl::UnavailableError(
+        absl::StrCat("coordinator replica '", options_.target, "' unreachable; no relayed rank"));
+  }
   return absl::OkStatus();
 }
 
@@ -381,27 +391,118 @@ std::vector<v1::AgentUp> RelayHub::OnOpen(bool* handshake) {
 
 absl::Status RelayHub::OnClosed(const StreamEnd& end, bool* retry) {
   *retry = true;
-  if (!stream_->closing()) {
+  if (stream_->closing()) return end.finished;
+  Deliveries deliveries;
+  std::vector<std::string> jobs;
+  size_t left = 0;
+  bool quiet = false;  // a replica that stays unreachable, with nothing attached: said once
+  {
+    absl::MutexLock lock(&mu_);
+    if (options_.leave_when_unreachable && !answered_) {
+      // A stream that got no answer (after one that broke): the replica is gone or unreachable.
+      quiet = unreachable_ && attachments_.empty();
+      unreachable_ = true;
+      left = attachments_.size();
+      if (left > 0) jobs = LeaveAllLocked(&deliveries);
+    }
+  }
+  if (quiet) return end.finished;
+  if (left == 0) {
     std::cerr << "psync-agent: relay stream to '" << options_.target << "' ended (" << end.finished
               << "); reconnecting\n";
+    return end.finished;
   }
+  counters_->replicas_lost.fetch_add(1);
+  std::cerr << "psync-agent: coordinator replica '" << options_.target << "' unreachable ("
+            << end.finished << "): " << left
+            << " relayed attachments end, their ranks join again through the relay\n";
+  // The jobs move on before their ranks hear of it, so that they join again elsewhere.
+  if (options_.on_not_served) {
+    for (const std::string& job : jobs) options_.on_not_served(job, "");
+  }
+  Deliver(std::move(deliveries), absl::Now(), /*timed=*/false);
   return end.finished;
 }
 
-RelayHub::AgentShare& RelayHub::ShareFor(absl::flat_hash_map<RelayedAgent*, AgentShare>* deliveries,
-                                         std::vector<RelayedAgent*>* order,
+std::vector<std::string> RelayHub::LeaveAllLocked(Deliveries* deliveries) {
+  const std::string why =
+      absl::StrCat("coordinator replica '", options_.target, "' is unreachable: join again");
+  std::vector<uint64_t> handles;
+  handles.reserve(attachments_.size());
+  for (const auto& [handle, a] : attachments_) handles.push_back(handle);
+  std::sort(handles.begin(), handles.end());
+  std::vector<std::string> jobs;
+  for (uint64_t handle : handles) {
+    const Attachment& a = attachments_.at(handle);
+    if (std::find(jobs.begin(), jobs.end(), a.attach.job_id()) == jobs.end()) {
+      jobs.push_back(a.attach.job_id());
+    }
+    auto d = downstream_.find(a.agent);
+    std::shared_ptr<RelayedAgent> agent = d == downstream_.end() ? nullptr : d->second.agent.lock();
+    if (agent != nullptr) {
+      AgentShare& share = ShareFor(deliveries, agent);
+      if (a.answered) {
+        v1::AgentRankClosed closed;
+        closed.set_job_id(a.attach.job_id());
+        closed.set_rank(a.attach.rank());
+        closed.set_attach_request_id(a.downstream_id);
+        closed.set_code(static_cast<int32_t>(grpc::StatusCode::UNAVAILABLE));
+        closed.set_message(why);
+        share.closed.push_back(std::move(closed));
+      } else {
+        v1::AgentAck answer;
+        answer.set_request_id(a.downstream_id);
+        wire::SetWireStatus(absl::UnavailableError(why), &answer);
+        share.answers.emplace_back(false, std::move(answer));
+      }
+    }
+    ForgetLocked(handle, /*detach_upstream=*/false);
+  }
+  // What was queued or unanswered belongs to the ranks just ended (their clients send it again),
+  // except the relay's own refusals of ranks attached elsewhere: nothing else would answer those.
+  const auto answer_refusals = [&](const Queued::Part& part) {
+    if (part.refused.empty()) return;
+    std::shared_ptr<RelayedAgent> agent = part.agent.lock();
+    if (agent == nullptr) return;
+    v1::AgentAck answer;
+    answer.set_request_id(part.downstream_id);
+    wire::SetWireStatus(absl::UnavailableError(why), &answer);
+    ShareFor(deliveries, agent).answers.emplace_back(false, std::move(answer));
+  };
+  for (const Queued& q : queue_) {
+    if (q.kind == Queued::Kind::kBatch) answer_refusals(q.part);
+  }
+  queue_.clear();
+  for (const auto& [id, p] : awaiting_ack_) {
+    if (p.kind != Queued::Kind::kBatch) continue;
+    stream_->Abandon(id);
+    for (const Queued::Part& part : p.parts) answer_refusals(part);
+  }
+  awaiting_ack_.clear();
+  by_upstream_id_.clear();
+  return jobs;
+}
+
+template <typename Answer>
+void RelayHub::NotServedBelow(const std::string& job_id, Answer* down,
+                              std::vector<std::pair<std::string, std::string>>* not_served) {
+  if (down->code() != static_cast<int32_t>(grpc::StatusCode::UNAVAILABLE)) return;
+  not_served->emplace_back(job_id, down->redirect().owner());
+  down->clear_redirect();
+}
+
+RelayHub::AgentShare& RelayHub::ShareFor(Deliveries* deliveries,
                                          const std::shared_ptr<RelayedAgent>& agent) {
-  auto [it, inserted] = deliveries->try_emplace(agent.get());
+  auto [it, inserted] = deliveries->shares.try_emplace(agent.get());
   if (inserted) {
     it->second.agent = agent;
-    order->push_back(agent.get());
+    deliveries->order.push_back(agent.get());
   }
   return it->second;
 }
 
 void RelayHub::AnswerPartsLocked(const AwaitingAck& batch, const v1::AgentAck* ack,
-                                 absl::flat_hash_map<RelayedAgent*, AgentShare>* deliveries,
-                                 std::vector<RelayedAgent*>* order) {
+                                 Deliveries* deliveries) {
   std::vector<std::vector<v1::MessageStatus>> rejected(batch.parts.size());
   if (ack != nullptr) {
     std::vector<uint32_t> counts;
@@ -413,7 +514,7 @@ void RelayHub::AnswerPartsLocked(const AwaitingAck& batch, const v1::AgentAck* a
     const Queued::Part& part = batch.parts[k];
     std::shared_ptr<RelayedAgent> agent = part.agent.lock();
     if (agent == nullptr) continue;
-    AgentShare& share = ShareFor(deliveries, order, agent);
+    AgentShare& share = ShareFor(deliveries, agent);
     v1::AgentAck answer;
     answer.set_request_id(part.downstream_id);
     if (ack == nullptr) {  // lazy, accepted whole
@@ -441,10 +542,12 @@ void RelayHub::AnswerPartsLocked(const AwaitingAck& batch, const v1::AgentAck* a
 void RelayHub::OnRead(const v1::AgentDown& down) {
   counters_->upstream_reads.fetch_add(1);
   const absl::Time read_at = absl::Now();
-  absl::flat_hash_map<RelayedAgent*, AgentShare> deliveries;
-  std::vector<RelayedAgent*> order;
+  Deliveries deliveries;
+  // Jobs refused or ended with UNAVAILABLE, and the owner named (or empty).
+  std::vector<std::pair<std::string, std::string>> not_served;
   {
     absl::MutexLock lock(&mu_);
+    unreachable_ = false;
     if (!answered_) {
       answered_ = true;
       if (answered_once_) counters_->reconnects.fetch_add(1);
@@ -467,12 +570,20 @@ void RelayHub::OnRead(const v1::AgentDown& down) {
         const bool first = !a.answered;
         a.answered = true;
         const absl::Status status = ack != nullptr ? wire::StatusFromWire(*ack) : absl::OkStatus();
-        if (first && agent != nullptr) {
-          v1::AgentAck answer = ack != nullptr ? *ack : v1::AgentAck();
-          answer.set_request_id(a.downstream_id);
-          ShareFor(&deliveries, &order, agent).answers.emplace_back(false, std::move(answer));
+        if (status.ok()) {
+          if (first && agent != nullptr) {
+            v1::AgentAck answer = ack != nullptr ? *ack : v1::AgentAck();
+            answer.set_request_id(a.downstream_id);
+            ShareFor(&deliveries, agent).answers.emplace_back(false, std::move(answer));
+          }
+          continue;
         }
-        if (status.ok()) continue;
+        v1::AgentAck refusal = *ack;
+        refusal.set_request_id(a.downstream_id);
+        NotServedBelow(a.attach.job_id(), &refusal, &not_served);
+        if (first && agent != nullptr) {
+          ShareFor(&deliveries, agent).answers.emplace_back(false, std::move(refusal));
+        }
         if (!first && agent != nullptr) {
           v1::AgentRankClosed closed;
           closed.set_job_id(a.attach.job_id());
@@ -482,7 +593,7 @@ void RelayHub::OnRead(const v1::AgentDown& down) {
           closed.set_message(
               absl::StrCat("the coordinator refused to attach rank ", a.attach.rank(),
                            " again after the relay reconnected: ", status.message()));
-          ShareFor(&deliveries, &order, agent).closed.push_back(std::move(closed));
+          ShareFor(&deliveries, agent).closed.push_back(std::move(closed));
         }
         a.upstream_id = 0;  // refused: nothing to detach upstream
         by_upstream_id_.erase(h);
@@ -490,7 +601,7 @@ void RelayHub::OnRead(const v1::AgentDown& down) {
         continue;
       }
       stream_->Acknowledge(request_id);
-      AnswerPartsLocked(p, ack, &deliveries, &order);
+      AnswerPartsLocked(p, ack, &deliveries);
     }
     // Notices: each agent gets its ranks' share of every entry.
     absl::flat_hash_map<RelayedAgent*, std::vector<uint32_t>> ranks_of;
@@ -528,7 +639,7 @@ void RelayHub::OnRead(const v1::AgentDown& down) {
         std::vector<uint32_t>& ranks = ranks_of[agent_key];
         share.mutable_ranks()->Add(ranks.begin(), ranks.end());
         *share.mutable_notice() = n.notice();
-        ShareFor(&deliveries, &order, agent).notices.push_back(std::move(share));
+        ShareFor(&deliveries, agent).notices.push_back(std::move(share));
         counters_->notices_delivered.fetch_add(ranks.size());
       }
     }
@@ -540,27 +651,34 @@ void RelayHub::OnRead(const v1::AgentDown& down) {
       auto d = downstream_.find(a.agent);
       std::shared_ptr<RelayedAgent> agent =
           d == downstream_.end() ? nullptr : d->second.agent.lock();
-      if (agent != nullptr) {
-        v1::AgentRankClosed closed = c;
-        closed.set_attach_request_id(a.downstream_id);
-        ShareFor(&deliveries, &order, agent).closed.push_back(std::move(closed));
-      }
+      v1::AgentRankClosed closed = c;
+      closed.set_attach_request_id(a.downstream_id);
+      NotServedBelow(a.attach.job_id(), &closed, &not_served);
+      if (agent != nullptr) ShareFor(&deliveries, agent).closed.push_back(std::move(closed));
       ForgetLocked(handle, /*detach_upstream=*/false);
     }
   }
+  // The job moves on before its ranks hear of it, so that they join again elsewhere.
+  if (options_.on_not_served) {
+    for (const auto& [job, owner] : not_served) options_.on_not_served(job, owner);
+  }
+  Deliver(std::move(deliveries), read_at, /*timed=*/true);
+}
+
+void RelayHub::Deliver(Deliveries deliveries, absl::Time read_at, bool timed_fanout) {
   // Each agent's share in one queue operation: it leaves in as few messages as the queue allows.
   // The fan-out is timed from the read to the last share queued (on whichever thread that is).
-  metrics::Histogram* const timed = counters_->fanout_agents;
+  metrics::Histogram* const timed = timed_fanout ? counters_->fanout_agents : nullptr;
   metrics::Histogram* const aged = counters_->directive_age_queued_to_agent;
-  if (order.empty()) {
+  if (deliveries.order.empty()) {
     AgentCounters::Observe(timed, absl::Now() - read_at);
     return;
   }
-  auto left = std::make_shared<std::atomic<size_t>>(order.size());
+  auto left = std::make_shared<std::atomic<size_t>>(deliveries.order.size());
   std::vector<FanoutPool::Task> tasks;
-  tasks.reserve(order.size());
-  for (RelayedAgent* key : order) {
-    auto delivery = std::make_shared<AgentShare>(std::move(deliveries.at(key)));
+  tasks.reserve(deliveries.order.size());
+  for (RelayedAgent* key : deliveries.order) {
+    auto delivery = std::make_shared<AgentShare>(std::move(deliveries.shares.at(key)));
     counters_->relay_notices.fetch_add(delivery->notices.size());
     tasks.push_back({key, [delivery, left, timed, aged, read_at] {
                        WriteShare(*delivery);

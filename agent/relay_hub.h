@@ -38,8 +38,18 @@
 // downstream agents' streams stay up meanwhile. A downstream stream that ends detaches its ranks
 // upstream, so the coordinator's liveness sees them go as if the agent's own stream had ended.
 //
-// One coordinator (or one address in front of replicas): an attach refused with an OwnerRedirect
-// goes down as it came, and the downstream agent follows it to the owner directly.
+// Replicas. A hub carries the jobs its relay's Router (agent/router.h) sends to one replica. An
+// attach the replica refuses with UNAVAILABLE, or a rank it closes with UNAVAILABLE (it does not
+// serve the job now), is reported through on_not_served with the owner its OwnerRedirect names,
+// so the relay moves the job; the refusal or closure goes down without the redirect, so the
+// downstream agent stays behind the relay and its rank joins again through it (a Join the relay
+// forwards follows the redirect, agent/agent_service.h). With leave_when_unreachable, a replica
+// that cannot be reached again (a stream that got no answer after one that broke) has every
+// attachment ended downstream with UNAVAILABLE (AgentRankClosed, or the AgentAck of an attach not
+// answered yet), on_not_served called for their jobs, and what was queued or unanswered dropped:
+// those ranks' clients send it again after joining again. The one exception is a batch part with
+// messages the relay refused itself (ranks not attached through that stream), which is answered
+// whole with UNAVAILABLE, since nothing else would answer those ranks.
 //
 // Thread-safety: thread-safe; Connect/Receive/Disconnect only queue and never block on I/O, so
 // reactors call them. Ownership: owns its ReconnectingStream (two threads); shares the channel;
@@ -49,6 +59,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -87,6 +98,14 @@ struct RelayHubOptions {
   // (agent/fanout_pool.h), an agent's shares in order; 0: the thread reading the coordinator's
   // stream writes them all. psync-agent passes its --relay_fanout_threads.
   size_t fanout_threads = 0;
+  // Several replicas: a replica that cannot be reached again gives up its attachments (see
+  // "Replicas" above). False (one coordinator, or one address in front of replicas): re-attach
+  // forever.
+  bool leave_when_unreachable = false;
+  // Called (on the reader thread, no lock held) with the job of a rank whose attach the
+  // coordinator refused or ended with UNAVAILABLE, and the owner its OwnerRedirect names (empty:
+  // none), and for each job given up with an unreachable replica (no owner). May be empty.
+  std::function<void(const std::string& job_id, const std::string& owner)> on_not_served;
 };
 
 class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
@@ -99,7 +118,7 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   // Cancels the upstream stream and joins its threads. Idempotent.
   void Shutdown();
 
-  // A downstream agent's stream opened (starts the upstream stream on first use).
+  // A downstream agent's stream sends through this hub (starts the upstream stream on first use).
   void Connect(const std::shared_ptr<RelayedAgent>& agent) ABSL_LOCKS_EXCLUDED(mu_);
   // One AgentUp read from `agent`'s stream. Its batch may be moved out (*up is reused for the next
   // read).
@@ -164,6 +183,12 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
     std::vector<v1::AgentNotice> notices;
     std::vector<v1::AgentRankClosed> closed;
   };
+  // The shares of one upstream message (or of a replica given up), by agent, in the order of each
+  // agent's first share.
+  struct Deliveries {
+    absl::flat_hash_map<RelayedAgent*, AgentShare> shares;
+    std::vector<RelayedAgent*> order;
+  };
 
   // StreamProtocol.
   absl::Status Prepare(bool* retry) override;
@@ -176,6 +201,15 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   void OnWrite(const v1::AgentUp& up) override;
   // flush_window: until when the queued batches wait for more (InfinitePast: send them now).
   absl::Time HeldUntilLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // leave_when_unreachable: ends every attachment downstream with UNAVAILABLE and drops what was
+  // queued or unanswered (see "Replicas"). Returns the jobs left, each once.
+  std::vector<std::string> LeaveAllLocked(Deliveries* deliveries)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds the refusal or closure of a rank's attach with UNAVAILABLE to `not_served` (job, owner)
+  // and takes the redirect out of what goes down (the downstream agent stays behind the relay).
+  template <typename Answer>
+  static void NotServedBelow(const std::string& job_id, Answer* down,
+                             std::vector<std::pair<std::string, std::string>>* not_served);
 
   void ReceiveAttach(const std::shared_ptr<RelayedAgent>& agent, uint64_t request_id,
                      const v1::Attach& attach) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -191,15 +225,15 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   // AgentBatch.
   void SendBatchLocked(std::vector<Queued>* run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The answers of the parts of one batch answered by `ack` (null: acked_through, accepted whole).
-  void AnswerPartsLocked(const AwaitingAck& batch, const v1::AgentAck* ack,
-                         absl::flat_hash_map<RelayedAgent*, AgentShare>* deliveries,
-                         std::vector<RelayedAgent*>* order) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AnswerPartsLocked(const AwaitingAck& batch, const v1::AgentAck* ack, Deliveries* deliveries)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands each agent's share to the fan-out threads; `timed_fanout`: observed in fanout_agents
+  // (from `read_at` to the last share queued).
+  void Deliver(Deliveries deliveries, absl::Time read_at, bool timed_fanout);
   // Adds one agent's share to its queue (on a fan-out thread).
   static void WriteShare(AgentShare& share);
   // Where `agent`'s share of the upstream message being handled goes.
-  static AgentShare& ShareFor(absl::flat_hash_map<RelayedAgent*, AgentShare>* deliveries,
-                              std::vector<RelayedAgent*>* order,
-                              const std::shared_ptr<RelayedAgent>& agent);
+  static AgentShare& ShareFor(Deliveries* deliveries, const std::shared_ptr<RelayedAgent>& agent);
 
   const RelayHubOptions options_;
   AgentCounters* const counters_;
@@ -209,6 +243,8 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool answered_once_ ABSL_GUARDED_BY(mu_) = false;
   bool answered_ ABSL_GUARDED_BY(mu_) = false;
+  // leave_when_unreachable: the last stream got no answer (the replica is unreachable).
+  bool unreachable_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, Attachment> attachments_ ABSL_GUARDED_BY(mu_);

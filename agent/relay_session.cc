@@ -4,57 +4,57 @@
 #include <utility>
 
 #include "agent/relayed_agent.h"
+#include "agent/relayed_routes.h"
 
 namespace psync::agent {
 namespace {
 
 class RelaySession final : public grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown> {
  public:
-  RelaySession(RelayHub* hub, CallsInFlight::Token call)
+  RelaySession(Router* router, CallsInFlight::Token call)
       : call_(std::move(call)),
-        hub_(hub),
-        agent_(std::make_shared<RelayedAgent>(this, hub->counters().down_wait_agents,
-                                              hub->counters().down_write_agents)) {
-    hub_->Connect(agent_);
+        agent_(std::make_shared<RelayedAgent>(this, router->counters()->down_wait_agents,
+                                              router->counters()->down_write_agents)),
+        routes_(router, agent_) {
     StartRead(&up_);
   }
 
   void OnReadDone(bool ok) override {
     if (!ok) {  // the agent finished writing, or the call ended
-      hub_->Disconnect(agent_.get());
+      routes_.Disconnect();
       agent_->writer().Close(grpc::Status::OK);
       return;
     }
-    hub_->Receive(agent_, &up_);
+    routes_.Receive(&up_);
     StartRead(&up_);
   }
 
   void OnWriteDone(bool ok) override { agent_->writer().WriteDone(ok); }
 
   void OnCancel() override {
-    hub_->Disconnect(agent_.get());
+    routes_.Disconnect();
     agent_->writer().Close(grpc::Status(grpc::StatusCode::CANCELLED, "agent session cancelled"));
   }
 
   void OnDone() override {
-    hub_->Disconnect(agent_.get());
+    routes_.Disconnect();
     agent_->writer().Detach();
     delete this;
   }
 
  private:
-  // First, so released last: the hub stays until every relayed stream is destroyed.
+  // First, so released last: the router and its hubs stay until every relayed stream is destroyed.
   const CallsInFlight::Token call_;
-  RelayHub* const hub_;
   const std::shared_ptr<RelayedAgent> agent_;
+  RelayedRoutes routes_;
   v1::AgentUp up_;  // touched by the read reactions only, one at a time
 };
 
 }  // namespace
 
-grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>* NewRelaySession(RelayHub* hub,
+grpc::ServerBidiReactor<v1::AgentUp, v1::AgentDown>* NewRelaySession(Router* router,
                                                                      CallsInFlight::Token call) {
-  return new RelaySession(hub, std::move(call));
+  return new RelaySession(router, std::move(call));
 }
 
 }  // namespace psync::agent

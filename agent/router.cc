@@ -18,12 +18,17 @@ void Router::Start() {
 
 void Router::Shutdown() {
   std::vector<Upstream*> upstreams;
+  std::vector<RelayHub*> hubs;
   {
     absl::MutexLock lock(&mu_);
     shut_down_ = true;
-    for (auto& [target, endpoint] : endpoints_) upstreams.push_back(endpoint->upstream.get());
+    for (auto& [target, endpoint] : endpoints_) {
+      upstreams.push_back(endpoint->upstream.get());
+      if (endpoint->relay != nullptr) hubs.push_back(endpoint->relay.get());
+    }
   }
-  // Unlocked: an upstream's threads may be calling into the router.
+  // Unlocked: an upstream's or a hub's threads may be calling into the router.
+  for (RelayHub* hub : hubs) hub->Shutdown();
   for (Upstream* upstream : upstreams) upstream->Shutdown();
 }
 
@@ -38,8 +43,7 @@ Router::Endpoint& Router::GetLocked(const std::string& target) {
   upstream.target = target;
   // Ranks of a replica that is gone or does not serve their job join again elsewhere; a single
   // listed target is reconnected to forever (a coordinator restarted there resumes them).
-  const bool only_target = options_.targets.size() == 1 && target == options_.targets[0];
-  upstream.leave_when_unreachable = !only_target;
+  upstream.leave_when_unreachable = !OnlyTargetLocked(target);
   upstream.on_not_served = [this, target](const std::string& job_id, const std::string& owner) {
     NotServed(job_id, target, owner);
   };
@@ -67,6 +71,28 @@ Upstream* Router::UpstreamFor(const std::string& job_id) {
 Upstream* Router::UpstreamAt(const std::string& target) {
   absl::MutexLock lock(&mu_);
   return GetLocked(target).upstream.get();
+}
+
+RelayHub* Router::RelayHubFor(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  const std::string target = routes_.Route(job_id);
+  Endpoint& endpoint = GetLocked(target);
+  if (endpoint.relay == nullptr) {
+    RelayHubOptions relay = options_.relay;
+    relay.channel = endpoint.channel;
+    relay.target = target;
+    relay.leave_when_unreachable = !OnlyTargetLocked(target);
+    relay.on_not_served = [this, target](const std::string& job, const std::string& owner) {
+      NotServed(job, target, owner);
+    };
+    endpoint.relay = std::make_unique<RelayHub>(std::move(relay), counters_);
+    if (shut_down_) endpoint.relay->Shutdown();
+  }
+  return endpoint.relay.get();
+}
+
+bool Router::OnlyTargetLocked(const std::string& target) const {
+  return options_.targets.size() == 1 && target == options_.targets[0];
 }
 
 bool Router::FollowFailure(const std::string& job_id, const std::string& target,
@@ -103,6 +129,7 @@ bool Router::connected() const {
   absl::MutexLock lock(&mu_);
   for (const auto& [target, endpoint] : endpoints_) {
     if (endpoint->upstream->connected()) return true;
+    if (endpoint->relay != nullptr && endpoint->relay->connected()) return true;
   }
   return false;
 }

@@ -1,7 +1,9 @@
 // Router: the coordinator replicas a node agent talks to, and which one each job goes to. It keeps
-// one endpoint per replica address (a channel, a stub for forwarded calls and an Upstream, the
-// AgentSession stream that carries the job's local Sessions), created on first use, and the jobs'
-// routes (agent/job_routes.h: start entry by hash, redirects followed, rotation on failure).
+// one endpoint per replica address (a channel, a stub for forwarded calls, an Upstream, the
+// AgentSession stream that carries the job's local Sessions, and a RelayHub, the stream that
+// carries other node agents' ranks of the job when this agent relays), created on first use, and
+// the jobs' routes (agent/job_routes.h: start entry by hash, redirects followed, rotation on
+// failure).
 //
 //  * Forwarded calls (Join and the other unary calls) go to Route(job); FollowFailure() reads the
 //    answer: an UNAVAILABLE carrying an OwnerRedirect (wire/wire_status.h) moves the job to the
@@ -13,6 +15,9 @@
 //    UNAVAILABLE, and an attach the
 //    coordinator refuses or ends with UNAVAILABLE (it does not serve the job) moves the job on:
 //    the ranks join again through the agent and land on the job's owner.
+//  * Relayed attaches go through RelayHubFor(job) (agent/relayed_routes.h), and move on as a local
+//    Session's do: a hub reports the attaches its replica refuses or ends with UNAVAILABLE, and
+//    the jobs of a replica that cannot be reached again (agent/relay_hub.h, "Replicas").
 //  * With one target there is one listed endpoint, created at Start(), whose Upstream reconnects
 //    forever, as a single coordinator expects; a job still follows a redirect to the owner it
 //    names (a Service in front of replicas), and returns to the target when that owner fails.
@@ -38,6 +43,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/job_routes.h"
+#include "agent/relay_hub.h"
 #include "agent/stats.h"
 #include "agent/upstream.h"
 #include "grpcpp/grpcpp.h"
@@ -54,6 +60,9 @@ struct RouterOptions {
   std::function<std::shared_ptr<grpc::Channel>(const std::string& target)> channel_factory;
   // Each Upstream's options; `channel`, `target` and the callbacks are filled in per endpoint.
   UpstreamOptions upstream;
+  // Each RelayHub's options (relaying); `channel`, `target`, `leave_when_unreachable` and the
+  // callback are filled in per endpoint.
+  RelayHubOptions relay;
 };
 
 class Router {
@@ -68,8 +77,8 @@ class Router {
 
   // With a single target: creates its endpoint and starts its Upstream (connects at once).
   void Start() ABSL_LOCKS_EXCLUDED(mu_);
-  // Shuts every Upstream down (joins their threads). Idempotent; Upstreams created later are
-  // never started.
+  // Shuts every Upstream and RelayHub down (joins their threads). Idempotent; Upstreams created
+  // later are never started, and RelayHubs created later are shut down at once.
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
 
   // The stub of `job_id`'s replica now, and its target.
@@ -79,6 +88,11 @@ class Router {
   Upstream* UpstreamFor(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
   // The Upstream of `target` (e.g. where a Join was answered).
   Upstream* UpstreamAt(const std::string& target) ABSL_LOCKS_EXCLUDED(mu_);
+  // The RelayHub of `job_id`'s replica now (created on first use; its stream opens when the first
+  // downstream agent connects to it).
+  RelayHub* RelayHubFor(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // The agent's counters (relayed streams count into them too).
+  AgentCounters* counters() const { return counters_; }
 
   // A forwarded call of `job_id` at `target` ended with `status` (not OK): moves the job's route
   // as the header says. True when the status redirected to an owner and the job's route is no
@@ -99,8 +113,11 @@ class Router {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<v1::Coordinator::Stub> stub;
     std::unique_ptr<Upstream> upstream;
+    std::unique_ptr<RelayHub> relay;  // relaying only, created on first use
   };
   Endpoint& GetLocked(const std::string& target) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True for the single listed target: its streams reconnect forever.
+  bool OnlyTargetLocked(const std::string& target) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CountLocked(JobRoutes::Move move) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the job's route off `target`: to `owner` (unless empty, or past kMaxEndpoints), else to
   // the next list entry. True when it now routes to an owner other than `target`.

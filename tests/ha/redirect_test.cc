@@ -365,6 +365,107 @@ TEST_F(RedirectTest, AnAgentAttachRefusedByANonOwnerMovesTheJobToTheOwner) {
   (*node)->Shutdown();
 }
 
+// A relay given one address, a replica that does not own the job (as a Service in front of
+// replicas may pick): the node agent's forwarded Join follows the redirect at the relay, and the
+// rank's attach, relayed, goes to the owner too. The node agent behind the relay never sees a
+// redirect; the rank's directive comes with the owner's epoch.
+TEST_F(RedirectTest, ARelayInFrontOfANonOwnerCarriesTheJobToItsOwner) {
+  ASSERT_TRUE(BothReplicasListEachOther());
+  const std::string job = JobPreferredBy(0, "relayed-job");
+  agent::AgentOptions at_other;
+  at_other.target = addresses_[1];
+  auto relay = agent::Agent::Start(at_other);
+  ASSERT_TRUE(relay.ok()) << relay.status();
+  agent::AgentOptions behind;
+  behind.target = (*relay)->local_target();
+  auto node = agent::Agent::Start(behind);
+  ASSERT_TRUE(node.ok()) << node.status();
+
+  absl::StatusOr<std::unique_ptr<Client>> client = ConnectRank((*node)->local_target(), job);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->ReportStaged(0, 0, "dense").ok());
+  absl::StatusOr<v1::SyncDirective> directive =
+      (*client)->WaitForDirective(0, 0, absl::Seconds(10));
+  ASSERT_TRUE(directive.ok()) << directive.status();
+  const absl::StatusOr<std::optional<server::ha::KeyValue>> key =
+      etcd_.Get(absl::StrCat("/psync/jobs/", job));
+  ASSERT_TRUE(key.ok() && key->has_value());
+  EXPECT_EQ((*key)->value, addresses_[0]);
+  EXPECT_EQ(directive->epoch(), static_cast<uint64_t>((*key)->create_revision));
+
+  EXPECT_EQ((*relay)->stats().redirects, 1u);  // the Join's; the attach went to the owner at once
+  EXPECT_EQ((*relay)->stats().relayed_attaches, 1u);
+  EXPECT_EQ((*node)->stats().redirects, 0u);
+  EXPECT_EQ((*node)->stats().reconnects, 0u);
+  EXPECT_EQ((*client)->stats().redirects, 0u);
+  (*client)->Close();
+  (*node)->Shutdown();
+  (*relay)->Shutdown();
+}
+
+// A relayed attach that reaches a replica not serving the job is refused with the owner named: the
+// relay moves the job to the owner and passes the refusal down without the redirect, so the node
+// agent stays behind the relay; its rank, whose local Session ends with UNAVAILABLE, joins again
+// through both agents and lands on the owner.
+TEST_F(RedirectTest, ARelayedAttachRefusedByANonOwnerMovesTheJobAtTheRelayOnly) {
+  ASSERT_TRUE(BothReplicasListEachOther());
+  const std::string job = JobPreferredBy(
+      0, "relayed-attach-job", [](const std::string& id) { return JobStartIndex(id, 2) == 1; });
+  auto owner = v1::Coordinator::NewStub(
+      grpc::CreateChannel(addresses_[0], grpc::InsecureChannelCredentials()));
+  v1::JoinResponse joined;
+  grpc::ClientContext join_context;
+  ASSERT_TRUE(owner->Join(&join_context, Plan(job), &joined).ok());
+  auto other = v1::Coordinator::NewStub(
+      grpc::CreateChannel(addresses_[1], grpc::InsecureChannelCredentials()));
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    grpc::ClientContext context;
+    v1::GetJobStatusRequest request;
+    request.set_job_id(job);
+    v1::JobStatus status;
+    const std::optional<v1::OwnerRedirect> r =
+        RedirectIn(other->GetJobStatus(&context, request, &status));
+    return r.has_value() && r->owner() == addresses_[0];
+  }));
+
+  agent::AgentOptions both;
+  both.target = absl::StrCat(addresses_[0], ",", addresses_[1]);
+  auto relay = agent::Agent::Start(both);
+  ASSERT_TRUE(relay.ok()) << relay.status();
+  agent::AgentOptions behind;
+  behind.target = (*relay)->local_target();
+  auto node = agent::Agent::Start(behind);
+  ASSERT_TRUE(node.ok()) << node.status();
+  auto through = v1::Coordinator::NewStub(
+      grpc::CreateChannel((*node)->local_target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext session_context;
+  auto session = through->Session(&session_context);
+  ASSERT_TRUE(session->Write(testing::AttachMessage(job, 0, joined)));
+  v1::SessionDown down;
+  while (session->Read(&down)) {
+  }
+  const grpc::Status ended = session->Finish();
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::UNAVAILABLE) << ended.error_message();
+  EXPECT_TRUE(ended.error_details().empty());
+  EXPECT_EQ((*relay)->stats().redirects, 1u);
+  EXPECT_EQ((*relay)->stats().rotations, 0u);
+  EXPECT_EQ((*node)->stats().redirects, 0u);
+
+  // Joining again through the node agent goes to the owner at once, through the relay.
+  absl::StatusOr<std::unique_ptr<Client>> client = ConnectRank((*node)->local_target(), job);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->ReportStaged(0, 0, "dense").ok());
+  ASSERT_TRUE((*client)->WaitForDirective(0, 0, absl::Seconds(10)).ok());
+  EXPECT_EQ((*relay)->stats().redirects, 1u);
+  EXPECT_EQ((*relay)->stats().rotations, 0u);
+  EXPECT_EQ((*relay)->stats().relayed_attaches, 2u);
+  EXPECT_EQ((*node)->stats().redirects, 0u);
+  EXPECT_EQ((*node)->stats().reconnects, 0u);
+  (*client)->Close();
+  (*node)->Shutdown();
+  (*relay)->Shutdown();
+}
+
 // A replica that stops under a node agent: the agent ends its rank's local Session, moves the job
 // to the other replica of its list, and the rank, joining again through the agent, resumes at the
 // new owner (a higher epoch) without ever seeing a redirect.
