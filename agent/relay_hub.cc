@@ -74,8 +74,8 @@ void RelayHub::Receive(const std::shared_ptr<RelayedAgent>& agent, v1::AgentUp* 
   v1::AgentAck answer;
   answer.set_request_id(up.request_id());
   bool answer_now = false;
+  absl::ReleasableMutexLock lock(&mu_);
   {
-    absl::MutexLock lock(&mu_);
     if (!downstream_.contains(agent.get())) return;  // disconnected meanwhile
     const size_t queued_before = queue_.size();
     const absl::Time now = absl::Now();
@@ -106,14 +106,16 @@ void RelayHub::Receive(const std::shared_ptr<RelayedAgent>& agent, v1::AgentUp* 
       WakeWriter();
     }
   }
-  if (answer_now) {
-    std::vector<FanoutPool::Task> task;
-    task.push_back({agent.get(), [agent, answer = std::move(answer)]() mutable {
-                      agent->writer().Add(
-                          [&](serve::AgentDownQueue& q) { q.AddAck(std::move(answer)); });
-                    }});
-    fanout_.Run(std::move(task));
-  }
+  if (!answer_now) return;
+  // After what was decided for the agent before it (a closure of its rank among them).
+  absl::MutexLock turn(&deliver_mu_);
+  lock.Release();
+  std::vector<FanoutPool::Task> task;
+  task.push_back({agent.get(), [agent, answer = std::move(answer)]() mutable {
+                    agent->writer().Add(
+                        [&](serve::AgentDownQueue& q) { q.AddAck(std::move(answer)); });
+                  }});
+  fanout_.Run(std::move(task));
 }
 
 void RelayHub::ReceiveAttach(const std::shared_ptr<RelayedAgent>& agent, uint64_t request_id,
@@ -396,16 +398,16 @@ absl::Status RelayHub::OnClosed(const StreamEnd& end, bool* retry) {
   std::vector<std::string> jobs;
   size_t left = 0;
   bool quiet = false;  // a replica that stays unreachable, with nothing attached: said once
-  {
-    absl::MutexLock lock(&mu_);
-    if (options_.leave_when_unreachable && !answered_) {
-      // A stream that got no answer (after one that broke): the replica is gone or unreachable.
-      quiet = unreachable_ && attachments_.empty();
-      unreachable_ = true;
-      left = attachments_.size();
-      if (left > 0) jobs = LeaveAllLocked(&deliveries);
-    }
+  absl::ReleasableMutexLock lock(&mu_);
+  if (options_.leave_when_unreachable && !answered_) {
+    // A stream that got no answer (after one that broke): the replica is gone or unreachable.
+    quiet = unreachable_ && attachments_.empty();
+    unreachable_ = true;
+    left = attachments_.size();
+    if (left > 0) jobs = LeaveAllLocked(&deliveries);
   }
+  absl::MutexLock turn(&deliver_mu_);
+  lock.Release();
   if (quiet) return end.finished;
   if (left == 0) {
     std::cerr << "psync-agent: relay stream to '" << options_.target << "' ended (" << end.finished
@@ -545,8 +547,8 @@ void RelayHub::OnRead(const v1::AgentDown& down) {
   Deliveries deliveries;
   // Jobs refused or ended with UNAVAILABLE, and the owner named (or empty).
   std::vector<std::pair<std::string, std::string>> not_served;
+  absl::ReleasableMutexLock lock(&mu_);
   {
-    absl::MutexLock lock(&mu_);
     unreachable_ = false;
     if (!answered_) {
       answered_ = true;
@@ -658,6 +660,8 @@ void RelayHub::OnRead(const v1::AgentDown& down) {
       ForgetLocked(handle, /*detach_upstream=*/false);
     }
   }
+  absl::MutexLock turn(&deliver_mu_);
+  lock.Release();
   // The job moves on before its ranks hear of it, so that they join again elsewhere.
   if (options_.on_not_served) {
     for (const auto& [job, owner] : not_served) options_.on_not_served(job, owner);

@@ -260,6 +260,11 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   std::deque<Queued> queue_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, AwaitingAck> awaiting_ack_ ABSL_GUARDED_BY(mu_);
 
+  // Held from before mu_ is released until the shares decided under it are handed to fanout_, so
+  // that each agent gets them in the order they were decided: a rank's closure before the
+  // relay's refusal of its next message, which that closure explains.
+  absl::Mutex deliver_mu_ ABSL_ACQUIRED_AFTER(mu_);
+
   // Writes the agents' shares; destroyed after stream_, whose reader hands them over.
   FanoutPool fanout_;
   // Last: destroyed (its threads joined) first.

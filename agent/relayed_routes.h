@@ -56,7 +56,7 @@ class RelayedRoutes {
   // the agent connected to a hub.
   absl::Mutex mu_;
   bool disconnected_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<RelayHub*> hubs_ ABSL_GUARDED_BY(mu_);           // connected, in first-use order
+  std::vector<RelayHub*> hubs_ ABSL_GUARDED_BY(mu_);             // connected, in first-use order
   serve::JobRankMap<RelayHub*> rank_hubs_ ABSL_GUARDED_BY(mu_);  // hub of a rank's newest attach
 };
 

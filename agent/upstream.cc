@@ -403,6 +403,15 @@ void Upstream::OnRead(const v1::AgentDown& down) {
       if (answered_once_) counters_->reconnects.fetch_add(1);
       answered_once_ = true;
     }
+    // Ranks this message ends with UNAVAILABLE join again: a refusal of their messages in it (the
+    // coordinator, or a relay, no longer has them attached) is not theirs to see.
+    for (const v1::AgentRankClosed& c : down.closed()) {
+      auto a = attach_ids_.find(c.attach_request_id());
+      if (a != attach_ids_.end() &&
+          c.code() == static_cast<int32_t>(grpc::StatusCode::UNAVAILABLE)) {
+        links_.at(a->second).link->MarkRejoining();
+      }
+    }
     // The answers, in request order: the AgentAcks, and the lazy batches acked_through covers
     // (accepted whole).
     for (Answered<AwaitingAck>& settled : TakeAnswered(down, &awaiting_ack_)) {
@@ -455,6 +464,8 @@ void Upstream::OnRead(const v1::AgentDown& down) {
           auto r = rejected.find(static_cast<uint32_t>(i));
           if (r != rejected.end()) s = r->second;
         }
+        // A rank joining again sends the message again on its next Session: left unanswered.
+        if (!s.ok() && local->rejoining()) continue;
         answers.push_back({std::move(local), origin.request_id,
                            s.ok() && origin.lazy ? std::nullopt : std::optional(std::move(s))});
       }

@@ -30,7 +30,9 @@
 // what was queued meanwhile. Directives the coordinator re-sends on re-attach are dropped by each
 // LocalRank when already delivered; StepSkipped notices it re-sends reach the rank's client, which
 // drops those it already has. A re-attach the coordinator refuses ends that rank's local Session
-// with UNAVAILABLE, so its client joins again. Detaches not yet written when the stream broke are
+// with UNAVAILABLE, so its client joins again; a refusal of the rank's messages that comes with or
+// after it (the coordinator, or a relay, no longer has the rank attached) is not passed on: the
+// client sends them again on its next Session. Detaches not yet written when the stream broke are
 // dropped (the coordinator detached every rank of the ended stream). The upstream never gives up;
 // Shutdown() stops it. With leave_when_unreachable (an agent given several replicas), a replica
 // that cannot be reached again has its ranks' local Sessions ended with UNAVAILABLE instead (see
