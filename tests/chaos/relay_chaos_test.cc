@@ -44,9 +44,9 @@ struct Fault {
   Victim victim;
 };
 const std::vector<Fault> kFaults = {
-    {10, Victim::kRank},       {25, Victim::kNodeAgent}, {40, Victim::kRelay},
-    {55, Victim::kRank},       {70, Victim::kCoordinator}, {90, Victim::kNodeAgent},
-    {105, Victim::kRelay},     {120, Victim::kRank},
+    {10, Victim::kRank},   {25, Victim::kNodeAgent},   {40, Victim::kRelay},
+    {55, Victim::kRank},   {70, Victim::kCoordinator}, {90, Victim::kNodeAgent},
+    {105, Victim::kRelay}, {120, Victim::kRank},
 };
 
 // A daemon that comes back on the port it first bound (psync-coordinator or psync-agent).

@@ -108,6 +108,43 @@ class RedirectTest : public ::testing::Test {
     return Client::Connect(options);
   }
 
+  // Rank 0 of `job` joins at replica 0 (its owner then); true once replica 1 has learned the owner
+  // from etcd (until then it refuses without naming one).
+  bool JoinAtReplica0UntilReplica1NamesIt(const std::string& job, v1::JoinResponse* joined) {
+    auto owner = v1::Coordinator::NewStub(
+        grpc::CreateChannel(addresses_[0], grpc::InsecureChannelCredentials()));
+    grpc::ClientContext join_context;
+    if (!owner->Join(&join_context, Plan(job), joined).ok()) return false;
+    auto other = v1::Coordinator::NewStub(
+        grpc::CreateChannel(addresses_[1], grpc::InsecureChannelCredentials()));
+    return testing::WaitUntil([&] {
+      grpc::ClientContext context;
+      v1::GetJobStatusRequest request;
+      request.set_job_id(job);
+      v1::JobStatus status;
+      const std::optional<v1::OwnerRedirect> r =
+          RedirectIn(other->GetJobStatus(&context, request, &status));
+      return r.has_value() && r->owner() == addresses_[0];
+    });
+  }
+
+  // A raw Session of rank 0 of `job` through `target`, attached with `joined`, read to its end:
+  // how it ended.
+  static grpc::Status AttachThrough(const std::string& target, const std::string& job,
+                                    const v1::JoinResponse& joined) {
+    auto through =
+        v1::Coordinator::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext session_context;
+    auto session = through->Session(&session_context);
+    if (!session->Write(testing::AttachMessage(job, 0, joined))) {
+      return grpc::Status(grpc::StatusCode::INTERNAL, "the attach could not be written");
+    }
+    v1::SessionDown down;
+    while (session->Read(&down)) {
+    }
+    return session->Finish();
+  }
+
   // Waits until each replica's ListReplicas names both: each has read the other's key.
   bool BothReplicasListEachOther() {
     return testing::WaitUntil(
@@ -321,37 +358,14 @@ TEST_F(RedirectTest, AnAgentAttachRefusedByANonOwnerMovesTheJobToTheOwner) {
   ASSERT_TRUE(BothReplicasListEachOther());
   const std::string job = JobPreferredBy(
       0, "attach-job", [](const std::string& id) { return JobStartIndex(id, 2) == 1; });
-  auto owner = v1::Coordinator::NewStub(
-      grpc::CreateChannel(addresses_[0], grpc::InsecureChannelCredentials()));
   v1::JoinResponse joined;
-  grpc::ClientContext join_context;
-  ASSERT_TRUE(owner->Join(&join_context, Plan(job), &joined).ok());
-  // Replica 1 has learned the owner from etcd (until then it refuses without naming one).
-  auto other = v1::Coordinator::NewStub(
-      grpc::CreateChannel(addresses_[1], grpc::InsecureChannelCredentials()));
-  ASSERT_TRUE(testing::WaitUntil([&] {
-    grpc::ClientContext context;
-    v1::GetJobStatusRequest request;
-    request.set_job_id(job);
-    v1::JobStatus status;
-    const std::optional<v1::OwnerRedirect> r =
-        RedirectIn(other->GetJobStatus(&context, request, &status));
-    return r.has_value() && r->owner() == addresses_[0];
-  }));
+  ASSERT_TRUE(JoinAtReplica0UntilReplica1NamesIt(job, &joined));
 
   agent::AgentOptions both;
   both.target = absl::StrCat(addresses_[0], ",", addresses_[1]);
   auto node = agent::Agent::Start(both);
   ASSERT_TRUE(node.ok()) << node.status();
-  auto through = v1::Coordinator::NewStub(
-      grpc::CreateChannel((*node)->local_target(), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext session_context;
-  auto session = through->Session(&session_context);
-  ASSERT_TRUE(session->Write(testing::AttachMessage(job, 0, joined)));
-  v1::SessionDown down;
-  while (session->Read(&down)) {
-  }
-  const grpc::Status ended = session->Finish();
+  const grpc::Status ended = AttachThrough((*node)->local_target(), job, joined);
   EXPECT_EQ(ended.error_code(), grpc::StatusCode::UNAVAILABLE) << ended.error_message();
   EXPECT_EQ((*node)->stats().redirects, 1u);
   EXPECT_EQ((*node)->stats().rotations, 0u);
@@ -411,22 +425,8 @@ TEST_F(RedirectTest, ARelayedAttachRefusedByANonOwnerMovesTheJobAtTheRelayOnly) 
   ASSERT_TRUE(BothReplicasListEachOther());
   const std::string job = JobPreferredBy(
       0, "relayed-attach-job", [](const std::string& id) { return JobStartIndex(id, 2) == 1; });
-  auto owner = v1::Coordinator::NewStub(
-      grpc::CreateChannel(addresses_[0], grpc::InsecureChannelCredentials()));
   v1::JoinResponse joined;
-  grpc::ClientContext join_context;
-  ASSERT_TRUE(owner->Join(&join_context, Plan(job), &joined).ok());
-  auto other = v1::Coordinator::NewStub(
-      grpc::CreateChannel(addresses_[1], grpc::InsecureChannelCredentials()));
-  ASSERT_TRUE(testing::WaitUntil([&] {
-    grpc::ClientContext context;
-    v1::GetJobStatusRequest request;
-    request.set_job_id(job);
-    v1::JobStatus status;
-    const std::optional<v1::OwnerRedirect> r =
-        RedirectIn(other->GetJobStatus(&context, request, &status));
-    return r.has_value() && r->owner() == addresses_[0];
-  }));
+  ASSERT_TRUE(JoinAtReplica0UntilReplica1NamesIt(job, &joined));
 
   agent::AgentOptions both;
   both.target = absl::StrCat(addresses_[0], ",", addresses_[1]);
@@ -436,15 +436,7 @@ TEST_F(RedirectTest, ARelayedAttachRefusedByANonOwnerMovesTheJobAtTheRelayOnly) 
   behind.target = (*relay)->local_target();
   auto node = agent::Agent::Start(behind);
   ASSERT_TRUE(node.ok()) << node.status();
-  auto through = v1::Coordinator::NewStub(
-      grpc::CreateChannel((*node)->local_target(), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext session_context;
-  auto session = through->Session(&session_context);
-  ASSERT_TRUE(session->Write(testing::AttachMessage(job, 0, joined)));
-  v1::SessionDown down;
-  while (session->Read(&down)) {
-  }
-  const grpc::Status ended = session->Finish();
+  const grpc::Status ended = AttachThrough((*node)->local_target(), job, joined);
   EXPECT_EQ(ended.error_code(), grpc::StatusCode::UNAVAILABLE) << ended.error_message();
   EXPECT_TRUE(ended.error_details().empty());
   EXPECT_EQ((*relay)->stats().redirects, 1u);
