@@ -75,36 +75,34 @@ void RelayHub::Receive(const std::shared_ptr<RelayedAgent>& agent, v1::AgentUp* 
   answer.set_request_id(up.request_id());
   bool answer_now = false;
   absl::ReleasableMutexLock lock(&mu_);
-  {
-    if (!downstream_.contains(agent.get())) return;  // disconnected meanwhile
-    const size_t queued_before = queue_.size();
-    const absl::Time now = absl::Now();
-    const bool held_before = queued_before > 0 && HeldUntilLocked() > now;  // a window is running
-    switch (up.kind_case()) {
-      case v1::AgentUp::kAttach:
-        ReceiveAttach(agent, up.request_id(), up.attach().attach());
-        break;
-      case v1::AgentUp::kDetach:
-        ReceiveDetach(agent.get(), up.detach());
-        answer_now = true;
-        break;
-      case v1::AgentUp::kBatch:
-        answer_now = !ReceiveBatch(agent, received, &answer);
-        break;
-      case v1::AgentUp::KIND_NOT_SET:
-        wire::SetWireStatus(
-            absl::InvalidArgumentError("kind: one of attach, detach, batch must be set"), &answer);
-        answer_now = true;
-        break;
-    }
-    // The writer takes the whole queue once it is due (Produce): it needs waking only for a
-    // queue it left empty, or when this message ends the window it sleeps through (an attach or
-    // a detach behind held batches, or the most messages one batch carries); otherwise it takes
-    // this message with those before it.
-    if (queue_.size() > queued_before &&
-        (queued_before == 0 || (held_before && HeldUntilLocked() <= now))) {
-      WakeWriter();
-    }
+  if (!downstream_.contains(agent.get())) return;  // disconnected meanwhile
+  const size_t queued_before = queue_.size();
+  const absl::Time now = absl::Now();
+  const bool held_before = queued_before > 0 && HeldUntilLocked() > now;  // a window is running
+  switch (up.kind_case()) {
+    case v1::AgentUp::kAttach:
+      ReceiveAttach(agent, up.request_id(), up.attach().attach());
+      break;
+    case v1::AgentUp::kDetach:
+      ReceiveDetach(agent.get(), up.detach());
+      answer_now = true;
+      break;
+    case v1::AgentUp::kBatch:
+      answer_now = !ReceiveBatch(agent, received, &answer);
+      break;
+    case v1::AgentUp::KIND_NOT_SET:
+      wire::SetWireStatus(
+          absl::InvalidArgumentError("kind: one of attach, detach, batch must be set"), &answer);
+      answer_now = true;
+      break;
+  }
+  // The writer takes the whole queue once it is due (Produce): it needs waking only for a
+  // queue it left empty, or when this message ends the window it sleeps through (an attach or
+  // a detach behind held batches, or the most messages one batch carries); otherwise it takes
+  // this message with those before it.
+  if (queue_.size() > queued_before &&
+      (queued_before == 0 || (held_before && HeldUntilLocked() <= now))) {
+    WakeWriter();
   }
   if (!answer_now) return;
   // After what was decided for the agent before it (a closure of its rank among them).
@@ -548,117 +546,113 @@ void RelayHub::OnRead(const v1::AgentDown& down) {
   // Jobs refused or ended with UNAVAILABLE, and the owner named (or empty).
   std::vector<std::pair<std::string, std::string>> not_served;
   absl::ReleasableMutexLock lock(&mu_);
-  {
-    unreachable_ = false;
-    if (!answered_) {
-      answered_ = true;
-      if (answered_once_) counters_->reconnects.fetch_add(1);
-      answered_once_ = true;
-    }
-    // The answers, in request order: the AgentAcks, and the lazy batches acked_through covers.
-    for (Answered<AwaitingAck>& settled : TakeAnswered(down, &awaiting_ack_)) {
-      const uint64_t request_id = settled.request_id;
-      AwaitingAck& p = settled.what;
-      const v1::AgentAck* ack = settled.ack;
-      if (p.kind == Queued::Kind::kDetach) continue;
-      if (p.kind == Queued::Kind::kAttach) {
-        auto h = by_upstream_id_.find(request_id);
-        if (h == by_upstream_id_.end()) continue;  // detached meanwhile
-        const uint64_t handle = h->second;
-        Attachment& a = attachments_.at(handle);
-        auto d = downstream_.find(a.agent);
-        std::shared_ptr<RelayedAgent> agent =
-            d == downstream_.end() ? nullptr : d->second.agent.lock();
-        const bool first = !a.answered;
-        a.answered = true;
-        const absl::Status status = ack != nullptr ? wire::StatusFromWire(*ack) : absl::OkStatus();
-        if (status.ok()) {
-          if (first && agent != nullptr) {
-            v1::AgentAck answer = ack != nullptr ? *ack : v1::AgentAck();
-            answer.set_request_id(a.downstream_id);
-            ShareFor(&deliveries, agent).answers.emplace_back(false, std::move(answer));
-          }
-          continue;
-        }
-        v1::AgentAck refusal = *ack;
-        refusal.set_request_id(a.downstream_id);
-        NotServedBelow(a.attach.job_id(), &refusal, &not_served);
-        if (first && agent != nullptr) {
-          ShareFor(&deliveries, agent).answers.emplace_back(false, std::move(refusal));
-        }
-        if (!first && agent != nullptr) {
-          v1::AgentRankClosed closed;
-          closed.set_job_id(a.attach.job_id());
-          closed.set_rank(a.attach.rank());
-          closed.set_attach_request_id(a.downstream_id);
-          closed.set_code(static_cast<int32_t>(grpc::StatusCode::UNAVAILABLE));
-          closed.set_message(
-              absl::StrCat("the coordinator refused to attach rank ", a.attach.rank(),
-                           " again after the relay reconnected: ", status.message()));
-          ShareFor(&deliveries, agent).closed.push_back(std::move(closed));
-        }
-        a.upstream_id = 0;  // refused: nothing to detach upstream
-        by_upstream_id_.erase(h);
-        ForgetLocked(handle, /*detach_upstream=*/false);
-        continue;
-      }
-      stream_->Acknowledge(request_id);
-      AnswerPartsLocked(p, ack, &deliveries);
-    }
-    // Notices: each agent gets its ranks' share of every entry.
-    absl::flat_hash_map<RelayedAgent*, std::vector<uint32_t>> ranks_of;
-    for (const v1::AgentNotice& n : down.notices()) {
-      counters_->notices_received.fetch_add(1);
-      ObserveDirectiveAge(counters_->directive_age_read, n.notice(), read_at);
-      ranks_of.clear();
-      std::vector<RelayedAgent*> agents;                 // in the order of their first rank
-      const auto* routes = routes_.RanksOf(n.job_id());  // the job found once
-      // A node's ranks are most often next to each other in the list: a run of one agent's ranks
-      // is appended without looking the agent up again.
-      RelayedAgent* last_agent = nullptr;
-      std::vector<uint32_t>* last_ranks = nullptr;
-      for (uint32_t rank : n.ranks()) {
-        const Route* route = serve::JobRankMap<Route>::Find(routes, rank);
-        if (route == nullptr) {
-          counters_->notices_unrouted.fetch_add(1);
-          continue;
-        }
-        if (route->agent != last_agent) {
-          auto [entry, inserted] = ranks_of.try_emplace(route->agent);
-          if (inserted) agents.push_back(route->agent);
-          last_agent = route->agent;
-          last_ranks = &entry->second;
-        }
-        last_ranks->push_back(rank);
-      }
-      for (RelayedAgent* agent_key : agents) {
-        auto d = downstream_.find(agent_key);
-        if (d == downstream_.end()) continue;
-        std::shared_ptr<RelayedAgent> agent = d->second.agent.lock();
-        if (agent == nullptr) continue;
-        v1::AgentNotice share;
-        share.set_job_id(n.job_id());
-        std::vector<uint32_t>& ranks = ranks_of[agent_key];
-        share.mutable_ranks()->Add(ranks.begin(), ranks.end());
-        *share.mutable_notice() = n.notice();
-        ShareFor(&deliveries, agent).notices.push_back(std::move(share));
-        counters_->notices_delivered.fetch_add(ranks.size());
-      }
-    }
-    for (const v1::AgentRankClosed& c : down.closed()) {
-      auto h = by_upstream_id_.find(c.attach_request_id());
-      if (h == by_upstream_id_.end()) continue;
+  unreachable_ = false;
+  if (!answered_) {
+    answered_ = true;
+    if (answered_once_) counters_->reconnects.fetch_add(1);
+    answered_once_ = true;
+  }
+  // The answers, in request order: the AgentAcks, and the lazy batches acked_through covers.
+  for (Answered<AwaitingAck>& settled : TakeAnswered(down, &awaiting_ack_)) {
+    const uint64_t request_id = settled.request_id;
+    AwaitingAck& p = settled.what;
+    const v1::AgentAck* ack = settled.ack;
+    if (p.kind == Queued::Kind::kDetach) continue;
+    if (p.kind == Queued::Kind::kAttach) {
+      auto h = by_upstream_id_.find(request_id);
+      if (h == by_upstream_id_.end()) continue;  // detached meanwhile
       const uint64_t handle = h->second;
-      const Attachment& a = attachments_.at(handle);
+      Attachment& a = attachments_.at(handle);
       auto d = downstream_.find(a.agent);
       std::shared_ptr<RelayedAgent> agent =
           d == downstream_.end() ? nullptr : d->second.agent.lock();
-      v1::AgentRankClosed closed = c;
-      closed.set_attach_request_id(a.downstream_id);
-      NotServedBelow(a.attach.job_id(), &closed, &not_served);
-      if (agent != nullptr) ShareFor(&deliveries, agent).closed.push_back(std::move(closed));
+      const bool first = !a.answered;
+      a.answered = true;
+      const absl::Status status = ack != nullptr ? wire::StatusFromWire(*ack) : absl::OkStatus();
+      if (status.ok()) {
+        if (first && agent != nullptr) {
+          v1::AgentAck answer = ack != nullptr ? *ack : v1::AgentAck();
+          answer.set_request_id(a.downstream_id);
+          ShareFor(&deliveries, agent).answers.emplace_back(false, std::move(answer));
+        }
+        continue;
+      }
+      v1::AgentAck refusal = *ack;
+      refusal.set_request_id(a.downstream_id);
+      NotServedBelow(a.attach.job_id(), &refusal, &not_served);
+      if (first && agent != nullptr) {
+        ShareFor(&deliveries, agent).answers.emplace_back(false, std::move(refusal));
+      }
+      if (!first && agent != nullptr) {
+        v1::AgentRankClosed closed;
+        closed.set_job_id(a.attach.job_id());
+        closed.set_rank(a.attach.rank());
+        closed.set_attach_request_id(a.downstream_id);
+        closed.set_code(static_cast<int32_t>(grpc::StatusCode::UNAVAILABLE));
+        closed.set_message(absl::StrCat("the coordinator refused to attach rank ", a.attach.rank(),
+                                        " again after the relay reconnected: ", status.message()));
+        ShareFor(&deliveries, agent).closed.push_back(std::move(closed));
+      }
+      a.upstream_id = 0;  // refused: nothing to detach upstream
+      by_upstream_id_.erase(h);
       ForgetLocked(handle, /*detach_upstream=*/false);
+      continue;
     }
+    stream_->Acknowledge(request_id);
+    AnswerPartsLocked(p, ack, &deliveries);
+  }
+  // Notices: each agent gets its ranks' share of every entry.
+  absl::flat_hash_map<RelayedAgent*, std::vector<uint32_t>> ranks_of;
+  for (const v1::AgentNotice& n : down.notices()) {
+    counters_->notices_received.fetch_add(1);
+    ObserveDirectiveAge(counters_->directive_age_read, n.notice(), read_at);
+    ranks_of.clear();
+    std::vector<RelayedAgent*> agents;                 // in the order of their first rank
+    const auto* routes = routes_.RanksOf(n.job_id());  // the job found once
+    // A node's ranks are most often next to each other in the list: a run of one agent's ranks
+    // is appended without looking the agent up again.
+    RelayedAgent* last_agent = nullptr;
+    std::vector<uint32_t>* last_ranks = nullptr;
+    for (uint32_t rank : n.ranks()) {
+      const Route* route = serve::JobRankMap<Route>::Find(routes, rank);
+      if (route == nullptr) {
+        counters_->notices_unrouted.fetch_add(1);
+        continue;
+      }
+      if (route->agent != last_agent) {
+        auto [entry, inserted] = ranks_of.try_emplace(route->agent);
+        if (inserted) agents.push_back(route->agent);
+        last_agent = route->agent;
+        last_ranks = &entry->second;
+      }
+      last_ranks->push_back(rank);
+    }
+    for (RelayedAgent* agent_key : agents) {
+      auto d = downstream_.find(agent_key);
+      if (d == downstream_.end()) continue;
+      std::shared_ptr<RelayedAgent> agent = d->second.agent.lock();
+      if (agent == nullptr) continue;
+      v1::AgentNotice share;
+      share.set_job_id(n.job_id());
+      std::vector<uint32_t>& ranks = ranks_of[agent_key];
+      share.mutable_ranks()->Add(ranks.begin(), ranks.end());
+      *share.mutable_notice() = n.notice();
+      ShareFor(&deliveries, agent).notices.push_back(std::move(share));
+      counters_->notices_delivered.fetch_add(ranks.size());
+    }
+  }
+  for (const v1::AgentRankClosed& c : down.closed()) {
+    auto h = by_upstream_id_.find(c.attach_request_id());
+    if (h == by_upstream_id_.end()) continue;
+    const uint64_t handle = h->second;
+    const Attachment& a = attachments_.at(handle);
+    auto d = downstream_.find(a.agent);
+    std::shared_ptr<RelayedAgent> agent = d == downstream_.end() ? nullptr : d->second.agent.lock();
+    v1::AgentRankClosed closed = c;
+    closed.set_attach_request_id(a.downstream_id);
+    NotServedBelow(a.attach.job_id(), &closed, &not_served);
+    if (agent != nullptr) ShareFor(&deliveries, agent).closed.push_back(std::move(closed));
+    ForgetLocked(handle, /*detach_upstream=*/false);
   }
   absl::MutexLock turn(&deliver_mu_);
   lock.Release();

@@ -102,9 +102,10 @@ struct RelayHubOptions {
   // "Replicas" above). False (one coordinator, or one address in front of replicas): re-attach
   // forever.
   bool leave_when_unreachable = false;
-  // Called (on the reader thread, no lock held) with the job of a rank whose attach the
-  // coordinator refused or ended with UNAVAILABLE, and the owner its OwnerRedirect names (empty:
-  // none), and for each job given up with an unreachable replica (no owner). May be empty.
+  // Called (on the reader thread, holding only the hub's delivery turn: it must not call into
+  // the hub) with the job of a rank whose attach the coordinator refused or ended with
+  // UNAVAILABLE, and the owner its OwnerRedirect names (empty: none), and for each job given up
+  // with an unreachable replica (no owner). May be empty.
   std::function<void(const std::string& job_id, const std::string& owner)> on_not_served;
 };
 
@@ -129,8 +130,6 @@ class RelayHub final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
 
   // True while the upstream stream is open (it may still be connecting).
   bool connected() const;
-  // The agent's counters and wait histograms (the relayed agents' writers observe into them).
-  const AgentCounters& counters() const { return *counters_; }
 
  private:
   // One downstream attach the hub knows.
