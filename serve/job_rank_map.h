@@ -31,6 +31,11 @@ class JobRankMap {
     auto it = ranks->find(rank);
     return it == ranks->end() ? nullptr : &it->second;
   }
+  // Starts loading where Find(ranks, rank) will look, for a message of many ranks to look up all
+  // of them without waiting on each in turn. A hint only.
+  static void Prefetch(const Ranks* ranks, uint32_t rank) {
+    if (ranks != nullptr) ranks->prefetch(rank);
+  }
   // The value of (job, rank); nullptr when there is none.
   const V* Find(absl::string_view job, uint32_t rank) const { return Find(RanksOf(job), rank); }
   // The value of (job, rank), made (value-initialized) when there is none.

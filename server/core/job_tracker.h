@@ -294,6 +294,9 @@ class JobTracker {
   // (cs may be nullptr: not started).
   std::optional<uint32_t> FreshSlot(const InSlots& where, const ChunkStep* cs, Step step,
                                     RankId rank) const;
+  // Starts loading what FreshSlot and RecordInSlot will read and write for `rank` (its step, and
+  // its slot's marks in `cs`, which may be nullptr). A hint only: changes nothing.
+  void PrefetchCheckin(const InSlots& where, const ChunkStep* cs, RankId rank) const;
   // Records `rank`'s fresh check-in of `item` in `slot` of `cs` (FreshSlot), joining the group's
   // record *record (SIZE_MAX: none yet; `rest` ranks of the group follow) when
   // out->merge_rank_events.

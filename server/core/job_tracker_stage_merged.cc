@@ -11,6 +11,13 @@
 #include "server/core/job_tracker.h"
 
 namespace psync::core {
+namespace {
+
+// How many ranks ahead of the one being recorded a group's loop starts loading marks: enough
+// loads in flight to cover a miss to memory, few enough to stay in the first-level cache.
+constexpr size_t kPrefetchAhead = 8;
+
+}  // namespace
 
 std::optional<JobTracker::InSlots> JobTracker::InSlotsFor(uint64_t generation,
                                                           const StagedItem& item) const {
@@ -37,6 +44,15 @@ std::optional<uint32_t> JobTracker::FreshSlot(const InSlots& where, const ChunkS
     return std::nullopt;  // a duplicate, or a conflicting one: Stage says which
   }
   return slot;
+}
+
+void JobTracker::PrefetchCheckin(const InSlots& where, const ChunkStep* cs, RankId rank) const {
+  if (rank < rank_steps_.size()) __builtin_prefetch(&rank_steps_[rank]);
+  if (cs == nullptr || cs->staged.slots() != where.slots) return;
+  if (const std::optional<uint32_t> slot = where.slots->ContributorSlotAt(rank, where.optimizer);
+      slot.has_value()) {
+    cs->staged.PrefetchSlot(*slot);
+  }
 }
 
 ChunkStep* JobTracker::FindChunkStep(Step step, ChunkId chunk) {
@@ -86,6 +102,12 @@ void JobTracker::StageMerged(uint64_t generation, const StagedItem& item,
     if (where.has_value() && !looked_up) {
       looked_up = true;
       cs = FindChunkStep(item.step, item.chunk);
+      for (size_t k = i + 1; k < ranks.size() && k <= i + kPrefetchAhead; ++k) {
+        PrefetchCheckin(*where, cs, ranks[k]);
+      }
+    }
+    if (where.has_value() && i + kPrefetchAhead < ranks.size()) {
+      PrefetchCheckin(*where, cs, ranks[i + kPrefetchAhead]);
     }
     const std::optional<uint32_t> slot =
         where.has_value() ? FreshSlot(*where, cs, item.step, rank) : std::nullopt;
@@ -126,7 +148,13 @@ void JobTracker::StageInSlots(uint64_t generation, const StagedItem& item,
   // Nothing is created here: without OpenInSlots first, every rank is left to StageMerged.
   ChunkStep* cs = where.has_value() ? FindChunkStep(item.step, item.chunk) : nullptr;
   size_t record = SIZE_MAX;
+  for (size_t k = 0; cs != nullptr && k < ranks.size() && k < kPrefetchAhead; ++k) {
+    PrefetchCheckin(*where, cs, ranks[k]);
+  }
   for (size_t i = 0; i < ranks.size(); ++i) {
+    if (cs != nullptr && i + kPrefetchAhead < ranks.size()) {
+      PrefetchCheckin(*where, cs, ranks[i + kPrefetchAhead]);
+    }
     const std::optional<uint32_t> slot =
         cs != nullptr ? FreshSlot(*where, cs, item.step, ranks[i]) : std::nullopt;
     if (!slot.has_value()) {

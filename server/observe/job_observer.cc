@@ -8,6 +8,12 @@
 #include "absl/strings/str_join.h"
 
 namespace psync::observe {
+namespace {
+
+// Enough emptied check-in lists for the chunks of a step or two to start without growing one.
+constexpr size_t kSpareCheckinLists = 8;
+
+}  // namespace
 
 JobObserver::JobObserver(ObserverOptions options)
     : options_(options), deadlines_(options.deadline), stragglers_(options.straggler_alpha) {}
@@ -42,7 +48,12 @@ void JobObserver::OnEvent(const core::Event& e) {
     case EventKind::kCheckin: {
       CheckinTimes* times = last_open_.Find(key);
       if (times == nullptr) {
-        times = &open_checkins_[key];
+        auto [it, added] = open_checkins_.try_emplace(key);
+        if (added && !spare_checkins_.empty()) {
+          it->second = std::move(spare_checkins_.back());
+          spare_checkins_.pop_back();
+        }
+        times = &it->second;
         last_open_.Set(key, times);
       }
       core::ForEachRank(e, [&](core::RankId rank) { times->emplace_back(rank, e.time); });
@@ -52,6 +63,10 @@ void JobObserver::OnEvent(const core::Event& e) {
       auto open = open_checkins_.find(key);
       if (open != open_checkins_.end()) {
         stragglers_.OnRelease(open->second);
+        if (spare_checkins_.size() < kSpareCheckinLists) {
+          open->second.clear();
+          spare_checkins_.push_back(std::move(open->second));
+        }
         open_checkins_.erase(open);
         last_open_.Clear();
       }

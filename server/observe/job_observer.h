@@ -115,6 +115,10 @@ class JobObserver {
   // Check-in times of chunks not yet released.
   std::map<Key, CheckinTimes> open_checkins_;
   LastEntry<CheckinTimes> last_open_;
+  // Emptied lists of released chunks, kept with their capacity for the next chunks' check-ins:
+  // a list grown a check-in at a time to a chunk's size, each step, cost more than the tracker's
+  // own work on those check-ins. At most kSpareCheckinLists.
+  std::vector<CheckinTimes> spare_checkins_;
   std::map<Key, SyncAudit> audit_;
   LastEntry<SyncAudit> last_audit_;
   AuditTotals totals_;

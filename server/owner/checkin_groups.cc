@@ -41,6 +41,13 @@ bool CheckinGroups::Build(absl::Span<const RankMessage> messages) {
     }
     const core::StagedItem& item = m.staged[0];
     bool found = !groups_.empty() && SameItem(*groups_[last].item, item);
+    // The messages of one entry of a node's batch view one item: its group is found by address
+    // before any is compared by value (a message alternating between entries would otherwise
+    // compare optimizer names with each group it passes).
+    for (size_t k = groups_.size(); !found && k > 0 && groups_.size() - k < kMaxScan; --k) {
+      found = groups_[k - 1].item == &item;
+      if (found) last = static_cast<uint32_t>(k - 1);
+    }
     for (size_t k = groups_.size(); !found && k > 0 && groups_.size() - k < kMaxScan; --k) {
       found = SameItem(*groups_[k - 1].item, item);
       if (found) last = static_cast<uint32_t>(k - 1);

@@ -149,6 +149,8 @@ class AgentRankSink final : public SessionSink {
   NoticeBatcher* batcher() override { return outbox_.get(); }
 
   bool closed() const { return closed_.load(); }
+  // Starts loading what closed() reads, for a batch checking many ranks' sinks.
+  void PrefetchClosed() const { __builtin_prefetch(&closed_); }
   uint64_t attach_request_id() const { return attach_request_id_; }
 
  private:
@@ -298,13 +300,20 @@ class AgentStream final : public Reactor {
     {
       absl::MutexLock lock(&attachments_->mu);
       const auto* sinks = attachments_->ranks.RanksOf(batch.job_id());
-      const auto attached = [sinks](core::RankId rank) {
-        const auto* sink = serve::JobRankMap<std::shared_ptr<AgentRankSink>>::Find(sinks, rank);
-        return sink != nullptr && !(*sink)->closed();
-      };
+      // The ranks' entries, and then their sinks (objects of their own), are all asked for before
+      // any is read, rather than one miss to memory after another.
+      using Sinks = serve::JobRankMap<std::shared_ptr<AgentRankSink>>;
+      for (const RankMessage& m : messages) Sinks::Prefetch(sinks, m.rank);
+      std::vector<const AgentRankSink*> sink_of(messages.size(), nullptr);
+      for (size_t i = 0; i < messages.size(); ++i) {
+        const auto* sink = Sinks::Find(sinks, messages[i].rank);
+        if (sink == nullptr) continue;
+        sink_of[i] = sink->get();
+        sink_of[i]->PrefetchClosed();
+      }
       for (size_t i = 0; i < messages.size(); ++i) {
         const RankMessage& m = messages[i];
-        if (!attached(m.rank)) {
+        if (sink_of[i] == nullptr || sink_of[i]->closed()) {
           v1::MessageStatus* r = ack.add_rejected();
           r->set_index(static_cast<uint32_t>(i));
           wire::SetWireStatus(absl::FailedPreconditionError(
