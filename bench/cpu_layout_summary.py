@@ -33,6 +33,7 @@ COLUMNS = [
     ("relay queued", lambda r: r["relay_waits"]["directive_age_queued_to_agent"]["mean_us"] / 1e3),
     ("relay write", lambda r: r["relay_waits"]["write_to_agent"]["mean_us"] / 1e3),
     ("coord cores", lambda r: r["coordinator"]["cpu_fraction"]),
+    ("coord us/ci", lambda r: r["coordinator"]["cpu_s_per_1m_checkins"]),
     ("relays cores", lambda r: r["relays"]["cpu_fraction"]),
     ("relay max", lambda r: r["relays"]["cpu_fraction_max"]),
     ("load cores", load_cores),
