@@ -188,6 +188,32 @@ TEST(JobObserverTest, CheckinsOfInterleavedChunksEachCountAtTheirOwnRelease) {
   EXPECT_DOUBLE_EQ(top[1].last_seconds, 0.040);
 }
 
+TEST(JobObserverTest, AChunkCountsOnlyItsOwnCheckinsAfterEarlierChunksReleased) {
+  // Released chunks' check-in lists are kept for the next chunks: none may carry a check-in over.
+  JobObserver observer(Options());
+  for (uint64_t step = 4; step < 14; ++step) {  // more releases than lists are kept
+    const int t = static_cast<int>(step) * 100;
+    observer.OnEvent(Make(EventKind::kCheckin, t, step, 0, 0));
+    observer.OnEvent(Make(EventKind::kCheckin, t + 30, step, 0, 1));
+    Event release = Make(EventKind::kRelease, t + 30, step, 0, 1);
+    release.duration = absl::Milliseconds(30);
+    observer.OnEvent(release);
+  }
+  observer.OnEvent(Make(EventKind::kCheckin, 2000, 20, 0, 2));
+  Event release = Make(EventKind::kRelease, 2000, 20, 0, 2);
+  release.duration = absl::ZeroDuration();
+  observer.OnEvent(release);
+  const std::vector<StragglerScore> by_rank = observer.StragglersByRank();
+  ASSERT_EQ(by_rank.size(), 3u);
+  EXPECT_EQ(by_rank[0].samples, 10u);  // ranks 0 and 1: one sample at each of their 10 releases
+  EXPECT_EQ(by_rank[1].samples, 10u);
+  EXPECT_DOUBLE_EQ(by_rank[1].last_seconds, 0.030);
+  EXPECT_EQ(by_rank[1].times_last, 10u);
+  EXPECT_EQ(by_rank[2].rank, 2u);  // rank 2 alone at step 20
+  EXPECT_EQ(by_rank[2].samples, 1u);
+  EXPECT_EQ(by_rank[2].times_last, 0u);
+}
+
 TEST(JobObserverTest, AnEventOfAStepOlderThanAFullAuditKeepsItsRecord) {
   ObserverOptions options = Options();
   options.audit_capacity = 2;
