@@ -46,6 +46,8 @@ const CounterSpec kCounters[] = {
     {"local_acks", &AgentStats::local_acks, "Acks of their own written to local ranks."},
     {"local_lazy_acks", &AgentStats::local_lazy_acks,
      "Local messages answered by a later message's acked_through."},
+    {"upstreams_started", &AgentStats::upstreams_started,
+     "Upstreams started: streams carrying local Sessions, at most one per replica."},
     {"reconnects", &AgentStats::reconnects, "Upstream streams after the first that got an answer."},
     {"batches_resent", &AgentStats::batches_resent,
      "Unacknowledged batches written again after a reconnect."},

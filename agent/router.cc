@@ -13,7 +13,7 @@ Router::~Router() { Shutdown(); }
 
 void Router::Start() {
   absl::MutexLock lock(&mu_);
-  if (options_.targets.size() == 1) GetLocked(options_.targets[0]);
+  if (options_.targets.size() == 1) StartedLocked(GetLocked(options_.targets[0]));
 }
 
 void Router::Shutdown() {
@@ -48,8 +48,16 @@ Router::Endpoint& Router::GetLocked(const std::string& target) {
     NotServed(job_id, target, owner);
   };
   endpoint->upstream = std::make_unique<Upstream>(std::move(upstream), counters_);
-  if (!shut_down_) endpoint->upstream->Start();
   return *endpoints_.emplace(target, std::move(endpoint)).first->second;
+}
+
+Upstream* Router::StartedLocked(Endpoint& endpoint) {
+  if (!shut_down_ && !endpoint.upstream_started) {
+    endpoint.upstream_started = true;
+    endpoint.upstream->Start();
+    counters_->upstreams_started.fetch_add(1);
+  }
+  return endpoint.upstream.get();
 }
 
 void Router::CountLocked(JobRoutes::Move move) {
@@ -65,7 +73,7 @@ v1::Coordinator::Stub* Router::Stub(const std::string& job_id, std::string* targ
 
 Upstream* Router::UpstreamFor(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
-  return GetLocked(routes_.Route(job_id)).upstream.get();
+  return StartedLocked(GetLocked(routes_.Route(job_id)));
 }
 
 Upstream* Router::UpstreamAt(const std::string& target) {

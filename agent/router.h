@@ -84,9 +84,11 @@ class Router {
   // The stub of `job_id`'s replica now, and its target.
   v1::Coordinator::Stub* Stub(const std::string& job_id, std::string* target)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // The Upstream of `job_id`'s replica now (started on first use).
+  // The Upstream of `job_id`'s replica now (started on first use; an endpoint created for a
+  // forwarded call or a relayed job alone opens no Upstream stream).
   Upstream* UpstreamFor(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
-  // The Upstream of `target` (e.g. where a Join was answered).
+  // The Upstream of `target` (e.g. where a Join was answered, to declare the rank's chunks), not
+  // started by this: its stream opens when a local Session attaches through UpstreamFor.
   Upstream* UpstreamAt(const std::string& target) ABSL_LOCKS_EXCLUDED(mu_);
   // The RelayHub of `job_id`'s replica now (created on first use; its stream opens when the first
   // downstream agent connects to it).
@@ -113,9 +115,15 @@ class Router {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<v1::Coordinator::Stub> stub;
     std::unique_ptr<Upstream> upstream;
+    bool upstream_started = false;
     std::unique_ptr<RelayHub> relay;  // relaying only, created on first use
   };
+  // The endpoint of `target`, created (its Upstream not started) when there is none.
   Endpoint& GetLocked(const std::string& target) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The endpoint's Upstream, started (its stream opened) unless shut down: only an endpoint that
+  // carries local Sessions, or the single listed target, opens one, so that a relay opens none of
+  // its own to the replicas it only relays to (their RelayHubs carry its agents' ranks).
+  Upstream* StartedLocked(Endpoint& endpoint) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // True for the single listed target: its streams reconnect forever.
   bool OnlyTargetLocked(const std::string& target) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CountLocked(JobRoutes::Move move) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -41,6 +41,10 @@ struct AgentStats {
   // later message's acked_through (no message of their own).
   uint64_t local_acks = 0;
   uint64_t local_lazy_acks = 0;
+  // Upstreams started: the AgentSession streams that carry local Sessions, at most one per
+  // replica, opened for the single listed target at start and for any other replica when a local
+  // Session first attaches there (a relay opens none for the replicas it only relays to).
+  uint64_t upstreams_started = 0;
   uint64_t reconnects = 0;      // upstream streams after the first that got an answer
   uint64_t batches_resent = 0;  // unacknowledged batches written again after a reconnect
   // Local messages the agent refused itself (bytes that do not parse, a first message that is not
@@ -83,6 +87,7 @@ class AgentCounters {
   std::atomic<uint64_t> duplicate_directives_dropped{0};
   std::atomic<uint64_t> local_acks{0};
   std::atomic<uint64_t> local_lazy_acks{0};
+  std::atomic<uint64_t> upstreams_started{0};
   std::atomic<uint64_t> reconnects{0};
   std::atomic<uint64_t> batches_resent{0};
   std::atomic<uint64_t> local_rejected{0};
@@ -150,6 +155,7 @@ class AgentCounters {
     s.duplicate_directives_dropped = duplicate_directives_dropped.load();
     s.local_acks = local_acks.load();
     s.local_lazy_acks = local_lazy_acks.load();
+    s.upstreams_started = upstreams_started.load();
     s.reconnects = reconnects.load();
     s.batches_resent = batches_resent.load();
     s.local_rejected = local_rejected.load();

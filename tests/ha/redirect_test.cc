@@ -409,6 +409,9 @@ TEST_F(RedirectTest, ARelayInFrontOfANonOwnerCarriesTheJobToItsOwner) {
 
   EXPECT_EQ((*relay)->stats().redirects, 1u);  // the Join's; the attach went to the owner at once
   EXPECT_EQ((*relay)->stats().relayed_attaches, 1u);
+  // Its one listed target's stream opens at start, as a node agent's; none at the owner, where it
+  // only relays.
+  EXPECT_EQ((*relay)->stats().upstreams_started, 1u);
   EXPECT_EQ((*node)->stats().redirects, 0u);
   EXPECT_EQ((*node)->stats().reconnects, 0u);
   EXPECT_EQ((*client)->stats().redirects, 0u);
@@ -453,6 +456,10 @@ TEST_F(RedirectTest, ARelayedAttachRefusedByANonOwnerMovesTheJobAtTheRelayOnly) 
   EXPECT_EQ((*relay)->stats().relayed_attaches, 2u);
   EXPECT_EQ((*node)->stats().redirects, 0u);
   EXPECT_EQ((*node)->stats().reconnects, 0u);
+  // The relay carries no local Session: it opened no stream of its own at either replica, only
+  // its hubs' (the node agent opened its one to the relay).
+  EXPECT_EQ((*relay)->stats().upstreams_started, 0u);
+  EXPECT_EQ((*node)->stats().upstreams_started, 1u);
   (*client)->Close();
   (*node)->Shutdown();
   (*relay)->Shutdown();
