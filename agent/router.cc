@@ -52,11 +52,7 @@ Router::Endpoint& Router::GetLocked(const std::string& target) {
 }
 
 Upstream* Router::StartedLocked(Endpoint& endpoint) {
-  if (!shut_down_ && !endpoint.upstream_started) {
-    endpoint.upstream_started = true;
-    endpoint.upstream->Start();
-    counters_->upstreams_started.fetch_add(1);
-  }
+  if (!shut_down_ && endpoint.upstream->Start()) counters_->upstreams_started.fetch_add(1);
   return endpoint.upstream.get();
 }
 

@@ -115,7 +115,6 @@ class Router {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<v1::Coordinator::Stub> stub;
     std::unique_ptr<Upstream> upstream;
-    bool upstream_started = false;
     std::unique_ptr<RelayHub> relay;  // relaying only, created on first use
   };
   // The endpoint of `target`, created (its Upstream not started) when there is none.

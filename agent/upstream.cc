@@ -28,13 +28,14 @@ Upstream::Upstream(UpstreamOptions options, AgentCounters* counters)
 
 Upstream::~Upstream() { Shutdown(); }
 
-void Upstream::Start() {
+bool Upstream::Start() {
   {
     absl::MutexLock lock(&mu_);
-    if (started_) return;
+    if (started_) return false;
     started_ = true;
   }
   stream_->Start();
+  return true;
 }
 
 void Upstream::Shutdown() { stream_->Close(absl::ZeroDuration()); }

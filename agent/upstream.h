@@ -106,8 +106,9 @@ class Upstream final : private StreamProtocol<v1::AgentUp, v1::AgentDown> {
   Upstream(const Upstream&) = delete;
   Upstream& operator=(const Upstream&) = delete;
 
-  // Starts the stream's threads (connects). Once; later calls do nothing.
-  void Start() ABSL_LOCKS_EXCLUDED(mu_);
+  // Starts the stream's threads (connects). Once; later calls do nothing. True when this call
+  // started them.
+  bool Start() ABSL_LOCKS_EXCLUDED(mu_);
   // Cancels the stream and joins its threads. Idempotent.
   void Shutdown();
 

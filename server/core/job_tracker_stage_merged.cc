@@ -102,7 +102,7 @@ void JobTracker::StageMerged(uint64_t generation, const StagedItem& item,
     if (where.has_value() && !looked_up) {
       looked_up = true;
       cs = FindChunkStep(item.step, item.chunk);
-      for (size_t k = i + 1; k < ranks.size() && k <= i + kPrefetchAhead; ++k) {
+      for (size_t k = i + 1; k < ranks.size() && k < i + kPrefetchAhead; ++k) {
         PrefetchCheckin(*where, cs, ranks[k]);
       }
     }
