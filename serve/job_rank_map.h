@@ -1,7 +1,8 @@
 // JobRankMap: values keyed by (job id, rank), held by job and then by rank, so that the many ranks
 // of one message (a batch's, a notice's) cost one lookup of the job's id and then one of a number
-// each, instead of hashing and comparing the id again with every rank. A job's entry goes with its
-// last rank. Thread-compatible; owns its values.
+// each, instead of hashing and comparing the id again with every rank; a job's ranks are held in
+// pages of consecutive ranks (serve/rank_table.h), so a message's runs of neighbouring ranks read
+// one page each. A job's entry goes with its last rank. Thread-compatible; owns its values.
 #ifndef PSYNC_SERVE_JOB_RANK_MAP_H_
 #define PSYNC_SERVE_JOB_RANK_MAP_H_
 
@@ -11,13 +12,14 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
+#include "serve/rank_table.h"
 
 namespace psync::serve {
 
 template <typename V>
 class JobRankMap {
  public:
-  using Ranks = absl::flat_hash_map<uint32_t, V>;
+  using Ranks = RankTable<V>;
 
   // The ranks of `job` with their values; nullptr when it has none.
   const Ranks* RanksOf(absl::string_view job) const {
@@ -27,14 +29,12 @@ class JobRankMap {
   // The value of `rank` among `ranks` (what RanksOf answered, perhaps nullptr); nullptr when
   // there is none. For the ranks of one message: its job looked up once.
   static const V* Find(const Ranks* ranks, uint32_t rank) {
-    if (ranks == nullptr) return nullptr;
-    auto it = ranks->find(rank);
-    return it == ranks->end() ? nullptr : &it->second;
+    return ranks == nullptr ? nullptr : ranks->Find(rank);
   }
   // Starts loading where Find(ranks, rank) will look, for a message of many ranks to look up all
   // of them without waiting on each in turn. A hint only.
   static void Prefetch(const Ranks* ranks, uint32_t rank) {
-    if (ranks != nullptr) ranks->prefetch(rank);
+    if (ranks != nullptr) ranks->Prefetch(rank);
   }
   // The value of (job, rank); nullptr when there is none.
   const V* Find(absl::string_view job, uint32_t rank) const { return Find(RanksOf(job), rank); }
@@ -50,17 +50,18 @@ class JobRankMap {
   bool EraseIf(absl::string_view job, uint32_t rank, Pred pred) {
     auto it = jobs_.find(job);
     if (it == jobs_.end()) return false;
-    auto r = it->second.find(rank);
-    if (r == it->second.end() || !pred(r->second)) return false;
-    it->second.erase(r);
+    V* value = it->second.Find(rank);
+    if (value == nullptr || !pred(*value)) return false;
+    it->second.erase(rank);
     if (it->second.empty()) jobs_.erase(it);
     return true;
   }
   // fn(job, rank, value) for each, in no particular order.
   template <typename Fn>
   void ForEach(Fn fn) const {
-    for (const auto& [job, ranks] : jobs_) {
-      for (const auto& [rank, value] : ranks) fn(job, rank, value);
+    for (const auto& entry : jobs_) {
+      const std::string& job = entry.first;
+      entry.second.ForEach([&](uint32_t rank, const V& value) { fn(job, rank, value); });
     }
   }
   bool empty() const { return jobs_.empty(); }
