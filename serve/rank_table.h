@@ -32,9 +32,7 @@ class RankTable {
     const uint32_t at = rank % kPageRanks;
     return page.Has(at) ? &page.values[at] : nullptr;
   }
-  V* Find(uint32_t rank) {
-    return const_cast<V*>(static_cast<const RankTable&>(*this).Find(rank));
-  }
+  V* Find(uint32_t rank) { return const_cast<V*>(static_cast<const RankTable&>(*this).Find(rank)); }
   // Starts loading where Find(rank) looks. A hint only.
   void Prefetch(uint32_t rank) const { pages_.prefetch(rank / kPageRanks); }
   // The value of `rank`, made (value-initialized) when there is none.

@@ -38,9 +38,9 @@ TEST(RankTableTest, FindsEachRankOnItsOwnAcrossAndWithinPages) {
   EXPECT_EQ(table.Find(32), nullptr);  // in no page
   table[16] = 161;                     // replaced, not added
   EXPECT_EQ(table.size(), 4u);
-  EXPECT_THAT(All(table), UnorderedElementsAre(std::make_pair(0u, 1), std::make_pair(15u, 150),
-                                               std::make_pair(16u, 161),
-                                               std::make_pair(1048575u, 7)));
+  EXPECT_THAT(All(table),
+              UnorderedElementsAre(std::make_pair(0u, 1), std::make_pair(15u, 150),
+                                   std::make_pair(16u, 161), std::make_pair(1048575u, 7)));
 }
 
 TEST(RankTableTest, AValueMadeByIndexingStartsValueInitialized) {

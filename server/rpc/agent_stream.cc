@@ -119,17 +119,26 @@ class AgentStreamBatcher final : public NoticeBatcher,
   Writer writer_;
 };
 
+// How many sinks of one stream are closed, or closing, while its table still holds them (a sink
+// removed from the table as it closes may stay counted: the count only ever errs high). While it
+// is 0, no rank of the table has a closed sink, so a batch's attached check needs only the table,
+// not each rank's sink (an object of its own: a miss to memory per rank of a relay's batch).
+// A sink counts itself before it is seen closed, so a check that reads 0 and skips the sinks
+// decides as reading every sink at that moment would.
+using ClosedSinks = std::atomic<int64_t>;
+
 // The session of one rank attached on an AgentSession: its notices go into the stream's outbox
 // tagged with the rank (the coordinator addresses them to the outbox, its batcher(), with the
 // rank); closing it (the coordinator superseded it) tells the agent.
 class AgentRankSink final : public SessionSink {
  public:
   AgentRankSink(std::shared_ptr<AgentStreamBatcher> outbox, std::string job_id, core::RankId rank,
-                uint64_t attach_request_id)
+                uint64_t attach_request_id, std::shared_ptr<ClosedSinks> closed_sinks)
       : outbox_(std::move(outbox)),
         job_id_(std::move(job_id)),
         rank_(rank),
-        attach_request_id_(attach_request_id) {}
+        attach_request_id_(attach_request_id),
+        closed_sinks_(std::move(closed_sinks)) {}
 
   void Send(const core::Notice& notice) override {
     if (closed_.load()) return;
@@ -137,7 +146,12 @@ class AgentRankSink final : public SessionSink {
   }
 
   void Close(const absl::Status& status) override {
-    if (closed_.exchange(true)) return;
+    if (closed_.load()) return;
+    closed_sinks_->fetch_add(1);  // before closed_ can be seen set (see ClosedSinks)
+    if (closed_.exchange(true)) {
+      closed_sinks_->fetch_sub(1);  // another Close got there first and counted it
+      return;
+    }
     v1::AgentRankClosed closed;
     closed.set_job_id(job_id_);
     closed.set_rank(rank_);
@@ -158,6 +172,7 @@ class AgentRankSink final : public SessionSink {
   const std::string job_id_;
   const core::RankId rank_;
   const uint64_t attach_request_id_;
+  const std::shared_ptr<ClosedSinks> closed_sinks_;
   std::atomic<bool> closed_{false};
 };
 
@@ -171,7 +186,7 @@ struct AgentAttachments {
     serve::JobRankMap<std::shared_ptr<AgentRankSink>> detached;
     {
       absl::MutexLock lock(&mu);
-      detached.swap(ranks);
+      detached.swap(ranks);  // closed_sinks stays as it was: it may err high
     }
     detached.ForEach([coordinator](const std::string& job_id, core::RankId rank,
                                    const std::shared_ptr<AgentRankSink>& sink) {
@@ -179,8 +194,14 @@ struct AgentAttachments {
     });
   }
 
+  // To be called, with mu held, for a sink taken out of `ranks` by an erase or a replacement.
+  void Removed(const AgentRankSink& sink) {
+    if (sink.closed()) closed_sinks->fetch_sub(1);
+  }
+
   absl::Mutex mu;
   serve::JobRankMap<std::shared_ptr<AgentRankSink>> ranks ABSL_GUARDED_BY(mu);
+  const std::shared_ptr<ClosedSinks> closed_sinks = std::make_shared<ClosedSinks>(0);
 };
 
 class AgentStream final : public Reactor {
@@ -244,7 +265,8 @@ class AgentStream final : public Reactor {
   void HandleAttach(uint64_t request_id, const v1::Attach& a) {
     v1::AgentAck ack;
     ack.set_request_id(request_id);
-    auto sink = std::make_shared<AgentRankSink>(outbox_, a.job_id(), a.rank(), request_id);
+    auto sink = std::make_shared<AgentRankSink>(outbox_, a.job_id(), a.rank(), request_id,
+                                                attachments_->closed_sinks);
     absl::StatusOr<std::vector<core::Notice>> pending = AttachSession(*coordinator_, a, sink);
     if (!pending.ok()) {
       wire::SetWireStatusAndRedirect(pending.status(), &ack);
@@ -254,7 +276,9 @@ class AgentStream final : public Reactor {
     {
       absl::MutexLock lock(&attachments_->mu);
       // An older attach of the rank on this stream was superseded by this one (and closed).
-      attachments_->ranks(a.job_id(), a.rank()) = sink;
+      std::shared_ptr<AgentRankSink>& attached = attachments_->ranks(a.job_id(), a.rank());
+      if (attached != nullptr) attachments_->Removed(*attached);
+      attached = sink;
     }
     outbox_->AddAck(std::move(ack));
     outbox_->Cork();
@@ -271,6 +295,7 @@ class AgentStream final : public Reactor {
                                     if (attached->attach_request_id() != d.attach_request_id()) {
                                       return false;
                                     }
+                                    attachments_->Removed(*attached);
                                     sink = std::move(attached);
                                     return true;
                                   });
@@ -302,18 +327,20 @@ class AgentStream final : public Reactor {
       const auto* sinks = attachments_->ranks.RanksOf(batch.job_id());
       // The ranks' entries, and then their sinks (objects of their own), are all asked for before
       // any is read, rather than one miss to memory after another.
+      // While no sink in the table is closed (the common case), the table alone decides.
       using Sinks = serve::JobRankMap<std::shared_ptr<AgentRankSink>>;
       for (const RankMessage& m : messages) Sinks::Prefetch(sinks, m.rank);
+      const bool read_sinks = attachments_->closed_sinks->load() != 0;
       std::vector<const AgentRankSink*> sink_of(messages.size(), nullptr);
       for (size_t i = 0; i < messages.size(); ++i) {
         const auto* sink = Sinks::Find(sinks, messages[i].rank);
         if (sink == nullptr) continue;
         sink_of[i] = sink->get();
-        sink_of[i]->PrefetchClosed();
+        if (read_sinks) sink_of[i]->PrefetchClosed();
       }
       for (size_t i = 0; i < messages.size(); ++i) {
         const RankMessage& m = messages[i];
-        if (sink_of[i] == nullptr || sink_of[i]->closed()) {
+        if (sink_of[i] == nullptr || (read_sinks && sink_of[i]->closed())) {
           v1::MessageStatus* r = ack.add_rejected();
           r->set_index(static_cast<uint32_t>(i));
           wire::SetWireStatus(absl::FailedPreconditionError(

@@ -6,6 +6,7 @@
 // message gets an AgentAck of its own in the message of the notices it released, a batch without
 // lazy_ack gets its AgentAck at once, and the end of the stream answers what is still pending. A
 // zero delay acks every batch at once; a short one answers a lazy batch by a message of its own.
+// A rank not attached on the stream, or superseded elsewhere, has its messages refused one by one.
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,24 +34,12 @@ class AgentStream {
     auto channel = grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials());
     stub_ = v1::Coordinator::NewStub(channel);
     std::vector<v1::JoinResponse> joined(2);
-    for (uint32_t r = 0; r < 2; ++r) {
-      grpc::ClientContext context;
-      EXPECT_TRUE(stub_->Join(&context, testing::MakeJoin(job, 2, r, 3), &joined[r]).ok());
-    }
+    for (uint32_t r = 0; r < 2; ++r) joined[r] = Join(r);
     generation_ = joined[0].generation();
     // A read that never comes fails the test instead of hanging it.
     context_.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
     stream_ = stub_->AgentSession(&context_);
-    for (uint32_t r = 0; r < 2; ++r) {
-      v1::AgentUp up;
-      up.set_request_id(r + 1);
-      v1::Attach* a = up.mutable_attach()->mutable_attach();
-      a->set_job_id(job);
-      a->set_rank(r);
-      a->set_generation(joined[r].generation());
-      a->set_session_id(joined[r].session_id());
-      EXPECT_TRUE(stream_->Write(up));
-    }
+    for (uint32_t r = 0; r < 2; ++r) WriteAttach(r + 1, r, joined[r]);
     // The two attach AgentAcks (in one message or two).
     int acks = 0;
     v1::AgentDown down;
@@ -76,6 +65,50 @@ class AgentStream {
       staged->add_messages(i);
     }
     ASSERT_TRUE(stream_->Write(up));
+  }
+
+  // `rank` joins (again: the same incarnation, so a reconnect of the running rank).
+  v1::JoinResponse Join(uint32_t rank) {
+    grpc::ClientContext context;
+    v1::JoinResponse joined;
+    EXPECT_TRUE(stub_->Join(&context, testing::MakeJoin(job_, 2, rank, 3), &joined).ok());
+    return joined;
+  }
+
+  // Writes attach `request_id` of `rank` as `joined` allows.
+  void WriteAttach(uint64_t request_id, uint32_t rank, const v1::JoinResponse& joined) {
+    v1::AgentUp up;
+    up.set_request_id(request_id);
+    v1::Attach* a = up.mutable_attach()->mutable_attach();
+    a->set_job_id(job_);
+    a->set_rank(rank);
+    a->set_generation(joined.generation());
+    a->set_session_id(joined.session_id());
+    EXPECT_TRUE(stream_->Write(up));
+  }
+
+  // Writes detach `request_id` of `rank`'s attach `attach_request_id`.
+  void WriteDetach(uint64_t request_id, uint32_t rank, uint64_t attach_request_id) {
+    v1::AgentUp up;
+    up.set_request_id(request_id);
+    v1::AgentDetach* d = up.mutable_detach();
+    d->set_job_id(job_);
+    d->set_rank(rank);
+    d->set_attach_request_id(attach_request_id);
+    EXPECT_TRUE(stream_->Write(up));
+  }
+
+  // Reads until the AgentAck of `request_id`; the ranks closed meanwhile are added to *closed.
+  v1::AgentAck ReadAck(uint64_t request_id, std::vector<uint32_t>* closed) {
+    v1::AgentDown down;
+    while (stream_->Read(&down)) {
+      for (const v1::AgentRankClosed& c : down.closed()) closed->push_back(c.rank());
+      for (const v1::AgentAck& ack : down.acks()) {
+        if (ack.request_id() == request_id) return ack;
+      }
+    }
+    ADD_FAILURE() << "the stream ended before the answer of request " << request_id;
+    return v1::AgentAck();
   }
 
   v1::AgentDown Read() {
@@ -200,6 +233,51 @@ TEST(AgentLazyAckTest, ABatchOfAJobNotAttachedHereIsRefusedMessageByMessage) {
   agent.Finish(&status);
   EXPECT_TRUE(status.ok()) << status.error_message();
   other.Finish(&status);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
+// A rank whose attachment here was superseded (its Session attached elsewhere) is refused here
+// until it attaches here again: also after another rank of the stream was attached here again
+// (which closes and replaces that rank's own attachment here) and then detached. The other rank's
+// messages apply throughout.
+TEST(AgentLazyAckTest, ARankSupersededElsewhereIsRefusedHereUntilItAttachesHereAgain) {
+  auto server = testing::StartWithLazyAckDelay(absl::ZeroDuration());
+  ASSERT_NE(server, nullptr);
+  AgentStream agent(*server, "superseded");
+  auto channel = grpc::CreateChannel(server->target(), grpc::InsecureChannelCredentials());
+  auto stub = v1::Coordinator::NewStub(channel);
+  testing::RawSession elsewhere(stub.get());
+  const v1::JoinResponse rejoined = agent.Join(0);
+  ASSERT_TRUE(elsewhere.Attach("superseded", 0, rejoined.generation(), rejoined.session_id()).ok());
+  const auto expect_rank_0_refused = [](const v1::AgentAck& ack) {
+    ASSERT_EQ(ack.rejected_size(), 1);
+    EXPECT_EQ(ack.rejected(0).index(), 0u);
+    EXPECT_EQ(ack.rejected(0).code(), static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
+    EXPECT_EQ(ack.rejected(0).message(),
+              "rank 0 of job 'superseded' is not attached on this agent session");
+  };
+  std::vector<uint32_t> closed;
+  agent.Stage(3, false, 0, {0, 1});
+  expect_rank_0_refused(agent.ReadAck(3, &closed));
+  EXPECT_THAT(closed, ElementsAre(0));
+  // Rank 1 attached here again: its older attach here is closed and replaced. Then detached.
+  agent.WriteAttach(4, 1, agent.Join(1));
+  EXPECT_EQ(agent.ReadAck(4, &closed).code(), 0);
+  EXPECT_THAT(closed, ElementsAre(0, 1));
+  agent.WriteDetach(5, 1, /*attach_request_id=*/4);
+  EXPECT_EQ(agent.ReadAck(5, &closed).code(), 0);
+  agent.Stage(6, false, 1, {0});
+  expect_rank_0_refused(agent.ReadAck(6, &closed));
+  // Both attached here again (rank 0 superseding the Session elsewhere): both apply.
+  agent.WriteAttach(7, 1, agent.Join(1));
+  EXPECT_EQ(agent.ReadAck(7, &closed).code(), 0);
+  agent.WriteAttach(8, 0, agent.Join(0));
+  EXPECT_EQ(agent.ReadAck(8, &closed).code(), 0);
+  agent.Stage(9, false, 1, {0, 1});
+  EXPECT_EQ(agent.ReadAck(9, &closed).rejected_size(), 0);
+  EXPECT_THAT(closed, ElementsAre(0, 1));
+  grpc::Status status;
+  agent.Finish(&status);
   EXPECT_TRUE(status.ok()) << status.error_message();
 }
 
