@@ -24,9 +24,9 @@ bool CheckinGroups::Build(absl::Span<const RankMessage> messages) {
   keys_.clear();
   ranks_.clear();
   messages_.clear();
-  // A node's ranks send the same few items: the group of the message before is tried first, then
-  // the others from the newest, at most kMaxScan of them (beyond, an equal item starts a group of
-  // its own, which is correct, only less merged).
+  // A node's ranks send the same few items: the group of the item's address is tried first
+  // (below), then that of the message before, then the others from the newest, at most kMaxScan of
+  // them (beyond, an equal item starts a group of its own, which is correct, only less merged).
   constexpr size_t kMaxScan = 64;
   // More distinct check-ins than a node sends at once: the batch is applied message by message.
   // The bound keeps Build linear in the batch (a new group's base is found by scanning the groups
@@ -34,20 +34,20 @@ bool CheckinGroups::Build(absl::Span<const RankMessage> messages) {
   constexpr size_t kMaxGroups = 256;
   uint32_t last = 0;
   bool shared_base = false;  // two groups carry the same check-in (with different checksums)
+  // The group last found for an item's address, by a hash of the address: the messages of one
+  // entry of a batch view one item (ExpandAgentBatch), so a message finds its entry's group in
+  // one probe, whichever entries' messages come between, and compares no optimizer name.
+  by_address_.fill(AddressGroup{});
   for (const RankMessage& m : messages) {
     if (m.kind != RankMessage::Kind::kStaged || m.staged.size() != 1) {
       groups_.clear();
       return false;
     }
     const core::StagedItem& item = m.staged[0];
-    bool found = !groups_.empty() && SameItem(*groups_[last].item, item);
-    // The messages of one entry of a node's batch view one item: its group is found by address
-    // before any is compared by value (a message alternating between entries would otherwise
-    // compare optimizer names with each group it passes).
-    for (size_t k = groups_.size(); !found && k > 0 && groups_.size() - k < kMaxScan; --k) {
-      found = groups_[k - 1].item == &item;
-      if (found) last = static_cast<uint32_t>(k - 1);
-    }
+    AddressGroup& seen = by_address_[AddressSlot(&item)];
+    bool found = seen.item == &item;
+    if (found) last = seen.group;
+    if (!found && !groups_.empty()) found = SameItem(*groups_[last].item, item);
     for (size_t k = groups_.size(); !found && k > 0 && groups_.size() - k < kMaxScan; --k) {
       found = SameItem(*groups_[k - 1].item, item);
       if (found) last = static_cast<uint32_t>(k - 1);
@@ -69,6 +69,7 @@ bool CheckinGroups::Build(absl::Span<const RankMessage> messages) {
       groups_.push_back({&item, 0, 0});
       base_of_.push_back(base);
     }
+    seen = {&item, last};
     ++groups_[last].end;  // a count for now
     group_of_.push_back(last);
   }

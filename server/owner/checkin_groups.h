@@ -20,6 +20,7 @@
 #ifndef PSYNC_SERVER_OWNER_CHECKIN_GROUPS_H_
 #define PSYNC_SERVER_OWNER_CHECKIN_GROUPS_H_
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -51,6 +52,18 @@ class CheckinGroups {
   }
 
  private:
+  // An item's address and the group its messages went to.
+  struct AddressGroup {
+    const core::StagedItem* item = nullptr;
+    uint32_t group = 0;
+  };
+  static constexpr size_t kAddressSlots = 64;
+  static size_t AddressSlot(const core::StagedItem* item) {
+    const auto bits = reinterpret_cast<uintptr_t>(item);
+    return (bits ^ (bits >> 6) ^ (bits >> 12)) % kAddressSlots;
+  }
+
+  std::array<AddressGroup, kAddressSlots> by_address_;
   std::vector<Group> groups_;
   std::vector<uint32_t> base_of_;    // per group: the first group of its (step, chunk, optimizer)
   std::vector<uint32_t> group_of_;   // per message

@@ -70,6 +70,34 @@ TEST(CheckinGroupsTest, GroupsEqualItemsKeepingTheMessagesOrder) {
   EXPECT_THAT(seen[2].messages, ElementsAre(3));
 }
 
+TEST(CheckinGroupsTest, MessagesViewingOneItemGoToItsGroupWhateverComesBetween) {
+  // As ExpandAgentBatch gives a relay's batch of two nodes' parts: each entry's messages view the
+  // entry's one item, and the second part's entries carry items equal to the first part's. The
+  // entries' messages interleave (each rank checks in "dense" then "expert").
+  const std::vector<core::StagedItem> entries = {Item(5, 2, "dense", 7), Item(5, 2, "expert", 7),
+                                                 Item(5, 2, "dense", 7), Item(5, 2, "expert", 7)};
+  std::vector<RankMessage> messages;
+  for (core::RankId rank : {0, 1, 2, 8, 9}) {
+    const size_t part = rank < 8 ? 0 : 2;  // the first node's entries, or the second's
+    for (size_t e = part; e < part + 2; ++e) {
+      RankMessage m;
+      m.rank = rank;
+      m.staged = absl::MakeConstSpan(&entries[e], 1);
+      messages.push_back(m);
+    }
+  }
+  CheckinGroups groups;
+  ASSERT_TRUE(groups.Build(messages));
+  const std::vector<Seen> seen = Describe(groups);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].item, "5/2/dense/7");
+  EXPECT_THAT(seen[0].ranks, ElementsAre(0, 1, 2, 8, 9));
+  EXPECT_THAT(seen[0].messages, ElementsAre(0, 2, 4, 6, 8));
+  EXPECT_EQ(seen[1].item, "5/2/expert/7");
+  EXPECT_THAT(seen[1].ranks, ElementsAre(0, 1, 2, 8, 9));
+  EXPECT_THAT(seen[1].messages, ElementsAre(1, 3, 5, 7, 9));
+}
+
 TEST(CheckinGroupsTest, ChecksumsSplitGroups) {
   const std::vector<core::StagedItem> items = {Item(0, 0, "dense", 5), Item(0, 0, "dense", 6),
                                                Item(0, 0, "dense", 5)};
