@@ -85,7 +85,9 @@ TEST(RankTableTest, ManyScatteredRanksAllFoundAndCounted) {
     const bool mine = (r / 8) % 16 == 3;
     const uint64_t* value = table.Find(r);
     ASSERT_EQ(value != nullptr, mine) << r;
-    if (mine) EXPECT_EQ(*value, uint64_t{r} * 3) << r;
+    if (mine) {
+      EXPECT_EQ(*value, uint64_t{r} * 3) << r;
+    }
   }
 }
 
