@@ -325,9 +325,9 @@ class AgentStream final : public Reactor {
     {
       absl::MutexLock lock(&attachments_->mu);
       const auto* sinks = attachments_->ranks.RanksOf(batch.job_id());
-      // The ranks' entries, and then their sinks (objects of their own), are all asked for before
-      // any is read, rather than one miss to memory after another.
-      // While no sink in the table is closed (the common case), the table alone decides.
+      // The ranks' entries are all asked for before any is read, rather than one miss to memory
+      // after another. While no sink in the table is closed (the common case), the table alone
+      // decides; otherwise each rank's sink (an object of its own) is asked for, then read.
       using Sinks = serve::JobRankMap<std::shared_ptr<AgentRankSink>>;
       for (const RankMessage& m : messages) Sinks::Prefetch(sinks, m.rank);
       const bool read_sinks = attachments_->closed_sinks->load() != 0;
