@@ -1,41 +1,48 @@
 #include "server/observe/straggler_scores.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 
 namespace psync::observe {
 
 void StragglerScores::OnRelease(const std::vector<std::pair<core::RankId, absl::Time>>& checkins) {
   if (checkins.empty()) return;
   const uint64_t release = ++release_;
-  absl::Time first = absl::InfiniteFuture();
-  absl::Time last = absl::InfinitePast();
-  // Pass 1: each rank's latest check-in in this release.
+  // The release's first and last check-in, and room for its highest rank: one pass in order.
+  int64_t first = std::numeric_limits<int64_t>::max();
+  int64_t last = std::numeric_limits<int64_t>::min();
+  core::RankId highest = 0;
   for (const auto& [rank, time] : checkins) {
-    first = std::min(first, time);
-    last = std::max(last, time);
-    if (rank >= scores_.size()) scores_.resize(static_cast<size_t>(rank) + 1);
+    const int64_t at = absl::ToUnixNanos(time);
+    first = std::min(first, at);
+    last = std::max(last, at);
+    highest = std::max(highest, rank);
+  }
+  if (highest >= scores_.size()) scores_.resize(static_cast<size_t>(highest) + 1);
+  // One sample per rank, from its latest check-in here: its first appearance takes the sample,
+  // a later one of a later check-in takes it again from the score kept before this release (so
+  // the result is the one the latest check-in alone gives). One visit of each entry per
+  // appearance, in the check-ins' order.
+  for (const auto& [rank, time] : checkins) {
+    const int64_t at = absl::ToUnixNanos(time);
     Entry& e = scores_[rank];
+    StragglerScore& s = e.score;
     if (e.release != release) {
       e.release = release;
-      e.latest = time;
-    } else {
-      e.latest = std::max(e.latest, time);
+      e.before = s.score_seconds;
+      ++s.samples;
+    } else if (at <= e.latest_ns) {
+      continue;
     }
-  }
-  // Pass 2: one sample per rank (its first appearance here; `release` is then cleared).
-  for (const auto& [rank, time] : checkins) {
-    Entry& e = scores_[rank];
-    if (e.release != release) continue;
-    e.release = 0;
-    const double lateness = absl::ToDoubleSeconds(e.latest - first);
-    StragglerScore& s = e.score;
+    e.latest_ns = at;
+    const double lateness = static_cast<double>(at - first) / 1e9;
     s.rank = rank;
-    s.score_seconds =
-        s.samples == 0 ? lateness : alpha_ * lateness + (1 - alpha_) * s.score_seconds;
+    s.score_seconds = s.samples == 1 ? lateness : alpha_ * lateness + (1 - alpha_) * e.before;
     s.last_seconds = lateness;
-    ++s.samples;
-    if (e.latest == last && last > first)
-      ++s.times_last;  // a tie at the first instant is nobody's fault
+    // The rank's latest check-in reached the release's last (never again: it is the latest). A
+    // tie at the first instant is nobody's fault.
+    if (at == last && last > first) ++s.times_last;
   }
 }
 

@@ -4,12 +4,13 @@
 // it contributes to. The slowest ranks have the highest scores. Pure; thread-compatible.
 //
 // Scores are kept in a vector indexed by rank (ranks are below the job's world size), so that a
-// release of N contributors costs two passes over its check-ins and no allocation: it runs on the
-// coordinator's release path. Memory: 64 bytes per rank up to the highest rank scored (a release
-// needs the job's plan complete, so every rank below the world size has joined by then).
+// release of N contributors visits each rank's entry once per check-in and allocates nothing: it
+// runs on the coordinator's release path. Memory: 64 bytes per rank up to the highest rank scored
+// (a release needs the job's plan complete, so every rank below the world size has joined by then).
 #ifndef PSYNC_SERVER_OBSERVE_STRAGGLER_SCORES_H_
 #define PSYNC_SERVER_OBSERVE_STRAGGLER_SCORES_H_
 
+#include <cstdint>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -43,10 +44,12 @@ class StragglerScores {
  private:
   struct Entry {
     StragglerScore score;  // samples == 0: the rank has not contributed yet
-    // The release being scored (release_ when it is this one) and the rank's latest check-in
-    // in it: a rank with two optimizers appears twice in one release.
+    // The latest release that scored the rank (release_ while it is being scored), the rank's
+    // latest check-in in it (Unix nanoseconds) and its score before it: a rank with two
+    // optimizers appears twice in one release, and its later check-in takes the sample.
     uint64_t release = 0;
-    absl::Time latest;
+    int64_t latest_ns = 0;
+    double before = 0;
   };
 
   double alpha_;

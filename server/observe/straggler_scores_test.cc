@@ -40,6 +40,28 @@ TEST(StragglerScoresTest, MovingAverageAndLaterCheckinOfARankCounts) {
   EXPECT_EQ(top[0].times_last, 2u);
 }
 
+// A rank's later check-in counts wherever it comes in the release's list, and wherever a later
+// release's check-in of the rank comes beside it.
+TEST(StragglerScoresTest, TheLaterCheckinCountsWhereverItIsListed) {
+  StragglerScores scores(kAlpha);
+  scores.OnRelease({{1, At(40)}, {0, At(0)}, {1, At(10)}});
+  scores.OnRelease({{1, At(1020)}, {0, At(1000)}, {1, At(1010)}, {0, At(1005)}});
+  const auto all = scores.ByRank();
+  ASSERT_EQ(all.size(), 2u);
+  // Rank 1: 40 ms, then 0.25 * 20 + 0.75 * 40 = 35 ms; taking the 10 ms check-ins would give 10 and
+  // 17.5 ms.
+  EXPECT_EQ(all[1].rank, 1u);
+  EXPECT_DOUBLE_EQ(all[1].score_seconds, 0.035);
+  EXPECT_DOUBLE_EQ(all[1].last_seconds, 0.020);
+  EXPECT_EQ(all[1].samples, 2u);
+  EXPECT_EQ(all[1].times_last, 2u);
+  // Rank 0: 0, then 0.25 * 5 + 0.75 * 0 = 1.25 ms, never the last.
+  EXPECT_DOUBLE_EQ(all[0].score_seconds, 0.00125);
+  EXPECT_DOUBLE_EQ(all[0].last_seconds, 0.005);
+  EXPECT_EQ(all[0].samples, 2u);
+  EXPECT_EQ(all[0].times_last, 0u);
+}
+
 // Three samples with the default alpha (0.1): each new score is 0.1 * newest + 0.9 * the score
 // before it, so the oldest sample still dominates.
 TEST(StragglerScoresTest, DefaultAlphaWeighsTheNewestSampleATenth) {
