@@ -97,6 +97,17 @@ class StagedSet {
     ++in_slots_;
     return true;
   }
+  // InsertAtSlot of one mark for `count` slots, `stride` apart from `first`, none of which holds a
+  // mark (the caller checked PresentAtSlot): a run of consecutive ranks' check-ins of one item.
+  void InsertRunAtSlots(uint32_t first, uint32_t stride, uint32_t count, StagedMark mark) {
+    const SlotMark m{absl::ToUnixNanos(mark.at()), mark.checksum().value_or(0)};
+    const uint8_t flags = kPresent | (mark.checksum().has_value() ? kHasChecksum : 0);
+    for (uint32_t k = 0, slot = first; k < count; ++k, slot += stride) {
+      by_slot_[slot] = m;
+      flags_[slot] = flags;
+    }
+    in_slots_ += count;
+  }
   bool PresentAtSlot(uint32_t slot) const { return (flags_[slot] & kPresent) != 0; }
   // Starts loading what PresentAtSlot reads and InsertAtSlot writes for `slot`, for a loop over
   // many ranks' check-ins to do a few ranks ahead: their slots are scattered over the chunk's

@@ -46,6 +46,12 @@ class RankRuns {
     auto it = sparse_.find(rank);
     return it == sparse_.end() ? std::pair<uint32_t, uint32_t>{0, 0} : it->second;
   }
+  // How many positions each rank holds when computed (every rank of the span holds as many), and
+  // `count` consecutive ranks from `first` are all in the span; 0 otherwise.
+  uint32_t UniformOver(RankId first, uint32_t count) const {
+    if (uniform_ == 0 || first < first_) return 0;
+    return uint64_t{first - first_} + count <= span_ ? uniform_ : 0;
+  }
 
  private:
   bool dense_ = true;
@@ -95,6 +101,21 @@ class ChunkSlots {
       if (contributor_optimizer_[s] == optimizer_index) return s;
     }
     return std::nullopt;
+  }
+  // The slots of `count` consecutive ranks from `first` for the optimizer with that index, when
+  // they are computed (the usual layout, ContributorSlotAt): the first rank's slot and the distance
+  // from one rank's slot to the next's. Nullopt otherwise, or when a rank of the run is not a
+  // contributor; ContributorSlotAt then answers rank by rank.
+  struct SlotRun {
+    uint32_t first = 0;
+    uint32_t stride = 0;
+  };
+  std::optional<SlotRun> ContributorSlotsOfRun(RankId first, uint32_t count,
+                                               uint32_t optimizer_index) const {
+    if (!every_optimizer_in_order_ || optimizer_index >= optimizers_.size()) return std::nullopt;
+    const uint32_t stride = contributor_runs_.UniformOver(first, count);
+    if (stride == 0) return std::nullopt;
+    return SlotRun{contributor_runs_.Find(first).first + optimizer_index, stride};
   }
   Contributor ContributorAt(uint32_t slot) const {
     return Contributor{contributor_rank_[slot], optimizers_[contributor_optimizer_[slot]]};

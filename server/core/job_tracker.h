@@ -302,6 +302,19 @@ class JobTracker {
   // out->merge_rank_events.
   void RecordInSlot(ChunkStep& cs, uint32_t slot, const StagedItem& item, RankId rank, size_t rest,
                     absl::Time now, size_t* record, Decisions* out);
+  // The slots of `count` consecutive ranks from `first` when each is in FreshSlot's common case
+  // and the slots are computed (ChunkSlots::ContributorSlotsOfRun): the run is then recorded at
+  // once (RecordRunInSlots). Nullopt otherwise: FreshSlot decides rank by rank.
+  std::optional<ChunkSlots::SlotRun> FreshRun(const InSlots& where, const ChunkStep* cs, Step step,
+                                              RankId first, uint32_t count) const;
+  // RecordInSlot of each of `ranks` (consecutive, their slots `run`), in order: their marks
+  // written at once.
+  void RecordRunInSlots(ChunkStep& cs, ChunkSlots::SlotRun run, const StagedItem& item,
+                        absl::Span<const RankId> ranks, size_t rest, absl::Time now, size_t* record,
+                        Decisions* out);
+  // The group's record of `rank`'s check-in (RecordInSlot's, after its mark).
+  void JoinCheckinRecord(const StagedItem& item, RankId rank, size_t rest, absl::Time now,
+                         size_t* record, Decisions* out);
   // The chunk-step of (step, chunk) if it exists (no creation).
   ChunkStep* FindChunkStep(Step step, ChunkId chunk);
   void MaybeSkip(Step step, absl::Time now, Decisions* out);

@@ -4,6 +4,7 @@
 // through Stage (job_tracker_stage.cc), which names its error exactly as for a rank on its own.
 // Part of JobTracker; thread-compatible, except that StageInSlots calls for different chunks may
 // run at once (job_tracker.h).
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -16,6 +17,17 @@ namespace {
 // How many ranks ahead of the one being recorded a group's loop starts loading marks: enough
 // loads in flight to cover a miss to memory, few enough to stay in the first-level cache.
 constexpr size_t kPrefetchAhead = 8;
+
+// The fewest consecutive ranks whose check-ins are recorded as a run (JobTracker::FreshRun): a
+// node's ranks (8, most often) arrive together in rank order.
+constexpr size_t kMinRun = 4;
+
+// How many ranks from ranks[i] on are consecutive (ranks[i], ranks[i] + 1, ...).
+size_t ConsecutiveFrom(absl::Span<const RankId> ranks, size_t i) {
+  size_t n = 1;
+  while (i + n < ranks.size() && ranks[i + n] == ranks[i] + n) ++n;
+  return n;
+}
 
 }  // namespace
 
@@ -62,6 +74,35 @@ ChunkStep* JobTracker::FindChunkStep(Step step, ChunkId chunk) {
   return it == st->second.chunks.end() ? nullptr : &it->second;
 }
 
+std::optional<ChunkSlots::SlotRun> JobTracker::FreshRun(const InSlots& where, const ChunkStep* cs,
+                                                        Step step, RankId first,
+                                                        uint32_t count) const {
+  const std::optional<ChunkSlots::SlotRun> run =
+      where.slots->ContributorSlotsOfRun(first, count, where.optimizer);
+  if (!run.has_value() || (cs != nullptr && cs->staged.slots() != where.slots)) return std::nullopt;
+  for (uint32_t k = 0; k < count; ++k) {
+    if (KnownStep(first + k) != step) return std::nullopt;
+  }
+  for (uint32_t k = 0, slot = run->first; cs != nullptr && k < count; ++k, slot += run->stride) {
+    if (cs->staged.PresentAtSlot(slot)) return std::nullopt;
+  }
+  return run;
+}
+
+void JobTracker::RecordRunInSlots(ChunkStep& cs, ChunkSlots::SlotRun run, const StagedItem& item,
+                                  absl::Span<const RankId> ranks, size_t rest, absl::Time now,
+                                  size_t* record, Decisions* out) {
+  cs.staged.InsertRunAtSlots(run.first, run.stride, static_cast<uint32_t>(ranks.size()),
+                             StagedMark(item.checksum, now));
+  if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
+  cs.last_checkin = now;
+  cs.last.rank = ranks.back();
+  if (cs.last.optimizer != item.optimizer) cs.last.optimizer = item.optimizer;
+  for (size_t k = 0; k < ranks.size(); ++k) {
+    JoinCheckinRecord(item, ranks[k], rest + ranks.size() - k - 1, now, record, out);
+  }
+}
+
 void JobTracker::RecordInSlot(ChunkStep& cs, uint32_t slot, const StagedItem& item, RankId rank,
                               size_t rest, absl::Time now, size_t* record, Decisions* out) {
   cs.staged.InsertAtSlot(slot, StagedMark(item.checksum, now));
@@ -69,6 +110,11 @@ void JobTracker::RecordInSlot(ChunkStep& cs, uint32_t slot, const StagedItem& it
   cs.last_checkin = now;
   cs.last.rank = rank;
   if (cs.last.optimizer != item.optimizer) cs.last.optimizer = item.optimizer;
+  JoinCheckinRecord(item, rank, rest, now, record, out);
+}
+
+void JobTracker::JoinCheckinRecord(const StagedItem& item, RankId rank, size_t rest, absl::Time now,
+                                   size_t* record, Decisions* out) {
   if (out->merge_rank_events && *record != SIZE_MAX && *record + 1 == out->events.size()) {
     Event& e = out->events[*record];
     if (e.rank.has_value()) {
@@ -96,6 +142,7 @@ void JobTracker::StageMerged(uint64_t generation, const StagedItem& item,
   bool looked_up = false;    // cs is what the lookup found (nullptr: not created yet)
   bool staged_any = false;   // a rank was inserted here, so the release is decided below
   size_t record = SIZE_MAX;  // the group's check-in record while no other event follows it
+  size_t no_run_before = 0;  // ranks before it were tried as part of a run
   const StagedItem* const one = &item;
   for (size_t i = 0; i < ranks.size(); ++i) {
     const RankId rank = ranks[i];
@@ -105,6 +152,23 @@ void JobTracker::StageMerged(uint64_t generation, const StagedItem& item,
       for (size_t k = i + 1; k < ranks.size() && k < i + kPrefetchAhead; ++k) {
         PrefetchCheckin(*where, cs, ranks[k]);
       }
+    }
+    if (where.has_value() && i >= no_run_before) {
+      const size_t n = ConsecutiveFrom(ranks, i);
+      if (n >= kMinRun) {
+        if (const std::optional<ChunkSlots::SlotRun> run =
+                FreshRun(*where, cs, item.step, rank, static_cast<uint32_t>(n));
+            run.has_value()) {
+          if (cs == nullptr) cs = &ChunkStepFor(item.step, item.chunk);
+          RecordRunInSlots(*cs, *run, item, ranks.subspan(i, n), ranks.size() - i - n, now, &record,
+                           out);
+          std::fill_n(statuses.begin() + i, n, absl::OkStatus());
+          staged_any = true;
+          i += n - 1;
+          continue;
+        }
+      }
+      no_run_before = i + n;
     }
     if (where.has_value() && i + kPrefetchAhead < ranks.size()) {
       PrefetchCheckin(*where, cs, ranks[i + kPrefetchAhead]);
@@ -151,7 +215,23 @@ void JobTracker::StageInSlots(uint64_t generation, const StagedItem& item,
   for (size_t k = 0; cs != nullptr && k < ranks.size() && k < kPrefetchAhead; ++k) {
     PrefetchCheckin(*where, cs, ranks[k]);
   }
+  size_t no_run_before = 0;  // ranks before it were tried as part of a run
   for (size_t i = 0; i < ranks.size(); ++i) {
+    if (cs != nullptr && i >= no_run_before) {
+      const size_t n = ConsecutiveFrom(ranks, i);
+      if (n >= kMinRun) {
+        if (const std::optional<ChunkSlots::SlotRun> run =
+                FreshRun(*where, cs, item.step, ranks[i], static_cast<uint32_t>(n));
+            run.has_value()) {
+          RecordRunInSlots(*cs, *run, item, ranks.subspan(i, n), ranks.size() - i - n, now, &record,
+                           out);
+          std::fill_n(statuses.begin() + i, n, absl::OkStatus());
+          i += n - 1;
+          continue;
+        }
+      }
+      no_run_before = i + n;
+    }
     if (cs != nullptr && i + kPrefetchAhead < ranks.size()) {
       PrefetchCheckin(*where, cs, ranks[i + kPrefetchAhead]);
     }

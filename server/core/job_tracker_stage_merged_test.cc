@@ -201,9 +201,51 @@ TEST(StageMergedTest, BeforeThePlanIsCompleteEveryRankGoesThroughStage) {
               ::testing::ElementsAre(kOk, kOk, kOk, kOk));
 }
 
+// Consecutive ranks (a node's, in rank order) are recorded as a run when each is in the common
+// case; whatever breaks the run (a check-in already in, another checksum, a rank that is not a
+// contributor or not in the job), every answer, record and state is Stage's, rank by rank.
+TEST(StageMergedTest, ConsecutiveRanksAnswerAsStageWhateverBreaksTheRun) {
+  Twins t;
+  t.JoinAll();
+  const uint64_t g = t.generation();
+  EXPECT_THAT(t.Stage(Item(0, 0, "dense"), {0, 1, 2, 3, 4, 5}, g), ::testing::Each(kOk));
+  EXPECT_EQ(t.Stage(Item(0, 0, "expert", 7), {2}, g)[0], kOk);
+  // Rank 2's is a duplicate in the run, answered OK and recorded once.
+  EXPECT_THAT(t.Stage(Item(0, 0, "expert", 7), {0, 1, 2, 3}, g), ::testing::Each(kOk));
+  // Ranks 2 and 3 staged expert with checksum 7: another checksum conflicts; 4 and 5 complete
+  // the chunk, released once.
+  EXPECT_THAT(t.Stage(Item(0, 0, "expert", 8), {2, 3, 4, 5}, g),
+              ::testing::ElementsAre(::testing::StartsWith("ALREADY_EXISTS"),
+                                     ::testing::StartsWith("ALREADY_EXISTS"), kOk, kOk));
+  EXPECT_EQ(t.releases(), 1u);
+  // Chunk 1: rank 4 stages expert there and rank 5 nothing; rank 6 is not in the job.
+  const std::vector<std::string> past = t.Stage(Item(0, 1, "dense"), {0, 1, 2, 3, 4, 5, 6}, g);
+  EXPECT_THAT(std::vector<std::string>(past.begin(), past.begin() + 4), ::testing::Each(kOk));
+  EXPECT_THAT(past[4], ::testing::StartsWith("INVALID_ARGUMENT: items[0].optimizer 'dense'"));
+  EXPECT_THAT(past[5], ::testing::StartsWith("INVALID_ARGUMENT: items[0].optimizer 'dense'"));
+  EXPECT_EQ(past[6], "FAILED_PRECONDITION: rank 6 has not joined generation 1");
+}
+
+// The consecutive ranks of a group are one record, with the group's other ranks around them.
+TEST(StageMergedTest, ARunJoinsTheGroupsRecord) {
+  Twins t;
+  t.JoinAll();
+  Decisions out;
+  out.merge_rank_events = true;
+  const std::vector<RankId> ranks = {5, 0, 1, 2, 3, 4};
+  std::vector<absl::Status> statuses(ranks.size());
+  t.merged().StageMerged(t.generation(), Item(0, 0, "dense"), ranks, t.now(), &out,
+                         absl::MakeSpan(statuses));
+  EXPECT_THAT(statuses, ::testing::Each(::testing::Property(&absl::Status::ok, true)));
+  ASSERT_EQ(out.events.size(), 1u);
+  EXPECT_THAT(out.events[0].ranks, ::testing::ElementsAre(5, 0, 1, 2, 3, 4));
+}
+
 // Seeded random runs: groups of random ranks (repeats and strangers included) with random items,
-// generations and checksums, between SyncDones and skip votes, on both trackers.
-TEST(StageMergedTest, RandomRunsMatchStageRankByRank) {
+// generations and checksums, between SyncDones and skip votes, on both trackers. With
+// `consecutive`, each group is a run of consecutive ranks from a random one (past the job's ranks
+// at times), with now and then one rank of it repeated or replaced.
+void RandomRunsMatchStageRankByRank(bool consecutive) {
   const std::vector<std::string> optimizers = {"dense", "expert", "other"};
   int accepted = 0;  // check-ins accepted
   size_t releases = 0;
@@ -218,8 +260,15 @@ TEST(StageMergedTest, RandomRunsMatchStageRankByRank) {
       const uint32_t kind = pick(10);
       if (kind < 6) {
         std::vector<RankId> ranks;
-        const uint32_t n = 1 + pick(8);
-        for (uint32_t i = 0; i < n; ++i) ranks.push_back(pick(kWorld + 1));
+        if (consecutive) {
+          const RankId first = pick(3);
+          const uint32_t n = 4 + pick(4);
+          for (uint32_t i = 0; i < n; ++i) ranks.push_back(first + i);
+          if (pick(4) == 0) ranks[pick(n)] = pick(kWorld + 1);
+        } else {
+          const uint32_t n = 1 + pick(8);
+          for (uint32_t i = 0; i < n; ++i) ranks.push_back(pick(kWorld + 1));
+        }
         const Step step = t.merged().rank_step(pick(kWorld)) + (pick(6) == 0 ? 1 : 0);
         std::optional<uint64_t> checksum;
         if (pick(4) == 0) checksum = pick(2);
@@ -251,6 +300,12 @@ TEST(StageMergedTest, RandomRunsMatchStageRankByRank) {
   printf("accepted check-ins: %d, releases by a group: %zu\n", accepted, releases);
   EXPECT_GT(accepted, 1000);
   EXPECT_GT(releases, 30u);
+}
+
+TEST(StageMergedTest, RandomRunsMatchStageRankByRank) { RandomRunsMatchStageRankByRank(false); }
+
+TEST(StageMergedTest, RandomConsecutiveRanksMatchStageRankByRank) {
+  RandomRunsMatchStageRankByRank(true);
 }
 
 }  // namespace
@@ -316,6 +371,48 @@ TEST(StageInSlotsTest, RecordsTheCommonCaseOnlyAndLeavesTheReleaseToReleaseIfRea
   tracker.ReleaseIfReady(0, 1, kStart, &again);
   EXPECT_TRUE(again.deliveries.empty());
   EXPECT_TRUE(again.events.empty());
+}
+
+// Consecutive ranks: recorded as a run when each is in the common case; a rank already in breaks
+// the run, and is the only one left.
+TEST(StageInSlotsTest, ConsecutiveRanksLeaveOnlyTheRankAlreadyIn) {
+  JobTracker tracker("job", TrackerOptions());
+  Decisions joins;
+  for (const RankPlan& plan : Plans()) ASSERT_TRUE(tracker.Join(plan, kStart, &joins).ok());
+  const uint64_t g = tracker.generation();
+  Decisions out;
+  out.merge_rank_events = true;
+  std::vector<absl::Status> one(1);
+  tracker.StageMerged(g, Item(0, 0, "dense"), {3}, kStart, &out, absl::MakeSpan(one));
+  ASSERT_TRUE(one[0].ok());
+  const std::vector<RankId> ranks = {0, 1, 2, 3, 4, 5};
+  std::vector<absl::Status> statuses(ranks.size(), absl::UnknownError("untouched"));
+  std::vector<uint32_t> others;
+  ASSERT_TRUE(tracker.OpenInSlots(g, Item(0, 0, "dense"), ranks));
+  Decisions dense;
+  dense.merge_rank_events = true;
+  tracker.StageInSlots(g, Item(0, 0, "dense"), ranks, kStart, &dense, absl::MakeSpan(statuses),
+                       &others);
+  EXPECT_THAT(others, ::testing::ElementsAre(3));
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    EXPECT_EQ(statuses[i], i == 3 ? absl::UnknownError("untouched") : absl::OkStatus()) << i;
+  }
+  ASSERT_EQ(dense.events.size(), 1u);
+  EXPECT_THAT(dense.events[0].ranks, ::testing::ElementsAre(0, 1, 2, 4, 5));
+
+  // Every rank's expert: one run, nothing left, and the chunk waits for ReleaseIfReady.
+  others.clear();
+  Decisions expert;
+  expert.merge_rank_events = true;
+  ASSERT_TRUE(tracker.OpenInSlots(g, Item(0, 0, "expert"), ranks));
+  tracker.StageInSlots(g, Item(0, 0, "expert"), ranks, kStart, &expert, absl::MakeSpan(statuses),
+                       &others);
+  EXPECT_TRUE(others.empty());
+  EXPECT_THAT(statuses, ::testing::Each(absl::OkStatus()));
+  ASSERT_EQ(expert.events.size(), 1u);
+  EXPECT_THAT(expert.events[0].ranks, ::testing::ElementsAre(0, 1, 2, 3, 4, 5));
+  EXPECT_EQ(tracker.ChunkAt(0, 0, kStart)->state, "WAITING");
+  EXPECT_EQ(tracker.ChunkAt(0, 0, kStart)->staged_count, 2 * kWorld);
 }
 
 }  // namespace
