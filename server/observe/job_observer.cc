@@ -56,7 +56,8 @@ void JobObserver::OnEvent(const core::Event& e) {
         times = &it->second;
         last_open_.Set(key, times);
       }
-      core::ForEachRank(e, [&](core::RankId rank) { times->emplace_back(rank, e.time); });
+      const int64_t at = absl::ToUnixNanos(e.time);
+      core::ForEachRank(e, [&](core::RankId rank) { times->emplace_back(rank, at); });
       break;
     }
     case EventKind::kRelease: {

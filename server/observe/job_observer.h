@@ -105,7 +105,7 @@ class JobObserver {
     Key key_{};
     V* value_ = nullptr;
   };
-  using CheckinTimes = std::vector<std::pair<core::RankId, absl::Time>>;
+  using CheckinTimes = std::vector<StragglerScores::Checkin>;
 
   SyncAudit& AuditFor(const core::Event& e);
 

@@ -6,15 +6,14 @@
 
 namespace psync::observe {
 
-void StragglerScores::OnRelease(const std::vector<std::pair<core::RankId, absl::Time>>& checkins) {
+void StragglerScores::OnRelease(const std::vector<Checkin>& checkins) {
   if (checkins.empty()) return;
   const uint64_t release = ++release_;
   // The release's first and last check-in, and room for its highest rank: one pass in order.
   int64_t first = std::numeric_limits<int64_t>::max();
   int64_t last = std::numeric_limits<int64_t>::min();
   core::RankId highest = 0;
-  for (const auto& [rank, time] : checkins) {
-    const int64_t at = absl::ToUnixNanos(time);
+  for (const auto& [rank, at] : checkins) {
     first = std::min(first, at);
     last = std::max(last, at);
     highest = std::max(highest, rank);
@@ -24,8 +23,7 @@ void StragglerScores::OnRelease(const std::vector<std::pair<core::RankId, absl::
   // a later one of a later check-in takes it again from the score kept before this release (so
   // the result is the one the latest check-in alone gives). One visit of each entry per
   // appearance, in the check-ins' order.
-  for (const auto& [rank, time] : checkins) {
-    const int64_t at = absl::ToUnixNanos(time);
+  for (const auto& [rank, at] : checkins) {
     Entry& e = scores_[rank];
     StragglerScore& s = e.score;
     if (e.release != release) {

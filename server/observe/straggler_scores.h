@@ -11,9 +11,9 @@
 #define PSYNC_SERVER_OBSERVE_STRAGGLER_SCORES_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
-#include "absl/time/time.h"
 #include "server/core/types.h"
 
 namespace psync::observe {
@@ -31,9 +31,13 @@ class StragglerScores {
   // `alpha`: weight of the newest sample in the moving average.
   explicit StragglerScores(double alpha = 0.1) : alpha_(alpha) {}
 
-  // One released (step, chunk): every contributor's check-in time (a rank with two optimizers
-  // appears twice; its later check-in counts).
-  void OnRelease(const std::vector<std::pair<core::RankId, absl::Time>>& checkins);
+  // A contributor's check-in: its rank and when it arrived, in Unix nanoseconds (converted once
+  // for the ranks of one record, who share their time).
+  using Checkin = std::pair<core::RankId, int64_t>;
+
+  // One released (step, chunk): every contributor's check-in (a rank with two optimizers appears
+  // twice; its later check-in counts).
+  void OnRelease(const std::vector<Checkin>& checkins);
 
   // The k highest scores, highest first (ties by rank).
   std::vector<StragglerScore> Top(size_t k) const;

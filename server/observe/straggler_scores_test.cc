@@ -5,7 +5,8 @@
 namespace psync::observe {
 namespace {
 
-absl::Time At(int ms) { return absl::UnixEpoch() + absl::Milliseconds(ms); }
+// A check-in time `ms` milliseconds after the epoch, in Unix nanoseconds.
+int64_t At(int ms) { return int64_t{ms} * 1000000; }
 
 // alpha is 0.25 in these tests, not 0.5, so that the newest sample's weight (alpha) and the
 // history's (1 - alpha) differ: a score with the weights swapped fails them.
