@@ -19,7 +19,7 @@ namespace {
 constexpr size_t kPrefetchAhead = 8;
 
 // The fewest consecutive ranks whose check-ins are recorded as a run (JobTracker::FreshRun): a
-// node's ranks (8, most often) arrive together in rank order.
+// node's ranks (8, most often), where their messages come in rank order.
 constexpr size_t kMinRun = 4;
 
 // How many ranks from ranks[i] on are consecutive (ranks[i], ranks[i] + 1, ...).
