@@ -12,6 +12,16 @@ int64_t At(int ms) { return int64_t{ms} * 1000000; }
 // history's (1 - alpha) differ: a score with the weights swapped fails them.
 constexpr double kAlpha = 0.25;
 
+// One rank's score, every field.
+void ExpectScore(const StragglerScore& s, core::RankId rank, double score_seconds,
+                 double last_seconds, uint64_t samples, uint64_t times_last) {
+  EXPECT_EQ(s.rank, rank);
+  EXPECT_DOUBLE_EQ(s.score_seconds, score_seconds) << "rank " << rank;
+  EXPECT_DOUBLE_EQ(s.last_seconds, last_seconds) << "rank " << rank;
+  EXPECT_EQ(s.samples, samples) << "rank " << rank;
+  EXPECT_EQ(s.times_last, times_last) << "rank " << rank;
+}
+
 TEST(StragglerScoresTest, LatenessIsTimeAfterTheFirstCheckin) {
   StragglerScores scores(kAlpha);
   scores.OnRelease({{0, At(100)}, {1, At(130)}, {2, At(110)}});
@@ -33,12 +43,8 @@ TEST(StragglerScoresTest, MovingAverageAndLaterCheckinOfARankCounts) {
   scores.OnRelease({{0, At(1000)}, {1, At(1010)}, {1, At(1020)}});
   auto top = scores.Top(1);
   ASSERT_EQ(top.size(), 1u);
-  EXPECT_EQ(top[0].rank, 1u);
   // 0.25 * newest (20 ms) + 0.75 * previous (40 ms) = 35 ms; swapped weights would give 25 ms.
-  EXPECT_DOUBLE_EQ(top[0].score_seconds, 0.035);
-  EXPECT_DOUBLE_EQ(top[0].last_seconds, 0.020);
-  EXPECT_EQ(top[0].samples, 2u);
-  EXPECT_EQ(top[0].times_last, 2u);
+  ExpectScore(top[0], 1, 0.035, 0.020, 2, 2);
 }
 
 // A rank's later check-in counts wherever it comes in the release's list, and wherever a later
@@ -51,16 +57,9 @@ TEST(StragglerScoresTest, TheLaterCheckinCountsWhereverItIsListed) {
   ASSERT_EQ(all.size(), 2u);
   // Rank 1: 40 ms, then 0.25 * 20 + 0.75 * 40 = 35 ms; taking the 10 ms check-ins would give 10 and
   // 17.5 ms.
-  EXPECT_EQ(all[1].rank, 1u);
-  EXPECT_DOUBLE_EQ(all[1].score_seconds, 0.035);
-  EXPECT_DOUBLE_EQ(all[1].last_seconds, 0.020);
-  EXPECT_EQ(all[1].samples, 2u);
-  EXPECT_EQ(all[1].times_last, 2u);
+  ExpectScore(all[1], 1, 0.035, 0.020, 2, 2);
   // Rank 0: 0, then 0.25 * 5 + 0.75 * 0 = 1.25 ms, never the last.
-  EXPECT_DOUBLE_EQ(all[0].score_seconds, 0.00125);
-  EXPECT_DOUBLE_EQ(all[0].last_seconds, 0.005);
-  EXPECT_EQ(all[0].samples, 2u);
-  EXPECT_EQ(all[0].times_last, 0u);
+  ExpectScore(all[0], 0, 0.00125, 0.005, 2, 0);
 }
 
 // Three samples with the default alpha (0.1): each new score is 0.1 * newest + 0.9 * the score
@@ -96,17 +95,10 @@ TEST(StragglerScoresTest, OnlyRanksThatContributedHaveScores) {
   scores.OnRelease({{7, At(100)}, {7, At(150)}, {1000, At(120)}});
   auto all = scores.All();
   ASSERT_EQ(all.size(), 2u);
-  EXPECT_EQ(all[0].rank, 7u);
   // 0.25 * 50 ms + 0.75 * 30 ms = 35 ms (swapped: 45 ms).
-  EXPECT_DOUBLE_EQ(all[0].score_seconds, 0.035);
-  EXPECT_EQ(all[0].samples, 2u);
-  EXPECT_EQ(all[0].times_last, 2u);
-  EXPECT_EQ(all[1].rank, 1000u);
+  ExpectScore(all[0], 7, 0.035, 0.050, 2, 2);
   // 0.25 * 20 ms + 0.75 * 0 ms = 5 ms (swapped: 15 ms).
-  EXPECT_DOUBLE_EQ(all[1].score_seconds, 0.005);
-  EXPECT_DOUBLE_EQ(all[1].last_seconds, 0.020);
-  EXPECT_EQ(all[1].samples, 2u);
-  EXPECT_EQ(all[1].times_last, 0u);
+  ExpectScore(all[1], 1000, 0.005, 0.020, 2, 0);
 }
 
 }  // namespace
