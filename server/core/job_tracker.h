@@ -308,6 +308,15 @@ class JobTracker {
   // once (RecordRunInSlots). Nullopt otherwise: FreshSlot decides rank by rank.
   std::optional<ChunkSlots::SlotRun> FreshRun(const InSlots& where, const ChunkStep* cs, Step step,
                                               RankId first, uint32_t count) const;
+  // FreshRun of the consecutive ranks from ranks[i] when there are at least 4 of them and ranks[i]
+  // is not past a run already tried (*no_run_before): their count, with *run set; 0 otherwise,
+  // moving *no_run_before past the run tried.
+  size_t FreshRunFrom(const InSlots& where, const ChunkStep* cs, Step step,
+                      absl::Span<const RankId> ranks, size_t i, size_t* no_run_before,
+                      ChunkSlots::SlotRun* run) const;
+  // The chunk-step's first and last check-in and who made the last, for a check-in of `item` by
+  // `rank` just recorded.
+  static void NoteLastCheckin(ChunkStep& cs, const StagedItem& item, RankId rank, absl::Time now);
   // RecordInSlot of each of `ranks` (consecutive, their slots `run`), in order: their marks
   // written at once.
   void RecordRunInSlots(ChunkStep& cs, ChunkSlots::SlotRun run, const StagedItem& item,

@@ -89,27 +89,46 @@ std::optional<ChunkSlots::SlotRun> JobTracker::FreshRun(const InSlots& where, co
   return run;
 }
 
+size_t JobTracker::FreshRunFrom(const InSlots& where, const ChunkStep* cs, Step step,
+                                absl::Span<const RankId> ranks, size_t i, size_t* no_run_before,
+                                ChunkSlots::SlotRun* run) const {
+  if (i < *no_run_before) return 0;
+  const size_t n = ConsecutiveFrom(ranks, i);
+  if (n >= kMinRun) {
+    if (const std::optional<ChunkSlots::SlotRun> fresh =
+            FreshRun(where, cs, step, ranks[i], static_cast<uint32_t>(n));
+        fresh.has_value()) {
+      *run = *fresh;
+      return n;
+    }
+  }
+  *no_run_before = i + n;
+  return 0;
+}
+
 void JobTracker::RecordRunInSlots(ChunkStep& cs, ChunkSlots::SlotRun run, const StagedItem& item,
                                   absl::Span<const RankId> ranks, size_t rest, absl::Time now,
                                   size_t* record, Decisions* out) {
   cs.staged.InsertRunAtSlots(run.first, run.stride, static_cast<uint32_t>(ranks.size()),
                              StagedMark(item.checksum, now));
-  if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
-  cs.last_checkin = now;
-  cs.last.rank = ranks.back();
-  if (cs.last.optimizer != item.optimizer) cs.last.optimizer = item.optimizer;
+  NoteLastCheckin(cs, item, ranks.back(), now);
   for (size_t k = 0; k < ranks.size(); ++k) {
     JoinCheckinRecord(item, ranks[k], rest + ranks.size() - k - 1, now, record, out);
   }
 }
 
-void JobTracker::RecordInSlot(ChunkStep& cs, uint32_t slot, const StagedItem& item, RankId rank,
-                              size_t rest, absl::Time now, size_t* record, Decisions* out) {
-  cs.staged.InsertAtSlot(slot, StagedMark(item.checksum, now));
+void JobTracker::NoteLastCheckin(ChunkStep& cs, const StagedItem& item, RankId rank,
+                                 absl::Time now) {
   if (cs.first_checkin == absl::InfinitePast()) cs.first_checkin = now;
   cs.last_checkin = now;
   cs.last.rank = rank;
   if (cs.last.optimizer != item.optimizer) cs.last.optimizer = item.optimizer;
+}
+
+void JobTracker::RecordInSlot(ChunkStep& cs, uint32_t slot, const StagedItem& item, RankId rank,
+                              size_t rest, absl::Time now, size_t* record, Decisions* out) {
+  cs.staged.InsertAtSlot(slot, StagedMark(item.checksum, now));
+  NoteLastCheckin(cs, item, rank, now);
   JoinCheckinRecord(item, rank, rest, now, record, out);
 }
 
@@ -153,22 +172,18 @@ void JobTracker::StageMerged(uint64_t generation, const StagedItem& item,
         PrefetchCheckin(*where, cs, ranks[k]);
       }
     }
-    if (where.has_value() && i >= no_run_before) {
-      const size_t n = ConsecutiveFrom(ranks, i);
-      if (n >= kMinRun) {
-        if (const std::optional<ChunkSlots::SlotRun> run =
-                FreshRun(*where, cs, item.step, rank, static_cast<uint32_t>(n));
-            run.has_value()) {
-          if (cs == nullptr) cs = &ChunkStepFor(item.step, item.chunk);
-          RecordRunInSlots(*cs, *run, item, ranks.subspan(i, n), ranks.size() - i - n, now, &record,
-                           out);
-          std::fill_n(statuses.begin() + i, n, absl::OkStatus());
-          staged_any = true;
-          i += n - 1;
-          continue;
-        }
-      }
-      no_run_before = i + n;
+    ChunkSlots::SlotRun run;
+    if (const size_t n = where.has_value()
+                             ? FreshRunFrom(*where, cs, item.step, ranks, i, &no_run_before, &run)
+                             : 0;
+        n > 0) {
+      if (cs == nullptr) cs = &ChunkStepFor(item.step, item.chunk);
+      RecordRunInSlots(*cs, run, item, ranks.subspan(i, n), ranks.size() - i - n, now, &record,
+                       out);
+      std::fill_n(statuses.begin() + i, n, absl::OkStatus());
+      staged_any = true;
+      i += n - 1;
+      continue;
     }
     if (where.has_value() && i + kPrefetchAhead < ranks.size()) {
       PrefetchCheckin(*where, cs, ranks[i + kPrefetchAhead]);
@@ -217,20 +232,15 @@ void JobTracker::StageInSlots(uint64_t generation, const StagedItem& item,
   }
   size_t no_run_before = 0;  // ranks before it were tried as part of a run
   for (size_t i = 0; i < ranks.size(); ++i) {
-    if (cs != nullptr && i >= no_run_before) {
-      const size_t n = ConsecutiveFrom(ranks, i);
-      if (n >= kMinRun) {
-        if (const std::optional<ChunkSlots::SlotRun> run =
-                FreshRun(*where, cs, item.step, ranks[i], static_cast<uint32_t>(n));
-            run.has_value()) {
-          RecordRunInSlots(*cs, *run, item, ranks.subspan(i, n), ranks.size() - i - n, now, &record,
-                           out);
-          std::fill_n(statuses.begin() + i, n, absl::OkStatus());
-          i += n - 1;
-          continue;
-        }
-      }
-      no_run_before = i + n;
+    ChunkSlots::SlotRun run;
+    if (const size_t n =
+            cs != nullptr ? FreshRunFrom(*where, cs, item.step, ranks, i, &no_run_before, &run) : 0;
+        n > 0) {
+      RecordRunInSlots(*cs, run, item, ranks.subspan(i, n), ranks.size() - i - n, now, &record,
+                       out);
+      std::fill_n(statuses.begin() + i, n, absl::OkStatus());
+      i += n - 1;
+      continue;
     }
     if (cs != nullptr && i + kPrefetchAhead < ranks.size()) {
       PrefetchCheckin(*where, cs, ranks[i + kPrefetchAhead]);
