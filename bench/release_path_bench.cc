@@ -22,6 +22,9 @@
 //     agents; 2,048: relays of 256 nodes each) whose transports do what an AgentSession's does:
 //     convert the notice once, queue it for its ranks (serve::AgentDownQueue), and on the uncork
 //     take and serialize the message.
+//   BM_StallReport/N/M: the stall inspector's pass (Coordinator::EnforceLiveness) that reports
+//     chunk 0 stalled with M of N ranks' check-ins missing: how long it holds the coordinator, and
+//     the stall event's size (detail_bytes, listed contributors).
 //   BM_Join/N/C: a job formed: each of N ranks joins (Coordinator::Join, its plan validated and
 //     merged into the job's) and attaches, declaring C chunks with one dp group of all N ranks
 //     each, as a data-parallel group of the whole world does. Reported per join.
@@ -106,10 +109,17 @@ class CountingSink final : public server::SessionSink {
 // The coordinator's defaults, with room for a session per rank.
 // `apply_threads`: helpers that apply a batch's check-ins chunk by chunk (0: group by group, on
 // the applying thread).
-server::CoordinatorOptions OptionsFor(uint32_t ranks, int apply_threads) {
+// `stall_after` (zero: the default's): every chunk's stall deadline, learned or not.
+server::CoordinatorOptions OptionsFor(uint32_t ranks, int apply_threads,
+                                      absl::Duration stall_after = absl::ZeroDuration()) {
   server::CoordinatorOptions options;
   options.max_sessions = std::max<size_t>(options.max_sessions, ranks);
   options.apply_threads = apply_threads;
+  if (stall_after > absl::ZeroDuration()) {
+    options.observer.deadline.initial = stall_after;
+    options.observer.deadline.floor = stall_after;
+    options.observer.deadline.ceiling = stall_after;
+  }
   return options;
 }
 
@@ -118,9 +128,12 @@ class Job {
  public:
   // `ranks_per_stream` ranks share a transport; `queues`: the transports do an AgentSession's
   // work (StreamTransport).
+  // `stall_after`: as OptionsFor's.
   Job(uint32_t ranks, uint32_t chunks, uint32_t ranks_per_stream = kRanksPerNode,
-      bool queues = false, int apply_threads = 0)
-      : ranks_(ranks), chunks_(chunks), coordinator_(OptionsFor(ranks, apply_threads), &clock_) {
+      bool queues = false, int apply_threads = 0, absl::Duration stall_after = absl::ZeroDuration())
+      : ranks_(ranks),
+        chunks_(chunks),
+        coordinator_(OptionsFor(ranks, apply_threads, stall_after), &clock_) {
     metrics_ = *server::CoordinatorMetrics::Create(&coordinator_, &registry_);
     core::GroupDecl dp{"dp", {}};
     for (uint32_t r = 0; r < ranks; ++r) dp.ranks.push_back(r);
@@ -222,6 +235,7 @@ class Job {
   }
   uint32_t ranks() const { return ranks_; }
   uint32_t chunks() const { return chunks_; }
+  Coordinator& coordinator() { return coordinator_; }
 
  private:
   static void Check(const std::vector<absl::Status>& statuses) {
@@ -496,6 +510,50 @@ BENCHMARK(BM_ReleaseToAgentStreams)
     ->ArgsProduct({{4096, 16384, 131072}, {8, 2048}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
+
+// The inspector's pass (Coordinator::EnforceLiveness, every --inspect_interval) that finds chunk 0
+// stalled with M of its N ranks' check-ins missing (both optimizers) and reports it: how long the
+// pass holds the coordinator, and how large the stall event is. BM_StallReport/N/M.
+void BM_StallReport(benchmark::State& state) {
+  constexpr absl::Duration kStallAfter = absl::Milliseconds(1);
+  Job job(static_cast<uint32_t>(state.range(0)), 1, kRanksPerNode, /*queues=*/false,
+          /*apply_threads=*/0, kStallAfter);
+  const uint32_t staged = job.ranks() - static_cast<uint32_t>(state.range(1));
+  core::Step step = 0;
+  size_t detail_bytes = 0;
+  size_t listed = 0;
+  for (auto _ : state) {
+    const auto& items = job.CheckinItems(step, 0);
+    for (uint32_t first = 0; first < staged; first += kRanksPerNode) {
+      job.ApplyCheckins(items, first, std::min(kRanksPerNode, staged - first));
+    }
+    absl::SleepFor(2 * kStallAfter);
+    const absl::Time start = absl::Now();
+    const std::vector<core::Event> found = job.coordinator().EnforceLiveness();
+    state.SetIterationTime(absl::ToDoubleSeconds(absl::Now() - start));
+    if (found.size() != 1 || found[0].kind != core::EventKind::kStall) {
+      state.SkipWithError("no stall reported");
+      break;
+    }
+    detail_bytes = found[0].detail.size();
+    listed = found[0].contributors.size();
+    for (uint32_t first = staged; first < job.ranks(); first += kRanksPerNode) {
+      job.ApplyCheckins(items, first, std::min(kRanksPerNode, job.ranks() - first));
+    }
+    job.ApplySyncDones(step);
+    ++step;
+  }
+  state.counters["detail_bytes"] = static_cast<double>(detail_bytes);
+  state.counters["listed"] = static_cast<double>(listed);
+}
+BENCHMARK(BM_StallReport)
+    ->Args({16384, 8})
+    ->Args({16384, 8192})
+    ->Args({131072, 8})
+    ->Args({131072, 65536})
+    ->Iterations(30)  // each iteration also applies a whole step, untimed
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 void BM_Join(benchmark::State& state) {
   const uint32_t ranks = static_cast<uint32_t>(state.range(0));

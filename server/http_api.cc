@@ -208,9 +208,12 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
     if (auto s = RequireId(request, &id); !s.ok()) return ErrorOf(s);
     if (auto s = ParseUint(request, "step", 0, &step); !s.ok()) return ErrorOf(s);
     if (auto s = ParseUint(request, "chunk", 0, &chunk_id); !s.ok()) return ErrorOf(s);
+    uint64_t list_limit = 0;
+    if (auto s = ParseUint(request, "list_limit", 0, &list_limit); !s.ok()) return ErrorOf(s);
     absl::Duration deadline;
     absl::StatusOr<core::ChunkSnapshot> snapshot =
-        coordinator->GetChunkStatus(id, step, static_cast<core::ChunkId>(chunk_id), &deadline);
+        coordinator->GetChunkStatus(id, step, static_cast<core::ChunkId>(chunk_id), &deadline,
+                                    list_limit == 0 ? SIZE_MAX : list_limit);
     if (!snapshot.ok()) return ErrorOf(snapshot.status());
     v1::ChunkStatus status;
     ChunkStatusToProto(*snapshot, deadline, &status);

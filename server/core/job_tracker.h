@@ -78,9 +78,11 @@ struct ChunkSnapshot {
   std::vector<Contributor> missing;
   absl::Duration waiting;
   std::vector<RankId> sync_pending;
-  // Contributors that staged `step` / have not, whether or not the lists above are filled.
+  // Contributors that staged `step` / have not, and members that have not reported SyncDone
+  // (RELEASED only), whether or not the lists above are filled, or filled only up to a limit.
   uint32_t staged_count = 0;
   uint32_t missing_count = 0;
+  uint32_t sync_pending_count = 0;
   // SnapshotLists::kHoldingBack only, for a WAITING or RELEASED chunk: the chunk's members
   // (sorted), the ranks its release goes to.
   std::vector<RankId> members;
@@ -191,8 +193,12 @@ class JobTracker {
                        SnapshotLists lists = SnapshotLists::kAll) const;
 
   // The state of one (step, chunk). INVALID_ARGUMENT for a chunk out of range, OUT_OF_RANGE for a
-  // step no longer retained; a step not started yet is IDLE with every contributor missing.
-  absl::StatusOr<ChunkSnapshot> ChunkAt(Step step, ChunkId chunk, absl::Time now) const;
+  // step no longer retained; a step not started yet is IDLE with every contributor missing. Each
+  // list (staged with staged_after, missing, sync_pending) holds at most `list_limit` entries, its
+  // first ones in slot order (by rank); the counts are of all of them. O(contributors), but what
+  // it allocates is bounded by the limit: a stall report at 131,072 ranks lists a few.
+  absl::StatusOr<ChunkSnapshot> ChunkAt(Step step, ChunkId chunk, absl::Time now,
+                                        size_t list_limit = SIZE_MAX) const;
 
   const std::string& job_id() const { return job_id_.str(); }
   uint64_t generation() const { return generation_; }

@@ -104,6 +104,7 @@ JobSnapshot JobTracker::Snapshot(absl::Time now, absl::Duration lists_after,
         for (RankId m : info.members) {
           if (!cs->done.contains(m)) chunk.sync_pending.push_back(m);
         }
+        chunk.sync_pending_count = static_cast<uint32_t>(chunk.sync_pending.size());
       }
       if (!all) chunk.members = info.members;
       // Where a list is built, the counts are its size.
@@ -118,7 +119,8 @@ JobSnapshot JobTracker::Snapshot(absl::Time now, absl::Duration lists_after,
   return snap;
 }
 
-absl::StatusOr<ChunkSnapshot> JobTracker::ChunkAt(Step step, ChunkId chunk, absl::Time now) const {
+absl::StatusOr<ChunkSnapshot> JobTracker::ChunkAt(Step step, ChunkId chunk, absl::Time now,
+                                                  size_t list_limit) const {
   if (chunk >= plan_.num_chunks()) {
     return absl::InvalidArgumentError(
         absl::StrCat("chunk ", chunk, " out of range [0, ", plan_.num_chunks(), ")"));
@@ -137,8 +139,9 @@ absl::StatusOr<ChunkSnapshot> JobTracker::ChunkAt(Step step, ChunkId chunk, absl
           absl::StrCat("step ", step, " is before the oldest retained step ", oldest));
     }
     snap.state = "IDLE";
-    info.ForEachContributor([&](const Contributor& who) { snap.missing.push_back(who); });
-    snap.missing_count = static_cast<uint32_t>(snap.missing.size());
+    info.ForEachContributor([&](const Contributor& who) {
+      if (snap.missing_count++ < list_limit) snap.missing.push_back(who);
+    });
     return snap;
   }
   if (st->second.skipped) {
@@ -147,30 +150,57 @@ absl::StatusOr<ChunkSnapshot> JobTracker::ChunkAt(Step step, ChunkId chunk, absl
   }
   const ChunkStep* cs = nullptr;
   if (auto f = st->second.chunks.find(chunk); f != st->second.chunks.end()) cs = &f->second;
-  info.ForEachContributor([&](const Contributor& who) {
-    if (cs != nullptr) {
-      if (const std::optional<StagedMark> found = cs->staged.Find(who); found.has_value()) {
-        snap.staged.push_back(who);
-        snap.staged_after.push_back(found->at() - cs->first_checkin);
-        return;
+  const auto staged = [&](const Contributor& who, const StagedMark& mark) {
+    if (snap.staged_count++ < list_limit) {
+      snap.staged.push_back(who);
+      snap.staged_after.push_back(mark.at() - cs->first_checkin);
+    }
+  };
+  if (cs != nullptr && cs->staged.slots() == &info.slots) {
+    // Slot by slot (the contributors' order): only the listed ones are looked up and copied.
+    for (uint32_t slot = 0; slot < info.slots.num_contributors(); ++slot) {
+      if (!cs->staged.PresentAtSlot(slot)) {
+        if (snap.missing_count++ < list_limit)
+          snap.missing.push_back(info.slots.ContributorAt(slot));
+      } else if (snap.staged_count < list_limit) {
+        const Contributor who = info.slots.ContributorAt(slot);
+        staged(who, *cs->staged.Find(who));
+      } else {
+        ++snap.staged_count;
       }
     }
-    snap.missing.push_back(who);
-  });
+  } else {
+    info.ForEachContributor([&](const Contributor& who) {
+      if (cs != nullptr) {
+        if (const std::optional<StagedMark> found = cs->staged.Find(who); found.has_value()) {
+          staged(who, *found);
+          return;
+        }
+      }
+      if (snap.missing_count++ < list_limit) snap.missing.push_back(who);
+    });
+  }
   if (cs == nullptr || cs->staged.empty()) {
     snap.state = "IDLE";
   } else if (!cs->released) {
     snap.state = "WAITING";
     snap.waiting = now - cs->first_checkin;
   } else {
-    for (RankId m : info.members) {
-      if (!cs->done.contains(m)) snap.sync_pending.push_back(m);
+    const auto pending = [&](RankId m) {
+      if (snap.sync_pending_count++ < list_limit) snap.sync_pending.push_back(m);
+    };
+    if (cs->done.slots() == &info.slots) {
+      for (uint32_t slot = 0; slot < info.slots.num_members(); ++slot) {
+        if (!cs->done.PresentAtSlot(slot)) pending(info.slots.MemberAt(slot));
+      }
+    } else {
+      for (RankId m : info.members) {
+        if (!cs->done.contains(m)) pending(m);
+      }
     }
-    snap.state = snap.sync_pending.empty() ? "SYNCED" : "RELEASED";
+    snap.state = snap.sync_pending_count == 0 ? "SYNCED" : "RELEASED";
     snap.waiting = now - cs->released_at;
   }
-  snap.staged_count = static_cast<uint32_t>(snap.staged.size());
-  snap.missing_count = static_cast<uint32_t>(snap.missing.size());
   return snap;
 }
 

@@ -132,6 +132,67 @@ TEST(JobTrackerTest, SnapshotShowsMissingContributorsAndWaitingTime) {
   EXPECT_EQ(snap.chunks[0].missing.size(), 4u);
 }
 
+// ChunkAt with a list limit: each list holds its first entries by rank, the counts all of them,
+// whatever the chunk's state.
+TEST(JobTrackerTest, ChunkAtListsAtMostTheLimitAndCountsEveryone) {
+  constexpr uint32_t kWorld = 8;
+  std::vector<RankId> all;
+  for (RankId r = 0; r < kWorld; ++r) all.push_back(r);
+  std::vector<RankPlan> plans;
+  ExpectedChunk expected{{}, all};
+  for (RankId r = 0; r < kWorld; ++r) {
+    plans.push_back(Plan(r, kWorld, 1, {Part(0, {"dense", "expert"}, {Group("dp", all)})}));
+    expected.contributors.push_back({r, "dense"});
+    expected.contributors.push_back({r, "expert"});
+  }
+  Harness h(plans, {expected});
+  h.JoinAll();
+  // Not started: every contributor missing.
+  absl::StatusOr<ChunkSnapshot> c = h.tracker().ChunkAt(0, 0, h.now(), 3);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->state, "IDLE");
+  EXPECT_THAT(c->missing, ElementsAre(Contributor{0, "dense"}, Contributor{0, "expert"},
+                                      Contributor{1, "dense"}));
+  EXPECT_EQ(c->missing_count, 2 * kWorld);
+  // Ranks 1, 3, 5 and 6 staged both optimizers, 5 s apart from rank 1's.
+  for (RankId r : {1u, 3u, 5u, 6u}) {
+    ASSERT_TRUE(h.Stage(r, {Item(0, 0, "dense"), Item(0, 0, "expert")}).ok());
+    h.Tick(absl::Seconds(5));
+  }
+  c = h.tracker().ChunkAt(0, 0, h.now(), 3);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->state, "WAITING");
+  EXPECT_THAT(c->staged, ElementsAre(Contributor{1, "dense"}, Contributor{1, "expert"},
+                                     Contributor{3, "dense"}));
+  EXPECT_THAT(c->staged_after,
+              ElementsAre(absl::ZeroDuration(), absl::ZeroDuration(), absl::Seconds(5)));
+  EXPECT_EQ(c->staged_count, 8u);
+  EXPECT_THAT(c->missing, ElementsAre(Contributor{0, "dense"}, Contributor{0, "expert"},
+                                      Contributor{2, "dense"}));
+  EXPECT_EQ(c->missing_count, 8u);
+  // Without a limit the lists are whole, and the same counts.
+  const absl::StatusOr<ChunkSnapshot> whole = h.tracker().ChunkAt(0, 0, h.now());
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->staged.size(), 8u);
+  EXPECT_EQ(whole->missing.size(), 8u);
+  EXPECT_EQ(whole->staged_count, 8u);
+  EXPECT_EQ(whole->missing_count, 8u);
+  // Released; ranks 0 and 4 reported SyncDone: the first three of the six others are listed.
+  for (RankId r : {0u, 2u, 4u, 7u}) {
+    ASSERT_TRUE(h.Stage(r, {Item(0, 0, "dense"), Item(0, 0, "expert")}).ok());
+  }
+  for (RankId r : {0u, 4u}) ASSERT_TRUE(h.SyncDone(r, {Done(0, 0)}).ok());
+  c = h.tracker().ChunkAt(0, 0, h.now(), 3);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->state, "RELEASED");
+  EXPECT_THAT(c->sync_pending, ElementsAre(1, 2, 3));
+  EXPECT_EQ(c->sync_pending_count, 6u);
+  EXPECT_EQ(c->staged_count, 16u);
+  EXPECT_THAT(c->missing, IsEmpty());
+  EXPECT_EQ(c->missing_count, 0u);
+  EXPECT_EQ(h.tracker().ChunkAt(0, 0, h.now())->sync_pending.size(), 6u);
+}
+
 }  // namespace
 // kHoldingBack lists only who holds a chunk back (and the members), with the same counts.
 TEST(JobTrackerTest, SnapshotOfWhoHoldsBackLeavesOutStagedListsAndIdleChunks) {

@@ -254,10 +254,13 @@ struct Event {
   uint64_t sequence = 0;    // releases only
   absl::Duration duration;  // release: first check-in -> release; sync_complete: release -> last
                             // SyncDone; stall: time waited so far
-  std::vector<Contributor> contributors;  // stall: the missing contributors
-  std::vector<RankId> ranks;  // stall: members that did not report SyncDone; checkin, sync_done:
-                              // the ranks of a merged record
-  std::string detail;         // human-readable reason
+  std::vector<Contributor> contributors;  // stall: the missing contributors (the first ones)
+  std::vector<RankId> ranks;  // stall: members that did not report SyncDone (the first ones);
+                              // checkin, sync_done: the ranks of a merged record
+  // stall: how many contributors (waiting) or members (released) are missing in all, of which
+  // `contributors` or `ranks` name the first (observe::ObserverOptions::stall_list_limit).
+  uint32_t missing_count = 0;
+  std::string detail;  // human-readable reason
   // Release only: the (step, chunk) was synced before this coordinator held the job (a restart,
   // or a move to another replica) and re-announced by ranks; the directive goes only to the
   // members that had not executed it. Not a second sync on any rank.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,11 @@ namespace {
 
 // Enough emptied check-in lists for the chunks of a step or two to start without growing one.
 constexpr size_t kSpareCheckinLists = 8;
+
+// " and N more" after a stall's list of `listed` of `total`; nothing when it lists them all.
+std::string AndMore(uint32_t total, size_t listed) {
+  return total > listed ? absl::StrCat(" and ", total - listed, " more") : std::string();
+}
 
 }  // namespace
 
@@ -120,6 +126,7 @@ void JobObserver::OnEvent(const core::Event& e) {
 
 std::vector<core::Event> JobObserver::Inspect(absl::Time now, const core::JobSnapshot& snapshot,
                                               const ListsOf& lists_of) {
+  const size_t limit = options_.stall_list_limit;
   std::vector<core::Event> out;
   for (const core::ChunkSnapshot& c : snapshot.chunks) {
     const bool waiting = c.state == "WAITING";
@@ -129,7 +136,7 @@ std::vector<core::Event> JobObserver::Inspect(absl::Time now, const core::JobSna
     if (c.waiting <= deadline) continue;
     if (!reported_stalls_.insert({snapshot.generation, c.step, c.chunk, syncing}).second) continue;
     ++stalls_;
-    const core::ChunkSnapshot full = lists_of ? lists_of(c) : core::ChunkSnapshot();
+    const core::ChunkSnapshot full = lists_of ? lists_of(c, limit) : core::ChunkSnapshot();
     const core::ChunkSnapshot& lists = lists_of ? full : c;
     core::Event e;
     e.kind = core::EventKind::kStall;
@@ -139,20 +146,28 @@ std::vector<core::Event> JobObserver::Inspect(absl::Time now, const core::JobSna
     e.step = c.step;
     e.chunk = c.chunk;
     e.duration = c.waiting;
+    // The count where the lists were cut short; a snapshot's own lists are whole.
     if (waiting) {
-      e.contributors = lists.missing;
+      e.contributors.assign(lists.missing.begin(),
+                            lists.missing.begin() + std::min(lists.missing.size(), limit));
+      e.missing_count = std::max(lists.missing_count, static_cast<uint32_t>(lists.missing.size()));
       e.detail = absl::StrCat(
           "chunk ", c.chunk, " step ", c.step, " waited ", absl::FormatDuration(c.waiting),
           " (deadline ", absl::FormatDuration(deadline), ") for ",
-          absl::StrJoin(lists.missing, ", ", [](std::string* s, const core::Contributor& who) {
-            absl::StrAppend(s, "rank ", who.rank, " ", who.optimizer);
-          }));
+          absl::StrJoin(e.contributors, ", ",
+                        [](std::string* s, const core::Contributor& who) {
+                          absl::StrAppend(s, "rank ", who.rank, " ", who.optimizer);
+                        }),
+          AndMore(e.missing_count, e.contributors.size()));
     } else {
-      e.ranks = lists.sync_pending;
-      e.detail = absl::StrCat("chunk ", c.chunk, " step ", c.step, " released ",
-                              absl::FormatDuration(c.waiting), " ago (deadline ",
-                              absl::FormatDuration(deadline), "); no SyncDone from ranks [",
-                              absl::StrJoin(lists.sync_pending, ","), "]");
+      e.ranks.assign(lists.sync_pending.begin(),
+                     lists.sync_pending.begin() + std::min(lists.sync_pending.size(), limit));
+      e.missing_count =
+          std::max(lists.sync_pending_count, static_cast<uint32_t>(lists.sync_pending.size()));
+      e.detail = absl::StrCat(
+          "chunk ", c.chunk, " step ", c.step, " released ", absl::FormatDuration(c.waiting),
+          " ago (deadline ", absl::FormatDuration(deadline), "); no SyncDone from ranks [",
+          absl::StrJoin(e.ranks, ","), "]", AndMore(e.missing_count, e.ranks.size()));
     }
     out.push_back(std::move(e));
   }

@@ -28,6 +28,10 @@ struct ObserverOptions {
   double straggler_alpha = 0.1;
   // (step, chunk) audit records kept.
   size_t audit_capacity = 4096;
+  // The most missing contributors (or sync-pending members) a stall event names, in its list and
+  // its text; Event::missing_count says how many are missing in all. At 131,072 ranks a stall with
+  // half of them missing would otherwise be an event of megabytes, built while the job waits.
+  size_t stall_list_limit = 64;
 };
 
 // The audit record of one released (generation, step, chunk).
@@ -64,11 +68,13 @@ class JobObserver {
   explicit JobObserver(ObserverOptions options = {});
 
   void OnEvent(const core::Event& event);
-  // Gives a chunk's snapshot with its contributor lists (missing, sync_pending) filled in.
-  using ListsOf = std::function<core::ChunkSnapshot(const core::ChunkSnapshot&)>;
+  // Gives a chunk's snapshot with its contributor lists (missing, sync_pending) filled in up to
+  // `list_limit` entries each, and their counts (core::JobTracker::ChunkAt).
+  using ListsOf = std::function<core::ChunkSnapshot(const core::ChunkSnapshot&, size_t list_limit)>;
   // Stall events for chunks that waited past their deadline, each reported once. The lists of a
   // stalled chunk come from `lists_of` when given (then `snapshot` may carry none: building them
-  // is O(ranks) per chunk, needed only for a new report), else from `snapshot`.
+  // is O(ranks) per chunk, needed only for a new report), else from `snapshot`. An event names at
+  // most options.stall_list_limit of them.
   std::vector<core::Event> Inspect(absl::Time now, const core::JobSnapshot& snapshot,
                                    const ListsOf& lists_of = nullptr);
 

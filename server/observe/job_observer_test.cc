@@ -59,6 +59,7 @@ TEST(JobObserverTest, StallNamesMissingContributorsOnceAfterTheDeadline) {
   EXPECT_EQ(stalls[0].contributors[0].rank, 1u);
   EXPECT_EQ(stalls[0].contributors[0].optimizer, "expert");
   EXPECT_EQ(stalls[0].detail, "chunk 0 step 0 waited 51ms (deadline 50ms) for rank 1 expert");
+  EXPECT_EQ(stalls[0].missing_count, 1u);
   EXPECT_TRUE(observer.Inspect(At(90), WaitingSnapshot(0, absl::Milliseconds(90))).empty())
       << "reported once";
   EXPECT_EQ(observer.Inspect(At(200), WaitingSnapshot(1, absl::Milliseconds(60))).size(), 1u)
@@ -76,6 +77,50 @@ TEST(JobObserverTest, SyncStallNamesRanksWithoutSyncDone) {
   EXPECT_EQ(stalls[0].ranks, (std::vector<core::RankId>{2, 5}));
   EXPECT_EQ(stalls[0].detail,
             "chunk 0 step 3 released 70ms ago (deadline 50ms); no SyncDone from ranks [2,5]");
+}
+
+// A stall names at most stall_list_limit of the missing, in its list and its text, and counts
+// them all: from the lists ChunkAt cut short (lists_of) or from a snapshot's whole lists.
+TEST(JobObserverTest, StallNamesTheFirstMissingUpToTheLimitAndCountsThemAll) {
+  ObserverOptions options = Options();
+  options.stall_list_limit = 2;
+  JobObserver observer(options);
+  size_t asked_limit = 0;
+  const JobObserver::ListsOf lists_of = [&](const core::ChunkSnapshot& brief, size_t limit) {
+    asked_limit = limit;
+    core::ChunkSnapshot c = brief;
+    c.missing = {{1, "dense"}, {1, "expert"}};  // as ChunkAt lists them: the first `limit`
+    c.missing_count = 4099;
+    return c;
+  };
+  core::JobSnapshot waiting = WaitingSnapshot(0, absl::Milliseconds(51));
+  waiting.chunks[0].missing.clear();
+  auto stalls = observer.Inspect(At(51), waiting, lists_of);
+  ASSERT_EQ(stalls.size(), 1u);
+  EXPECT_EQ(asked_limit, 2u);
+  EXPECT_EQ(stalls[0].contributors.size(), 2u);
+  EXPECT_EQ(stalls[0].missing_count, 4099u);
+  EXPECT_EQ(stalls[0].detail,
+            "chunk 0 step 0 waited 51ms (deadline 50ms) for rank 1 dense, rank 1 expert and 4097 "
+            "more");
+  core::JobSnapshot syncing = WaitingSnapshot(1, absl::Milliseconds(70));
+  syncing.chunks[0].state = "RELEASED";
+  syncing.chunks[0].sync_pending = {2, 5, 6};
+  stalls = observer.Inspect(At(0), syncing);
+  ASSERT_EQ(stalls.size(), 1u);
+  EXPECT_EQ(stalls[0].ranks, (std::vector<core::RankId>{2, 5}));
+  EXPECT_EQ(stalls[0].missing_count, 3u);
+  EXPECT_EQ(stalls[0].detail,
+            "chunk 0 step 1 released 70ms ago (deadline 50ms); no SyncDone from ranks [2,5] and 1 "
+            "more");
+  // At the limit, nothing more is said.
+  core::JobSnapshot two = WaitingSnapshot(2, absl::Milliseconds(70));
+  two.chunks[0].missing = {{3, "dense"}, {4, "dense"}};
+  stalls = observer.Inspect(At(0), two);
+  ASSERT_EQ(stalls.size(), 1u);
+  EXPECT_EQ(stalls[0].missing_count, 2u);
+  EXPECT_EQ(stalls[0].detail,
+            "chunk 0 step 2 waited 70ms (deadline 50ms) for rank 3 dense, rank 4 dense");
 }
 
 TEST(JobObserverTest, DeadlineIsLearnedFromReleaseWaits) {

@@ -221,9 +221,10 @@ class Coordinator {
 
   // One (step, chunk) of a job, with its learned deadline. NOT_FOUND for an unknown job (the
   // gate's NotServedHere for one another replica owns, here and in Trace, Audit and GetJobStatus);
-  // see core::JobTracker::ChunkAt for the rest.
+  // see core::JobTracker::ChunkAt for the rest (and `list_limit`).
   absl::StatusOr<core::ChunkSnapshot> GetChunkStatus(const std::string& job_id, core::Step step,
-                                                     core::ChunkId chunk, absl::Duration* deadline)
+                                                     core::ChunkId chunk, absl::Duration* deadline,
+                                                     size_t list_limit = SIZE_MAX)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // A Chrome trace of the job's steps [first, last] from the events held in memory (see

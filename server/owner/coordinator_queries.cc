@@ -31,7 +31,8 @@ absl::StatusOr<JobStatusView> Coordinator::GetJobStatus(const std::string& job_i
 absl::StatusOr<core::ChunkSnapshot> Coordinator::GetChunkStatus(const std::string& job_id,
                                                                 core::Step step,
                                                                 core::ChunkId chunk,
-                                                                absl::Duration* deadline) {
+                                                                absl::Duration* deadline,
+                                                                size_t list_limit) {
   absl::ReaderMutexLock lock(&mu_);
   Job* job = FindJob(job_id);
   if (absl::Status fenced = FenceRead(job_id, job); !fenced.ok()) return fenced;
@@ -41,7 +42,7 @@ absl::StatusOr<core::ChunkSnapshot> Coordinator::GetChunkStatus(const std::strin
     absl::MutexLock observer_lock(&job->observer_mu);
     *deadline = job->CaughtUpObserver().Deadline(chunk);
   }
-  return job->tracker->ChunkAt(step, chunk, clock_->Now());
+  return job->tracker->ChunkAt(step, chunk, clock_->Now(), list_limit);
 }
 
 absl::StatusOr<std::string> Coordinator::Trace(const std::string& job_id, core::Step first,

@@ -270,8 +270,8 @@ void Job::FindStalls(absl::Time now, Effects* effects) {
   if (tracker->state() != core::JobState::kRunning) return;
   // The (O(ranks)) lists of who is missing are built only for a chunk reported stalled.
   const core::JobTracker& t = *tracker;
-  auto lists_of = [&](const core::ChunkSnapshot& brief) {
-    absl::StatusOr<core::ChunkSnapshot> full = t.ChunkAt(brief.step, brief.chunk, now);
+  auto lists_of = [&](const core::ChunkSnapshot& brief, size_t list_limit) {
+    absl::StatusOr<core::ChunkSnapshot> full = t.ChunkAt(brief.step, brief.chunk, now, list_limit);
     return full.ok() ? *std::move(full) : brief;
   };
   absl::MutexLock observer_lock(&observer_mu);

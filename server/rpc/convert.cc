@@ -197,7 +197,7 @@ void ChunkStatusToProto(const core::ChunkSnapshot& c, absl::Duration deadline, v
   }
   p->set_staged_count(c.staged_count);
   p->set_missing_count(c.missing_count);
-  p->set_sync_pending_count(static_cast<uint32_t>(c.sync_pending.size()));
+  p->set_sync_pending_count(c.sync_pending_count);
 }
 
 void AuditToProto(const std::vector<observe::SyncAudit>& records,
@@ -238,6 +238,7 @@ void EventToProto(const core::Event& e, v1::Event* out) {
   for (const auto& who : e.contributors) ContributorToProto(who, out->add_contributors());
   for (core::RankId r : e.ranks) out->add_ranks(r);
   out->set_detail(wire::BoundEcho(e.detail));
+  out->set_missing_count(e.missing_count);
 }
 
 void JobSummaryToProto(const JobStatusView& view, v1::JobSummary* out) {

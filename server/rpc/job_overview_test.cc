@@ -50,6 +50,7 @@ JobStatusView Example() {
   for (core::RankId r = 0; r < 12; ++r) released.members.push_back(r);
   released.staged_count = 12;
   released.sync_pending = {2, 3};
+  released.sync_pending_count = 2;
   core::ChunkSnapshot idle;
   idle.chunk = 2;
   idle.step = 8;

@@ -136,8 +136,9 @@ grpc::ServerUnaryReactor* CoordinatorService::GetChunkStatus(
     return reactor;
   }
   absl::Duration deadline;
-  absl::StatusOr<core::ChunkSnapshot> chunk =
-      coordinator_->GetChunkStatus(request->job_id(), request->step(), request->chunk(), &deadline);
+  const size_t list_limit = request->list_limit() == 0 ? SIZE_MAX : request->list_limit();
+  absl::StatusOr<core::ChunkSnapshot> chunk = coordinator_->GetChunkStatus(
+      request->job_id(), request->step(), request->chunk(), &deadline, list_limit);
   if (chunk.ok()) ChunkStatusToProto(*chunk, deadline, response);
   reactor->Finish(wire::ToGrpcStatus(chunk.status()));
   return reactor;

@@ -308,7 +308,8 @@ TEST(HttpSideTest, EventsRefuseEveryLimitOutOfRangeNamingTheRange) {
 }
 
 // /api/overview: the job by node, a page of nodes as asked; every limit out of range is 400 naming
-// it; /api/job's list_limit cuts each chunk's lists and keeps their counts.
+// it; /api/job's list_limit cuts each chunk's lists and keeps their counts, and so does
+// /api/chunk's.
 TEST(HttpSideTest, OverviewPagesNodesAndRefusesLimitsOutOfRange) {
   auto server = StartHttp(ServerOptions());
   ASSERT_TRUE(server.ok()) << server.status();
@@ -365,6 +366,26 @@ TEST(HttpSideTest, OverviewPagesNodesAndRefusesLimitsOutOfRange) {
   EXPECT_EQ(status.chunks(1).staged_size(), 3);
   EXPECT_EQ(status.chunks(1).staged_count(), 15u);
   EXPECT_EQ(status.chunks(1).missing_count(), 1u);
+
+  // One chunk, its lists cut the same way: the first staged by rank, the counts of all.
+  absl::StatusOr<http::Response> chunk =
+      CurlGet(Url(**server, "/api/chunk?id=wide&step=0&chunk=1&list_limit=2"));
+  ASSERT_TRUE(chunk.ok()) << chunk.status();
+  ASSERT_EQ(chunk->status, 200) << chunk->body;
+  v1::ChunkStatus one;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(chunk->body, &one).ok()) << chunk->body;
+  ASSERT_EQ(one.staged_size(), 2);
+  EXPECT_EQ(one.staged(0).rank(), 0u);
+  EXPECT_EQ(one.staged_after_micros_size(), 2);
+  EXPECT_EQ(one.staged_count(), 15u);
+  ASSERT_EQ(one.missing_size(), 1);
+  EXPECT_EQ(one.missing(0).rank(), 5u);
+  EXPECT_EQ(one.missing_count(), 1u);
+  absl::StatusOr<http::Response> bad =
+      CurlGet(Url(**server, "/api/chunk?id=wide&step=0&chunk=1&list_limit=x"));
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(bad->body, "query parameter 'list_limit' must be an unsigned integer\n");
 }
 
 // /api/jobs as a summary per line: "job_id STATE".

@@ -19,6 +19,7 @@ class StallTest : public ServiceFixture {
   void SetUp() override {
     server::CoordinatorOptions options;
     options.observer.deadline.initial = absl::Milliseconds(500);
+    options.observer.stall_list_limit = 2;  // a stall names at most 2 of the missing
     ASSERT_NO_FATAL_FAILURE(StartServer(options));
     for (uint32_t r = 0; r < 3; ++r) {
       sessions_[r] = JoinAndAttach(MakeJoin("j", 3, r, 1, {0}, 3), &joined_[r]);
@@ -61,6 +62,7 @@ TEST_F(StallTest, HeldBackRankIsNamedRightAfterTheDeadline) {
   EXPECT_EQ(event.contributors(0).rank(), 2u);
   EXPECT_EQ(event.contributors(0).optimizer(), "expert");
   EXPECT_THAT(event.detail(), HasSubstr("for rank 2 expert"));
+  EXPECT_EQ(event.missing_count(), 1u);
 
   grpc::ClientContext chunk_context;
   v1::GetChunkStatusRequest chunk_request;
@@ -94,6 +96,54 @@ TEST_F(StallTest, HeldBackRankIsNamedRightAfterTheDeadline) {
   EXPECT_DOUBLE_EQ(after.stragglers(0).last_seconds(), 0.501);
   EXPECT_EQ(after.audit().released(), 1u);
 
+  watch_context.TryCancel();
+  while (reader->Read(&event)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
+// More missing than a stall names: the event lists the first ones and counts them all, and
+// GetChunkStatus with a list_limit lists as few, with the same counts.
+TEST_F(StallTest, AStallNamesTheFirstMissingAndCountsThemAll) {
+  grpc::ClientContext watch_context;
+  v1::WatchEventsRequest watch;
+  watch.set_job_id("j");
+  watch.add_kinds("stall");
+  auto reader = stub_->WatchEvents(&watch_context, watch);
+  // Only rank 1 stages: ranks 0 and 2 hold the chunk back with both optimizers.
+  ASSERT_TRUE(sessions_[1]->Stage(joined_[1].generation(), 0, 0, "dense").ok());
+  ASSERT_TRUE(sessions_[1]->Stage(joined_[1].generation(), 0, 0, "expert").ok());
+  clock_.Advance(absl::Milliseconds(501));
+  ASSERT_EQ(server_->coordinator().EnforceLiveness().size(), 1u);
+  v1::Event event;
+  ASSERT_TRUE(reader->Read(&event));
+  EXPECT_EQ(event.kind(), "stall");
+  ASSERT_EQ(event.contributors_size(), 2);
+  EXPECT_EQ(event.contributors(0).rank(), 0u);
+  EXPECT_EQ(event.contributors(0).optimizer(), "dense");
+  EXPECT_EQ(event.contributors(1).rank(), 0u);
+  EXPECT_EQ(event.contributors(1).optimizer(), "expert");
+  EXPECT_EQ(event.missing_count(), 4u);
+  EXPECT_EQ(event.detail(),
+            "chunk 0 step 0 waited 501ms (deadline 500ms) for rank 0 dense, rank 0 expert and 2 "
+            "more");
+
+  grpc::ClientContext chunk_context;
+  v1::GetChunkStatusRequest chunk_request;
+  chunk_request.set_job_id("j");
+  chunk_request.set_step(0);
+  chunk_request.set_chunk(0);
+  chunk_request.set_list_limit(1);
+  v1::ChunkStatus chunk;
+  ASSERT_TRUE(stub_->GetChunkStatus(&chunk_context, chunk_request, &chunk).ok());
+  ASSERT_EQ(chunk.staged_size(), 1);
+  EXPECT_EQ(chunk.staged(0).rank(), 1u);
+  EXPECT_EQ(chunk.staged(0).optimizer(), "dense");
+  EXPECT_EQ(chunk.staged_after_micros_size(), 1);
+  ASSERT_EQ(chunk.missing_size(), 1);
+  EXPECT_EQ(chunk.missing(0).rank(), 0u);
+  EXPECT_EQ(chunk.staged_count(), 2u);
+  EXPECT_EQ(chunk.missing_count(), 4u);
   watch_context.TryCancel();
   while (reader->Read(&event)) {
   }
