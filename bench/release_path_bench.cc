@@ -25,6 +25,8 @@
 //   BM_StallReport/N/M: the stall inspector's pass (Coordinator::EnforceLiveness) that reports
 //     chunk 0 stalled with M of N ranks' check-ins missing: how long it holds the coordinator, and
 //     the stall event's size (detail_bytes, listed contributors).
+//   BM_InspectorPass/N/D: the same pass with nothing stalled and D of the N ranks detached (within
+//     their lease).
 //   BM_Join/N/C: a job formed: each of N ranks joins (Coordinator::Join, its plan validated and
 //     merged into the job's) and attaches, declaring C chunks with one dp group of all N ranks
 //     each, as a data-parallel group of the whole world does. Reported per join.
@@ -236,6 +238,8 @@ class Job {
   uint32_t ranks() const { return ranks_; }
   uint32_t chunks() const { return chunks_; }
   Coordinator& coordinator() { return coordinator_; }
+  // Rank `rank`'s session ends (its lease starts running).
+  void Detach(core::RankId rank) { coordinator_.Detach(kJob, rank, sinks_[rank].get()); }
 
  private:
   static void Check(const std::vector<absl::Status>& statuses) {
@@ -552,6 +556,34 @@ BENCHMARK(BM_StallReport)
     ->Args({131072, 8})
     ->Args({131072, 65536})
     ->Iterations(30)  // each iteration also applies a whole step, untimed
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+// The inspector's pass when no chunk stalls, with D of the job's N ranks detached (a relay or a
+// rack gone, its ranks within their lease): what every --inspect_interval costs the coordinator
+// while it holds it. BM_InspectorPass/N/D.
+void BM_InspectorPass(benchmark::State& state) {
+  Job job(static_cast<uint32_t>(state.range(0)), 1);
+  for (uint32_t r = 0; r < static_cast<uint32_t>(state.range(1)); ++r) {
+    job.Detach(r);
+  }
+  for (auto _ : state) {
+    const absl::Time start = absl::Now();
+    const std::vector<core::Event> found = job.coordinator().EnforceLiveness();
+    state.SetIterationTime(absl::ToDoubleSeconds(absl::Now() - start));
+    if (!found.empty()) {
+      state.SkipWithError("the pass found something");
+      break;
+    }
+  }
+}
+BENCHMARK(BM_InspectorPass)
+    ->Args({16384, 0})
+    ->Args({16384, 2048})
+    ->Args({131072, 0})
+    ->Args({131072, 2048})
+    ->Args({131072, 131072})
+    ->Iterations(200)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 

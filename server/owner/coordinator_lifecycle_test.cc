@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "serve/clock.h"
@@ -340,6 +341,76 @@ TEST_F(LifecycleTest, AJobWithoutSessionsOrMessagesIsEvictedAfterTheIdleTtlAndMa
   EXPECT_EQ(JobStateText(*coordinator_->GetJobStatus("idle")), "FORMING");
   EXPECT_THAT(JobIds({"EVICTED"}), IsEmpty());  // listed once, as its live run
   EXPECT_THAT(JobIds({"FORMING"}), ElementsAre("idle"));
+}
+
+// A detached rank is reported lost once its lease ran out, the ones due in rank order, each
+// once; the job aborts once one has been gone lost_rank_abort_after, and a shorter abort wait
+// than the lease aborts before any rank is reported lost.
+TEST_F(LifecycleTest, DetachedRanksAreLostPastTheirLeaseInRankOrderAndAbortTheJobLater) {
+  CoordinatorOptions options;
+  options.rank_lease = absl::Seconds(10);
+  options.lost_rank_abort_after = absl::Seconds(30);
+  Restart(options);
+  std::vector<std::string> ids;
+  for (core::RankId r = 0; r < 4; ++r) {
+    absl::StatusOr<core::JoinResult> joined = coordinator_->Join(DensePlan("job", r, 4, 1));
+    ASSERT_TRUE(joined.ok()) << joined.status();
+    ids.push_back(joined->session_id);
+  }
+  std::vector<std::shared_ptr<FakeSink>> sinks;
+  for (core::RankId r = 0; r < 4; ++r) {
+    sinks.push_back(std::make_shared<FakeSink>(absl::StrCat("r", r), &log_));
+    ASSERT_TRUE(coordinator_->Attach("job", r, 1, ids[r], sinks.back()).ok());
+  }
+  // Ranks 3 and 1 leave at 0 s, rank 2 at 5 s; rank 0 stays.
+  coordinator_->Detach("job", 3, sinks[3].get());
+  coordinator_->Detach("job", 1, sinks[1].get());
+  clock_.Advance(absl::Seconds(5));
+  coordinator_->Detach("job", 2, sinks[2].get());
+  clock_.Advance(absl::Seconds(4));
+  EXPECT_THAT(coordinator_->EnforceLiveness(), IsEmpty());
+  clock_.Advance(absl::Seconds(1));  // 10 s: ranks 1 and 3 are due, in rank order
+  const auto lost_ranks = [](const std::vector<core::Event>& found) {
+    std::vector<core::RankId> ranks;
+    for (const core::Event& e : found) {
+      EXPECT_EQ(e.kind, core::EventKind::kRankLost);
+      ranks.push_back(*e.rank);
+    }
+    return ranks;
+  };
+  EXPECT_THAT(lost_ranks(coordinator_->EnforceLiveness()), ElementsAre(1, 3));
+  EXPECT_THAT(coordinator_->EnforceLiveness(), IsEmpty()) << "each reported once";
+  clock_.Advance(absl::Seconds(5));
+  EXPECT_THAT(lost_ranks(coordinator_->EnforceLiveness()), ElementsAre(2));
+  clock_.Advance(absl::Seconds(14));
+  coordinator_->EnforceLiveness();
+  EXPECT_EQ(JobStateText(*coordinator_->GetJobStatus("job")), "DEGRADED");  // lost, not aborted
+  clock_.Advance(absl::Seconds(1));                                         // rank 1 gone 30 s
+  coordinator_->EnforceLiveness();
+  EXPECT_EQ(JobStateText(*coordinator_->GetJobStatus("job")), "ABORTED");
+  EXPECT_EQ(coordinator_->GetJobStatus("job")->snapshot.abort_reason,
+            "rank 1 lost: no session for 30s");
+
+  // An abort wait shorter than the lease: the job aborts with no rank reported lost.
+  options.rank_lease = absl::Seconds(10);
+  options.lost_rank_abort_after = absl::Seconds(3);
+  Restart(options);
+  ids.clear();
+  for (core::RankId r = 0; r < 2; ++r) {
+    absl::StatusOr<core::JoinResult> joined = coordinator_->Join(DensePlan("short", r, 2, 1));
+    ASSERT_TRUE(joined.ok()) << joined.status();
+    ids.push_back(joined->session_id);
+  }
+  auto kept = std::make_shared<FakeSink>("s0", &log_);
+  ASSERT_TRUE(coordinator_->Attach("short", 0, 1, ids[0], kept).ok());
+  auto gone = std::make_shared<FakeSink>("s1", &log_);
+  ASSERT_TRUE(coordinator_->Attach("short", 1, 1, ids[1], gone).ok());
+  coordinator_->Detach("short", 1, gone.get());
+  clock_.Advance(absl::Seconds(3));
+  EXPECT_THAT(coordinator_->EnforceLiveness(), IsEmpty());
+  EXPECT_EQ(JobStateText(*coordinator_->GetJobStatus("short")), "ABORTED");
+  EXPECT_EQ(coordinator_->GetJobStatus("short")->snapshot.abort_reason,
+            "rank 1 lost: no session for 3s");
 }
 
 // ListJobs names a job id once: a job evicted and joined again is its live run only (not also

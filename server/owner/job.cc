@@ -231,8 +231,14 @@ absl::Status Job::Leave(core::RankId rank, uint64_t generation, bool leaves_fini
 
 void Job::EnforceLiveness(const LivenessRules& rules, absl::Time now, Effects* effects) {
   if (tracker->state() == core::JobState::kAborted) return;
-  std::vector<std::pair<core::RankId, absl::Time>> detached(detached_since.begin(),
-                                                            detached_since.end());
+  // Only a rank gone past its lease (or past the abort's wait, if shorter) has anything to do
+  // below; those, in rank order. The others are not copied or sorted: after a coordinator restart
+  // a whole job of 131,072 ranks may be detached for a while, and this runs every inspection.
+  const absl::Duration due = std::min(rules.rank_lease, rules.lost_rank_abort_after);
+  std::vector<std::pair<core::RankId, absl::Time>> detached;
+  for (const auto& [rank, since] : detached_since) {
+    if (now - since >= due) detached.emplace_back(rank, since);
+  }
   std::sort(detached.begin(), detached.end());
   for (const auto& [rank, since] : detached) {
     const absl::Duration gone = now - since;
