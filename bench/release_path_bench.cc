@@ -27,6 +27,9 @@
 //     the stall event's size (detail_bytes, listed contributors).
 //   BM_InspectorPass/N/D: the same pass with nothing stalled and D of the N ranks detached (within
 //     their lease).
+//   BM_JobStatusView/N and BM_JobStatusViewLimited/N/L: a job's status (GetJobStatus) built while
+//     every one of its 8 chunks waits with half of its ranks' check-ins in, its lists whole or cut
+//     to L entries.
 //   BM_Join/N/C: a job formed: each of N ranks joins (Coordinator::Join, its plan validated and
 //     merged into the job's) and attaches, declaring C chunks with one dp group of all N ranks
 //     each, as a data-parallel group of the whole world does. Reported per join.
@@ -585,6 +588,43 @@ BENCHMARK(BM_InspectorPass)
     ->Args({131072, 131072})
     ->Iterations(200)
     ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+// A job's status as GetJobStatus (and /api/job) builds it under the job's lock, while every chunk
+// waits with half of its N ranks' check-ins in: every chunk's lists whole, as a client asking
+// without a list_limit gets them. BM_JobStatusView/N.
+void StageHalfOfEveryChunk(Job& job) {
+  for (uint32_t c = 0; c < job.chunks(); ++c) {
+    const auto& items = job.CheckinItems(0, c);
+    for (uint32_t first = 0; first < job.ranks() / 2; first += kRanksPerNode) {
+      job.ApplyCheckins(items, first, kRanksPerNode);
+    }
+  }
+}
+void BM_JobStatusView(benchmark::State& state) {
+  Job job(static_cast<uint32_t>(state.range(0)), 8);
+  StageHalfOfEveryChunk(job);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(job.coordinator().GetJobStatus(kJob));
+  }
+}
+BENCHMARK(BM_JobStatusView)->Arg(16384)->Arg(131072)->Iterations(10)->Unit(benchmark::kMillisecond);
+
+// The same with each list cut to L entries (GetJobStatusRequest.list_limit, /api/job?list_limit=L;
+// L = 0: no lists, as GetAudit asks). BM_JobStatusViewLimited/N/L.
+void BM_JobStatusViewLimited(benchmark::State& state) {
+  Job job(static_cast<uint32_t>(state.range(0)), 8);
+  StageHalfOfEveryChunk(job);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(job.coordinator().GetJobStatus(kJob, server::ViewDetail::kStatus,
+                                                            static_cast<size_t>(state.range(1))));
+  }
+}
+BENCHMARK(BM_JobStatusViewLimited)
+    ->Args({16384, 64})
+    ->Args({131072, 64})
+    ->Args({131072, 0})
+    ->Iterations(10)
     ->Unit(benchmark::kMillisecond);
 
 void BM_Join(benchmark::State& state) {

@@ -161,10 +161,11 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
     uint64_t list_limit = 0;
     if (auto s = RequireId(request, &id); !s.ok()) return ErrorOf(s);
     if (auto s = ParseUint(request, "list_limit", 0, &list_limit); !s.ok()) return ErrorOf(s);
-    absl::StatusOr<JobStatusView> view = coordinator->GetJobStatus(id);
+    const size_t limit = list_limit == 0 ? SIZE_MAX : list_limit;
+    absl::StatusOr<JobStatusView> view = coordinator->GetJobStatus(id, ViewDetail::kStatus, limit);
     if (!view.ok()) return ErrorOf(view.status());
     v1::JobStatus status;
-    JobStatusToProto(*view, &status, list_limit == 0 ? SIZE_MAX : list_limit);
+    JobStatusToProto(*view, &status, limit);
     return JsonOf(status);
   };
   if (auto s = handle_api("/api/job", job); !s.ok()) return s;
@@ -227,7 +228,9 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
     std::vector<std::string> earlier_owners;
     absl::StatusOr<std::vector<observe::SyncAudit>> records =
         coordinator->Audit(id, &earlier_owners);
-    absl::StatusOr<JobStatusView> view = coordinator->GetJobStatus(id);
+    // Only the audit totals are read: no chunk lists.
+    absl::StatusOr<JobStatusView> view =
+        coordinator->GetJobStatus(id, ViewDetail::kStatus, /*list_limit=*/0);
     if (!records.ok()) return ErrorOf(records.status());
     if (!view.ok()) return ErrorOf(view.status());
     v1::GetAuditResponse response;

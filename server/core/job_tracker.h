@@ -189,8 +189,10 @@ class JobTracker {
   // Every chunk's oldest unfinished step, its state and waiting time; the contributor and rank
   // lists (staged, missing, sync_pending) only for chunks waiting longer than `lists_after` (a
   // stall inspector asks for them only past the smallest deadline: building them is O(ranks)).
+  // Each list holds at most `list_limit` entries (its first, by rank); the counts are of all.
   JobSnapshot Snapshot(absl::Time now, absl::Duration lists_after = -absl::InfiniteDuration(),
-                       SnapshotLists lists = SnapshotLists::kAll) const;
+                       SnapshotLists lists = SnapshotLists::kAll,
+                       size_t list_limit = SIZE_MAX) const;
 
   // The state of one (step, chunk). INVALID_ARGUMENT for a chunk out of range, OUT_OF_RANGE for a
   // step no longer retained; a step not started yet is IDLE with every contributor missing. Each

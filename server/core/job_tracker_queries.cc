@@ -11,6 +11,40 @@
 #include "server/core/job_tracker.h"
 
 namespace psync::core {
+namespace {
+
+// Calls fn(staged, who) for each contributor of `info` in the chunk's order (by rank), `staged`
+// whether `cs` (nullptr: nothing staged) holds its check-in and `who()` the contributor. Once the
+// plan is complete the chunk's slots are read in order and a contributor is built only where fn
+// calls who(): lists cut to a limit cost one flag read per contributor beyond it.
+template <typename Fn>
+void VisitContributors(const ChunkInfo& info, const ChunkStep* cs, Fn fn) {
+  if (cs != nullptr && cs->staged.slots() == &info.slots) {
+    for (uint32_t slot = 0; slot < info.slots.num_contributors(); ++slot) {
+      fn(cs->staged.PresentAtSlot(slot), [&] { return info.slots.ContributorAt(slot); });
+    }
+    return;
+  }
+  info.ForEachContributor([&](const Contributor& who) {
+    fn(cs != nullptr && cs->staged.contains(who), [&] { return who; });
+  });
+}
+
+// Calls fn(member) for each member of `info` that has not reported SyncDone in `cs`, by rank.
+template <typename Fn>
+void VisitSyncPending(const ChunkInfo& info, const ChunkStep& cs, Fn fn) {
+  if (cs.done.slots() == &info.slots) {
+    for (uint32_t slot = 0; slot < info.slots.num_members(); ++slot) {
+      if (!cs.done.PresentAtSlot(slot)) fn(info.slots.MemberAt(slot));
+    }
+    return;
+  }
+  for (RankId m : info.members) {
+    if (!cs.done.contains(m)) fn(m);
+  }
+}
+
+}  // namespace
 
 std::vector<Notice> JobTracker::NoticesToHold(RankId rank) const {
   std::vector<Notice> out;
@@ -48,8 +82,8 @@ bool JobTracker::ChunkFinished(Step step, ChunkId chunk) const {
          cs->second.done.size() == plan_.chunk(chunk).members.size();
 }
 
-JobSnapshot JobTracker::Snapshot(absl::Time now, absl::Duration lists_after,
-                                 SnapshotLists lists) const {
+JobSnapshot JobTracker::Snapshot(absl::Time now, absl::Duration lists_after, SnapshotLists lists,
+                                 size_t list_limit) const {
   JobSnapshot snap;
   snap.job_id = job_id_.str();
   snap.generation = generation_;
@@ -92,27 +126,27 @@ JobSnapshot JobTracker::Snapshot(absl::Time now, absl::Duration lists_after,
     const bool all = lists == SnapshotLists::kAll;
     if (chunk.waiting > lists_after && (all || chunk.state != "IDLE")) {
       if (all || chunk.state == "WAITING") {
-        info.ForEachContributor([&](const Contributor& who) {
-          if (cs != nullptr && cs->staged.contains(who)) {
-            if (all) chunk.staged.push_back(who);
-          } else {
-            chunk.missing.push_back(who);
+        uint32_t staged = 0;
+        uint32_t missing = 0;
+        VisitContributors(info, cs, [&](bool in, const auto& who) {
+          if (!in) {
+            if (missing++ < list_limit) chunk.missing.push_back(who());
+          } else if (all && staged++ < list_limit) {
+            chunk.staged.push_back(who());
           }
         });
+        // Where a list is built, the counts are of what it would hold without the limit.
+        chunk.missing_count = missing;
+        chunk.staged_count = contributors - missing;
       }
       if (chunk.state == "RELEASED") {
-        for (RankId m : info.members) {
-          if (!cs->done.contains(m)) chunk.sync_pending.push_back(m);
-        }
-        chunk.sync_pending_count = static_cast<uint32_t>(chunk.sync_pending.size());
+        uint32_t pending = 0;
+        VisitSyncPending(info, *cs, [&](RankId m) {
+          if (pending++ < list_limit) chunk.sync_pending.push_back(m);
+        });
+        chunk.sync_pending_count = pending;
       }
       if (!all) chunk.members = info.members;
-      // Where a list is built, the counts are its size.
-      if (all) chunk.staged_count = static_cast<uint32_t>(chunk.staged.size());
-      if (all || chunk.state == "WAITING") {
-        chunk.missing_count = static_cast<uint32_t>(chunk.missing.size());
-        if (!all) chunk.staged_count = contributors - chunk.missing_count;
-      }
     }
     snap.chunks.push_back(std::move(chunk));
   }
@@ -150,54 +184,23 @@ absl::StatusOr<ChunkSnapshot> JobTracker::ChunkAt(Step step, ChunkId chunk, absl
   }
   const ChunkStep* cs = nullptr;
   if (auto f = st->second.chunks.find(chunk); f != st->second.chunks.end()) cs = &f->second;
-  const auto staged = [&](const Contributor& who, const StagedMark& mark) {
-    if (snap.staged_count++ < list_limit) {
-      snap.staged.push_back(who);
-      snap.staged_after.push_back(mark.at() - cs->first_checkin);
+  VisitContributors(info, cs, [&](bool in, const auto& who) {
+    if (!in) {
+      if (snap.missing_count++ < list_limit) snap.missing.push_back(who());
+    } else if (snap.staged_count++ < list_limit) {
+      snap.staged.push_back(who());
+      snap.staged_after.push_back(cs->staged.Find(snap.staged.back())->at() - cs->first_checkin);
     }
-  };
-  if (cs != nullptr && cs->staged.slots() == &info.slots) {
-    // Slot by slot (the contributors' order): only the listed ones are looked up and copied.
-    for (uint32_t slot = 0; slot < info.slots.num_contributors(); ++slot) {
-      if (!cs->staged.PresentAtSlot(slot)) {
-        if (snap.missing_count++ < list_limit)
-          snap.missing.push_back(info.slots.ContributorAt(slot));
-      } else if (snap.staged_count < list_limit) {
-        const Contributor who = info.slots.ContributorAt(slot);
-        staged(who, *cs->staged.Find(who));
-      } else {
-        ++snap.staged_count;
-      }
-    }
-  } else {
-    info.ForEachContributor([&](const Contributor& who) {
-      if (cs != nullptr) {
-        if (const std::optional<StagedMark> found = cs->staged.Find(who); found.has_value()) {
-          staged(who, *found);
-          return;
-        }
-      }
-      if (snap.missing_count++ < list_limit) snap.missing.push_back(who);
-    });
-  }
+  });
   if (cs == nullptr || cs->staged.empty()) {
     snap.state = "IDLE";
   } else if (!cs->released) {
     snap.state = "WAITING";
     snap.waiting = now - cs->first_checkin;
   } else {
-    const auto pending = [&](RankId m) {
+    VisitSyncPending(info, *cs, [&](RankId m) {
       if (snap.sync_pending_count++ < list_limit) snap.sync_pending.push_back(m);
-    };
-    if (cs->done.slots() == &info.slots) {
-      for (uint32_t slot = 0; slot < info.slots.num_members(); ++slot) {
-        if (!cs->done.PresentAtSlot(slot)) pending(info.slots.MemberAt(slot));
-      }
-    } else {
-      for (RankId m : info.members) {
-        if (!cs->done.contains(m)) pending(m);
-      }
-    }
+    });
     snap.state = snap.sync_pending_count == 0 ? "SYNCED" : "RELEASED";
     snap.waiting = now - cs->released_at;
   }

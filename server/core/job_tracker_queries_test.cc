@@ -132,9 +132,9 @@ TEST(JobTrackerTest, SnapshotShowsMissingContributorsAndWaitingTime) {
   EXPECT_EQ(snap.chunks[0].missing.size(), 4u);
 }
 
-// ChunkAt with a list limit: each list holds its first entries by rank, the counts all of them,
-// whatever the chunk's state.
-TEST(JobTrackerTest, ChunkAtListsAtMostTheLimitAndCountsEveryone) {
+// ChunkAt and Snapshot with a list limit: each list holds its first entries by rank, the counts
+// all of them, whatever the chunk's state.
+TEST(JobTrackerTest, ChunkAtAndSnapshotListAtMostTheLimitAndCountEveryone) {
   constexpr uint32_t kWorld = 8;
   std::vector<RankId> all;
   for (RankId r = 0; r < kWorld; ++r) all.push_back(r);
@@ -170,6 +170,16 @@ TEST(JobTrackerTest, ChunkAtListsAtMostTheLimitAndCountsEveryone) {
   EXPECT_THAT(c->missing, ElementsAre(Contributor{0, "dense"}, Contributor{0, "expert"},
                                       Contributor{2, "dense"}));
   EXPECT_EQ(c->missing_count, 8u);
+  // Snapshot cuts its lists the same way, with the same counts.
+  JobSnapshot snap =
+      h.tracker().Snapshot(h.now(), -absl::InfiniteDuration(), SnapshotLists::kAll, 3);
+  ASSERT_EQ(snap.chunks.size(), 1u);
+  EXPECT_THAT(snap.chunks[0].staged, ElementsAre(Contributor{1, "dense"}, Contributor{1, "expert"},
+                                                 Contributor{3, "dense"}));
+  EXPECT_THAT(snap.chunks[0].missing, ElementsAre(Contributor{0, "dense"}, Contributor{0, "expert"},
+                                                  Contributor{2, "dense"}));
+  EXPECT_EQ(snap.chunks[0].staged_count, 8u);
+  EXPECT_EQ(snap.chunks[0].missing_count, 8u);
   // Without a limit the lists are whole, and the same counts.
   const absl::StatusOr<ChunkSnapshot> whole = h.tracker().ChunkAt(0, 0, h.now());
   ASSERT_TRUE(whole.ok()) << whole.status();
@@ -191,6 +201,10 @@ TEST(JobTrackerTest, ChunkAtListsAtMostTheLimitAndCountsEveryone) {
   EXPECT_THAT(c->missing, IsEmpty());
   EXPECT_EQ(c->missing_count, 0u);
   EXPECT_EQ(h.tracker().ChunkAt(0, 0, h.now())->sync_pending.size(), 6u);
+  snap = h.tracker().Snapshot(h.now(), -absl::InfiniteDuration(), SnapshotLists::kAll, 3);
+  EXPECT_THAT(snap.chunks[0].sync_pending, ElementsAre(1, 2, 3));
+  EXPECT_EQ(snap.chunks[0].sync_pending_count, 6u);
+  EXPECT_EQ(h.tracker().Snapshot(h.now()).chunks[0].sync_pending.size(), 6u);
 }
 
 }  // namespace

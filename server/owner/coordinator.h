@@ -166,9 +166,10 @@ class Coordinator {
                                        absl::Span<const RankMessage> messages)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // `list_limit`: as Job::View's (a finished job's kept view is whole).
   absl::StatusOr<JobStatusView> GetJobStatus(const std::string& job_id,
-                                             ViewDetail detail = ViewDetail::kStatus)
-      ABSL_LOCKS_EXCLUDED(mu_);
+                                             ViewDetail detail = ViewDetail::kStatus,
+                                             size_t list_limit = SIZE_MAX) ABSL_LOCKS_EXCLUDED(mu_);
   // OK when `generation` is the job's current one; NOT_FOUND / FAILED_PRECONDITION otherwise.
   // With job tokens configured, (rank, session_id) must also be a joined rank's session
   // (PERMISSION_DENIED otherwise).

@@ -14,13 +14,13 @@ Job* Coordinator::FindJob(const std::string& job_id) const {
 }
 
 absl::StatusOr<JobStatusView> Coordinator::GetJobStatus(const std::string& job_id,
-                                                        ViewDetail detail) {
+                                                        ViewDetail detail, size_t list_limit) {
   absl::ReaderMutexLock lock(&mu_);
   Job* job = FindJob(job_id);
   if (absl::Status fenced = FenceRead(job_id, job); !fenced.ok()) return fenced;
   if (job != nullptr) {
     absl::MutexLock job_lock(&job->mu);
-    return job->View(clock_->Now(), options_.node_size, detail);
+    return job->View(clock_->Now(), options_.node_size, detail, list_limit);
   }
   if (const FinishedJob* finished = history_.Find(job_id); finished != nullptr) {
     return finished->view;

@@ -296,12 +296,13 @@ size_t Job::CloseSessions(const absl::Status& status, Effects* effects) {
   return attached;
 }
 
-JobStatusView Job::View(absl::Time now, uint32_t node_size, ViewDetail detail) const {
+JobStatusView Job::View(absl::Time now, uint32_t node_size, ViewDetail detail,
+                        size_t list_limit) const {
   JobStatusView view;
-  view.snapshot =
-      tracker->Snapshot(now, -absl::InfiniteDuration(),
-                        detail == ViewDetail::kStatus ? core::SnapshotLists::kAll
-                                                      : core::SnapshotLists::kHoldingBack);
+  view.snapshot = tracker->Snapshot(
+      now, -absl::InfiniteDuration(),
+      detail == ViewDetail::kStatus ? core::SnapshotLists::kAll : core::SnapshotLists::kHoldingBack,
+      list_limit);
   // Read under mu, which View holds; the lambda cannot say so.
   const absl::flat_hash_map<core::RankId, std::string>* named = &nodes;
   view.nodes =

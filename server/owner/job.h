@@ -161,9 +161,10 @@ class Job {
 
   // What GetJobStatus reports, in as much `detail` (job_view.h).
   // `node_size`: ranks per block of ranks that named no node (observe::LayOutNodes).
-  JobStatusView View(absl::Time now, uint32_t node_size,
-                     ViewDetail detail = ViewDetail::kStatus) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) ABSL_LOCKS_EXCLUDED(observer_mu);
+  // `list_limit`: each chunk's lists hold at most so many entries (core::JobTracker::Snapshot).
+  JobStatusView View(absl::Time now, uint32_t node_size, ViewDetail detail = ViewDetail::kStatus,
+                     size_t list_limit = SIZE_MAX) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu)
+      ABSL_LOCKS_EXCLUDED(observer_mu);
 
   mutable absl::Mutex mu;
   // Queues the job's batches so that one thread applies those that arrive together under one

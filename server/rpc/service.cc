@@ -61,11 +61,10 @@ grpc::ServerUnaryReactor* CoordinatorService::GetJobStatus(grpc::CallbackServerC
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id must not be empty"));
     return reactor;
   }
-  absl::StatusOr<JobStatusView> view = coordinator_->GetJobStatus(request->job_id());
-  if (view.ok()) {
-    JobStatusToProto(*view, response,
-                     request->list_limit() == 0 ? SIZE_MAX : request->list_limit());
-  }
+  const size_t list_limit = request->list_limit() == 0 ? SIZE_MAX : request->list_limit();
+  absl::StatusOr<JobStatusView> view =
+      coordinator_->GetJobStatus(request->job_id(), ViewDetail::kStatus, list_limit);
+  if (view.ok()) JobStatusToProto(*view, response, list_limit);
   reactor->Finish(wire::ToGrpcStatus(view.status()));
   return reactor;
 }
@@ -155,7 +154,9 @@ grpc::ServerUnaryReactor* CoordinatorService::GetAudit(grpc::CallbackServerConte
   std::vector<std::string> earlier_owners;
   absl::StatusOr<std::vector<observe::SyncAudit>> records =
       coordinator_->Audit(request->job_id(), &earlier_owners);
-  absl::StatusOr<JobStatusView> view = coordinator_->GetJobStatus(request->job_id());
+  // Only the audit totals are read: no chunk lists.
+  absl::StatusOr<JobStatusView> view =
+      coordinator_->GetJobStatus(request->job_id(), ViewDetail::kStatus, /*list_limit=*/0);
   if (records.ok() && view.ok()) AuditToProto(*records, view->audit, earlier_owners, response);
   reactor->Finish(wire::ToGrpcStatus(records.status()));
   return reactor;
