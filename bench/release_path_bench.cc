@@ -590,9 +590,7 @@ BENCHMARK(BM_InspectorPass)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
-// A job's status as GetJobStatus (and /api/job) builds it under the job's lock, while every chunk
-// waits with half of its N ranks' check-ins in: every chunk's lists whole, as a client asking
-// without a list_limit gets them. BM_JobStatusView/N.
+// Step 0 of every chunk of `job` with the check-ins of its first half of ranks.
 void StageHalfOfEveryChunk(Job& job) {
   for (uint32_t c = 0; c < job.chunks(); ++c) {
     const auto& items = job.CheckinItems(0, c);
@@ -601,6 +599,9 @@ void StageHalfOfEveryChunk(Job& job) {
     }
   }
 }
+// A job's status as GetJobStatus (and /api/job) builds it under the job's lock, while every chunk
+// waits with half of its N ranks' check-ins in: every chunk's lists whole, as a client asking
+// without a list_limit gets them. BM_JobStatusView/N.
 void BM_JobStatusView(benchmark::State& state) {
   Job job(static_cast<uint32_t>(state.range(0)), 8);
   StageHalfOfEveryChunk(job);

@@ -146,7 +146,8 @@ std::vector<core::Event> JobObserver::Inspect(absl::Time now, const core::JobSna
     e.step = c.step;
     e.chunk = c.chunk;
     e.duration = c.waiting;
-    // The count where the lists were cut short; a snapshot's own lists are whole.
+    // missing_count: the lists' count where ChunkAt cut them short; a snapshot's own lists are
+    // whole, so their size.
     if (waiting) {
       e.contributors.assign(lists.missing.begin(),
                             lists.missing.begin() + std::min(lists.missing.size(), limit));
