@@ -172,6 +172,15 @@ class JobTracker {
                     absl::Time now, Decisions* out);
   absl::Status SyncDone(RankId rank, uint64_t generation, absl::Span<const SyncDoneItem> items,
                         absl::Time now, Decisions* out);
+  // The same one-item SyncDoneBatch from several ranks (a node's ranks report a sync alike:
+  // AgentBatch.merged_sync_dones): records the reports of ranks[0], ranks[1], ... for as long as
+  // each is the common report (a member's fresh report of a released chunk, as SyncDoneInSlot
+  // takes it), exactly as SyncDone(ranks[i], generation, {item}) would (each answered OK, the same
+  // events and state), and returns how many it recorded. The rank after them, if any, is not the
+  // common report: the caller applies it through SyncDone, then calls again with the rest. What
+  // holds for every rank (the job's state, the chunk-step, the item's group) is looked up once.
+  size_t SyncDonesInSlots(uint64_t generation, const SyncDoneItem& item,
+                          absl::Span<const RankId> ranks, absl::Time now, Decisions* out);
 
   // Aborts the current generation (e.g. a rank was lost): every joined rank gets an AbortNotice;
   // later inputs of this generation are ABORTED until ranks join again. No-op if already aborted.
@@ -258,6 +267,10 @@ class JobTracker {
   // exactly as SyncDone does, and returns true; returns false, changing nothing, for any other.
   bool SyncDoneInSlot(RankId rank, uint64_t generation, const SyncDoneItem& item, absl::Time now,
                       Decisions* out);
+  // What SyncDoneInSlot checks that holds for every rank reporting `item`: the chunk-step it
+  // reports on, released and keeping its reports by slot, in a generation that takes reports.
+  // Nullptr when it does not hold (each rank then goes through SyncDone).
+  ChunkStep* ReleasedInSlots(uint64_t generation, const SyncDoneItem& item);
   // Once every member of a released (step, chunk) reported SyncDone: its kSyncComplete record and
   // the checksum audit (CheckChecksums).
   void RecordIfSyncComplete(Step step, ChunkId chunk, const ChunkStep& cs, absl::Time now,

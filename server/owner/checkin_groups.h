@@ -8,7 +8,9 @@
 // a rank repeating an item stays in that item's group, in its messages' order, so the repeat is
 // answered after the first, as a duplicate, exactly as on its own. Anything else (a SyncDone, a
 // skip, a leave, several items, a rank repeating a check-in in a batch where some check-in is in
-// two groups, more than 256 distinct items) is applied in order, message by message.
+// two groups, more than 256 distinct items) is applied in order, message by message (where
+// consecutive messages carry one SyncDone item alike, Job::ApplyMessages records their common
+// reports together, in their order).
 //
 // SplitIntoRuns cuts a batch that mixes kinds (a node's SyncDones of one chunk beside its next
 // check-ins, or a relay's batch of several nodes' messages) into runs applied in the batch's order:

@@ -126,9 +126,9 @@ void Coordinator::ApplyRound(Job& job, absl::Span<BatchCombiner::Task* const> ta
       for (size_t r = 0; r < runs.size(); ++r) {
         const BatchRun& run = runs[r];
         if (!run.groups.has_value()) {
-          for (uint32_t i = run.begin; i < run.end; ++i) {
-            statuses[i] = job.ApplyMessage(task.generation, messages[i], now, decisions, &out);
-          }
+          job.ApplyMessages(task.generation, messages.subspan(run.begin, run.end - run.begin), now,
+                            decisions, &out,
+                            absl::MakeSpan(statuses).subspan(run.begin, run.end - run.begin));
           continue;
         }
         const Job::CheckinRun checkins{

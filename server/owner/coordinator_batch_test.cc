@@ -1,6 +1,7 @@
 // Coordinator::ApplyBatch: a batch's answers and counts are those of its messages applied one by
-// one, in order, whatever it mixes (check-ins grouped by item between SyncDones and skips, ranks
-// repeating a check-in or a SyncDone, wrong steps, chunks and checksums), and whether its runs of
+// one, in order, whatever it mixes (check-ins grouped by item between SyncDones and skips, several
+// ranks' merged SyncDone, ranks repeating a check-in or a SyncDone, wrong steps, chunks and
+// checksums), and whether its runs of
 // check-ins are applied group by group or chunk by chunk on several threads at once. Two
 // coordinators are given the same random messages: one as batches, the other one message at a
 // time.
@@ -93,6 +94,14 @@ class Messages {
               break;
           }
           m.sync_done = Keep(std::move(done));
+          // Now and then the same report from a few more ranks (a node's merged SyncDone: one
+          // item for all, a rank repeating it among them).
+          if (m.sync_done.size() == 1 && Uniform(3) == 0) {
+            for (size_t more = 1 + Uniform(4); more > 0; --more) {
+              batch.push_back(m);
+              m.rank = static_cast<core::RankId>(Uniform(kRanks));
+            }
+          }
           break;
         }
         case 3:
@@ -127,6 +136,18 @@ class Messages {
   std::deque<std::vector<core::SyncDoneItem>> done_;
 };
 
+// Messages of `batch` that follow a one-item SyncDone carrying the very same item (a merged
+// SyncDone's, which Job::ApplyMessages records together).
+size_t SameSyncDoneFollowers(absl::Span<const RankMessage> batch) {
+  size_t n = 0;
+  for (size_t i = 1; i < batch.size(); ++i) {
+    n += batch[i].kind == RankMessage::Kind::kSyncDone &&
+         batch[i - 1].kind == RankMessage::Kind::kSyncDone && batch[i].sync_done.size() == 1 &&
+         batch[i].sync_done.data() == batch[i - 1].sync_done.data();
+  }
+  return n;
+}
+
 // Runs of `batch` that ApplyCheckinGroups applies chunk by chunk with ByChunk().
 size_t RunsByChunk(absl::Span<const RankMessage> batch) {
   size_t n = 0;
@@ -141,7 +162,7 @@ size_t RunsByChunk(absl::Span<const RankMessage> batch) {
 }
 
 void ExpectBatchesAnswerAsMessagesOneByOne(const CoordinatorOptions& options, size_t* grouped_runs,
-                                           size_t* runs_by_chunk) {
+                                           size_t* runs_by_chunk, size_t* same_sync_dones) {
   for (uint32_t seed = 1; seed <= 20; ++seed) {
     Twin batched(options);
     Twin one_by_one;
@@ -150,6 +171,7 @@ void ExpectBatchesAnswerAsMessagesOneByOne(const CoordinatorOptions& options, si
       const std::vector<RankMessage> batch = messages.NextBatch(batched);
       for (const BatchRun& run : SplitIntoRuns(batch)) *grouped_runs += run.groups.has_value();
       *runs_by_chunk += RunsByChunk(batch);
+      *same_sync_dones += SameSyncDoneFollowers(batch);
       const std::vector<absl::Status> together = batched.Apply(batch);
       ASSERT_EQ(together.size(), batch.size());
       for (size_t i = 0; i < batch.size(); ++i) {
@@ -175,14 +197,18 @@ void ExpectBatchesAnswerAsMessagesOneByOne(const CoordinatorOptions& options, si
 TEST(CoordinatorBatchTest, ABatchAnswersAsItsMessagesOneByOne) {
   size_t grouped_runs = 0;
   size_t runs_by_chunk = 0;
-  ExpectBatchesAnswerAsMessagesOneByOne(CoordinatorOptions(), &grouped_runs, &runs_by_chunk);
+  size_t same_sync_dones = 0;
+  ExpectBatchesAnswerAsMessagesOneByOne(CoordinatorOptions(), &grouped_runs, &runs_by_chunk,
+                                        &same_sync_dones);
   EXPECT_GT(grouped_runs, 0u);
+  EXPECT_GT(same_sync_dones, 1000u);  // merged SyncDones, recorded together
 }
 
 TEST(CoordinatorBatchTest, ABatchAnswersAsItsMessagesOneByOneWithItsChunksAppliedAtOnce) {
   size_t grouped_runs = 0;
   size_t runs_by_chunk = 0;
-  ExpectBatchesAnswerAsMessagesOneByOne(ByChunk(), &grouped_runs, &runs_by_chunk);
+  size_t same_sync_dones = 0;
+  ExpectBatchesAnswerAsMessagesOneByOne(ByChunk(), &grouped_runs, &runs_by_chunk, &same_sync_dones);
   EXPECT_GT(runs_by_chunk, 500u);  // most of them mix ranks that need more than a slot
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "wire/bounded_text.h"
@@ -84,6 +85,59 @@ absl::Status Job::ApplyMessage(uint64_t generation, const RankMessage& m, absl::
   QueueNotices(decisions.deliveries, effects);
   if (!s.ok()) RecordRejection(s, now, effects);
   return s;
+}
+
+namespace {
+
+// How many messages from messages[i] on are one-item SyncDones carrying the very item of
+// messages[i] (0 when it is not one).
+size_t SameSyncDoneFrom(absl::Span<const RankMessage> messages, size_t i) {
+  const auto is_one_sync_done = [](const RankMessage& m) {
+    return m.kind == RankMessage::Kind::kSyncDone && m.sync_done.size() == 1;
+  };
+  if (!is_one_sync_done(messages[i])) return 0;
+  const core::SyncDoneItem* item = messages[i].sync_done.data();
+  size_t n = 1;
+  while (i + n < messages.size() && is_one_sync_done(messages[i + n]) &&
+         messages[i + n].sync_done.data() == item) {
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+void Job::ApplyMessages(uint64_t generation, absl::Span<const RankMessage> messages, absl::Time now,
+                        core::Decisions& decisions, Effects* effects,
+                        absl::Span<absl::Status> statuses) {
+  std::vector<core::RankId> ranks;
+  for (size_t i = 0; i < messages.size();) {
+    const size_t same = SameSyncDoneFrom(messages, i);
+    if (same < 2) {
+      statuses[i] = ApplyMessage(generation, messages[i], now, decisions, effects);
+      ++i;
+      continue;
+    }
+    ranks.clear();
+    for (size_t k = i; k < i + same; ++k) ranks.push_back(messages[k].rank);
+    const core::SyncDoneItem& item = messages[i].sync_done[0];
+    // The group's common reports at once; a rank that is not one on its own, where it stands.
+    for (size_t k = 0; k < same;) {
+      decisions.deliveries.clear();
+      decisions.events.swap(effects->events);
+      const size_t recorded = tracker->SyncDonesInSlots(
+          generation, item, absl::MakeConstSpan(ranks).subspan(k), now, &decisions);
+      decisions.events.swap(effects->events);
+      QueueNotices(decisions.deliveries, effects);
+      std::fill_n(statuses.begin() + i + k, recorded, absl::OkStatus());
+      k += recorded;
+      if (k < same) {
+        statuses[i + k] = ApplyMessage(generation, messages[i + k], now, decisions, effects);
+        ++k;
+      }
+    }
+    i += same;
+  }
 }
 
 void Job::ApplyMergedCheckin(uint64_t generation, const core::StagedItem& item,

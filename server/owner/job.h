@@ -77,6 +77,14 @@ class Job {
   absl::Status ApplyMessage(uint64_t generation, const RankMessage& message, absl::Time now,
                             core::Decisions& decisions, Effects* effects)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // ApplyMessage for each of `messages` in order, statuses[i] answering messages[i]; consecutive
+  // one-item SyncDone messages that carry the same item (the messages of one
+  // AgentBatch.merged_sync_dones entry) are recorded together where each is the common report
+  // (core::JobTracker::SyncDonesInSlots), with the same answers, events and notices in the same
+  // order. No kLeave among them.
+  void ApplyMessages(uint64_t generation, absl::Span<const RankMessage> messages, absl::Time now,
+                     core::Decisions& decisions, Effects* effects,
+                     absl::Span<absl::Status> statuses) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // ApplyMessage for a group of one-item check-in messages that carry the same item, one per
   // rank of `ranks` (core::JobTracker::StageMerged); statuses[i] is the message of ranks[i]'s.
   void ApplyMergedCheckin(uint64_t generation, const core::StagedItem& item,
