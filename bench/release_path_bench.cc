@@ -30,6 +30,10 @@
 //   BM_JobStatusView/N and BM_JobStatusViewLimited/N/L: a job's status (GetJobStatus) built while
 //     every one of its 8 chunks waits with half of its ranks' check-ins in, its lists whole or cut
 //     to L entries.
+//   BM_ListJobsView/N: the same job's line in ListJobs (psyncctl jobs, /api/jobs), as the listing
+//     builds it.
+//   BM_MetricsScrape/N: a Prometheus scrape of the coordinator's metrics with that job live (its
+//     gauges are read from the job then: chunks waiting, who is missing, per node).
 //   BM_Join/N/C: a job formed: each of N ranks joins (Coordinator::Join, its plan validated and
 //     merged into the job's) and attaches, declaring C chunks with one dp group of all N ranks
 //     each, as a data-parallel group of the whole world does. Reported per join.
@@ -241,6 +245,8 @@ class Job {
   uint32_t ranks() const { return ranks_; }
   uint32_t chunks() const { return chunks_; }
   Coordinator& coordinator() { return coordinator_; }
+  // The Prometheus text a scrape of the coordinator's metrics gets (its collectors run first).
+  std::string Scrape() { return registry_.Render(); }
   // Rank `rank`'s session ends (its lease starts running).
   void Detach(core::RankId rank) { coordinator_.Detach(kJob, rank, sinks_[rank].get()); }
 
@@ -627,6 +633,25 @@ BENCHMARK(BM_JobStatusViewLimited)
     ->Args({131072, 0})
     ->Iterations(10)
     ->Unit(benchmark::kMillisecond);
+
+// The job's line in ListJobs as psyncctl jobs and /api/jobs build it (their one job here), while
+// every chunk waits with half of its N ranks' check-ins in. BM_ListJobsView/N.
+void BM_ListJobsView(benchmark::State& state) {
+  Job job(static_cast<uint32_t>(state.range(0)), 8);
+  StageHalfOfEveryChunk(job);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(job.coordinator().ListJobs({}, server::ViewDetail::kSummary));
+  }
+}
+BENCHMARK(BM_ListJobsView)->Arg(16384)->Arg(131072)->Iterations(10)->Unit(benchmark::kMillisecond);
+
+// A Prometheus scrape with the same job live. BM_MetricsScrape/N.
+void BM_MetricsScrape(benchmark::State& state) {
+  Job job(static_cast<uint32_t>(state.range(0)), 8);
+  StageHalfOfEveryChunk(job);
+  for (auto _ : state) benchmark::DoNotOptimize(job.Scrape());
+}
+BENCHMARK(BM_MetricsScrape)->Arg(16384)->Arg(131072)->Iterations(10)->Unit(benchmark::kMillisecond);
 
 void BM_Join(benchmark::State& state) {
   const uint32_t ranks = static_cast<uint32_t>(state.range(0));

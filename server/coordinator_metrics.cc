@@ -285,7 +285,7 @@ void CoordinatorMetrics::ForgetJob(const std::string& job) {
 void CoordinatorMetrics::Collect() {
   static const std::vector<std::string> kLiveStates = {"FORMING", "RUNNING", "DEGRADED", "ABORTED"};
   const std::vector<JobStatusView> jobs =
-      coordinator_->ListJobs(kLiveStates, ViewDetail::kHoldingBack);
+      coordinator_->ListJobs(kLiveStates, ViewDetail::kMissingByNode);
   jobs_->Get()->Set(static_cast<double>(jobs.size()));
   // Counters that mirror the coordinator's own totals: each is raised to the total.
   const LoadTimes load = coordinator_->load_times();
@@ -313,14 +313,10 @@ void CoordinatorMetrics::Collect() {
 
 void CoordinatorMetrics::CollectMissing(const JobStatusView& view) {
   const std::string& job = view.snapshot.job_id;
-  std::vector<uint32_t> per_node(view.nodes.num_nodes(), 0);
+  const std::vector<uint32_t>& per_node = view.missing_by_node;
   uint64_t missing = 0;
   for (const core::ChunkSnapshot& c : view.snapshot.chunks) {
-    if (c.state != "WAITING") continue;
-    for (const core::Contributor& who : c.missing) {
-      ++missing;
-      if (who.rank < view.nodes.node_of_rank.size()) ++per_node[view.nodes.node_of_rank[who.rank]];
-    }
+    if (c.state == "WAITING") missing += c.missing_count;
   }
   std::vector<uint32_t> nodes;
   for (uint32_t n = 0; n < per_node.size(); ++n) {

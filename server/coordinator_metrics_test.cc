@@ -1,6 +1,6 @@
 // CoordinatorMetrics over a long-running coordinator: a job's series go away when the job ends,
-// finished jobs are counted by how they left, and rejections for no live job share one series
-// (job="") instead of one per job id a client sends.
+// finished jobs are counted by how they left, rejections for no live job share one series
+// (job="") instead of one per job id a client sends, and who is missing is counted per node.
 #include "server/coordinator_metrics.h"
 
 #include <memory>
@@ -62,6 +62,54 @@ TEST(CoordinatorMetricsTest, AnEndedJobsSeriesAreFreedAndUnknownJobsShareOneSeri
   EXPECT_THAT(text, HasSubstr("psync_rejected_total{job=\"\"} 3\n"));
   EXPECT_THAT(text, HasSubstr("psync_jobs_finished_total{how=\"ended\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("psync_jobs 0\n"));
+}
+
+// Who is missing, per node, at each scrape: the waiting chunks' missing contributors summed, the
+// nodes missing any, and the node missing the most (node_series 1). A rank that joins naming its
+// node is counted on it from the next scrape on.
+TEST(CoordinatorMetricsTest, WhoIsMissingIsCountedPerNodeAtEachScrape) {
+  serve::FakeClock clock;
+  Coordinator coordinator(CoordinatorOptions(), &clock);
+  metrics::Registry registry;
+  auto created = CoordinatorMetrics::Create(&coordinator, &registry, /*node_series=*/1);
+  ASSERT_TRUE(created.ok()) << created.status();
+  // Ranks 0-2 on node a, 3-4 on b; rank 5 joins later, on c. Two chunks.
+  const char* const node_of[] = {"a", "a", "a", "b", "b", "c"};
+  for (core::RankId r = 0; r < 5; ++r) {
+    core::RankPlan plan = DensePlan("job", r, 6, 2);
+    plan.node = node_of[r];
+    ASSERT_TRUE(coordinator.Join(plan).ok());
+  }
+  // Before rank 5 joins, it is on the block of ranks that named no node.
+  std::string text = registry.Render();
+  EXPECT_THAT(text, HasSubstr("psync_missing_contributors{job=\"job\"} 0\n"));
+  absl::StatusOr<JobStatusView> view = coordinator.GetJobStatus("job");
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_THAT(view->nodes.names, ::testing::ElementsAre("a", "b", "ranks 0-5"));
+  core::RankPlan last = DensePlan("job", 5, 6, 2);
+  last.node = node_of[5];
+  ASSERT_TRUE(coordinator.Join(last).ok());
+  view = coordinator.GetJobStatus("job");
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_THAT(view->nodes.names, ::testing::ElementsAre("a", "b", "c"));
+  // Chunk 0 waits for ranks 1, 2 (node a) and 4 (node b); chunk 1 waits for nobody's check-in.
+  for (core::RankId r : {0, 3, 5}) {
+    ASSERT_TRUE(coordinator.Stage("job", r, 1, {Item(0, 0, "dense")}).ok());
+  }
+  text = registry.Render();
+  EXPECT_THAT(text, HasSubstr("psync_missing_contributors{job=\"job\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("psync_nodes_missing{job=\"job\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("psync_node_missing_contributors{job=\"job\",node=\"a\"} 2\n"));
+  EXPECT_THAT(text, Not(HasSubstr("node=\"b\"")));  // one node's series only
+  // Node a catches up: b is the one missing the most, and a's series goes.
+  for (core::RankId r : {1, 2}) {
+    ASSERT_TRUE(coordinator.Stage("job", r, 1, {Item(0, 0, "dense")}).ok());
+  }
+  text = registry.Render();
+  EXPECT_THAT(text, HasSubstr("psync_missing_contributors{job=\"job\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("psync_nodes_missing{job=\"job\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("psync_node_missing_contributors{job=\"job\",node=\"b\"} 1\n"));
+  EXPECT_THAT(text, Not(HasSubstr("node=\"a\"")));
 }
 
 TEST(CoordinatorMetricsTest, EachDecisionWithNoticesIsTimedToItsStreamsOnce) {

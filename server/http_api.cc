@@ -149,7 +149,7 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
       states.push_back(*std::move(state));
     }
     v1::ListJobsResponse response;
-    for (const JobStatusView& view : coordinator->ListJobs(states, ViewDetail::kHoldingBack)) {
+    for (const JobStatusView& view : coordinator->ListJobs(states, ViewDetail::kSummary)) {
       JobSummaryToProto(view, response.add_jobs());
     }
     return JsonOf(response);

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -202,6 +203,12 @@ class JobTracker {
   JobSnapshot Snapshot(absl::Time now, absl::Duration lists_after = -absl::InfiniteDuration(),
                        SnapshotLists lists = SnapshotLists::kAll,
                        size_t list_limit = SIZE_MAX) const;
+
+  // Calls fn(rank) for each contributor of `chunk` that has not staged `step`, in the chunk's
+  // order (a rank once per optimizer it is missing; every contributor for a step not retained),
+  // without copying any contributor: what counting who is missing per node needs. Nothing for a
+  // chunk out of range.
+  void ForEachMissing(Step step, ChunkId chunk, absl::FunctionRef<void(RankId)> fn) const;
 
   // The state of one (step, chunk). INVALID_ARGUMENT for a chunk out of range, OUT_OF_RANGE for a
   // step no longer retained; a step not started yet is IDLE with every contributor missing. Each

@@ -153,6 +153,25 @@ JobSnapshot JobTracker::Snapshot(absl::Time now, absl::Duration lists_after, Sna
   return snap;
 }
 
+void JobTracker::ForEachMissing(Step step, ChunkId chunk,
+                                absl::FunctionRef<void(RankId)> fn) const {
+  if (chunk >= plan_.num_chunks()) return;
+  const ChunkInfo& info = plan_.chunk(chunk);
+  const ChunkStep* cs = nullptr;
+  if (auto st = steps_.find(step); st != steps_.end()) {
+    if (auto f = st->second.chunks.find(chunk); f != st->second.chunks.end()) cs = &f->second;
+  }
+  if (cs != nullptr && cs->staged.slots() == &info.slots) {
+    for (uint32_t slot = 0; slot < info.slots.num_contributors(); ++slot) {
+      if (!cs->staged.PresentAtSlot(slot)) fn(info.slots.ContributorRankAt(slot));
+    }
+    return;
+  }
+  VisitContributors(info, cs, [&](bool in, const auto& who) {
+    if (!in) fn(who().rank);
+  });
+}
+
 absl::StatusOr<ChunkSnapshot> JobTracker::ChunkAt(Step step, ChunkId chunk, absl::Time now,
                                                   size_t list_limit) const {
   if (chunk >= plan_.num_chunks()) {

@@ -76,16 +76,15 @@ class Twins {
       for (size_t i = k; i < k + recorded; ++i) grouped[i] = kOk;
       k += recorded;
       if (k < ranks.size()) {
-        grouped[k] =
-            StatusText(merged_.SyncDone(ranks[k], generation, absl::MakeConstSpan(&item, 1), now_,
-                                        &a));
+        grouped[k] = StatusText(
+            merged_.SyncDone(ranks[k], generation, absl::MakeConstSpan(&item, 1), now_, &a));
         ++k;
       }
     }
     std::vector<std::string> one_by_one;
     for (const RankId rank : ranks) {
-      one_by_one.push_back(StatusText(
-          single_.SyncDone(rank, generation, absl::MakeConstSpan(&item, 1), now_, &b)));
+      one_by_one.push_back(
+          StatusText(single_.SyncDone(rank, generation, absl::MakeConstSpan(&item, 1), now_, &b)));
     }
     EXPECT_EQ(grouped, one_by_one);
     EXPECT_EQ(Output(a), Output(b));
@@ -164,8 +163,7 @@ TEST(SyncDonesInSlotsTest, EachWayOutOfTheCommonCaseAnswersAsSyncDone) {
   EXPECT_EQ(mixed[4], kOk);
   EXPECT_EQ(mixed[5], kOk);
   // Another checksum after the first: a conflicting duplicate; no checksum: the common case.
-  EXPECT_THAT(t.SyncDone(Done(0, 1, {{"dp1", 5}}), {3, 3}, g),
-              ::testing::ElementsAre(kOk, kOk));
+  EXPECT_THAT(t.SyncDone(Done(0, 1, {{"dp1", 5}}), {3, 3}, g), ::testing::ElementsAre(kOk, kOk));
   EXPECT_THAT(t.SyncDone(Done(0, 1, {{"dp1", 6}}), {4, 3}, g),
               ::testing::ElementsAre(kOk, ::testing::StartsWith("ALREADY_EXISTS")));
   EXPECT_THAT(t.SyncDone(Done(0, 1), {5}, g, &common), ::testing::ElementsAre(kOk));

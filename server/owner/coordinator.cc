@@ -82,11 +82,7 @@ absl::StatusOr<core::JoinResult> Coordinator::Join(const core::RankPlan& plan) {
         job.Record(decisions, &out);
         if (result.ok()) {
           job.TrackDetached(plan.rank, generation_before, now);
-          if (plan.node.empty()) {
-            job.nodes.erase(plan.rank);
-          } else {
-            job.nodes[plan.rank] = plan.node;
-          }
+          job.NameNode(plan.rank, plan.node);
         }
         if (!result.ok()) {
           job.RecordRejection(result.status(), now, &out);

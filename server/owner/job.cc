@@ -350,26 +350,64 @@ size_t Job::CloseSessions(const absl::Status& status, Effects* effects) {
   return attached;
 }
 
+void Job::NameNode(core::RankId rank, const std::string& node) {
+  auto it = nodes.find(rank);
+  if (it == nodes.end() ? node.empty() : it->second == node) return;
+  if (node.empty()) {
+    nodes.erase(it);
+  } else {
+    nodes[rank] = node;
+  }
+  node_layout.reset();
+}
+
+const observe::NodeLayout& Job::NodesLaidOut(uint32_t world_size, uint32_t node_size) const {
+  if (!node_layout.has_value() || node_layout->world_size != world_size ||
+      node_layout->node_size != node_size) {
+    // Read under mu, which the caller holds; the lambda cannot say so.
+    const absl::flat_hash_map<core::RankId, std::string>* named = &nodes;
+    node_layout = NodeLayoutCache{
+        world_size, node_size,
+        observe::LayOutNodes(world_size, node_size, [named](core::RankId rank) {
+          auto it = named->find(rank);
+          return it == named->end() ? absl::string_view() : absl::string_view(it->second);
+        })};
+  }
+  return node_layout->layout;
+}
+
 JobStatusView Job::View(absl::Time now, uint32_t node_size, ViewDetail detail,
                         size_t list_limit) const {
   JobStatusView view;
+  const bool no_lists = detail == ViewDetail::kSummary || detail == ViewDetail::kMissingByNode;
   view.snapshot = tracker->Snapshot(
-      now, -absl::InfiniteDuration(),
+      now, no_lists ? absl::InfiniteDuration() : -absl::InfiniteDuration(),
       detail == ViewDetail::kStatus ? core::SnapshotLists::kAll : core::SnapshotLists::kHoldingBack,
       list_limit);
-  // Read under mu, which View holds; the lambda cannot say so.
-  const absl::flat_hash_map<core::RankId, std::string>* named = &nodes;
-  view.nodes =
-      observe::LayOutNodes(view.snapshot.world_size, node_size, [named](core::RankId rank) {
-        auto it = named->find(rank);
-        return it == named->end() ? absl::string_view() : absl::string_view(it->second);
+  if (detail != ViewDetail::kSummary) {
+    view.nodes = NodesLaidOut(view.snapshot.world_size, node_size);
+  }
+  if (detail == ViewDetail::kMissingByNode) {
+    view.missing_by_node.assign(view.nodes.num_nodes(), 0);
+    for (const core::ChunkSnapshot& chunk : view.snapshot.chunks) {
+      if (chunk.state != "WAITING") continue;
+      tracker->ForEachMissing(chunk.step, chunk.chunk, [&view](core::RankId rank) {
+        if (rank < view.nodes.node_of_rank.size()) {
+          ++view.missing_by_node[view.nodes.node_of_rank[rank]];
+        }
       });
+    }
+  }
   view.counters = counters;
   view.sessions_connected = static_cast<uint32_t>(sessions.size());
   absl::MutexLock observer_lock(&observer_mu);
   const observe::JobObserver& observer = CaughtUpObserver();
   view.stalls = observer.stalls();
-  view.stragglers = observer.TopStragglers(10);
+  if (detail == ViewDetail::kMissingByNode) {
+    view.stragglers = observer.TopStragglers(1);
+  } else if (detail != ViewDetail::kSummary) {
+    view.stragglers = observer.TopStragglers(10);
+  }
   if (detail == ViewDetail::kOverview) view.rank_scores = observer.StragglersByRank();
   for (core::ChunkId c = 0; c < view.snapshot.num_chunks; ++c) {
     view.deadlines.push_back(observer.Deadline(c));

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -173,6 +174,10 @@ class Job {
   JobStatusView View(absl::Time now, uint32_t node_size, ViewDetail detail = ViewDetail::kStatus,
                      size_t list_limit = SIZE_MAX) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu)
       ABSL_LOCKS_EXCLUDED(observer_mu);
+  // observe::LayOutNodes of `nodes` over `world_size` ranks, laid out again only when `nodes`,
+  // the world size or `node_size` changed since the last call.
+  const observe::NodeLayout& NodesLaidOut(uint32_t world_size, uint32_t node_size) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   mutable absl::Mutex mu;
   // Queues the job's batches so that one thread applies those that arrive together under one
@@ -191,10 +196,20 @@ class Job {
   absl::flat_hash_map<core::RankId, absl::Time> detached_since ABSL_GUARDED_BY(mu);
   absl::flat_hash_set<core::RankId> lost ABSL_GUARDED_BY(mu);
   // The node each rank named when it last joined (JoinRequest.node); ranks that named none are
-  // not listed.
+  // not listed. Changed through NameNode only.
   absl::flat_hash_map<core::RankId, std::string> nodes ABSL_GUARDED_BY(mu);
+  // `rank` runs on `node` ("" for none named): kept in `nodes`, and the node layout is laid out
+  // again for the next view when it changed.
+  void NameNode(core::RankId rank, const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Ranks of the current generation that left finished.
   absl::flat_hash_set<core::RankId> finished ABSL_GUARDED_BY(mu);
+  // NodesLaidOut's last layout and what it was laid out for; none after `nodes` changed.
+  struct NodeLayoutCache {
+    uint32_t world_size = 0;
+    uint32_t node_size = 0;
+    observe::NodeLayout layout;
+  };
+  mutable std::optional<NodeLayoutCache> node_layout ABSL_GUARDED_BY(mu);
   // The last message, join, attach or detach; with no session, idle since then.
   absl::Time last_activity ABSL_GUARDED_BY(mu);
   // The ownership epoch this replica serves the job at (0 without a gate); stamped on its

@@ -51,6 +51,9 @@ struct JobStatusView {
   observe::NodeLayout nodes;             // which node each rank runs on
   // ViewDetail::kOverview only: every scored rank's straggler score, by rank.
   std::vector<observe::StragglerScore> rank_scores;
+  // ViewDetail::kMissingByNode only: per node of `nodes`, how many contributors of the chunks
+  // that wait (snapshot.chunks in state WAITING) it is missing.
+  std::vector<uint32_t> missing_by_node;
   JobEnd end;
   // The job's lock, taken by its check-ins, SyncDones and node batches: how long they held it and
   // waited for it, and how many times it was taken (Coordinator::load_times has the totals).
@@ -61,8 +64,12 @@ struct JobStatusView {
 
 // How much a job's view holds: kStatus every chunk's staged, missing and sync-pending lists;
 // kHoldingBack only who holds a chunk back, and its members (core::SnapshotLists::kHoldingBack);
-// kOverview that and every rank's straggler score.
-enum class ViewDetail { kStatus, kHoldingBack, kOverview };
+// kOverview that and every rank's straggler score. kSummary (a job's line in ListJobs) and
+// kMissingByNode (a Prometheus scrape's gauges) hold no list, member or per-rank score, so that
+// building them costs no copy per rank: kSummary no node layout and no stragglers either;
+// kMissingByNode the node layout, each node's missing contributors (missing_by_node) and the
+// top straggler only.
+enum class ViewDetail { kStatus, kHoldingBack, kOverview, kSummary, kMissingByNode };
 
 // The job's state as the API names it: FORMING, RUNNING, DEGRADED (running with a lost rank),
 // ABORTED, or for a job that left the coordinator ENDED / EVICTED.

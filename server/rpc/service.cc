@@ -105,7 +105,7 @@ grpc::ServerUnaryReactor* CoordinatorService::ListJobs(grpc::CallbackServerConte
     }
     states.push_back(*std::move(state));
   }
-  for (const JobStatusView& view : coordinator_->ListJobs(states, ViewDetail::kHoldingBack)) {
+  for (const JobStatusView& view : coordinator_->ListJobs(states, ViewDetail::kSummary)) {
     JobSummaryToProto(view, response->add_jobs());
   }
   reactor->Finish(grpc::Status::OK);
