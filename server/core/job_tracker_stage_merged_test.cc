@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "server/core/job_tracker.h"
 #include "server/core/test_util.h"
+#include "server/core/twin_trackers.h"
 
 namespace psync::core::testing {
 namespace {
@@ -41,75 +42,49 @@ std::vector<RankPlan> Plans() {
   return plans;
 }
 
-std::string StatusText(const absl::Status& s) {
-  return absl::StrCat(absl::StatusCodeToString(s.code()), ": ", s.message());
-}
-
-std::vector<std::string> SortedOutput(const Decisions& out) {
-  std::vector<std::string> all;
-  for (const Event& e : out.events) all.push_back(absl::StrCat(EventText(e), " | ", e.detail));
-  for (const Delivery& d : out.deliveries) all.push_back(DeliveryText(d));
-  std::sort(all.begin(), all.end());
-  return all;
-}
-
 // Two trackers fed the same inputs: `merged` takes check-in groups through StageMerged, `single`
-// rank by rank through Stage.
+// rank by rank through Stage. Outputs compare as multisets: the group's release comes after the
+// group.
 class Twins {
  public:
-  Twins() : merged_("job", TrackerOptions()), single_("job", TrackerOptions()) {}
+  Twins() : twins_(TwinTrackers::Order::kAnyOrder, kStart) {}
 
-  void JoinAll() {
-    for (const RankPlan& plan : Plans()) {
-      Decisions a, b;
-      ASSERT_TRUE(merged_.Join(plan, now_, &a).ok());
-      ASSERT_TRUE(single_.Join(plan, now_, &b).ok());
-    }
-  }
-  uint64_t generation() const { return single_.generation(); }
-  void Tick() { now_ += absl::Milliseconds(1); }
+  void JoinAll() { twins_.JoinAll(Plans()); }
+  uint64_t generation() { return twins_.single().generation(); }
+  void Tick() { twins_.Tick(); }
 
   // The group on both; returns the statuses (equal on both, or the test fails).
   std::vector<std::string> Stage(const StagedItem& item, const std::vector<RankId>& ranks,
                                  uint64_t generation) {
     Decisions a, b;
     std::vector<absl::Status> grouped(ranks.size());
-    merged_.StageMerged(generation, item, ranks, now_, &a, absl::MakeSpan(grouped));
+    twins_.grouped().StageMerged(generation, item, ranks, twins_.now(), &a,
+                                 absl::MakeSpan(grouped));
     std::vector<std::string> texts;
     std::vector<std::string> one_by_one;
     for (size_t i = 0; i < ranks.size(); ++i) {
       texts.push_back(StatusText(grouped[i]));
-      one_by_one.push_back(
-          StatusText(single_.Stage(ranks[i], generation, absl::MakeConstSpan(&item, 1), now_, &b)));
+      one_by_one.push_back(StatusText(twins_.single().Stage(
+          ranks[i], generation, absl::MakeConstSpan(&item, 1), twins_.now(), &b)));
     }
     EXPECT_EQ(texts, one_by_one);
-    EXPECT_EQ(SortedOutput(a), SortedOutput(b));
+    twins_.ExpectSameOutput(a, b);
     releases_ += EventsOf(a, EventKind::kRelease).size();
-    ExpectSameState();
     return texts;
   }
   // Any other input, on both.
   template <typename Fn>
   std::string Both(Fn fn) {
-    Decisions a, b;
-    const std::string sa = StatusText(fn(merged_, &a));
-    const std::string sb = StatusText(fn(single_, &b));
-    EXPECT_EQ(sa, sb);
-    EXPECT_EQ(SortedOutput(a), SortedOutput(b));
-    ExpectSameState();
-    return sa;
+    return twins_.Both(fn);
   }
-  void ExpectSameState() { EXPECT_EQ(StateText(merged_, now_), StateText(single_, now_)); }
-  absl::Time now() const { return now_; }
+  absl::Time now() const { return twins_.now(); }
   // Releases decided by groups so far.
   size_t releases() const { return releases_; }
-  JobTracker& merged() { return merged_; }
+  JobTracker& merged() { return twins_.grouped(); }
 
  private:
-  absl::Time now_ = kStart;
+  TwinTrackers twins_;
   size_t releases_ = 0;
-  JobTracker merged_;
-  JobTracker single_;
 };
 
 const std::string kOk = "OK: ";

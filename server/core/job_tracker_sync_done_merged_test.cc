@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "server/core/job_tracker.h"
 #include "server/core/test_util.h"
+#include "server/core/twin_trackers.h"
 
 namespace psync::core::testing {
 namespace {
@@ -38,87 +39,63 @@ std::vector<RankPlan> Plans() {
   return plans;
 }
 
-std::string StatusText(const absl::Status& s) {
-  return absl::StrCat(absl::StatusCodeToString(s.code()), ": ", s.message());
-}
-
-std::vector<std::string> Output(const Decisions& out) {
-  std::vector<std::string> all;
-  for (const Event& e : out.events) all.push_back(absl::StrCat(EventText(e), " | ", e.detail));
-  for (const Delivery& d : out.deliveries) all.push_back(DeliveryText(d));
-  return all;
-}
-
 // Two trackers fed the same inputs: `merged` takes SyncDone groups as an owner applies them,
-// `single` rank by rank through SyncDone.
+// `single` rank by rank through SyncDone. Outputs compare in order.
 class Twins {
  public:
-  Twins() : merged_("job", TrackerOptions()), single_("job", TrackerOptions()) {}
+  Twins() : twins_(TwinTrackers::Order::kExact, kStart) {}
 
-  void JoinAll() {
-    for (const RankPlan& plan : Plans()) {
-      Both([&](JobTracker& t, Decisions* out) { return t.Join(plan, now_, out).status(); });
-    }
-  }
-  uint64_t generation() const { return single_.generation(); }
+  void JoinAll() { twins_.JoinAll(Plans()); }
+  uint64_t generation() { return twins_.single().generation(); }
 
   // The group on both; returns the statuses (equal on both, or the test fails). *common gets how
   // many ranks SyncDonesInSlots recorded.
   std::vector<std::string> SyncDone(const SyncDoneItem& item, const std::vector<RankId>& ranks,
                                     uint64_t generation, size_t* common = nullptr) {
     Decisions a, b;
+    const absl::Time now = twins_.now();
     std::vector<std::string> grouped(ranks.size());
     size_t recorded_in_slots = 0;
     for (size_t k = 0; k < ranks.size();) {
-      const size_t recorded = merged_.SyncDonesInSlots(
-          generation, item, absl::MakeConstSpan(ranks).subspan(k), now_, &a);
+      const size_t recorded = twins_.grouped().SyncDonesInSlots(
+          generation, item, absl::MakeConstSpan(ranks).subspan(k), now, &a);
       recorded_in_slots += recorded;
       for (size_t i = k; i < k + recorded; ++i) grouped[i] = kOk;
       k += recorded;
       if (k < ranks.size()) {
-        grouped[k] = StatusText(
-            merged_.SyncDone(ranks[k], generation, absl::MakeConstSpan(&item, 1), now_, &a));
+        grouped[k] = StatusText(twins_.grouped().SyncDone(ranks[k], generation,
+                                                          absl::MakeConstSpan(&item, 1), now, &a));
         ++k;
       }
     }
     std::vector<std::string> one_by_one;
     for (const RankId rank : ranks) {
-      one_by_one.push_back(
-          StatusText(single_.SyncDone(rank, generation, absl::MakeConstSpan(&item, 1), now_, &b)));
+      one_by_one.push_back(StatusText(
+          twins_.single().SyncDone(rank, generation, absl::MakeConstSpan(&item, 1), now, &b)));
     }
     EXPECT_EQ(grouped, one_by_one);
-    EXPECT_EQ(Output(a), Output(b));
-    ExpectSameState();
+    twins_.ExpectSameOutput(a, b);
     if (common != nullptr) *common = recorded_in_slots;
     return grouped;
   }
   // Any other input, on both.
   template <typename Fn>
   std::string Both(Fn fn) {
-    Decisions a, b;
-    const std::string sa = StatusText(fn(merged_, &a));
-    const std::string sb = StatusText(fn(single_, &b));
-    EXPECT_EQ(sa, sb);
-    EXPECT_EQ(Output(a), Output(b));
-    ExpectSameState();
-    return sa;
+    return twins_.Both(fn);
   }
-  void ExpectSameState() { EXPECT_EQ(StateText(merged_, now_), StateText(single_, now_)); }
   // Every rank stages (step, chunk): the chunk is released.
   void Release(Step step, ChunkId chunk) {
     for (RankId r = 0; r < (chunk == 0 ? kWorld : 4); ++r) {
       Both([&](JobTracker& t, Decisions* out) {
         const StagedItem item = Item(step, chunk, "dense");
-        return t.Stage(r, generation(), absl::MakeConstSpan(&item, 1), now_, out);
+        return t.Stage(r, generation(), absl::MakeConstSpan(&item, 1), twins_.now(), out);
       });
     }
   }
-  Step RankStep(RankId rank) const { return merged_.rank_step(rank); }
+  Step RankStep(RankId rank) { return twins_.grouped().rank_step(rank); }
 
  private:
-  absl::Time now_ = kStart;
-  JobTracker merged_;
-  JobTracker single_;
+  TwinTrackers twins_;
 };
 
 TEST(SyncDonesInSlotsTest, TheCommonReportsCompleteTheSyncAndMoveEveryRankOn) {
