@@ -161,7 +161,7 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
     uint64_t list_limit = 0;
     if (auto s = RequireId(request, &id); !s.ok()) return ErrorOf(s);
     if (auto s = ParseUint(request, "list_limit", 0, &list_limit); !s.ok()) return ErrorOf(s);
-    const size_t limit = list_limit == 0 ? SIZE_MAX : list_limit;
+    const size_t limit = ListLimit(list_limit);
     absl::StatusOr<JobStatusView> view = coordinator->GetJobStatus(id, ViewDetail::kStatus, limit);
     if (!view.ok()) return ErrorOf(view.status());
     v1::JobStatus status;
@@ -212,9 +212,8 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
     uint64_t list_limit = 0;
     if (auto s = ParseUint(request, "list_limit", 0, &list_limit); !s.ok()) return ErrorOf(s);
     absl::Duration deadline;
-    absl::StatusOr<core::ChunkSnapshot> snapshot =
-        coordinator->GetChunkStatus(id, step, static_cast<core::ChunkId>(chunk_id), &deadline,
-                                    list_limit == 0 ? SIZE_MAX : list_limit);
+    absl::StatusOr<core::ChunkSnapshot> snapshot = coordinator->GetChunkStatus(
+        id, step, static_cast<core::ChunkId>(chunk_id), &deadline, ListLimit(list_limit));
     if (!snapshot.ok()) return ErrorOf(snapshot.status());
     v1::ChunkStatus status;
     ChunkStatusToProto(*snapshot, deadline, &status);
@@ -228,9 +227,8 @@ absl::Status RegisterHttpApi(http::Server* server, Coordinator* coordinator,
     std::vector<std::string> earlier_owners;
     absl::StatusOr<std::vector<observe::SyncAudit>> records =
         coordinator->Audit(id, &earlier_owners);
-    // Only the audit totals are read: no chunk lists.
-    absl::StatusOr<JobStatusView> view =
-        coordinator->GetJobStatus(id, ViewDetail::kStatus, /*list_limit=*/0);
+    // Only the audit totals are read: no chunk lists, layout or stragglers.
+    absl::StatusOr<JobStatusView> view = coordinator->GetJobStatus(id, ViewDetail::kSummary);
     if (!records.ok()) return ErrorOf(records.status());
     if (!view.ok()) return ErrorOf(view.status());
     v1::GetAuditResponse response;

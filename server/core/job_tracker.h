@@ -272,6 +272,7 @@ class JobTracker {
   // Records a SyncDone of one item that SyncDone's checks would accept as fresh (the plan
   // complete, a member's one checksum or none, the chunk released, no report of the rank yet)
   // exactly as SyncDone does, and returns true; returns false, changing nothing, for any other.
+  // SyncDonesInSlots of the one rank.
   bool SyncDoneInSlot(RankId rank, uint64_t generation, const SyncDoneItem& item, absl::Time now,
                       Decisions* out);
   // What SyncDoneInSlot checks that holds for every rank reporting `item`: the chunk-step it
@@ -355,6 +356,7 @@ class JobTracker {
                          size_t* record, Decisions* out);
   // The chunk-step of (step, chunk) if it exists (no creation).
   ChunkStep* FindChunkStep(Step step, ChunkId chunk);
+  const ChunkStep* FindChunkStep(Step step, ChunkId chunk) const;
   void MaybeSkip(Step step, absl::Time now, Decisions* out);
   void MaybeAdvance(RankId rank, absl::Time now, Decisions* out);
   // Records `rank`'s SyncDone of (step, `cs`'s chunk) as cs.done.Insert does (false: it was in),

@@ -13,20 +13,22 @@
 namespace psync::core {
 namespace {
 
-// Calls fn(staged, who) for each contributor of `info` in the chunk's order (by rank), `staged`
-// whether `cs` (nullptr: nothing staged) holds its check-in and `who()` the contributor. Once the
-// plan is complete the chunk's slots are read in order and a contributor is built only where fn
-// calls who(): lists cut to a limit cost one flag read per contributor beyond it.
+// Calls fn(staged, rank, who) for each contributor of `info` in the chunk's order (by rank),
+// `staged` whether `cs` (nullptr: nothing staged) holds its check-in, `rank` its rank and `who()`
+// the contributor. Once the plan is complete the chunk's slots are read in order and a contributor
+// is built only where fn calls who(): lists cut to a limit cost one flag read per contributor
+// beyond it.
 template <typename Fn>
 void VisitContributors(const ChunkInfo& info, const ChunkStep* cs, Fn fn) {
   if (cs != nullptr && cs->staged.slots() == &info.slots) {
     for (uint32_t slot = 0; slot < info.slots.num_contributors(); ++slot) {
-      fn(cs->staged.PresentAtSlot(slot), [&] { return info.slots.ContributorAt(slot); });
+      fn(cs->staged.PresentAtSlot(slot), info.slots.ContributorRankAt(slot),
+         [&] { return info.slots.ContributorAt(slot); });
     }
     return;
   }
   info.ForEachContributor([&](const Contributor& who) {
-    fn(cs != nullptr && cs->staged.contains(who), [&] { return who; });
+    fn(cs != nullptr && cs->staged.contains(who), who.rank, [&] { return who; });
   });
 }
 
@@ -128,7 +130,7 @@ JobSnapshot JobTracker::Snapshot(absl::Time now, absl::Duration lists_after, Sna
       if (all || chunk.state == "WAITING") {
         uint32_t staged = 0;
         uint32_t missing = 0;
-        VisitContributors(info, cs, [&](bool in, const auto& who) {
+        VisitContributors(info, cs, [&](bool in, RankId, const auto& who) {
           if (!in) {
             if (missing++ < list_limit) chunk.missing.push_back(who());
           } else if (all && staged++ < list_limit) {
@@ -156,20 +158,10 @@ JobSnapshot JobTracker::Snapshot(absl::Time now, absl::Duration lists_after, Sna
 void JobTracker::ForEachMissing(Step step, ChunkId chunk,
                                 absl::FunctionRef<void(RankId)> fn) const {
   if (chunk >= plan_.num_chunks()) return;
-  const ChunkInfo& info = plan_.chunk(chunk);
-  const ChunkStep* cs = nullptr;
-  if (auto st = steps_.find(step); st != steps_.end()) {
-    if (auto f = st->second.chunks.find(chunk); f != st->second.chunks.end()) cs = &f->second;
-  }
-  if (cs != nullptr && cs->staged.slots() == &info.slots) {
-    for (uint32_t slot = 0; slot < info.slots.num_contributors(); ++slot) {
-      if (!cs->staged.PresentAtSlot(slot)) fn(info.slots.ContributorRankAt(slot));
-    }
-    return;
-  }
-  VisitContributors(info, cs, [&](bool in, const auto& who) {
-    if (!in) fn(who().rank);
-  });
+  VisitContributors(plan_.chunk(chunk), FindChunkStep(step, chunk),
+                    [&](bool in, RankId rank, const auto&) {
+                      if (!in) fn(rank);
+                    });
 }
 
 absl::StatusOr<ChunkSnapshot> JobTracker::ChunkAt(Step step, ChunkId chunk, absl::Time now,
@@ -203,7 +195,7 @@ absl::StatusOr<ChunkSnapshot> JobTracker::ChunkAt(Step step, ChunkId chunk, absl
   }
   const ChunkStep* cs = nullptr;
   if (auto f = st->second.chunks.find(chunk); f != st->second.chunks.end()) cs = &f->second;
-  VisitContributors(info, cs, [&](bool in, const auto& who) {
+  VisitContributors(info, cs, [&](bool in, RankId, const auto& who) {
     if (!in) {
       if (snap.missing_count++ < list_limit) snap.missing.push_back(who());
     } else if (snap.staged_count++ < list_limit) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "server/core/job_tracker.h"
@@ -68,6 +69,10 @@ void JobTracker::PrefetchCheckin(const InSlots& where, const ChunkStep* cs, Rank
 }
 
 ChunkStep* JobTracker::FindChunkStep(Step step, ChunkId chunk) {
+  return const_cast<ChunkStep*>(std::as_const(*this).FindChunkStep(step, chunk));
+}
+
+const ChunkStep* JobTracker::FindChunkStep(Step step, ChunkId chunk) const {
   auto st = steps_.find(step);
   if (st == steps_.end()) return nullptr;
   auto it = st->second.chunks.find(chunk);

@@ -134,37 +134,7 @@ absl::Status JobTracker::CheckSyncDone(RankId rank, size_t i, const SyncDoneItem
 
 bool JobTracker::SyncDoneInSlot(RankId rank, uint64_t generation, const SyncDoneItem& item,
                                 absl::Time now, Decisions* out) {
-  // What CheckBatch and CheckSyncDone would accept as a fresh report, read once.
-  if (generation != generation_ || state_ == JobState::kAborted || !plan_.complete() ||
-      options_.max_batch_items < 1 || KnownStep(rank) == kNoStep ||
-      item.chunk >= plan_.num_chunks() || item.executions > 1) {
-    return false;
-  }
-  const ChunkSlots& slots = plan_.chunk(item.chunk).slots;
-  const std::optional<uint32_t> member_slot = slots.MemberSlot(rank);
-  if (!member_slot.has_value()) return false;
-  if (!item.checksums.empty()) {
-    const std::string* only_group = slots.OnlyGroupOf(*member_slot);
-    if (item.checksums.size() != 1 || only_group == nullptr ||
-        item.checksums[0].group != *only_group) {
-      return false;
-    }
-  }
-  ChunkStep* found = FindChunkStep(item.step, item.chunk);
-  if (found == nullptr) return false;
-  ChunkStep& cs = *found;
-  // A chunk-step started while the plan formed keeps its reports by rank: SyncDone looks there.
-  if (!(cs.released || cs.synced_before) || cs.done.slots() != &slots ||
-      cs.done.PresentAtSlot(*member_slot)) {
-    return false;
-  }
-  // As the loop of SyncDone below records one fresh item.
-  InsertDone(cs, item.step, rank, item.checksums, member_slot);
-  AppendRankEvent(EventKind::kSyncDone, now, item.step, item.chunk, rank, /*optimizer=*/"",
-                  cs.sequence, out);
-  RecordIfSyncComplete(item.step, item.chunk, cs, now, out);
-  MaybeAdvance(rank, now, out);
-  return true;
+  return SyncDonesInSlots(generation, item, absl::MakeConstSpan(&rank, 1), now, out) == 1;
 }
 
 void JobTracker::RecordIfSyncComplete(Step step, ChunkId chunk, const ChunkStep& cs, absl::Time now,

@@ -30,7 +30,10 @@ class TwinTrackers {
   enum class Order { kExact, kAnyOrder };
 
   TwinTrackers(Order order, absl::Time start)
-      : order_(order), now_(start), grouped_("job", TrackerOptions()), single_("job", TrackerOptions()) {}
+      : order_(order),
+        now_(start),
+        grouped_("job", TrackerOptions()),
+        single_("job", TrackerOptions()) {}
 
   // Any input, on both: the statuses, outputs and states must agree. Returns the status.
   template <typename Fn>
@@ -45,10 +48,9 @@ class TwinTrackers {
   // Every plan joins both, each join accepted on both.
   void JoinAll(const std::vector<RankPlan>& plans) {
     for (const RankPlan& plan : plans) {
-      EXPECT_EQ(Both([&](JobTracker& t, Decisions* out) {
-        return t.Join(plan, now_, out).status();
-      }),
-                "OK: ");
+      EXPECT_EQ(
+          Both([&](JobTracker& t, Decisions* out) { return t.Join(plan, now_, out).status(); }),
+          "OK: ");
     }
   }
   // The outputs of one input on each tracker agree, and so do the states after it.

@@ -23,6 +23,9 @@ std::vector<core::SyncDoneItem> SyncDoneFromProto(const v1::SyncDoneBatch& batch
 v1::SessionDown NoticeToProto(const core::Notice& notice);
 // `list_limit`: at most this many entries in each chunk's staged, missing, sync_pending_ranks
 // (and staged_after_micros) lists; the *_count fields say how many there are.
+// A request's list_limit as the views take it: 0 (or absent) is every entry.
+inline size_t ListLimit(uint64_t requested) { return requested == 0 ? SIZE_MAX : requested; }
+
 void JobStatusToProto(const JobStatusView& view, v1::JobStatus* out, size_t list_limit = SIZE_MAX);
 void JobSummaryToProto(const JobStatusView& view, v1::JobSummary* out);
 void ChunkStatusToProto(const core::ChunkSnapshot& chunk, absl::Duration deadline,

@@ -61,7 +61,7 @@ grpc::ServerUnaryReactor* CoordinatorService::GetJobStatus(grpc::CallbackServerC
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id must not be empty"));
     return reactor;
   }
-  const size_t list_limit = request->list_limit() == 0 ? SIZE_MAX : request->list_limit();
+  const size_t list_limit = ListLimit(request->list_limit());
   absl::StatusOr<JobStatusView> view =
       coordinator_->GetJobStatus(request->job_id(), ViewDetail::kStatus, list_limit);
   if (view.ok()) JobStatusToProto(*view, response, list_limit);
@@ -135,7 +135,7 @@ grpc::ServerUnaryReactor* CoordinatorService::GetChunkStatus(
     return reactor;
   }
   absl::Duration deadline;
-  const size_t list_limit = request->list_limit() == 0 ? SIZE_MAX : request->list_limit();
+  const size_t list_limit = ListLimit(request->list_limit());
   absl::StatusOr<core::ChunkSnapshot> chunk = coordinator_->GetChunkStatus(
       request->job_id(), request->step(), request->chunk(), &deadline, list_limit);
   if (chunk.ok()) ChunkStatusToProto(*chunk, deadline, response);
@@ -154,9 +154,9 @@ grpc::ServerUnaryReactor* CoordinatorService::GetAudit(grpc::CallbackServerConte
   std::vector<std::string> earlier_owners;
   absl::StatusOr<std::vector<observe::SyncAudit>> records =
       coordinator_->Audit(request->job_id(), &earlier_owners);
-  // Only the audit totals are read: no chunk lists.
+  // Only the audit totals are read: no chunk lists, layout or stragglers.
   absl::StatusOr<JobStatusView> view =
-      coordinator_->GetJobStatus(request->job_id(), ViewDetail::kStatus, /*list_limit=*/0);
+      coordinator_->GetJobStatus(request->job_id(), ViewDetail::kSummary);
   if (records.ok() && view.ok()) AuditToProto(*records, view->audit, earlier_owners, response);
   reactor->Finish(wire::ToGrpcStatus(records.status()));
   return reactor;
