@@ -32,6 +32,8 @@
 //     to L entries.
 //   BM_ListJobsView/N: the same job's line in ListJobs (psyncctl jobs, /api/jobs), as the listing
 //     builds it.
+//   BM_JobOverviewView/N: the view the same job's overview (GetJobOverview, /api/overview, the
+//     dashboard's poll) is built from, under the job's lock.
 //   BM_MetricsScrape/N: a Prometheus scrape of the coordinator's metrics with that job live (its
 //     gauges are read from the job then: chunks waiting, who is missing, per node).
 //   BM_Join/N/C: a job formed: each of N ranks joins (Coordinator::Join, its plan validated and
@@ -644,6 +646,21 @@ void BM_ListJobsView(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_ListJobsView)->Arg(16384)->Arg(131072)->Iterations(10)->Unit(benchmark::kMillisecond);
+
+// The view the job at a glance (GetJobOverview, /api/overview, the dashboard's poll) is built from,
+// as the coordinator builds it under the job's lock, with the same job live. BM_JobOverviewView/N.
+void BM_JobOverviewView(benchmark::State& state) {
+  Job job(static_cast<uint32_t>(state.range(0)), 8);
+  StageHalfOfEveryChunk(job);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(job.coordinator().GetJobStatus(kJob, server::ViewDetail::kOverview));
+  }
+}
+BENCHMARK(BM_JobOverviewView)
+    ->Arg(16384)
+    ->Arg(131072)
+    ->Iterations(10)
+    ->Unit(benchmark::kMillisecond);
 
 // A Prometheus scrape with the same job live. BM_MetricsScrape/N.
 void BM_MetricsScrape(benchmark::State& state) {

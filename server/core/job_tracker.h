@@ -76,7 +76,7 @@ struct ChunkSnapshot {
   std::string state;  // IDLE, WAITING, RELEASED (ChunkAt also: SYNCED, SKIPPED)
   std::vector<Contributor> staged;
   std::vector<absl::Duration> staged_after;  // ChunkAt only: first check-in -> this one
-  std::vector<Contributor> missing;
+  std::vector<Contributor> missing;  // SnapshotLists::kAll (kHoldingBack: missing_by_optimizer)
   absl::Duration waiting;
   std::vector<RankId> sync_pending;
   // Contributors that staged `step` / have not, and members that have not reported SyncDone
@@ -87,13 +87,22 @@ struct ChunkSnapshot {
   // SnapshotLists::kHoldingBack only, for a WAITING or RELEASED chunk: the chunk's members
   // (sorted), the ranks its release goes to.
   std::vector<RankId> members;
+  // SnapshotLists::kHoldingBack only, for a WAITING chunk, in place of `missing`: the ranks that
+  // have not staged the chunk with each optimizer (sorted), by optimizer name; the same
+  // contributors as `missing`, a rank's optimizers in the same order, without a copy of an
+  // optimizer's name per contributor.
+  struct MissingOfOptimizer {
+    std::string optimizer;
+    std::vector<RankId> ranks;
+  };
+  std::vector<MissingOfOptimizer> missing_by_optimizer;
 };
 
 // Which lists a JobSnapshot's chunks carry (for the chunks past `lists_after`).
 enum class SnapshotLists {
   kAll,          // staged, missing and sync_pending
-  kHoldingBack,  // only who holds a chunk back: missing of a WAITING chunk, sync_pending of a
-                 // RELEASED one, and their members; nothing for an IDLE chunk
+  kHoldingBack,  // only who holds a chunk back: missing_by_optimizer of a WAITING chunk,
+                 // sync_pending of a RELEASED one, and their members; nothing for an IDLE chunk
 };
 
 struct JobSnapshot {

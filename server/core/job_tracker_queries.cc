@@ -32,6 +32,35 @@ void VisitContributors(const ChunkInfo& info, const ChunkStep* cs, Fn fn) {
   });
 }
 
+// Calls fn(optimizer, rank) for each contributor of `info` whose check-in `cs` (nullptr: nothing
+// staged) does not hold, in the chunk's order, without building a Contributor.
+template <typename Fn>
+void VisitMissing(const ChunkInfo& info, const ChunkStep* cs, Fn fn) {
+  if (cs != nullptr && cs->staged.slots() == &info.slots) {
+    for (uint32_t slot = 0; slot < info.slots.num_contributors(); ++slot) {
+      if (!cs->staged.PresentAtSlot(slot)) {
+        fn(info.slots.ContributorOptimizerAt(slot), info.slots.ContributorRankAt(slot));
+      }
+    }
+    return;
+  }
+  info.ForEachContributor([&](const Contributor& who) {
+    if (cs == nullptr || !cs->staged.contains(who)) fn(who.optimizer, who.rank);
+  });
+}
+
+// Adds `rank` to the ranks missing `optimizer`.
+void AddMissing(const std::string& optimizer, RankId rank,
+                std::vector<ChunkSnapshot::MissingOfOptimizer>* out) {
+  for (ChunkSnapshot::MissingOfOptimizer& group : *out) {
+    if (group.optimizer == optimizer) {
+      group.ranks.push_back(rank);
+      return;
+    }
+  }
+  out->push_back({optimizer, {rank}});
+}
+
 // Calls fn(member) for each member of `info` that has not reported SyncDone in `cs`, by rank.
 template <typename Fn>
 void VisitSyncPending(const ChunkInfo& info, const ChunkStep& cs, Fn fn) {
@@ -130,19 +159,34 @@ JobSnapshot JobTracker::Snapshot(absl::Time now, absl::Duration lists_after, Sna
       if (all || chunk.state == "WAITING") {
         uint32_t staged = 0;
         uint32_t missing = 0;
-        VisitContributors(info, cs, [&](bool in, RankId, const auto& who) {
-          if (!in) {
-            if (missing++ < list_limit) chunk.missing.push_back(who());
-          } else if (all && staged++ < list_limit) {
-            chunk.staged.push_back(who());
-          }
-        });
+        if (all) {
+          // Sized once: a list of a whole chunk's contributors grown an entry at a time moves
+          // them all about twice over.
+          chunk.missing.reserve(std::min<size_t>(chunk.missing_count, list_limit));
+          chunk.staged.reserve(std::min<size_t>(chunk.staged_count, list_limit));
+          VisitContributors(info, cs, [&](bool in, RankId, const auto& who) {
+            if (!in) {
+              if (missing++ < list_limit) chunk.missing.push_back(who());
+            } else if (staged++ < list_limit) {
+              chunk.staged.push_back(who());
+            }
+          });
+        } else {
+          VisitMissing(info, cs, [&](const std::string& optimizer, RankId rank) {
+            if (missing++ < list_limit) AddMissing(optimizer, rank, &chunk.missing_by_optimizer);
+          });
+          // A rank's optimizers come in name order (the contributors' order) group by group.
+          std::sort(chunk.missing_by_optimizer.begin(), chunk.missing_by_optimizer.end(),
+                    [](const auto& a, const auto& b) { return a.optimizer < b.optimizer; });
+        }
         // Where a list is built, the counts are of what it would hold without the limit.
         chunk.missing_count = missing;
         chunk.staged_count = contributors - missing;
       }
       if (chunk.state == "RELEASED") {
         uint32_t pending = 0;
+        chunk.sync_pending.reserve(std::min<size_t>(
+            info.members.size() - std::min(info.members.size(), cs->done.size()), list_limit));
         VisitSyncPending(info, *cs, [&](RankId m) {
           if (pending++ < list_limit) chunk.sync_pending.push_back(m);
         });

@@ -228,8 +228,10 @@ TEST(JobTrackerTest, SnapshotOfWhoHoldsBackLeavesOutStagedListsAndIdleChunks) {
   snap = brief();
   EXPECT_EQ(snap.chunks[0].state, "WAITING");
   EXPECT_THAT(snap.chunks[0].staged, IsEmpty());
-  EXPECT_THAT(snap.chunks[0].missing,
-              ElementsAre(Contributor{0, "expert"}, Contributor{1, "expert"}));
+  EXPECT_THAT(snap.chunks[0].missing, IsEmpty());
+  ASSERT_EQ(snap.chunks[0].missing_by_optimizer.size(), 1u);
+  EXPECT_EQ(snap.chunks[0].missing_by_optimizer[0].optimizer, "expert");
+  EXPECT_THAT(snap.chunks[0].missing_by_optimizer[0].ranks, ElementsAre(0, 1));
   EXPECT_EQ(snap.chunks[0].staged_count, 2u);
   EXPECT_EQ(snap.chunks[0].missing_count, 2u);
   EXPECT_THAT(snap.chunks[0].members, ElementsAre(0, 1));
@@ -247,6 +249,26 @@ TEST(JobTrackerTest, SnapshotOfWhoHoldsBackLeavesOutStagedListsAndIdleChunks) {
   EXPECT_THAT(snap.chunks[0].members, ElementsAre(0, 1));
   EXPECT_EQ(snap.chunks[0].staged_count, 4u);
   EXPECT_EQ(snap.chunks[0].missing_count, 0u);
+}
+
+// kHoldingBack's missing contributors, by optimizer name, are those kAll lists one by one.
+TEST(JobTrackerTest, SnapshotOfWhoHoldsBackGroupsTheMissingByOptimizerName) {
+  Harness h(TwoRankPlans(), TwoRankExpected());
+  h.JoinAll();
+  ASSERT_TRUE(h.Stage(0, {Item(0, 0, "dense")}).ok());
+  const JobSnapshot all = h.tracker().Snapshot(h.now());
+  EXPECT_THAT(all.chunks[0].missing, ElementsAre(Contributor{0, "expert"}, Contributor{1, "dense"},
+                                                 Contributor{1, "expert"}));
+  const JobSnapshot brief =
+      h.tracker().Snapshot(h.now(), -absl::InfiniteDuration(), SnapshotLists::kHoldingBack);
+  const auto& groups = brief.chunks[0].missing_by_optimizer;
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].optimizer, "dense");
+  EXPECT_THAT(groups[0].ranks, ElementsAre(1));
+  EXPECT_EQ(groups[1].optimizer, "expert");
+  EXPECT_THAT(groups[1].ranks, ElementsAre(0, 1));
+  EXPECT_EQ(brief.chunks[0].missing_count, 3u);
+  EXPECT_EQ(brief.chunks[0].staged_count, 1u);
 }
 
 }  // namespace psync::core::testing

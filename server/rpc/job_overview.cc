@@ -1,7 +1,6 @@
 #include "server/rpc/job_overview.h"
 
 #include <algorithm>
-#include <map>
 #include <tuple>
 #include <utility>
 
@@ -66,10 +65,12 @@ Grid BuildGrid(const JobStatusView& view) {
       for (core::RankId r : chunk.members) {
         if (r < s.world_size) Worsen(&grid.cell(r, c), kStaged);
       }
-      for (const core::Contributor& who : chunk.missing) {
-        if (who.rank >= s.world_size) continue;
-        Worsen(&grid.cell(who.rank, c), kMissing);
-        ++grid.node_missing[node_of(who.rank)];
+      for (const core::ChunkSnapshot::MissingOfOptimizer& group : chunk.missing_by_optimizer) {
+        for (core::RankId r : group.ranks) {
+          if (r >= s.world_size) continue;
+          Worsen(&grid.cell(r, c), kMissing);
+          ++grid.node_missing[node_of(r)];
+        }
       }
     } else if (chunk.state == "RELEASED") {
       for (core::RankId r : chunk.members) {
@@ -134,12 +135,8 @@ std::vector<Group> MissingGroups(const core::JobSnapshot& s) {
   for (uint32_t c = 0; c < s.chunks.size(); ++c) {
     const core::ChunkSnapshot& chunk = s.chunks[c];
     if (chunk.state == "WAITING") {
-      std::map<std::string, std::vector<core::RankId>> by_optimizer;
-      for (const core::Contributor& who : chunk.missing) {
-        by_optimizer[who.optimizer].push_back(who.rank);
-      }
-      for (auto& [optimizer, ranks] : by_optimizer) {
-        groups.push_back(Group{c, optimizer, std::move(ranks)});
+      for (const core::ChunkSnapshot::MissingOfOptimizer& group : chunk.missing_by_optimizer) {
+        groups.push_back(Group{c, group.optimizer, group.ranks});
       }
     } else if (chunk.state == "RELEASED" && !chunk.sync_pending.empty()) {
       groups.push_back(Group{c, "sync_done", chunk.sync_pending});
@@ -204,9 +201,12 @@ void ExpandedToProto(const JobStatusView& view, const Grid& grid,
   for (uint32_t c = 0; c < s.chunks.size(); ++c) {
     const core::ChunkSnapshot& chunk = s.chunks[c];
     if (chunk.state == "WAITING") {
-      for (const core::Contributor& who : chunk.missing) {
-        if (v1::RankOverview* rank = find(who.rank); rank != nullptr) {
-          rank->add_missing(absl::StrCat("c", c, ":", wire::BoundEcho(who.optimizer)));
+      // By optimizer name, as the contributors are ordered: a rank's entries in that order.
+      for (const core::ChunkSnapshot::MissingOfOptimizer& group : chunk.missing_by_optimizer) {
+        for (core::RankId r : group.ranks) {
+          if (v1::RankOverview* rank = find(r); rank != nullptr) {
+            rank->add_missing(absl::StrCat("c", c, ":", wire::BoundEcho(group.optimizer)));
+          }
         }
       }
     } else if (chunk.state == "RELEASED") {

@@ -11,10 +11,6 @@ namespace {
 
 using ::testing::ElementsAre;
 
-core::Contributor Who(core::RankId rank, const std::string& optimizer) {
-  return core::Contributor{rank, optimizer};
-}
-
 // 12 ranks on 3 nodes of 4 ("n0": ranks 0-3, "n1": 4-7, "n2": 8-11), 3 chunks:
 //   chunk 0 WAITING 2 s: ranks 5 and 9 miss "expert", rank 6 misses "dense"; the rest staged;
 //   chunk 1 RELEASED 1 s ago: ranks 2 and 3 have not reported SyncDone;
@@ -32,14 +28,8 @@ JobStatusView Example() {
   waiting.step = 7;
   waiting.state = "WAITING";
   waiting.waiting = absl::Seconds(2);
-  for (core::RankId r = 0; r < 12; ++r) {
-    waiting.members.push_back(r);
-    for (const char* optimizer : {"dense", "expert"}) {
-      const bool missing = (std::string(optimizer) == "expert" && (r == 5 || r == 9)) ||
-                           (std::string(optimizer) == "dense" && r == 6);
-      if (missing) waiting.missing.push_back(Who(r, optimizer));
-    }
-  }
+  for (core::RankId r = 0; r < 12; ++r) waiting.members.push_back(r);
+  waiting.missing_by_optimizer = {{"dense", {6}}, {"expert", {5, 9}}};
   waiting.staged_count = 21;
   waiting.missing_count = 3;
   core::ChunkSnapshot released;
