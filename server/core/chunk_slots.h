@@ -121,9 +121,10 @@ class ChunkSlots {
     return Contributor{contributor_rank_[slot], optimizers_[contributor_optimizer_[slot]]};
   }
   RankId ContributorRankAt(uint32_t slot) const { return contributor_rank_[slot]; }
-  const std::string& ContributorOptimizerAt(uint32_t slot) const {
-    return optimizers_[contributor_optimizer_[slot]];
-  }
+  // The chunk's optimizers, by index (OptimizerIndex), and the index of a slot's.
+  size_t num_optimizers() const { return optimizers_.size(); }
+  const std::string& OptimizerAt(uint32_t index) const { return optimizers_[index]; }
+  uint32_t ContributorOptimizerIndexAt(uint32_t slot) const { return contributor_optimizer_[slot]; }
 
   // The slot of member `rank`, or nullopt when it is not a member of the chunk's sync groups.
   std::optional<uint32_t> MemberSlot(RankId rank) const {

@@ -32,33 +32,40 @@ void VisitContributors(const ChunkInfo& info, const ChunkStep* cs, Fn fn) {
   });
 }
 
-// Calls fn(optimizer, rank) for each contributor of `info` whose check-in `cs` (nullptr: nothing
-// staged) does not hold, in the chunk's order, without building a Contributor.
-template <typename Fn>
-void VisitMissing(const ChunkInfo& info, const ChunkStep* cs, Fn fn) {
+// The contributors of `info` whose check-in `cs` (nullptr: nothing staged) does not hold, at most
+// `list_limit` of them, by optimizer name (each optimizer's ranks sorted), without building a
+// Contributor; returns how many there are in all.
+uint32_t MissingByOptimizer(const ChunkInfo& info, const ChunkStep* cs, size_t list_limit,
+                            std::vector<ChunkSnapshot::MissingOfOptimizer>* out) {
+  uint32_t missing = 0;
   if (cs != nullptr && cs->staged.slots() == &info.slots) {
-    for (uint32_t slot = 0; slot < info.slots.num_contributors(); ++slot) {
-      if (!cs->staged.PresentAtSlot(slot)) {
-        fn(info.slots.ContributorOptimizerAt(slot), info.slots.ContributorRankAt(slot));
+    // By the slot's optimizer index: no name compared per contributor.
+    const ChunkSlots& slots = info.slots;
+    out->resize(slots.num_optimizers());
+    for (uint32_t i = 0; i < slots.num_optimizers(); ++i)
+      (*out)[i].optimizer = slots.OptimizerAt(i);
+    for (uint32_t slot = 0; slot < slots.num_contributors(); ++slot) {
+      if (!cs->staged.PresentAtSlot(slot) && missing++ < list_limit) {
+        (*out)[slots.ContributorOptimizerIndexAt(slot)].ranks.push_back(
+            slots.ContributorRankAt(slot));
       }
     }
-    return;
+    out->erase(
+        std::remove_if(out->begin(), out->end(), [](const auto& g) { return g.ranks.empty(); }),
+        out->end());
+  } else {
+    info.ForEachContributor([&](const Contributor& who) {
+      if ((cs != nullptr && cs->staged.contains(who)) || missing++ >= list_limit) return;
+      auto group = std::find_if(out->begin(), out->end(),
+                                [&](const auto& g) { return g.optimizer == who.optimizer; });
+      if (group == out->end()) group = out->insert(out->end(), {who.optimizer, {}});
+      group->ranks.push_back(who.rank);
+    });
   }
-  info.ForEachContributor([&](const Contributor& who) {
-    if (cs == nullptr || !cs->staged.contains(who)) fn(who.optimizer, who.rank);
-  });
-}
-
-// Adds `rank` to the ranks missing `optimizer`.
-void AddMissing(const std::string& optimizer, RankId rank,
-                std::vector<ChunkSnapshot::MissingOfOptimizer>* out) {
-  for (ChunkSnapshot::MissingOfOptimizer& group : *out) {
-    if (group.optimizer == optimizer) {
-      group.ranks.push_back(rank);
-      return;
-    }
-  }
-  out->push_back({optimizer, {rank}});
+  // A rank's optimizers then come group by group in name order, the contributors' order.
+  std::sort(out->begin(), out->end(),
+            [](const auto& a, const auto& b) { return a.optimizer < b.optimizer; });
+  return missing;
 }
 
 // Calls fn(member) for each member of `info` that has not reported SyncDone in `cs`, by rank.
@@ -172,12 +179,7 @@ JobSnapshot JobTracker::Snapshot(absl::Time now, absl::Duration lists_after, Sna
             }
           });
         } else {
-          VisitMissing(info, cs, [&](const std::string& optimizer, RankId rank) {
-            if (missing++ < list_limit) AddMissing(optimizer, rank, &chunk.missing_by_optimizer);
-          });
-          // A rank's optimizers come in name order (the contributors' order) group by group.
-          std::sort(chunk.missing_by_optimizer.begin(), chunk.missing_by_optimizer.end(),
-                    [](const auto& a, const auto& b) { return a.optimizer < b.optimizer; });
+          missing = MissingByOptimizer(info, cs, list_limit, &chunk.missing_by_optimizer);
         }
         // Where a list is built, the counts are of what it would hold without the limit.
         chunk.missing_count = missing;
