@@ -42,8 +42,9 @@ uint32_t MissingByOptimizer(const ChunkInfo& info, const ChunkStep* cs, size_t l
     // By the slot's optimizer index: no name compared per contributor.
     const ChunkSlots& slots = info.slots;
     out->resize(slots.num_optimizers());
-    for (uint32_t i = 0; i < slots.num_optimizers(); ++i)
+    for (uint32_t i = 0; i < slots.num_optimizers(); ++i) {
       (*out)[i].optimizer = slots.OptimizerAt(i);
+    }
     for (uint32_t slot = 0; slot < slots.num_contributors(); ++slot) {
       if (!cs->staged.PresentAtSlot(slot) && missing++ < list_limit) {
         (*out)[slots.ContributorOptimizerIndexAt(slot)].ranks.push_back(

@@ -63,13 +63,13 @@ struct JobStatusView {
 };
 
 // How much a job's view holds: kStatus every chunk's staged, missing and sync-pending lists;
-// kHoldingBack only who holds a chunk back, and its members (core::SnapshotLists::kHoldingBack);
-// kOverview that and every rank's straggler score. kSummary (a job's line in ListJobs, the
+// kOverview only who holds a chunk back, with its members (core::SnapshotLists::kHoldingBack: the
+// missing by optimizer), and every rank's straggler score. kSummary (a job's line in ListJobs, the
 // audit's totals) and kMissingByNode (a Prometheus scrape's gauges) hold no list, member or
 // per-rank score, so that building them costs no copy per rank: kSummary no node layout and no
 // stragglers either; kMissingByNode the node layout, each node's missing contributors
 // (missing_by_node) and the top straggler only.
-enum class ViewDetail { kStatus, kHoldingBack, kOverview, kSummary, kMissingByNode };
+enum class ViewDetail { kStatus, kOverview, kSummary, kMissingByNode };
 
 // The job's state as the API names it: FORMING, RUNNING, DEGRADED (running with a lost rank),
 // ABORTED, or for a job that left the coordinator ENDED / EVICTED.
